@@ -1,0 +1,43 @@
+"""Entry point: ``python -m aiperf_mpi`` (or the ``aiperf-mpi`` script)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+
+from mpi4py import MPI
+
+from aiperf_mpi.cli import parse_on_root
+from aiperf_mpi.errors import UsageError
+from aiperf_mpi.mpi.guard import run_guarded
+from aiperf_mpi.mpi.layout import build_layout
+
+
+def rank_main(comm: MPI.Comm, argv: Sequence[str] | None) -> int:
+    """What every rank runs, inside the abort guard."""
+    options = parse_on_root(comm, argv)
+    if options.json and not options.layout:
+        raise UsageError("--json only applies to --layout")
+    layout = build_layout(comm, options.group_size)
+    try:
+        if options.layout:
+            if layout.is_master:
+                text = json.dumps(layout.plan.to_dict()) if options.json else layout.plan.describe()
+                print(text, flush=True)
+            return 0
+        raise UsageError(
+            "the benchmark run is not implemented in this build yet; " "only --layout is available (see --help)"
+        )
+    finally:
+        layout.free()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one rank of the job and return its exit status."""
+    comm = MPI.COMM_WORLD
+    return run_guarded(comm, lambda: rank_main(comm, argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,153 @@
+"""Pure planning of the process layout: who is master, which ranks form groups.
+
+The benchmark's shape (DESIGN.md §1): world rank 0 is the master; every other
+rank belongs to exactly one *group*; a group never spans two nodes (Horovod's
+all-reduce inside a group then runs over shared memory / the node's fabric),
+and a node's workers may be cut into groups of ``group_size`` ranks.  A group's
+lowest world rank is its leader.
+
+This module has no MPI import so that the planning rules are unit-tested
+without ``mpirun``; :mod:`aiperf_mpi.mpi.layout` feeds it what MPI reports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+MASTER_RANK = 0
+
+
+class LayoutError(ValueError):
+    """The requested layout cannot be built from the ranks the job has."""
+
+
+@dataclass(frozen=True)
+class GroupPlan:
+    """One training group: ranks of one node that train one model together."""
+
+    index: int
+    node: int
+    host: str
+    ranks: tuple[int, ...]
+
+    @property
+    def leader(self) -> int:
+        """The group's first rank: it talks to the master and runs the search."""
+        return self.ranks[0]
+
+    @property
+    def horovod_size(self) -> int:
+        """Horovod's ``hvd.size()`` inside this group."""
+        return len(self.ranks)
+
+
+@dataclass(frozen=True)
+class LayoutPlan:
+    """The whole job's layout, identical on every rank."""
+
+    world_size: int
+    master_rank: int
+    hosts: tuple[str, ...]
+    nodes: tuple[int, ...]
+    group_size: int | None
+    groups: tuple[GroupPlan, ...]
+
+    def group_of(self, rank: int) -> GroupPlan | None:
+        """The group ``rank`` belongs to, or ``None`` for the master."""
+        for group in self.groups:
+            if rank in group.ranks:
+                return group
+        return None
+
+    @property
+    def node_count(self) -> int:
+        return len(set(self.nodes))
+
+    def to_dict(self) -> dict:
+        """A JSON-ready form (for the run log and ``--layout --json``)."""
+        data = asdict(self)
+        for group, plan in zip(data["groups"], self.groups, strict=True):
+            group["leader"] = plan.leader
+            group["horovod_size"] = plan.horovod_size
+        data["node_count"] = self.node_count
+        return data
+
+    def describe(self) -> str:
+        """Human-readable layout, as printed by ``--layout``."""
+        lines = [
+            f"world size:   {self.world_size} ranks on {self.node_count} node(s)",
+            f"master:       rank {self.master_rank} on {self.hosts[self.master_rank]}",
+            f"group size:   {self.group_size if self.group_size else 'whole node'}",
+            f"groups:       {len(self.groups)}",
+        ]
+        for group in self.groups:
+            lines.append(
+                f"  group {group.index:>4}: host {group.host}, node {group.node}, "
+                f"leader {group.leader}, horovod size {group.horovod_size}, "
+                f"ranks {_ranges(group.ranks)}"
+            )
+        if not self.groups:
+            lines.append("  (none: a benchmark run needs at least 2 ranks — the master and one worker)")
+        return "\n".join(lines)
+
+
+def plan_layout(
+    hosts: Sequence[str],
+    nodes: Sequence[int],
+    group_size: int | None = None,
+    master_rank: int = MASTER_RANK,
+) -> LayoutPlan:
+    """Plan the groups from each rank's host name and node id.
+
+    ``nodes[r]`` identifies the shared-memory node of world rank ``r`` (as
+    ``MPI_Comm_split_type(COMM_TYPE_SHARED)`` found it); ``hosts[r]`` is only
+    for display.  Workers of one node are taken in rank order and cut into
+    consecutive groups of ``group_size`` (the last one of a node may be
+    smaller); ``None`` puts all of a node's workers in one group.
+    """
+    if len(hosts) != len(nodes):
+        raise LayoutError(f"{len(hosts)} host names for {len(nodes)} ranks")
+    world_size = len(nodes)
+    if world_size < 1:
+        raise LayoutError("an empty world")
+    if not 0 <= master_rank < world_size:
+        raise LayoutError(f"master rank {master_rank} outside a world of {world_size}")
+    if group_size is not None and group_size < 1:
+        raise LayoutError(f"--group-size must be at least 1, got {group_size}")
+
+    workers_by_node: dict[int, list[int]] = {}
+    for rank, node in enumerate(nodes):
+        if rank != master_rank:
+            workers_by_node.setdefault(node, []).append(rank)
+
+    groups: list[GroupPlan] = []
+    for node in sorted(workers_by_node):
+        ranks = workers_by_node[node]
+        size = group_size or len(ranks)
+        for start in range(0, len(ranks), size):
+            chunk = tuple(ranks[start : start + size])
+            groups.append(GroupPlan(len(groups), node, hosts[chunk[0]], chunk))
+
+    return LayoutPlan(
+        world_size=world_size,
+        master_rank=master_rank,
+        hosts=tuple(hosts),
+        nodes=tuple(nodes),
+        group_size=group_size,
+        groups=tuple(groups),
+    )
+
+
+def _ranges(ranks: Sequence[int]) -> str:
+    """Compress ``1,2,3,5`` to ``1-3,5`` so a 4,096-rank layout stays readable."""
+    parts: list[str] = []
+    start = prev = ranks[0]
+    for rank in [*ranks[1:], None]:
+        if rank is not None and rank == prev + 1:
+            prev = rank
+            continue
+        parts.append(str(start) if start == prev else f"{start}-{prev}")
+        if rank is not None:
+            start = prev = rank
+    return ",".join(parts)

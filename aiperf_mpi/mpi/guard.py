@@ -1,0 +1,65 @@
+"""The abort guard: no rank may die alone and leave the others hanging.
+
+An MPI job in which one rank raised and exited while the others wait in a
+collective hangs until the batch system's time limit — hours of a whole
+machine.  :func:`run_guarded` wraps a rank's ``main``: an unhandled exception
+prints exactly one line tagged with rank and host, then ``MPI_Abort`` ends
+every rank of the job with a non-zero status.  The full traceback goes to
+stderr only when ``AIPERF_MPI_DEBUG`` is set, so a 4,096-rank failure is not a
+wall of identical tracebacks.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import traceback
+from collections.abc import Callable
+
+from mpi4py import MPI
+
+from aiperf_mpi.errors import EXIT_FATAL, EXIT_OK, EXIT_USAGE, UsageError, one_line
+
+DEBUG_ENV = "AIPERF_MPI_DEBUG"
+PROGRAM = "aiperf_mpi"
+
+
+def fatal_line(rank: int, host: str, exc: BaseException) -> str:
+    """The one line printed for a fatal error."""
+    return f"{PROGRAM}: fatal: rank {rank} on {host}: {one_line(exc)}"
+
+
+def run_guarded(comm: MPI.Comm, main: Callable[[], int | None]) -> int:
+    """Run ``main`` on this rank; return its exit status or abort the job.
+
+    * ``main`` returns (``None`` counts as success): that status.
+    * :class:`UsageError` (a collective, agreed error): rank 0 prints
+      ``aiperf_mpi: error: …``; every rank returns 2.
+    * ``SystemExit``: its status, unchanged.
+    * anything else, ``KeyboardInterrupt`` included: one line, then
+      ``comm.Abort(1)`` — this call does not return.
+    """
+    try:
+        status = main()
+        return EXIT_OK if status is None else int(status)
+    except UsageError as exc:
+        if comm.Get_rank() == 0:
+            print(f"{PROGRAM}: error: {' '.join(str(exc).split())}", file=sys.stderr, flush=True)
+        return EXIT_USAGE
+    except SystemExit as exc:
+        code = exc.code
+        return code if isinstance(code, int) else (EXIT_OK if code is None else EXIT_FATAL)
+    except BaseException as exc:  # the whole point: catch everything
+        abort(comm, exc)
+        raise  # unreachable: abort() does not return
+
+
+def abort(comm: MPI.Comm, exc: BaseException) -> None:
+    """Print the fatal line (and the traceback on request), then abort the job."""
+    rank = MPI.COMM_WORLD.Get_rank()
+    print(fatal_line(rank, socket.gethostname(), exc), file=sys.stderr, flush=True)
+    if os.environ.get(DEBUG_ENV):
+        traceback.print_exception(exc, file=sys.stderr)
+        sys.stderr.flush()
+    comm.Abort(EXIT_FATAL)

@@ -1,0 +1,58 @@
+"""The installed stack: the entry point, and Horovod on mpi4py's MPI library."""
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.support.mpirun import REPO_ROOT, mpi_env
+
+
+def run_python(*argv: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, *argv], capture_output=True, text=True, timeout=timeout, env=mpi_env(), cwd=REPO_ROOT
+    )
+
+
+def test_help_lists_options_and_exits_zero() -> None:
+    done = run_python("-m", "aiperf_mpi", "--help")
+    assert done.returncode == 0, done.stderr
+    for flag in ("--layout", "--group-size", "--json", "--version"):
+        assert flag in done.stdout
+
+
+def test_singleton_layout_says_a_run_needs_two_ranks() -> None:
+    done = run_python("-m", "aiperf_mpi", "--layout")
+    assert done.returncode == 0, done.stderr
+    assert "world size:   1 ranks" in done.stdout
+    assert "at least 2 ranks" in done.stdout
+
+
+def test_benchmark_run_is_refused_plainly_until_it_exists() -> None:
+    done = run_python("-m", "aiperf_mpi")
+    assert done.returncode == 2
+    assert done.stderr.strip().count("\n") == 0, done.stderr
+    assert "not implemented" in done.stderr
+
+
+def test_console_script_installed() -> None:
+    script = REPO_ROOT / ".venv" / "bin" / "aiperf-mpi"
+    if not script.exists():
+        pytest.skip("not installed through the Makefile's venv")
+    done = subprocess.run([str(script), "--version"], capture_output=True, text=True, timeout=60, env=mpi_env())
+    assert done.returncode == 0 and "aiperf_mpi" in done.stdout
+
+
+@pytest.mark.horovod
+@pytest.mark.tf
+def test_horovod_built_with_mpi_and_same_libmpi_as_mpi4py() -> None:
+    probe = """
+import horovod.tensorflow as hvd
+from mpi4py import MPI
+assert hvd.mpi_built(), "Horovod built without MPI"
+libs = sorted({line.split()[-1] for line in open('/proc/self/maps') if 'libmpi.so' in line})
+print('LIBS', libs)
+assert len(libs) == 1, libs
+"""
+    done = run_python("-c", probe)
+    assert done.returncode == 0, done.stdout + done.stderr

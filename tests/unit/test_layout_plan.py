@@ -1,0 +1,77 @@
+"""The layout planner's rules, without MPI."""
+
+import json
+
+import pytest
+
+from aiperf_mpi.layout import LayoutError, _ranges, plan_layout
+
+
+def one_node(n: int) -> tuple[list[str], list[int]]:
+    return ["n0"] * n, [0] * n
+
+
+def test_one_node_one_group_without_master() -> None:
+    plan = plan_layout(*one_node(4))
+    assert [g.ranks for g in plan.groups] == [(1, 2, 3)]
+    assert plan.groups[0].leader == 1
+    assert plan.groups[0].horovod_size == 3
+    assert plan.group_of(0) is None
+    assert plan.group_of(3) == plan.groups[0]
+
+
+@pytest.mark.parametrize(
+    ("group_size", "expected"),
+    [(1, [(1,), (2,), (3,)]), (2, [(1, 2), (3,)]), (3, [(1, 2, 3)]), (100, [(1, 2, 3)])],
+)
+def test_group_size_cuts_a_node(group_size: int, expected: list[tuple[int, ...]]) -> None:
+    assert [g.ranks for g in plan_layout(*one_node(4), group_size).groups] == expected
+
+
+def test_groups_never_span_nodes() -> None:
+    hosts = ["a", "a", "a", "b", "b", "b", "b", "b"]
+    nodes = [0, 0, 0, 3, 3, 3, 3, 3]
+    plan = plan_layout(hosts, nodes, group_size=4)
+    assert [g.ranks for g in plan.groups] == [(1, 2), (3, 4, 5, 6), (7,)]
+    assert [g.host for g in plan.groups] == ["a", "b", "b"]
+    assert [g.index for g in plan.groups] == [0, 1, 2]
+    assert plan.node_count == 2
+
+
+def test_interleaved_ranks_group_by_node_not_by_rank_order() -> None:
+    """Round-robin rank placement (``--map-by node``) must still give per-node groups."""
+    nodes = [0, 1, 0, 1, 0, 1]
+    plan = plan_layout([f"h{n}" for n in nodes], nodes)
+    assert [g.ranks for g in plan.groups] == [(2, 4), (1, 3, 5)]
+
+
+def test_world_of_one_has_no_groups_and_says_why() -> None:
+    plan = plan_layout(["solo"], [0])
+    assert plan.groups == ()
+    assert "at least 2 ranks" in plan.describe()
+
+
+@pytest.mark.parametrize(
+    ("hosts", "nodes", "group_size", "message"),
+    [
+        (["a"], [0, 0], None, "host names"),
+        ([], [], None, "empty"),
+        (["a", "a"], [0, 0], 0, "at least 1"),
+    ],
+)
+def test_bad_input_raises_layout_error(hosts, nodes, group_size, message) -> None:
+    with pytest.raises(LayoutError, match=message):
+        plan_layout(hosts, nodes, group_size)
+
+
+def test_to_dict_is_json_and_complete() -> None:
+    data = json.loads(json.dumps(plan_layout(*one_node(3), 1).to_dict()))
+    assert data["world_size"] == 3
+    assert data["groups"][1] == {"index": 1, "node": 0, "host": "n0", "ranks": [2], "leader": 2, "horovod_size": 1}
+
+
+def test_describe_compresses_rank_ranges() -> None:
+    assert _ranges([1, 2, 3, 5, 7, 8]) == "1-3,5,7-8"
+    text = plan_layout(*one_node(4096)).describe()
+    assert "ranks 1-4095" in text
+    assert "horovod size 4095" in text
