@@ -52,7 +52,7 @@ def run_guarded(comm: MPI.Comm, main: Callable[[], int | None]) -> int:
         return code if isinstance(code, int) else (EXIT_OK if code is None else EXIT_FATAL)
     except BaseException as exc:  # the whole point: catch everything
         abort(comm, exc)
-        raise  # unreachable: abort() does not return
+        raise  # unreachable: abort() ends the process
 
 
 def abort(comm: MPI.Comm, exc: BaseException) -> None:
@@ -63,3 +63,6 @@ def abort(comm: MPI.Comm, exc: BaseException) -> None:
         traceback.print_exception(exc, file=sys.stderr)
         sys.stderr.flush()
     comm.Abort(EXIT_FATAL)
+    # MPICH's MPI_Abort can return to the caller before the launcher kills the
+    # job; exiting here keeps the promise "one line, no traceback".
+    os._exit(EXIT_FATAL)

@@ -2,9 +2,11 @@
 
 A hang must fail the test, not stall CI, and when it does the output of every
 rank is what one needs to see.  Each rank's lines are tagged with its rank by
-the launcher (Open MPI ``--tag-output``, MPICH ``-prepend-rank``), the whole
-job runs in its own process group, and on timeout the group is killed and
-:class:`MpiTimeout` carries everything the ranks printed.
+the launcher (Open MPI ``--tag-output``; MPICH writes one file per rank with
+``-outfile-pattern``, which the helper tags the same way, because Hydra's
+``-prepend-rank`` breaks lines at every write), the whole job runs in its own
+process group, and on timeout the group is killed and :class:`MpiTimeout`
+carries everything the ranks printed.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -97,13 +100,34 @@ def mpi_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def mpirun_command(n: int, argv: Sequence[str]) -> list[str]:
-    """``mpirun -n n`` + rank-tagging + oversubscription + ``argv``."""
+def mpirun_command(n: int, argv: Sequence[str], rank_files: Path | None = None) -> list[str]:
+    """``mpirun -n n`` + rank-tagging + oversubscription + ``argv``.
+
+    With MPICH, each rank's stdout and stderr go to ``rank_files/{out,err}.RANK``.
+    """
     if mpi_vendor() == "openmpi":
         launch = [mpirun_path(), "-n", str(n), "--oversubscribe", "--bind-to", "none", "--tag-output"]
     else:
-        launch = [mpirun_path(), "-n", str(n), "-prepend-rank"]
+        if rank_files is None:
+            raise ValueError("MPICH needs a directory for the per-rank output files")
+        launch = [
+            mpirun_path(), "-n", str(n),
+            "-outfile-pattern", str(rank_files / "out.%r"),
+            "-errfile-pattern", str(rank_files / "err.%r"),
+        ]  # fmt: skip
     return launch + list(argv)
+
+
+def _rank_file_output(rank_files: Path | None) -> str:
+    """Per-rank files (MPICH) merged into Open MPI's tagged form."""
+    if rank_files is None:
+        return ""
+    lines = []
+    for path in sorted(rank_files.glob("*.*"), key=lambda p: (int(p.suffix[1:]), p.stem)):
+        stream = "stdout" if path.stem == "out" else "stderr"
+        rank = int(path.suffix[1:])
+        lines += [f"[1,{rank}]<{stream}>: {line}" for line in path.read_text(errors="replace").splitlines()]
+    return "\n".join(lines) + ("\n" if lines else "")
 
 
 def run_mpi(
@@ -121,7 +145,18 @@ def run_mpi(
     argv = list(argv)
     if argv and (argv[0] == "-m" or argv[0].endswith(".py")):
         argv = [sys.executable, *argv]
-    command = mpirun_command(n, argv)
+    with tempfile.TemporaryDirectory(prefix="aiperf-mpi-ranks-") as scratch:
+        rank_files = None if mpi_vendor() == "openmpi" else Path(scratch)
+        return _run(mpirun_command(n, argv, rank_files), rank_files, timeout, env, cwd)
+
+
+def _run(
+    command: list[str],
+    rank_files: Path | None,
+    timeout: float,
+    env: Mapping[str, str] | None,
+    cwd: str | os.PathLike | None,
+) -> MpiResult:
     start = time.monotonic()
     proc = subprocess.Popen(
         command,
@@ -136,12 +171,12 @@ def run_mpi(
     try:
         output, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        output = _kill_job(proc)
+        output = _kill_job(proc) + _rank_file_output(rank_files)
         raise MpiTimeout(
             f"MPI job did not finish within {timeout:.0f} s: {' '.join(command)}\n"
             f"--- output of every rank so far ---\n{output}"
         ) from None
-    return MpiResult(proc.returncode, output, time.monotonic() - start)
+    return MpiResult(proc.returncode, output + _rank_file_output(rank_files), time.monotonic() - start)
 
 
 def _kill_job(proc: subprocess.Popen) -> str:
