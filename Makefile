@@ -4,6 +4,7 @@
 #   make install          venv + MPI + TensorFlow + Horovod (from source) + package
 #   make test             install, then the whole test suite (what CI runs)
 #   make run              install, then a short benchmark on the embedded data
+#   make bench            install, then the benchmark scripts -> BENCHMARKS.md
 #   make lint             ruff
 #
 # Variables:
@@ -37,7 +38,7 @@ TF_STAMP := $(STAMP_DIR)/tf-$(TF_VERSION)
 HVD_STAMP := $(STAMP_DIR)/horovod-$(MPI)-$(TF_VERSION)
 PKG_STAMP := $(STAMP_DIR)/package
 
-.PHONY: install test test-unit test-mpi test-integration run lint clean distclean
+.PHONY: install test test-unit test-mpi test-integration run bench lint clean distclean
 
 install: $(PKG_STAMP)
 
@@ -78,7 +79,7 @@ $(PKG_STAMP): $(HVD_STAMP) setup.cfg pyproject.toml
 	@touch $@
 
 lint: install
-	$(BIN)/ruff check aiperf_mpi tests
+	$(BIN)/ruff check aiperf_mpi tests benchmarks
 
 test: install lint
 	$(PY) -m pytest
@@ -91,6 +92,9 @@ test-mpi: install
 
 test-integration: install
 	$(PY) -m pytest tests/integration
+
+bench: install
+	$(PY) -m benchmarks
 
 run: install
 	@echo "make run: the benchmark run itself arrives with the MPI-job issue (#6); showing the layout instead." >&2

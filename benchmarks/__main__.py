@@ -1,0 +1,59 @@
+"""Run the benchmarks and rewrite their sections of BENCHMARKS.md.
+
+Usage: ``python -m benchmarks [NAME ...]`` (default: all).  ``make bench``
+runs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib
+import re
+import sys
+from pathlib import Path
+
+from benchmarks.common import machine
+
+BENCHMARKS = {
+    "opcount": "Operation counter: 1,000-layer graph",
+}
+FILE = Path(__file__).resolve().parents[1] / "BENCHMARKS.md"
+HEADER = """# Benchmarks
+
+Figures measured by `make bench` (`python -m benchmarks [NAME ...]`); each
+section is rewritten by the run that measured it and names the machine, the
+date and the command.  The machine this project is developed on is shared
+and noisy: compare ratios measured in one run, not figures across runs.
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
+    parser.add_argument("names", nargs="*", choices=[*BENCHMARKS, []], help="benchmarks to run (default: all)")
+    options = parser.parse_args(argv)
+    names = options.names or list(BENCHMARKS)
+    text = FILE.read_text() if FILE.exists() else HEADER
+    for name in names:
+        print(f"== {name}: {BENCHMARKS[name]}", flush=True)
+        body = importlib.import_module(f"benchmarks.{name}").run()
+        print(body, flush=True)
+        stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        section = (
+            f"<!-- bench:{name} -->\n## {BENCHMARKS[name]}\n\n"
+            f"Command: `make bench` (or `.venv/bin/python -m benchmarks {name}`); {stamp}; {machine()}.\n\n"
+            f"{body}\n<!-- /bench:{name} -->"
+        )
+        pattern = re.compile(rf"<!-- bench:{name} -->.*?<!-- /bench:{name} -->", re.S)
+        if pattern.search(text):
+            start, end = pattern.search(text).span()
+            text = text[:start] + section + text[end:]
+        else:
+            text = f"{text.rstrip()}\n\n{section}\n"
+    FILE.write_text(text)
+    print(f"wrote {FILE}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
