@@ -17,6 +17,7 @@ from benchmarks.common import machine
 
 BENCHMARKS = {
     "opcount": "Operation counter: 1,000-layer graph",
+    "search": "Architecture search: proposal latency against history size",
 }
 FILE = Path(__file__).resolve().parents[1] / "BENCHMARKS.md"
 HEADER = """# Benchmarks

@@ -1,0 +1,355 @@
+"""Network morphisms: new, larger graphs that compute the same function.
+
+Each morphism returns the child graph and a *transfer plan*: a list of small,
+JSON-ready steps that turn the parent's weights into the child's so the child
+starts exactly where the parent ended (in inference mode).  The plan is data;
+applying it to real weights happens on the TensorFlow side
+(:mod:`aiperf_mpi.train.transfer`), so this module stays free of TensorFlow.
+
+* :func:`deeper` — insert a whole conv(k×k)+BN+ReLU block after a ReLU, as the
+  identity: the kernel is a centred identity, BN is the identity with its
+  initial statistics, and a ReLU after a ReLU changes nothing.
+* :func:`wider` — add filters to a convolution by replicating existing ones;
+  every BN on the way gets the same replicas, and the consuming convolutions
+  or dense layers divide the replicated inputs' weights by the number of
+  copies, so sums are unchanged.
+* :func:`add_skip` — add ``proj(src)`` to a later tensor, ``proj`` a 1×1 conv
+  (stride to match) initialised to zero.
+* :func:`concat_skip` — concatenate ``proj(src)`` to a later tensor; the new
+  channels' weights in every consumer start at zero.
+
+A morphism that cannot apply raises :class:`MorphError` saying why.  Every
+child is validated before it is returned.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+import networkx as nx
+
+from aiperf_mpi.graph.model import Analysis, GraphError, analyse
+
+PER_CHANNEL = {"bn", "relu", "dropout", "maxpool", "avgpool", "gap"}
+"""Layers that treat channels independently: a new channel passes through them."""
+CHANNEL_CONSUMERS = {"conv", "dense"}
+"""Layers whose weights have one slice per input channel."""
+MORPH_KINDS = ("deeper", "wider", "add_skip", "concat_skip")
+
+
+class MorphError(ValueError):
+    """A morphism that cannot apply here; the message says why."""
+
+
+@dataclass(frozen=True)
+class Morphed:
+    """A morphism's result: the child graph, its transfer plan, and what was done."""
+
+    graph: nx.DiGraph
+    plan: list[dict]
+    description: str
+    morphs: int = 1
+    """how many morphisms were chained to get here"""
+    analysis: Analysis | None = field(default=None, compare=False, repr=False)
+    """the child's validated structure (saves re-analysing it)"""
+
+
+def fresh_name(graph: nx.DiGraph, prefix: str) -> str:
+    """``prefix_N`` with the smallest N not used in ``graph``."""
+    number = 1
+    while f"{prefix}_{number}" in graph:
+        number += 1
+    return f"{prefix}_{number}"
+
+
+def _reroute_consumers(graph: nx.DiGraph, old: str, new: str) -> None:
+    """Every consumer of ``old`` now reads ``new`` instead, in the same slot."""
+    for consumer in list(graph.successors(old)):
+        slot = graph.edges[old, consumer].get("slot", 0)
+        graph.remove_edge(old, consumer)
+        graph.add_edge(new, consumer, slot=slot)
+
+
+def channel_path(graph: nx.DiGraph, node: str) -> tuple[list[str], list[str]]:
+    """Where ``node``'s channels go: (per-channel layers on the way, consuming conv/dense layers).
+
+    Raises :class:`MorphError` when a channel would reach an add, a concat or
+    the output, where the channel count cannot change alone.
+    """
+    per_channel: list[str] = []
+    consumers: list[str] = []
+    frontier = list(graph.successors(node))
+    seen: set[str] = set()
+    if not frontier:
+        raise MorphError(f"{node!r} is the model's output: its width is the number of classes")
+    while frontier:
+        current = frontier.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        kind = graph.nodes[current]["type"]
+        if kind in CHANNEL_CONSUMERS:
+            consumers.append(current)
+        elif kind in PER_CHANNEL:
+            per_channel.append(current)
+            successors = list(graph.successors(current))
+            if not successors:
+                raise MorphError(f"the channels of {node!r} reach the model's output {current!r}")
+            frontier.extend(successors)
+        else:
+            raise MorphError(f"the channels of {node!r} reach {kind} {current!r}, whose width cannot change alone")
+    return sorted(per_channel), sorted(consumers)
+
+
+def _checked(graph: nx.DiGraph, plan: list[dict], description: str) -> Morphed:
+    """Validate a child before anyone sees it; an invalid child is a bug, reported loudly."""
+    try:
+        analysis = analyse(graph)
+    except GraphError as exc:
+        raise AssertionError(f"{description} produced an invalid graph: {exc}") from exc
+    return Morphed(graph, plan, description, analysis=analysis)
+
+
+# --------------------------------------------------------------------------- the four morphisms
+
+
+def deeper(graph: nx.DiGraph, after: str, kernel: int = 3, analysis: Analysis | None = None) -> Morphed:
+    """Insert conv(``kernel``)+BN+ReLU after the ReLU ``after``, initialised to the identity."""
+    if after not in graph or graph.nodes[after]["type"] != "relu":
+        raise MorphError(f"deeper inserts after a ReLU; {after!r} is not one")
+    if kernel < 1 or kernel % 2 == 0:
+        raise MorphError(f"deeper needs an odd kernel size, got {kernel}")
+    shapes = (analysis or analyse(graph)).shapes
+    if len(shapes[after]) != 3:
+        raise MorphError(f"{after!r} is not an image tensor")
+    if graph.out_degree(after) == 0:
+        raise MorphError(f"{after!r} is the output")
+    channels = shapes[after][2]
+    child = graph.copy()
+    conv = fresh_name(child, "deep_conv")
+    child.add_node(conv, type="conv", filters=channels, kernel=kernel, stride=1, padding="same", bias=False,
+                   tunable=True)  # fmt: skip
+    bn = fresh_name(child, "deep_bn")
+    child.add_node(bn, type="bn", epsilon=1e-3, momentum=0.9)
+    relu = fresh_name(child, "deep_relu")
+    child.add_node(relu, type="relu")
+    _reroute_consumers(child, after, relu)
+    child.add_edge(after, conv, slot=0)
+    child.add_edge(conv, bn, slot=0)
+    child.add_edge(bn, relu, slot=0)
+    plan = [
+        {"op": "identity_conv", "layer": conv, "kernel": kernel, "channels": channels},
+        {"op": "identity_bn", "layer": bn, "channels": channels, "epsilon": 1e-3},
+    ]
+    return _checked(child, plan, f"deeper: {kernel}×{kernel} block after {after}")
+
+
+def wider(graph: nx.DiGraph, conv: str, extra: int, rng: random.Random) -> Morphed:
+    """Add ``extra`` filters to ``conv``, replicas of randomly chosen existing ones."""
+    if conv not in graph or graph.nodes[conv]["type"] != "conv":
+        raise MorphError(f"wider widens a conv; {conv!r} is not one")
+    if extra < 1:
+        raise MorphError(f"wider needs at least one new filter, got {extra}")
+    per_channel, consumers = channel_path(graph, conv)
+    old = graph.nodes[conv]["filters"]
+    sources = [rng.randrange(old) for _ in range(extra)]
+    child = graph.copy()
+    child.nodes[conv]["filters"] = old + extra
+    plan: list[dict] = [{"op": "widen_out", "layer": conv, "sources": sources}]
+    plan += [{"op": "widen_bn", "layer": bn, "sources": sources} for bn in per_channel
+             if graph.nodes[bn]["type"] == "bn"]  # fmt: skip
+    plan += [{"op": "widen_in", "layer": layer, "sources": sources, "old": old} for layer in consumers]
+    return _checked(child, plan, f"wider: {conv} {old}→{old + extra} filters")
+
+
+def _projection_stride(shapes: dict, src: str, dst: str) -> int:
+    (sh, sw, _), (dh, dw, _) = shapes[src], shapes[dst]
+    stride = max(1, sh // dh)
+    if -(-sh // stride) != dh or -(-sw // stride) != dw:
+        raise MorphError(f"no stride maps {src!r} ({sh}×{sw}) onto {dst!r} ({dh}×{dw})")
+    return stride
+
+
+def _skip_endpoints(graph: nx.DiGraph, src: str, dst: str, analysis: Analysis | None) -> dict:
+    for node in (src, dst):
+        if node not in graph:
+            raise MorphError(f"no layer {node!r}")
+    if src == dst or not nx.has_path(graph, src, dst):
+        raise MorphError(f"a skip goes forward: {src!r} does not come before {dst!r}")
+    if graph.has_edge(src, dst):
+        raise MorphError(f"{src!r} already feeds {dst!r} directly")
+    shapes = (analysis or analyse(graph)).shapes
+    if len(shapes[src]) != 3 or len(shapes[dst]) != 3:
+        raise MorphError("skips connect image tensors")
+    if graph.out_degree(dst) == 0:
+        raise MorphError(f"{dst!r} is the output")
+    return shapes
+
+
+def _join_through_projection(
+    graph: nx.DiGraph, src: str, dst: str, shapes: dict, join_type: str, filters: int
+) -> tuple[nx.DiGraph, str]:
+    """A copy of ``graph`` where ``join_type(dst, conv1×1(src))`` replaces ``dst`` for its consumers.
+
+    Returns the copy and the projection's name.
+    """
+    child = graph.copy()
+    proj = fresh_name(child, "skip_conv")
+    stride = _projection_stride(shapes, src, dst)
+    child.add_node(proj, type="conv", filters=filters, kernel=1, stride=stride, padding="same", bias=False,
+                   tunable=False)  # fmt: skip
+    join = fresh_name(child, f"skip_{join_type}")
+    child.add_node(join, type=join_type)
+    _reroute_consumers(child, dst, join)
+    child.add_edge(src, proj, slot=0)
+    child.add_edge(dst, join, slot=0)
+    child.add_edge(proj, join, slot=1)
+    return child, proj
+
+
+def add_skip(graph: nx.DiGraph, src: str, dst: str, analysis: Analysis | None = None) -> Morphed:
+    """``dst ← dst + conv1×1(src)``, the projection initialised to zero."""
+    shapes = _skip_endpoints(graph, src, dst, analysis)
+    cout = shapes[dst][2]
+    child, proj = _join_through_projection(graph, src, dst, shapes, "add", cout)
+    plan = [{"op": "zero_conv", "layer": proj, "kernel": 1, "cin": shapes[src][2], "cout": cout}]
+    return _checked(child, plan, f"add-skip: {src} → {dst}")
+
+
+def concat_skip(graph: nx.DiGraph, src: str, dst: str, rng: random.Random, analysis: Analysis | None = None) -> Morphed:
+    """``dst ← concat(dst, conv1×1(src))``; the consumers' weights for the new channels start at zero."""
+    shapes = _skip_endpoints(graph, src, dst, analysis)
+    _projection_stride(shapes, src, dst)  # refuse impossible shapes before the costlier checks
+    per_channel, consumers = channel_path(graph, dst)
+    added = max(1, min(shapes[src][2], shapes[dst][2]) // 2)
+    child, proj = _join_through_projection(graph, src, dst, shapes, "concat", added)
+    plan: list[dict] = [
+        {"op": "random_conv", "layer": proj, "kernel": 1, "cin": shapes[src][2], "cout": added,
+         "seed": rng.randrange(2**31)},
+    ]  # fmt: skip
+    plan += [{"op": "extend_bn", "layer": bn, "count": added} for bn in per_channel
+             if graph.nodes[bn]["type"] == "bn"]  # fmt: skip
+    plan += [{"op": "extend_in_zero", "layer": layer, "count": added} for layer in consumers]
+    return _checked(child, plan, f"concat-skip: {src} → {dst} (+{added} channels)")
+
+
+# --------------------------------------------------------------------------- choosing
+
+
+def _relus(graph: nx.DiGraph, shapes: dict) -> list[str]:
+    return sorted(n for n, t in graph.nodes(data="type") if t == "relu" and len(shapes[n]) == 3 and graph.out_degree(n))
+
+
+def candidates(graph: nx.DiGraph, kind: str, analysis: Analysis | None = None) -> list[tuple]:
+    """Every place ``kind`` can apply (arguments for the morphism, without rng/kernel)."""
+    shapes = (analysis or analyse(graph)).shapes
+    if kind == "deeper":
+        return [(node,) for node in _relus(graph, shapes)]
+    if kind == "wider":
+        found = []
+        for node, data in graph.nodes(data=True):
+            if data["type"] == "conv":
+                try:
+                    channel_path(graph, node)
+                except MorphError:
+                    continue
+                found.append((node,))
+        return sorted(found)
+    if kind in ("add_skip", "concat_skip"):
+        relus = _relus(graph, shapes)
+        position = {n: i for i, n in enumerate(relus)}
+        pairs = []
+        for dst in relus:
+            if kind == "concat_skip":
+                try:
+                    channel_path(graph, dst)
+                except MorphError:
+                    continue
+            for src in nx.ancestors(graph, dst):
+                if src in position and not graph.has_edge(src, dst):
+                    try:
+                        _projection_stride(shapes, src, dst)
+                    except MorphError:
+                        continue
+                    pairs.append((src, dst))
+        return sorted(pairs)
+    raise MorphError(f"unknown morphism {kind!r} (known: {', '.join(MORPH_KINDS)})")
+
+
+def apply_morph(
+    graph: nx.DiGraph, kind: str, args: tuple, rng: random.Random, kernel: int = 3, analysis: Analysis | None = None
+) -> Morphed:
+    """Apply morphism ``kind`` at ``args`` (an entry of :func:`candidates`)."""
+    if kind == "deeper":
+        return deeper(graph, args[0], kernel, analysis)
+    if kind == "wider":
+        old = graph.nodes[args[0]]["filters"]
+        return wider(graph, args[0], max(1, old // 2), rng)
+    if kind == "add_skip":
+        return add_skip(graph, *args, analysis=analysis)
+    if kind == "concat_skip":
+        return concat_skip(graph, *args, rng, analysis=analysis)
+    raise MorphError(f"unknown morphism {kind!r}")
+
+
+def _sample_place(graph: nx.DiGraph, kind: str, rng: random.Random, analysis: Analysis) -> tuple | None:
+    """One random place for ``kind``, or ``None``; samples instead of enumerating.
+
+    Enumerating every skip of ResNet-50 (≈ 1,200 pairs) costs ~0.1 s; drawing a
+    destination and then a source among its ancestors costs a few ms.
+    """
+    if kind in ("deeper", "wider"):
+        places = candidates(graph, kind, analysis)
+        return rng.choice(places) if places else None
+    shapes = analysis.shapes
+    relus = _relus(graph, shapes)
+    relu_set = set(relus)
+    rng.shuffle(relus)
+    for dst in relus:
+        if kind == "concat_skip":
+            try:
+                channel_path(graph, dst)
+            except MorphError:
+                continue
+        sources = sorted(n for n in nx.ancestors(graph, dst) if n in relu_set and not graph.has_edge(n, dst))
+        rng.shuffle(sources)
+        for src in sources:
+            try:
+                _projection_stride(shapes, src, dst)
+            except MorphError:
+                continue
+            return (src, dst)
+    return None
+
+
+def random_morph(
+    graph: nx.DiGraph,
+    rng: random.Random,
+    kernel: int = 3,
+    kinds: tuple[str, ...] = MORPH_KINDS,
+    analysis: Analysis | None = None,
+) -> Morphed:
+    """One morphism of a kind drawn uniformly among those that can apply, at a random place.
+
+    Drawing the kind first (not the place) keeps skips as likely as
+    deeper/wider — the classic implementation degenerated to wider/deeper.
+    """
+    analysis = analysis or analyse(graph)
+    order = list(kinds)
+    rng.shuffle(order)
+    for kind in order:
+        place = _sample_place(graph, kind, rng, analysis)
+        if place is not None:
+            return apply_morph(graph, kind, place, rng, kernel, analysis)
+    raise MorphError("no morphism applies to this graph")
+
+
+def compose(first: Morphed, second: Morphed) -> Morphed:
+    """``second`` applied after ``first``: one graph, one plan to transfer weights in one go."""
+    return Morphed(
+        second.graph,
+        first.plan + second.plan,
+        f"{first.description}; {second.description}",
+        first.morphs + second.morphs,
+    )

@@ -1,0 +1,132 @@
+"""The append-only record of every model the benchmark trained (or failed to).
+
+The master holds the authoritative history; each group leader keeps a
+replica by applying the entries it has not seen yet (:meth:`History.since` on
+the master, :meth:`History.extend` on the leader).  A record is immutable and
+appended once its outcome is known, so replicas can never disagree about an
+entry, only lag behind.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+
+TRAINED = "trained"
+FAILED = "failed"
+STATUSES = (TRAINED, FAILED)
+
+
+@dataclass(frozen=True)
+class ModelRecord:
+    """One model: where it came from, what it was, how it did, what it cost."""
+
+    id: int
+    parent: int | None
+    graph: str
+    """canonical graph JSON (:func:`aiperf_mpi.graph.model.to_json`)"""
+    status: str = TRAINED
+    hparams: dict = field(default_factory=dict)
+    epochs: list[dict] = field(default_factory=list)
+    accuracy: float | None = None
+    """best observed validation accuracy (the score uses only this)"""
+    predicted_accuracy: float | None = None
+    """extrapolated final accuracy during warm-up rounds (fed to the search only)"""
+    ops: dict = field(default_factory=dict)
+    timings: dict = field(default_factory=dict)
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"status must be one of {STATUSES}, got {self.status!r}")
+
+    @property
+    def search_accuracy(self) -> float | None:
+        """What the search learns from: the prediction when there is one, else the observation."""
+        if self.status != TRAINED:
+            return None
+        return self.predicted_accuracy if self.predicted_accuracy is not None else self.accuracy
+
+    @property
+    def graph_hash(self) -> str:
+        return graph_hash(self.graph)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> ModelRecord:
+        return cls(**data)
+
+
+def graph_hash(graph_json: str) -> str:
+    """A short stable identity of an architecture (for duplicate detection)."""
+    return hashlib.sha1(graph_json.encode()).hexdigest()[:20]
+
+
+class History:
+    """Append-only list of :class:`ModelRecord`, with a ranking kept incrementally."""
+
+    def __init__(self, records: Iterable[ModelRecord] = ()) -> None:
+        self._records: list[ModelRecord] = []
+        self._ranked: list[tuple[float, int]] = []  # (-accuracy, id), sorted
+        self._hashes: set[str] = set()
+        for record in records:
+            self.append(record)
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def __getitem__(self, model_id: int) -> ModelRecord:
+        return self._records[model_id]
+
+    def __iter__(self) -> Iterator[ModelRecord]:
+        return iter(self._records)
+
+    @property
+    def next_id(self) -> int:
+        return len(self._records)
+
+    def append(self, record: ModelRecord) -> ModelRecord:
+        """Add the next record; its id must be :attr:`next_id` and its parent an earlier id."""
+        if record.id != self.next_id:
+            raise ValueError(f"history is append-only: expected id {self.next_id}, got {record.id}")
+        if record.parent is not None and not 0 <= record.parent < record.id:
+            raise ValueError(f"model {record.id}: parent {record.parent} is not an earlier model")
+        self._records.append(record)
+        self._hashes.add(record.graph_hash)
+        score = record.search_accuracy
+        if score is not None:
+            bisect.insort(self._ranked, (-score, record.id))
+        return record
+
+    def contains_graph(self, graph_json: str) -> bool:
+        return graph_hash(graph_json) in self._hashes
+
+    def best(self, count: int = 1) -> list[ModelRecord]:
+        """The ``count`` trained models with the highest search accuracy."""
+        return [self._records[i] for _, i in self._ranked[:count]]
+
+    def since(self, index: int) -> list[dict]:
+        """Entries ``index…`` as plain dicts: the delta a replica has not seen."""
+        if not 0 <= index <= len(self._records):
+            raise ValueError(f"no entries since {index}: the history has {len(self._records)}")
+        return [record.to_dict() for record in self._records[index:]]
+
+    def extend(self, delta: Iterable[dict]) -> int:
+        """Apply a delta from :meth:`since`; entries already held are checked, not duplicated."""
+        added = 0
+        for data in delta:
+            record = ModelRecord.from_dict(data)
+            if record.id < len(self._records):
+                if self._records[record.id] != record:
+                    raise ValueError(f"replica diverged at model {record.id}")
+                continue
+            self.append(record)
+            added += 1
+        return added
+
+    def to_list(self) -> list[dict]:
+        return self.since(0)

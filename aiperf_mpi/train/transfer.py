@@ -1,0 +1,129 @@
+"""Apply a morphism's transfer plan: the parent's trained weights → the child's.
+
+The plan (from :mod:`aiperf_mpi.graph.morph`) is a list of steps naming
+layers; here they are applied in order to a dictionary ``{layer: [arrays]}``
+in Keras' weight layout — conv ``[kernel (k,k,cin,cout), bias?]``, dense
+``[kernel (cin,cout), bias?]``, BN ``[γ, β, moving mean, moving variance]`` —
+starting from the parent's weights.  Layers the child has and the result
+lacks keep their fresh initialisation; a layer whose shape disagrees is an
+error, never silently re-initialised.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import keras
+import numpy as np
+
+Weights = dict[str, list[np.ndarray]]
+
+
+class TransferError(ValueError):
+    """A plan that does not fit the weights it is applied to."""
+
+
+def model_weights(model: keras.Model) -> Weights:
+    """``{layer name: [arrays]}`` of every layer that has weights."""
+    return {layer.name: [np.array(w) for w in layer.get_weights()] for layer in model.layers if layer.weights}
+
+
+def _counts(old: int, sources: list[int]) -> np.ndarray:
+    counts = np.ones(old)
+    for source in sources:
+        counts[source] += 1
+    return counts
+
+
+def apply_plan(weights: Weights, plan: Iterable[dict]) -> Weights:
+    """The weights after every step of ``plan`` (a new dict; ``weights`` is not changed)."""
+    result = {name: [a.copy() for a in arrays] for name, arrays in weights.items()}
+    for step in plan:
+        try:
+            _apply_step(result, step)
+        except (IndexError, ValueError) as exc:
+            if isinstance(exc, TransferError):
+                raise
+            raise TransferError(f"step {step['op']} on {step['layer']!r} does not fit the weights: {exc}") from None
+    return result
+
+
+def _apply_step(result: Weights, step: dict) -> None:
+    """Apply one plan step to ``result`` in place."""
+    op, layer = step["op"], step["layer"]
+    if op == "identity_conv":
+        k, c = step["kernel"], step["channels"]
+        kernel = np.zeros((k, k, c, c), np.float32)
+        kernel[k // 2, k // 2] = np.eye(c, dtype=np.float32)
+        result[layer] = [kernel]
+    elif op == "identity_bn":
+        c = step["channels"]
+        gamma = np.full(c, np.sqrt(1.0 + step["epsilon"]), np.float32)
+        result[layer] = [gamma, np.zeros(c, np.float32), np.zeros(c, np.float32), np.ones(c, np.float32)]
+    elif op == "zero_conv":
+        result[layer] = [np.zeros((step["kernel"], step["kernel"], step["cin"], step["cout"]), np.float32)]
+    elif op == "random_conv":
+        k, cin, cout = step["kernel"], step["cin"], step["cout"]
+        rng = np.random.default_rng(step["seed"])
+        scale = np.sqrt(2.0 / (k * k * cin))  # He normal, as for a fresh conv before ReLU
+        result[layer] = [rng.normal(0.0, scale, (k, k, cin, cout)).astype(np.float32)]
+    elif op == "widen_out":
+        arrays = _require(result, layer)
+        sources = step["sources"]
+        arrays[0] = np.concatenate([arrays[0], arrays[0][..., sources]], axis=-1)
+        if len(arrays) > 1:
+            arrays[1] = np.concatenate([arrays[1], arrays[1][sources]])
+    elif op == "widen_bn":
+        result[layer] = [np.concatenate([a, a[step["sources"]]]) for a in _require(result, layer)]
+    elif op == "widen_in":
+        arrays = _require(result, layer)
+        kernel, sources = arrays[0], step["sources"]
+        old = step["old"]
+        if kernel.shape[-2] != old:
+            raise TransferError(f"{layer}: expected {old} input channels, found {kernel.shape[-2]}")
+        counts = _counts(old, sources).astype(kernel.dtype)
+        shape = (1,) * (kernel.ndim - 2) + (old, 1)
+        scaled = kernel / counts.reshape(shape)
+        arrays[0] = np.concatenate([scaled, scaled[..., sources, :]], axis=-2)
+    elif op == "extend_bn":
+        gamma, beta, mean, var = _require(result, layer)
+        n = step["count"]
+        result[layer] = [
+            np.concatenate([gamma, np.ones(n, gamma.dtype)]),
+            np.concatenate([beta, np.zeros(n, beta.dtype)]),
+            np.concatenate([mean, np.zeros(n, mean.dtype)]),
+            np.concatenate([var, np.ones(n, var.dtype)]),
+        ]
+    elif op == "extend_in_zero":
+        arrays = _require(result, layer)
+        kernel = arrays[0]
+        pad = [(0, 0)] * kernel.ndim
+        pad[-2] = (0, step["count"])
+        arrays[0] = np.pad(kernel, pad)
+    else:
+        raise TransferError(f"unknown transfer step {op!r}")
+
+
+def _require(weights: Weights, layer: str) -> list[np.ndarray]:
+    if layer not in weights:
+        raise TransferError(f"the plan changes {layer!r}, which has no weights yet")
+    return weights[layer]
+
+
+def transfer_weights(parent: keras.Model, child: keras.Model, plan: Iterable[dict]) -> list[str]:
+    """Give ``child`` its parent's weights through ``plan``; return the layers left freshly initialised."""
+    inherited = apply_plan(model_weights(parent), plan)
+    fresh = []
+    for layer in child.layers:
+        if not layer.weights:
+            continue
+        arrays = inherited.get(layer.name)
+        if arrays is None:
+            fresh.append(layer.name)
+            continue
+        expected = [tuple(w.shape) for w in layer.weights]
+        got = [a.shape for a in arrays]
+        if expected != got:
+            raise TransferError(f"{layer.name}: the plan gives shapes {got}, the child layer has {expected}")
+        layer.set_weights(arrays)
+    return fresh

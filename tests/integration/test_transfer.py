@@ -1,0 +1,73 @@
+"""Function preservation: a morphed child with transferred weights computes its parent's function."""
+
+import random
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from aiperf_mpi.graph.morph import MORPH_KINDS, apply_morph, candidates, compose, random_morph
+from aiperf_mpi.graph.seeds import tiny_resnet
+
+keras = pytest.importorskip("keras")
+from aiperf_mpi.train.keras_model import build_keras_model  # noqa: E402
+from aiperf_mpi.train.transfer import TransferError, transfer_weights  # noqa: E402
+
+pytestmark = pytest.mark.tf
+TOLERANCE = 1e-4
+
+
+def randomised(model, seed: int):
+    """Non-trivial weights and BN statistics, so that preservation is not an accident of zeros and ones."""
+    rng = np.random.default_rng(seed)
+    for layer in model.layers:
+        if isinstance(layer, keras.layers.BatchNormalization):
+            c = layer.gamma.shape[0]
+            layer.set_weights([rng.uniform(0.5, 1.5, c), rng.normal(0, 0.2, c), rng.normal(0, 0.2, c),
+                               rng.uniform(0.5, 2.0, c)])  # fmt: skip
+        elif layer.weights:
+            layer.set_weights([rng.normal(0, 0.3, w.shape) for w in layer.weights])
+    return model
+
+
+def logits(model, x):
+    """The pre-softmax output in inference mode (softmax would hide differences)."""
+    return keras.Model(model.inputs, model.get_layer("fc").output)([x], training=False).numpy()
+
+
+def check_preserved(parent_graph, morphed, seed: int = 0) -> None:
+    parent = randomised(build_keras_model(parent_graph), seed)
+    child = build_keras_model(morphed.graph)
+    transfer_weights(parent, child, morphed.plan)
+    x = np.random.default_rng(seed + 1).normal(size=(4, 32, 32, 3)).astype(np.float32)
+    np.testing.assert_allclose(logits(child, x), logits(parent, x), atol=TOLERANCE, rtol=0)
+
+
+@pytest.mark.parametrize("kind", MORPH_KINDS)
+def test_each_morphism_preserves_the_function(kind: str) -> None:
+    graph = tiny_resnet()
+    rng = random.Random(3)
+    places = candidates(graph, kind)
+    assert places, kind
+    for place in rng.sample(places, min(3, len(places))):
+        check_preserved(graph, apply_morph(graph, kind, place, rng, kernel=rng.choice([1, 3, 5])))
+
+
+@given(st.integers(0, 10**6), st.integers(1, 5))
+@settings(max_examples=12, deadline=None)
+def test_random_sequences_of_morphisms_preserve_the_function(seed: int, length: int) -> None:
+    rng = random.Random(seed)
+    graph = tiny_resnet()
+    morphed = random_morph(graph, rng)
+    for _ in range(length - 1):
+        morphed = compose(morphed, random_morph(morphed.graph, rng))
+    check_preserved(graph, morphed, seed)
+
+
+def test_a_plan_that_does_not_fit_is_an_error() -> None:
+    graph = tiny_resnet()
+    morphed = apply_morph(graph, "wider", ("b1_conv1",), random.Random(0))
+    parent = build_keras_model(tiny_resnet(width=8))
+    with pytest.raises(TransferError):
+        transfer_weights(parent, build_keras_model(morphed.graph), morphed.plan)
