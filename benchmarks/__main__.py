@@ -18,6 +18,7 @@ from benchmarks.common import machine
 BENCHMARKS = {
     "opcount": "Operation counter: 1,000-layer graph",
     "search": "Architecture search: proposal latency against history size",
+    "trainer": "Trainer against Keras model.fit (ResNet-50 32×32, batch 64)",
 }
 FILE = Path(__file__).resolve().parents[1] / "BENCHMARKS.md"
 HEADER = """# Benchmarks
@@ -39,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"== {name}: {BENCHMARKS[name]}", flush=True)
         body = importlib.import_module(f"benchmarks.{name}").run()
         print(body, flush=True)
-        stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        stamp = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
         section = (
             f"<!-- bench:{name} -->\n## {BENCHMARKS[name]}\n\n"
             f"Command: `make bench` (or `.venv/bin/python -m benchmarks {name}`); {stamp}; {machine()}.\n\n"

@@ -367,8 +367,9 @@ class GraphBuilder:
     all talk about the same layers.
     """
 
-    def __init__(self, h: int, w: int, c: int, name: str = "model") -> None:
+    def __init__(self, h: int, w: int, c: int, name: str = "model", bn_momentum: float = 0.9) -> None:
         self.graph = nx.DiGraph(name=name)
+        self.bn_momentum = bn_momentum
         self._counter: dict[str, int] = {}
         self.input = self.layer("input", [], name="input", h=h, w=w, c=c)
 
@@ -418,8 +419,9 @@ class GraphBuilder:
             tunable=tunable,
         )
 
-    def bn(self, x: str, epsilon: float = 1e-5, momentum: float = 0.9, name: str | None = None) -> str:
-        return self.layer("bn", [x], name, epsilon=epsilon, momentum=momentum)
+    def bn(self, x: str, epsilon: float = 1e-5, momentum: float | None = None, name: str | None = None) -> str:
+        """Batch normalisation; ``momentum`` defaults to the builder's ``bn_momentum``."""
+        return self.layer("bn", [x], name, epsilon=epsilon, momentum=self.bn_momentum if momentum is None else momentum)
 
     def relu(self, x: str, name: str | None = None) -> str:
         return self.layer("relu", [x], name)

@@ -110,9 +110,52 @@ def _require(weights: Weights, layer: str) -> list[np.ndarray]:
     return weights[layer]
 
 
-def transfer_weights(parent: keras.Model, child: keras.Model, plan: Iterable[dict]) -> list[str]:
-    """Give ``child`` its parent's weights through ``plan``; return the layers left freshly initialised."""
-    inherited = apply_plan(model_weights(parent), plan)
+def _fit_kernel(array: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """A conv kernel moved to another (odd) kernel size, centred.
+
+    Growing embeds the old kernel in zeros — with 'same' padding the layer
+    computes exactly the same function; shrinking keeps the centre (an
+    approximation: the tuner chose a smaller kernel).  Anything else is left
+    as it is for the caller's shape check.
+    """
+    if array.ndim != 4 or len(shape) != 4 or array.shape[2:] != shape[2:] or array.shape == shape:
+        return array
+    old, new = array.shape[0], shape[0]
+    if array.shape[0] != array.shape[1] or shape[0] != shape[1] or old % 2 == 0 or new % 2 == 0:
+        return array
+    if new > old:
+        pad = (new - old) // 2
+        return np.pad(array, [(pad, pad), (pad, pad), (0, 0), (0, 0)])
+    cut = (old - new) // 2
+    return np.ascontiguousarray(array[cut : cut + new, cut : cut + new])
+
+
+def save_weights(path, weights: Weights) -> None:
+    """Write ``{layer: [arrays]}`` to an ``.npz`` file (atomically)."""
+    from pathlib import Path
+
+    path = Path(path)
+    tmp = path.with_name(path.name + ".partial.npz")
+    np.savez(tmp, **{f"{name}::{i}": a for name, arrays in weights.items() for i, a in enumerate(arrays)})
+    tmp.replace(path)
+
+
+def load_weights(path) -> Weights:
+    """Read what :func:`save_weights` wrote."""
+    weights: dict[str, list[tuple[int, np.ndarray]]] = {}
+    with np.load(path) as data:
+        for key in data.files:
+            name, index = key.rsplit("::", 1)
+            weights.setdefault(name, []).append((int(index), data[key]))
+    return {name: [a for _, a in sorted(items, key=lambda item: item[0])] for name, items in weights.items()}
+
+
+def transfer_weights(parent: keras.Model | Weights, child: keras.Model, plan: Iterable[dict]) -> list[str]:
+    """Give ``child`` its parent's weights (a model or a weights dict) through ``plan``.
+
+    Returns the layers left freshly initialised.
+    """
+    inherited = apply_plan(parent if isinstance(parent, dict) else model_weights(parent), plan)
     fresh = []
     for layer in child.layers:
         if not layer.weights:
@@ -122,6 +165,7 @@ def transfer_weights(parent: keras.Model, child: keras.Model, plan: Iterable[dic
             fresh.append(layer.name)
             continue
         expected = [tuple(w.shape) for w in layer.weights]
+        arrays = [_fit_kernel(a, shape) for a, shape in zip(arrays, expected, strict=False)]
         got = [a.shape for a in arrays]
         if expected != got:
             raise TransferError(f"{layer.name}: the plan gives shapes {got}, the child layer has {expected}")

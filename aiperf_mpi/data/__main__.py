@@ -1,0 +1,115 @@
+"""``python -m aiperf_mpi.data convert --from cifar10|imagenet|digits SRC --to FILE.h5``.
+
+Writes the HDF5 layout documented in :mod:`aiperf_mpi.data.sources`, chunk
+by chunk, with a progress bar on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from aiperf_mpi.data.sources import SPLITS, DataError, cifar10_source, digits_source, imagenet_source
+
+CHUNK = 1024
+
+
+class Progress:
+    """A one-line progress bar on stderr (plain lines when stderr is not a terminal)."""
+
+    def __init__(self, label: str, total: int) -> None:
+        self.label, self.total, self.done = label, max(total, 1), 0
+        self.start = self.last = time.monotonic()
+        self.tty = sys.stderr.isatty()
+
+    def update(self, count: int) -> None:
+        self.done += count
+        now = time.monotonic()
+        if self.done < self.total and now - self.last < (0.2 if self.tty else 5.0):
+            return
+        self.last = now
+        width = 30
+        filled = int(width * self.done / self.total)
+        rate = self.done / max(now - self.start, 1e-9)
+        line = f"{self.label}: [{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} ({rate:.0f}/s)"
+        sys.stderr.write(("\r" + line) if self.tty else line + "\n")
+        if self.tty and self.done >= self.total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+def _array_chunks(source, split: str) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    images, labels = source.shard(split, 0, 1)
+    for start in range(0, len(labels), CHUNK):
+        yield images[start : start + CHUNK], labels[start : start + CHUNK]
+
+
+def _imagenet_chunks(source, split: str) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    from aiperf_mpi.train.pipeline import imagenet_split
+
+    for images, labels in imagenet_split(source, split, 0, 1, CHUNK, None):
+        yield ((images.numpy() + 1.0) * 127.5).round().astype(np.uint8), labels.numpy().astype(np.int64)
+
+
+def convert(kind: str, src: str, dst: Path, image_size: int) -> None:
+    import h5py
+
+    if kind == "digits":
+        source, chunks = digits_source(), _array_chunks
+    elif kind == "cifar10":
+        source, chunks = cifar10_source(src), _array_chunks
+    elif kind == "imagenet":
+        from aiperf_mpi.train.pipeline import count_imagenet
+
+        source = imagenet_source(src, image_size)
+        count_imagenet(source)
+        chunks = _imagenet_chunks
+    else:
+        raise DataError(f"cannot convert from {kind!r}")
+    tmp = dst.with_name(dst.name + ".partial")
+    with h5py.File(tmp, "w") as handle:
+        handle.attrs["classes"] = source.classes
+        handle.attrs["source"] = f"{kind}:{src}"
+        for split in SPLITS:
+            total = source.sizes[split]
+            images = handle.create_dataset(f"{split}/images", (total, *source.image_shape), np.uint8,
+                                           chunks=(min(total, 256), *source.image_shape))  # fmt: skip
+            labels = handle.create_dataset(f"{split}/labels", (total,), np.int64)
+            progress = Progress(f"{kind} {split}", total)
+            offset = 0
+            for chunk_images, chunk_labels in chunks(source, split):
+                images[offset : offset + len(chunk_labels)] = chunk_images
+                labels[offset : offset + len(chunk_labels)] = chunk_labels
+                offset += len(chunk_labels)
+                progress.update(len(chunk_labels))
+            if offset != total:
+                raise DataError(f"{kind}: {split} yielded {offset} samples, expected {total}")
+    tmp.replace(dst)  # never leave a half-written file under the final name
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m aiperf_mpi.data", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    commands = parser.add_subparsers(dest="command", required=True)
+    conv = commands.add_parser("convert", help="convert a data set to one HDF5 file")
+    conv.add_argument("--from", dest="kind", required=True, choices=["cifar10", "imagenet", "digits"])
+    conv.add_argument("src", nargs="?", default="", help="source directory (not needed for digits)")
+    conv.add_argument("--to", dest="dst", required=True, type=Path, help="the HDF5 file to write")
+    conv.add_argument("--image-size", type=int, default=224, help="resize ImageNet images to this size")
+    options = parser.parse_args(argv)
+    try:
+        convert(options.kind, options.src, options.dst, options.image_size)
+    except DataError as exc:
+        print(f"aiperf_mpi.data: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote {options.dst}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

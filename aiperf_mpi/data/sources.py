@@ -1,0 +1,283 @@
+"""Reading each data-set format into one interface, without TensorFlow.
+
+A :class:`DataSource` knows its image shape, class count and split sizes and
+yields a rank's shard of a split as uint8 NHWC arrays; the TensorFlow side
+(:mod:`aiperf_mpi.train.pipeline`) turns that into a ``tf.data`` pipeline.
+ImageNet TFRecords need TensorFlow to decode JPEGs and live in
+:mod:`aiperf_mpi.train.pipeline` too; here they are only found and checked.
+
+HDF5 layout (what ``python -m aiperf_mpi.data convert`` writes)::
+
+    /train/images        uint8  (N, H, W, C)
+    /train/labels        int64  (N,)
+    /validation/images   uint8  (M, H, W, C)
+    /validation/labels   int64  (M,)
+    attributes on /:     classes (int), source (str)
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+SPLITS = ("train", "validation")
+CIFAR_RECORD = 1 + 32 * 32 * 3
+
+
+class DataError(ValueError):
+    """Bad or missing data; the message is the one line the user sees."""
+
+
+@dataclass
+class DataSource:
+    """Common description of a data set."""
+
+    name: str
+    image_shape: tuple[int, int, int]
+    classes: int
+    sizes: dict[str, int]
+    has_accuracy: bool = True
+    """False for synthetic data: no accuracy, no regulated score"""
+    files: tuple[str, ...] = ()
+
+    def check(self) -> None:
+        """Raise :class:`DataError` for anything that would fail during training."""
+        for split in SPLITS:
+            if self.sizes.get(split, 0) < 1:
+                raise DataError(f"{self.name}: the {split} split is empty")
+
+    def total_bytes(self) -> int:
+        return sum(os.path.getsize(f) for f in self.files)
+
+
+@dataclass
+class ArraySource(DataSource):
+    """A data set whose splits are (or are loaded as) uint8 arrays."""
+
+    loader: Callable[[str, np.ndarray], tuple[np.ndarray, np.ndarray]] | None = None
+
+    def shard(self, split: str, rank: int, size: int) -> tuple[np.ndarray, np.ndarray]:
+        """This rank's images and labels of ``split``: samples ``rank, rank+size, …``."""
+        indices = np.arange(rank, self.sizes[split], size)
+        return self.loader(split, indices)
+
+
+def _check_arrays(name: str, images: np.ndarray, labels: np.ndarray, classes: int, split: str) -> None:
+    if images.ndim != 4 or images.shape[-1] not in (1, 3):
+        raise DataError(f"{name}: {split} images must be (N, H, W, 1 or 3), got shape {images.shape}")
+    if images.dtype != np.uint8:
+        raise DataError(f"{name}: {split} images must be uint8, got {images.dtype}")
+    if labels.shape != (images.shape[0],):
+        raise DataError(f"{name}: {split} has {images.shape[0]} images but labels of shape {labels.shape}")
+    if labels.size and (labels.min() < 0 or labels.max() >= classes):
+        raise DataError(
+            f"{name}: {split} labels must be in [0, {classes - 1}], found {int(labels.min())}..{int(labels.max())}"
+        )
+
+
+def in_memory(name: str, splits: dict[str, tuple[np.ndarray, np.ndarray]], classes: int, **extra) -> ArraySource:
+    """An :class:`ArraySource` over arrays already in memory (validated here)."""
+    for split in SPLITS:
+        if split not in splits:
+            raise DataError(f"{name}: no {split} split")
+        _check_arrays(name, *splits[split], classes, split)
+    shapes = {splits[s][0].shape[1:] for s in SPLITS}
+    if len(shapes) != 1:
+        raise DataError(f"{name}: train and validation images differ in shape: {sorted(shapes)}")
+    source = ArraySource(
+        name=name,
+        image_shape=tuple(int(d) for d in splits["train"][0].shape[1:]),
+        classes=classes,
+        sizes={s: int(splits[s][0].shape[0]) for s in SPLITS},
+        loader=lambda split, idx: (splits[split][0][idx], splits[split][1][idx]),
+        **extra,
+    )
+    source.check()
+    return source
+
+
+# --------------------------------------------------------------------------- digits (embedded default)
+
+DIGITS_SIZE = 32
+DIGITS_VALIDATION = 360
+
+
+def digits_arrays() -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """scikit-learn's 1,797 bundled 8×8 digits, as 32×32×3 uint8, split 1,437/360 with a fixed permutation."""
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    images = (digits.images * (255.0 / 16.0)).round().astype(np.uint8)  # 0..16 → 0..255
+    images = np.kron(images, np.ones((DIGITS_SIZE // 8, DIGITS_SIZE // 8), dtype=np.uint8))
+    images = np.repeat(images[..., None], 3, axis=-1)
+    labels = digits.target.astype(np.int64)
+    order = np.random.default_rng(0).permutation(len(labels))
+    valid, train = order[:DIGITS_VALIDATION], order[DIGITS_VALIDATION:]
+    return {"train": (images[train], labels[train]), "validation": (images[valid], labels[valid])}
+
+
+def digits_source() -> ArraySource:
+    return in_memory("digits", digits_arrays(), classes=10)
+
+
+# --------------------------------------------------------------------------- synthetic
+
+
+def synthetic_source(
+    image_size: int = 32, channels: int = 3, classes: int = 10, train: int = 2048, validation: int = 512, seed: int = 0
+) -> ArraySource:
+    """Random images and labels, generated per shard on demand (nothing held in memory)."""
+    shape = (image_size, image_size, channels)
+
+    def load(split: str, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        rng = np.random.default_rng([seed, SPLITS.index(split), int(indices[0]) if indices.size else 0])
+        images = rng.integers(0, 256, (indices.size, *shape), dtype=np.uint8)
+        return images, rng.integers(0, classes, indices.size).astype(np.int64)
+
+    source = ArraySource("synthetic", shape, classes, {"train": train, "validation": validation},
+                         has_accuracy=False, loader=load)  # fmt: skip
+    source.check()
+    return source
+
+
+# --------------------------------------------------------------------------- CIFAR-10 (binary version)
+
+
+def _cifar_files(path: Path) -> dict[str, list[Path]]:
+    if not path.is_dir():
+        raise DataError(f"cifar10: {path} is not a directory (expected data_batch_1.bin … test_batch.bin)")
+    train = sorted(path.glob("data_batch_*.bin"))
+    test = sorted(path.glob("test_batch.bin"))
+    if not train:
+        raise DataError(f"cifar10: no data_batch_*.bin in {path}")
+    if not test:
+        raise DataError(f"cifar10: no test_batch.bin in {path}")
+    return {"train": train, "validation": test}
+
+
+def read_cifar_file(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """One CIFAR-10 binary file: records of 1 label byte + 3×32×32 channel-major pixels."""
+    raw = np.fromfile(path, dtype=np.uint8)
+    if raw.size == 0 or raw.size % CIFAR_RECORD:
+        raise DataError(f"cifar10: {path} is truncated or not CIFAR-10 binary ({raw.size} bytes, "
+                        f"not a multiple of {CIFAR_RECORD})")  # fmt: skip
+    records = raw.reshape(-1, CIFAR_RECORD)
+    labels = records[:, 0].astype(np.int64)
+    images = records[:, 1:].reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)
+    return np.ascontiguousarray(images), labels
+
+
+def cifar10_source(path: str | Path) -> ArraySource:
+    files = _cifar_files(Path(path))
+    splits = {}
+    for split, paths in files.items():
+        parts = [read_cifar_file(p) for p in paths]
+        splits[split] = (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
+    return in_memory("cifar10", splits, classes=10, files=tuple(str(p) for ps in files.values() for p in ps))
+
+
+# --------------------------------------------------------------------------- HDF5
+
+
+def hdf5_source(path: str | Path) -> ArraySource:
+    """An HDF5 file in the documented layout; each rank reads only its shard."""
+    import h5py
+
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"hdf5: no file {path}")
+    try:
+        with h5py.File(path, "r") as handle:
+            classes = int(handle.attrs.get("classes", 0))
+            if classes < 2:
+                raise DataError(f"hdf5: {path} has no valid 'classes' attribute on /")
+            sizes, shapes = {}, set()
+            for split in SPLITS:
+                if f"{split}/images" not in handle or f"{split}/labels" not in handle:
+                    raise DataError(f"hdf5: {path} lacks /{split}/images or /{split}/labels")
+                images, labels = handle[f"{split}/images"], handle[f"{split}/labels"]
+                if images.dtype != np.uint8 or images.ndim != 4 or images.shape[-1] not in (1, 3):
+                    raise DataError(f"hdf5: /{split}/images must be uint8 (N, H, W, 1|3), got "
+                                    f"{images.dtype} {images.shape}")  # fmt: skip
+                if labels.shape != (images.shape[0],):
+                    raise DataError(f"hdf5: /{split} has {images.shape[0]} images but labels {labels.shape}")
+                values = labels[...]
+                if values.size and (values.min() < 0 or values.max() >= classes):
+                    raise DataError(f"hdf5: /{split}/labels must be in [0, {classes - 1}], found "
+                                    f"{int(values.min())}..{int(values.max())}")  # fmt: skip
+                sizes[split] = int(images.shape[0])
+                shapes.add(images.shape[1:])
+            if len(shapes) != 1:
+                raise DataError(f"hdf5: train and validation images differ in shape: {sorted(shapes)}")
+    except OSError as exc:
+        raise DataError(f"hdf5: cannot read {path}: {exc}") from None
+
+    def load(split: str, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        with h5py.File(path, "r") as handle:
+            return handle[f"{split}/images"][indices], handle[f"{split}/labels"][indices].astype(np.int64)
+
+    source = ArraySource("hdf5", tuple(int(d) for d in shapes.pop()), classes, sizes, loader=load, files=(str(path),))
+    source.check()
+    return source
+
+
+# --------------------------------------------------------------------------- ImageNet (TFRecord shards)
+
+IMAGENET_CLASSES = 1000
+
+
+@dataclass
+class TFRecordSource(DataSource):
+    """ImageNet-style TFRecord shards; decoded on the TensorFlow side."""
+
+    split_files: dict[str, tuple[str, ...]] | None = None
+    label_offset: int = 1
+    """the standard conversion script stores labels 1..1000 (0 was background)"""
+
+
+def imagenet_source(path: str | Path, image_size: int = 224, count_records: bool = True) -> TFRecordSource:
+    """Find ``train-*-of-*`` and ``validation-*-of-*`` under ``path`` (checked on the TF side)."""
+    path = Path(path)
+    if not path.is_dir():
+        raise DataError(f"imagenet: {path} is not a directory of TFRecord shards")
+    split_files = {}
+    for split in SPLITS:
+        found = tuple(sorted(glob.glob(str(path / f"{split}-*-of-*"))))
+        if not found:
+            raise DataError(f"imagenet: no {split}-*-of-* shards in {path}")
+        split_files[split] = found
+    return TFRecordSource(
+        name="imagenet",
+        image_shape=(image_size, image_size, 3),
+        classes=IMAGENET_CLASSES,
+        sizes={s: -1 for s in SPLITS},  # counted on the TF side
+        files=split_files["train"] + split_files["validation"],
+        split_files=split_files,
+    )
+
+
+# --------------------------------------------------------------------------- lookup
+
+DATASETS = ("digits", "synthetic", "cifar10", "imagenet", "hdf5")
+
+
+def open_source(name: str, path: str | None = None, image_size: int | None = None) -> DataSource:
+    """The data set ``name`` (with ``path`` for the on-disk formats)."""
+    if name == "digits":
+        return digits_source()
+    if name == "synthetic":
+        return synthetic_source(image_size=image_size or 32)
+    if name in ("cifar10", "imagenet", "hdf5") and not path:
+        raise DataError(f"{name}: give the data location with --data-path")
+    if name == "cifar10":
+        return cifar10_source(path)
+    if name == "hdf5":
+        return hdf5_source(path)
+    if name == "imagenet":
+        return imagenet_source(path, image_size or 224)
+    raise DataError(f"unknown data set {name!r} (known: {', '.join(DATASETS)})")

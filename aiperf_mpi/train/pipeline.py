@@ -1,0 +1,129 @@
+"""tf.data pipelines: a rank's shard of a split, shuffled with a recorded seed, batched, prefetched.
+
+Every rank of a group runs the same number of steps per epoch — a Horovod
+all-reduce per step needs every rank — so an epoch is
+``(split size // group size) // batch`` steps on every rank, and the samples
+counted as trained are exactly ``steps × batch × group size``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import tensorflow as tf
+
+from aiperf_mpi.data.sources import DataError, DataSource, TFRecordSource
+
+AUTOTUNE = tf.data.AUTOTUNE
+
+
+def normalise(images: tf.Tensor) -> tf.Tensor:
+    """uint8 → float32 in [−1, 1]."""
+    return tf.cast(images, tf.float32) / 127.5 - 1.0
+
+
+@dataclass
+class Shard:
+    """One rank's view of a data set for one group size."""
+
+    source: DataSource
+    rank: int
+    size: int
+
+    def __post_init__(self) -> None:
+        self._arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        if isinstance(self.source, TFRecordSource):
+            count_imagenet(self.source)
+
+    def _split(self, split: str) -> tuple[np.ndarray, np.ndarray]:
+        if split not in self._arrays:
+            self._arrays[split] = self.source.shard(split, self.rank, self.size)
+        return self._arrays[split]
+
+    def steps(self, batch: int) -> int:
+        """Training steps per epoch, identical on every rank of the group."""
+        return (self.source.sizes["train"] // self.size) // batch
+
+    def train(self, batch: int, seed: int, epoch: int) -> tf.data.Dataset:
+        """Exactly :meth:`steps` batches of ``batch``, shuffled by (seed, epoch, rank)."""
+        steps = self.steps(batch)
+        if steps < 1:
+            raise DataError(
+                f"{self.source.name}: {self.source.sizes['train']} training samples over {self.size} ranks "
+                f"are fewer than one batch of {batch} per rank"
+            )
+        if isinstance(self.source, TFRecordSource):
+            return imagenet_split(self.source, "train", self.rank, self.size, batch, seed + epoch).take(steps)
+        images, labels = self._split("train")
+        order = np.random.default_rng([seed, epoch, self.rank]).permutation(len(labels))[: steps * batch]
+        data = tf.data.Dataset.from_tensor_slices((images[order], labels[order]))
+        return data.batch(batch, drop_remainder=True).map(_prepare, num_parallel_calls=AUTOTUNE).prefetch(AUTOTUNE)
+
+    def validation(self, batch: int) -> tf.data.Dataset:
+        """This rank's whole validation shard (the last batch may be short)."""
+        if isinstance(self.source, TFRecordSource):
+            return imagenet_split(self.source, "validation", self.rank, self.size, batch, None)
+        images, labels = self._split("validation")
+        data = tf.data.Dataset.from_tensor_slices((images, labels))
+        return data.batch(batch).map(_prepare, num_parallel_calls=AUTOTUNE).prefetch(AUTOTUNE)
+
+
+def _prepare(images: tf.Tensor, labels: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    return normalise(images), tf.cast(labels, tf.int32)
+
+
+# --------------------------------------------------------------------------- ImageNet TFRecords
+
+FEATURES = {
+    "image/encoded": tf.io.FixedLenFeature([], tf.string),
+    "image/class/label": tf.io.FixedLenFeature([], tf.int64),
+}
+
+
+def _decode(source: TFRecordSource):
+    size = source.image_shape[:2]
+
+    def decode(record: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        parsed = tf.io.parse_single_example(record, FEATURES)
+        image = tf.io.decode_jpeg(parsed["image/encoded"], channels=3)
+        image = tf.image.resize(image, size, antialias=True)
+        label = tf.cast(parsed["image/class/label"], tf.int32) - source.label_offset
+        return tf.cast(tf.clip_by_value(image, 0.0, 255.0), tf.float32) / 127.5 - 1.0, label
+
+    return decode
+
+
+def imagenet_split(
+    source: TFRecordSource, split: str, rank: int, size: int, batch: int, seed: int | None
+) -> tf.data.Dataset:
+    files = tf.data.Dataset.from_tensor_slices(list(source.split_files[split]))
+    records = tf.data.TFRecordDataset(files, num_parallel_reads=AUTOTUNE).shard(size, rank)
+    if seed is not None:
+        records = records.shuffle(10_000, seed=seed).repeat()
+    data = records.map(_decode(source), num_parallel_calls=AUTOTUNE)
+    return data.batch(batch, drop_remainder=seed is not None).prefetch(AUTOTUNE)
+
+
+def count_imagenet(source: TFRecordSource) -> None:
+    """Count the records of each split and check the first of each; fills ``source.sizes``.
+
+    A truncated shard, a record that does not parse, an image that does not
+    decode or a label outside 1..1000 is a :class:`DataError`.
+    """
+    decode = _decode(source)
+    for split, files in source.split_files.items():
+        try:
+            count = 0
+            for path in files:
+                count += int(tf.data.TFRecordDataset(path).reduce(np.int64(0), lambda n, _: n + 1))
+            first = next(iter(tf.data.TFRecordDataset(files[:1]).take(1)))
+            image, label = decode(first)
+        except (tf.errors.DataLossError, tf.errors.InvalidArgumentError, StopIteration) as exc:
+            text = " ".join(str(getattr(exc, "message", exc)).split())[:200] or "no records"
+            raise DataError(f"imagenet: {split} shards are unreadable or corrupt: {text}") from None
+        if not 0 <= int(label) < source.classes:
+            raise DataError(f"imagenet: {split} label {int(label) + source.label_offset} outside 1..{source.classes}")
+        if count == 0:
+            raise DataError(f"imagenet: the {split} shards hold no records")
+        source.sizes[split] = count

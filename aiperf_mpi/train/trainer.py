@@ -1,0 +1,380 @@
+"""Horovod data-parallel training of one model on one group, epoch by epoch.
+
+One :class:`GroupTrainer` lives on every rank of a group for the whole run
+and trains one model per round: the group's first rank builds the model
+(inheriting its parent's weights through the transfer plan, the tuned kernel
+size applied to the graph), the weights are broadcast on the group's
+communicator, and every step averages gradients with Horovod's all-reduce
+(a custom ``tf.function`` loop: with Keras 3, Horovod's Keras optimizer
+wrapper silently does not average).  After each epoch the BN statistics are
+averaged, the validation accuracy is computed over the whole group, and the
+epoch — loss, accuracy, timestamps, time split, analytic operations — is
+handed to ``on_epoch`` before the next epoch starts.
+
+Failures: a NaN loss is seen by every rank at once (the loss is averaged),
+and an exception raised on every rank (the same model does not fit in memory,
+say) is agreed on the group communicator; both end the trial with
+:class:`TrialFailed` on every rank and leave the group ready for the next
+model.  An exception on one rank alone, while the others wait in an
+all-reduce, cannot be recovered: after ``agree_timeout`` seconds it is
+re-raised as fatal and the abort guard ends the job — never a hang.
+"""
+
+from __future__ import annotations
+
+import math
+import socket
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from types import ModuleType
+
+import keras
+import networkx as nx
+import numpy as np
+import tensorflow as tf
+from mpi4py import MPI
+
+from aiperf_mpi.data.sources import DataSource
+from aiperf_mpi.graph.model import output_node, with_kernel_size
+from aiperf_mpi.graph.ops import count_ops, epoch_ops
+from aiperf_mpi.search.hpo import HParams
+from aiperf_mpi.train.keras_model import build_keras_model
+from aiperf_mpi.train.pipeline import Shard
+from aiperf_mpi.train.transfer import Weights, model_weights, transfer_weights
+
+PRECISIONS = {"fp32": "float32", "fp16": "mixed_float16", "bf16": "mixed_bfloat16"}
+
+
+class TrialFailed(Exception):
+    """One trial (one model) failed; the group carries on."""
+
+    def __init__(self, reason: str, rank: int, host: str, trace: str = "") -> None:
+        super().__init__(f"{reason} (rank {rank} on {host})")
+        self.reason, self.rank, self.host, self.trace = reason, rank, host, trace
+
+    def to_dict(self) -> dict:
+        return {"reason": self.reason, "rank": self.rank, "host": self.host, "traceback": self.trace}
+
+
+def precision_policy(precision: str) -> str:
+    """Keras dtype policy of a precision name; anything narrower than FP16 is refused."""
+    if precision not in PRECISIONS:
+        raise ValueError(
+            f"precision {precision!r} is not allowed: the benchmark trains at fp32, fp16 or bf16 "
+            "(nothing narrower than FP16)"
+        )
+    return PRECISIONS[precision]
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Per-round training rules (defaults are the benchmark's; all configurable)."""
+
+    max_epochs: int = 60
+    patience: int = 5
+    """stop after this many epochs without an improvement of at least ``min_delta``"""
+    min_delta: float = 0.001
+    base_lr: float = 0.1
+    """learning rate per 256 samples of global batch (scaled linearly with the group's global batch)"""
+    momentum: float = 0.9
+    warmup_epochs: float = 1.0
+    precision: str = "fp32"
+    seed: int = 0
+    xla: bool = True
+    """compile the forward/backward maths with XLA (2.4× faster than plain tf.function on ResNet-50, see
+    BENCHMARKS.md); Horovod's all-reduce stays outside the compiled function"""
+    agree_timeout: float = 60.0
+
+
+@dataclass
+class EpochResult:
+    """One completed epoch."""
+
+    epoch: int
+    train_loss: float
+    val_accuracy: float
+    start: float
+    end: float
+    ops: int
+    ops_train: int
+    ops_update: int
+    ops_validation: int
+    steps: int
+    train_samples: int
+    validation_samples: int
+    data_wait: float
+    compute: float
+    evaluation: float
+    learning_rate: float
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class TrialResult:
+    """The outcome of one model's training on a group."""
+
+    epochs: list[EpochResult]
+    best_accuracy: float
+    stop_reason: str
+    hparams: HParams
+    fresh_layers: list[str] = field(default_factory=list)
+    initial_accuracy: float | None = None
+    """validation accuracy before the first epoch (with ``evaluate_first``): what inheritance gave"""
+    weights: Weights | None = None
+    """the trained weights, on the group's first rank only"""
+
+    @property
+    def total_ops(self) -> int:
+        return sum(e.ops for e in self.epochs)
+
+
+class _WarmupSchedule(keras.optimizers.schedules.LearningRateSchedule):
+    """Linear warm-up from a tenth of the peak to the peak, then constant."""
+
+    def __init__(self, peak: float, warmup_steps: int) -> None:
+        self.peak, self.warmup_steps = peak, max(1, warmup_steps)
+
+    def __call__(self, step):
+        progress = tf.minimum(tf.cast(step, tf.float32) / self.warmup_steps, 1.0)
+        return self.peak * (0.1 + 0.9 * progress)
+
+    def get_config(self) -> dict:
+        return {"peak": self.peak, "warmup_steps": self.warmup_steps}
+
+
+class GroupTrainer:
+    """Trains models on one group: one instance per rank, reused across rounds."""
+
+    def __init__(self, hvd: ModuleType, comm: MPI.Comm, source: DataSource, config: TrainConfig) -> None:
+        precision_policy(config.precision)
+        self.hvd, self.comm, self.source, self.config = hvd, comm, source, config
+        self.rank, self.size = comm.Get_rank(), comm.Get_size()
+        self.host = socket.gethostname()
+        self.shard = Shard(source, self.rank, self.size)
+
+    # ------------------------------------------------------------------ public
+
+    def train(
+        self,
+        graph: nx.DiGraph,
+        hparams: HParams,
+        parent: tuple[Weights, list[dict]] | None = None,
+        on_epoch: Callable[[EpochResult], None] | None = None,
+        should_stop: Callable[[], bool] | None = None,
+        max_epochs: int | None = None,
+        evaluate_first: bool = False,
+    ) -> TrialResult:
+        """Train ``graph`` with ``hparams``; raise :class:`TrialFailed` if the trial fails.
+
+        ``parent`` (weights and transfer plan) is needed on the group's first
+        rank only.  ``should_stop`` is polled between epochs (time limit);
+        its answer is taken from the group's first rank, so all ranks stop
+        together.
+        """
+        try:
+            return self._train(graph, hparams, parent, on_epoch, should_stop, max_epochs, evaluate_first)
+        except TrialFailed:
+            raise
+        except Exception as exc:  # agree with the group, then fail the trial everywhere
+            self._agree_failure(exc)
+            raise AssertionError("unreachable") from exc
+
+    # ------------------------------------------------------------------ internals
+
+    def _agree(self, failure: dict | None, timeout: float | None = None) -> None:
+        """The group's agreement at an epoch boundary (or after a failure): did any rank fail?
+
+        A barrier (polled, so a failed rank can give up after ``timeout``)
+        then an all-gather of each rank's failure or ``None``; if any rank
+        failed, every rank raises the same :class:`TrialFailed`.
+        """
+        request = self.comm.Ibarrier()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not request.Test():
+            if deadline is not None and time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"a trial failed on rank {failure['rank']} alone ({failure['reason']}) while the rest of its "
+                    "group waited in an all-reduce; this cannot be recovered"
+                )
+            time.sleep(0.002)
+        reported = [f for f in self.comm.allgather(failure) if f is not None]
+        if reported:
+            first = reported[0]
+            raise TrialFailed(first["reason"], first["rank"], first["host"], first["traceback"])
+
+    def _agree_failure(self, exc: BaseException) -> None:
+        failure = {
+            "reason": " ".join(f"{type(exc).__name__}: {exc}".split())[:500],
+            "rank": MPI.COMM_WORLD.Get_rank(),
+            "host": self.host,
+            "traceback": traceback.format_exc(),
+        }
+        self._agree(failure, timeout=self.config.agree_timeout)
+
+    def _train(self, graph, hparams, parent, on_epoch, should_stop, max_epochs, evaluate_first) -> TrialResult:
+        config = self.config
+        tuned = with_kernel_size(graph, hparams.kernel_size)
+        counts = count_ops(tuned)
+        keras.utils.set_random_seed(config.seed)
+        model = build_keras_model(tuned, dtype=precision_policy(config.precision))
+        fresh: list[str] = []
+        if self.rank == 0 and parent is not None:
+            fresh = transfer_weights(parent[0], model, parent[1])
+        self._broadcast(model)
+
+        batch = hparams.batch_size
+        steps = self.shard.steps(batch)
+        global_batch = batch * self.size
+        peak = config.base_lr * global_batch / 256.0
+        schedule = _WarmupSchedule(peak, int(config.warmup_epochs * steps))
+        optimizer = keras.optimizers.SGD(learning_rate=schedule, momentum=config.momentum)
+        if config.precision == "fp16":
+            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+        from_logits = tuned.nodes[output_node(tuned)]["type"] != "softmax"
+        loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=from_logits)
+        train_step = self._make_step(model, optimizer, loss_fn)
+        evaluate = tf.function(lambda x: model(x, training=False))
+        initial = self._validate(evaluate, batch)[0] if evaluate_first else None
+
+        limit = max_epochs or config.max_epochs
+        epochs: list[EpochResult] = []
+        best, since_best, reason = -math.inf, 0, "epoch limit"
+        for epoch in range(1, limit + 1):
+            if should_stop is not None and self.comm.bcast(bool(should_stop()), root=0):
+                reason = "time limit"
+                break
+            result = self._epoch(epoch, model, train_step, evaluate, optimizer, counts, batch, steps)
+            epochs.append(result)
+            if on_epoch is not None:
+                on_epoch(result)
+            if result.val_accuracy > best + config.min_delta:
+                best, since_best = result.val_accuracy, 0
+            else:
+                since_best += 1
+                if since_best >= config.patience:
+                    reason = "early stop"
+                    break
+        best_accuracy = max((e.val_accuracy for e in epochs), default=float("nan"))
+        weights = model_weights(model) if self.rank == 0 else None
+        return TrialResult(epochs, best_accuracy, reason, hparams, fresh, initial, weights)
+
+    def _broadcast(self, model: keras.Model) -> None:
+        """All ranks take the first rank's weights (one flat MPI broadcast)."""
+        if self.size == 1:
+            return
+        variables = model.variables
+        flat = np.concatenate([np.asarray(v.numpy(), np.float32).ravel() for v in variables])
+        self.comm.Bcast(flat, root=0)
+        offset = 0
+        for variable in variables:
+            count = int(np.prod(variable.shape))
+            variable.assign(flat[offset : offset + count].reshape(variable.shape).astype(variable.dtype))
+            offset += count
+
+    def _average_statistics(self, model: keras.Model) -> None:
+        """BN moving statistics averaged over the group, so every rank evaluates the same model."""
+        if self.size == 1:
+            return
+        variables = model.non_trainable_variables
+        if not variables:
+            return
+        flat = np.concatenate([np.asarray(v.numpy(), np.float64).ravel() for v in variables])
+        self.comm.Allreduce(MPI.IN_PLACE, flat, op=MPI.SUM)
+        flat /= self.size
+        offset = 0
+        for variable in variables:
+            count = int(np.prod(variable.shape))
+            variable.assign(flat[offset : offset + count].reshape(variable.shape).astype(variable.dtype))
+            offset += count
+
+    def _make_step(self, model, optimizer, loss_fn):
+        hvd, size, fp16 = self.hvd, self.size, self.config.precision == "fp16"
+        variables = model.trainable_variables
+
+        def gradients(x, y):
+            with tf.GradientTape() as tape:
+                loss = loss_fn(y, model(x, training=True))
+                scaled = optimizer.scale_loss(loss) if fp16 else loss
+            return loss, tape.gradient(scaled, variables)
+
+        def apply(grads):
+            if size > 1:
+                grads = hvd.grouped_allreduce(grads, op=hvd.Average)
+            optimizer.apply(grads, variables)
+
+        if self.config.xla:  # XLA compiles the model's maths; Horovod's all-reduce stays outside it
+            compiled = tf.function(gradients, jit_compile=True)
+            apply_fn = tf.function(apply)
+
+            def step(x, y):
+                loss, grads = compiled(x, y)
+                apply_fn(grads)
+                return loss
+
+            return step
+
+        @tf.function
+        def step(x, y):
+            loss, grads = gradients(x, y)
+            apply(grads)
+            return loss
+
+        return step
+
+    def _validate(self, evaluate, batch: int) -> tuple[float, int]:
+        """Top-1 accuracy over the whole group's validation split, and the samples it covered."""
+        correct = seen = 0
+        for x, y in self.shard.validation(batch):
+            predicted = tf.argmax(evaluate(x), axis=-1, output_type=tf.int32)
+            correct += int(tf.reduce_sum(tf.cast(predicted == y, tf.int32)))
+            seen += int(y.shape[0])
+        totals = self.comm.allreduce(np.array([correct, seen], dtype=np.int64), op=MPI.SUM)
+        return float(totals[0]) / max(int(totals[1]), 1), int(totals[1])
+
+    def _epoch(self, epoch, model, train_step, evaluate, optimizer, counts, batch, steps) -> EpochResult:
+        start = time.time()
+        data_wait = compute = 0.0
+        losses = []
+        iterator = iter(self.shard.train(batch, self.config.seed, epoch))
+        for _ in range(steps):
+            t0 = time.perf_counter()
+            x, y = next(iterator)
+            t1 = time.perf_counter()
+            losses.append(float(train_step(x, y)))
+            t2 = time.perf_counter()
+            data_wait += t1 - t0
+            compute += t2 - t1
+        self._agree(None)  # every rank reached the end of the epoch
+        loss_sum = self.comm.allreduce(float(np.sum(losses)), op=MPI.SUM)
+        mean_loss = loss_sum / (steps * self.size)
+        if not math.isfinite(mean_loss):
+            raise TrialFailed(f"non-finite training loss ({mean_loss}) in epoch {epoch}", self.rank, self.host)
+        self._average_statistics(model)
+
+        t3 = time.perf_counter()
+        accuracy, validated = self._validate(evaluate, batch)
+        evaluation = time.perf_counter() - t3
+        train_samples = steps * batch * self.size
+        ops = epoch_ops(counts, train_samples, validated, batch * self.size)
+        return EpochResult(
+            epoch=epoch,
+            train_loss=mean_loss,
+            val_accuracy=accuracy,
+            start=start,
+            end=time.time(),
+            ops=ops.total,
+            ops_train=ops.train,
+            ops_update=ops.update,
+            ops_validation=ops.validation,
+            steps=steps,
+            train_samples=train_samples,
+            validation_samples=validated,
+            data_wait=data_wait,
+            compute=compute,
+            evaluation=evaluation,
+            learning_rate=float(keras.ops.convert_to_numpy(optimizer.learning_rate)),
+        )

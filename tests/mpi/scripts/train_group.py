@@ -1,0 +1,96 @@
+"""Training scenarios on one group (all ranks but none excluded: this script runs the group alone).
+
+Usage: train_group.py MODE [ARGS]
+  identical H5     two epochs of the tiny seed on an HDF5 file; prints each epoch's loss and a
+                   per-rank checksum of all weights
+  digits           the tiny seed on the embedded digits, 1 rank; then a morphed child inherits
+                   the weights and its accuracy before training is printed
+  precision H5     two epochs at fp16 (with loss scaling) and at bf16
+  nan H5           a trial with a huge learning rate (NaN) must fail on every rank, then a
+                   normal trial must succeed on the same group
+"""
+
+import hashlib
+import json
+import random
+import sys
+
+import numpy as np
+from mpi4py import MPI
+
+from aiperf_mpi.data import open_source
+from aiperf_mpi.graph.morph import compose, deeper, wider
+from aiperf_mpi.graph.seeds import tiny_resnet
+from aiperf_mpi.mpi.guard import run_guarded
+from aiperf_mpi.mpi.horovod import horovod_on
+from aiperf_mpi.search.hpo import HParams
+from aiperf_mpi.train.trainer import GroupTrainer, TrainConfig, TrialFailed
+
+
+def checksum(model) -> str:
+    digest = hashlib.sha1()
+    for variable in model.variables:
+        digest.update(np.ascontiguousarray(variable.numpy()).tobytes())
+    return digest.hexdigest()[:16]
+
+
+def emit(**data) -> None:
+    print("RESULT " + json.dumps(data), flush=True)
+
+
+def rank_main(comm: MPI.Comm, mode: str, args: list[str]) -> int:
+    with horovod_on(comm) as hvd:
+        if mode == "identical":
+            source = open_source("hdf5", args[0])
+            trainer = GroupTrainer(hvd, comm, source, TrainConfig(max_epochs=3, patience=5, seed=1))
+            captured = {}
+            original = trainer._epoch
+
+            def epoch_with_checksum(epoch, model, *rest):
+                result = original(epoch, model, *rest)
+                captured.setdefault("sums", []).append(checksum(model))
+                return result
+
+            trainer._epoch = epoch_with_checksum
+            result = trainer.train(tiny_resnet(), HParams(16, 3), max_epochs=3)
+            emit(rank=comm.Get_rank(), losses=[e.train_loss for e in result.epochs], sums=captured["sums"],
+                 ops=[e.ops for e in result.epochs], samples=[e.train_samples for e in result.epochs])  # fmt: skip
+        elif mode == "digits":
+            source = open_source("digits")
+            config = TrainConfig(max_epochs=int(args[0]), patience=10, seed=0, base_lr=1.0)
+            trainer = GroupTrainer(hvd, comm, source, config)
+            parent_graph = tiny_resnet()
+            parent = trainer.train(parent_graph, HParams(32, 3))
+            morphed = compose(deeper(parent_graph, "b1_out"), wider(deeper(parent_graph, "b1_out").graph,
+                                                                    "b2_conv1", 8, random.Random(0)))  # fmt: skip
+            child = trainer.train(morphed.graph, HParams(32, 3), parent=(parent.weights, morphed.plan),
+                                  max_epochs=1, evaluate_first=True)  # fmt: skip
+            kernel5 = trainer.train(parent_graph, HParams(32, 5), parent=(parent.weights, []), max_epochs=1,
+                                    evaluate_first=True)  # fmt: skip
+            emit(parent=[e.val_accuracy for e in parent.epochs], child=child.initial_accuracy,
+                 kernel5=kernel5.initial_accuracy, fresh=child.fresh_layers)  # fmt: skip
+        elif mode == "precision":
+            source = open_source("hdf5", args[0])
+            losses = {}
+            for precision in ("fp16", "bf16"):
+                trainer = GroupTrainer(hvd, comm, source, TrainConfig(max_epochs=2, seed=3, precision=precision))
+                losses[precision] = [e.train_loss for e in trainer.train(tiny_resnet(), HParams(16, 3)).epochs]
+            emit(losses=losses)
+        elif mode == "nan":
+            source = open_source("hdf5", args[0])
+            failing = GroupTrainer(hvd, comm, source, TrainConfig(max_epochs=2, base_lr=1e12, seed=2))
+            try:
+                failing.train(tiny_resnet(), HParams(16, 3))
+                emit(rank=comm.Get_rank(), failed=None)
+                return 1
+            except TrialFailed as failed:
+                caught = failed.reason
+            healthy = GroupTrainer(hvd, comm, source, TrainConfig(max_epochs=1, seed=2))
+            result = healthy.train(tiny_resnet(), HParams(16, 3))
+            emit(rank=comm.Get_rank(), failed=caught, after=result.epochs[0].train_loss)
+    return 0
+
+
+if __name__ == "__main__":
+    world = MPI.COMM_WORLD
+    sys.exit(run_guarded(world, lambda: rank_main(world, sys.argv[1], sys.argv[2:])))

@@ -1,0 +1,72 @@
+"""The Horovod trainer on real groups: identical weights, learning, inheritance, failed trials."""
+
+import json
+
+import numpy as np
+import pytest
+
+from aiperf_mpi.data.sources import digits_arrays
+from tests.support.mpirun import SCRIPTS, run_mpi
+
+pytestmark = [pytest.mark.horovod, pytest.mark.tf, pytest.mark.slow]
+SCRIPT = str(SCRIPTS / "train_group.py")
+
+
+def small_h5(path, count: int = 256) -> str:
+    import h5py
+
+    with h5py.File(path, "w") as handle:
+        handle.attrs["classes"] = 10
+        for split, (images, labels) in digits_arrays().items():
+            handle[f"{split}/images"] = images[:count]
+            handle[f"{split}/labels"] = labels[:count]
+    return str(path)
+
+
+def results(output: str) -> list[dict]:
+    return [json.loads(line.split("RESULT ", 1)[1]) for line in output.splitlines() if "RESULT " in line]
+
+
+def test_two_ranks_keep_identical_weights_and_the_loss_falls(tmp_path) -> None:
+    run = run_mpi(2, [SCRIPT, "identical", small_h5(tmp_path / "small.h5")], timeout=240)
+    assert run.returncode == 0, run.output
+    by_rank = {r["rank"]: r for r in results(run.output)}
+    assert set(by_rank) == {0, 1}, run.output
+    assert by_rank[0]["sums"] == by_rank[1]["sums"], "weights differ between ranks after an epoch"
+    assert len(set(by_rank[0]["sums"])) == 3, "the weights must change every epoch"
+    losses = by_rank[0]["losses"]
+    assert losses == by_rank[1]["losses"]
+    assert losses[-1] < losses[0]
+    # 256 samples over 2 ranks at batch 16: 8 steps × 16 × 2 = 256 trained samples per epoch
+    assert by_rank[0]["samples"] == [256, 256, 256]
+    assert by_rank[0]["ops"][0] > 0
+
+
+def test_digits_reaches_90_percent_and_a_child_inherits_its_parents_accuracy() -> None:
+    run = run_mpi(1, [SCRIPT, "digits", "6"], timeout=420)
+    assert run.returncode == 0, run.output
+    (result,) = results(run.output)
+    assert max(result["parent"]) >= 0.90, result["parent"]
+    final = result["parent"][-1]
+    assert abs(result["child"] - final) <= 0.01, result  # deeper + wider child, weights transferred
+    assert abs(result["kernel5"] - final) <= 0.01, result  # 3×3 kernels grown to 5×5, centred
+    assert result["fresh"] == []
+
+
+def test_a_nan_trial_fails_on_every_rank_and_the_group_trains_the_next_model(tmp_path) -> None:
+    run = run_mpi(2, [SCRIPT, "nan", small_h5(tmp_path / "small.h5")], timeout=240)
+    assert run.returncode == 0, run.output
+    by_rank = {r["rank"]: r for r in results(run.output)}
+    assert set(by_rank) == {0, 1}, run.output
+    for result in by_rank.values():
+        assert "non-finite training loss" in result["failed"]
+        assert np.isfinite(result["after"])
+
+
+def test_fp16_and_bf16_train(tmp_path) -> None:
+    run = run_mpi(1, [SCRIPT, "precision", small_h5(tmp_path / "small.h5")], timeout=240)
+    assert run.returncode == 0, run.output
+    (result,) = results(run.output)
+    for precision, losses in result["losses"].items():
+        assert all(np.isfinite(losses)), (precision, losses)
+        assert losses[-1] < losses[0], (precision, losses)

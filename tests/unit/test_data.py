@@ -1,0 +1,140 @@
+"""Data sources in every array format, and one clear error for each kind of bad data."""
+
+import numpy as np
+import pytest
+
+from aiperf_mpi.data.__main__ import main as convert_main
+from aiperf_mpi.data.sources import (
+    CIFAR_RECORD,
+    DataError,
+    cifar10_source,
+    digits_source,
+    hdf5_source,
+    in_memory,
+    open_source,
+    synthetic_source,
+)
+
+
+def write_cifar(directory, batches: int = 2, per_file: int = 20, bad_label: bool = False) -> None:
+    rng = np.random.default_rng(0)
+    directory.mkdir(exist_ok=True)
+    for name in [f"data_batch_{i}.bin" for i in range(1, batches + 1)] + ["test_batch.bin"]:
+        records = rng.integers(0, 256, (per_file, CIFAR_RECORD), dtype=np.uint8)
+        records[:, 0] = rng.integers(0, 10, per_file)
+        if bad_label:
+            records[0, 0] = 12
+        records.tofile(directory / name)
+
+
+def write_h5(path, train=(40, 8, 8, 3), validation=(10, 8, 8, 3), classes=5, labels_high=5, dtype=np.uint8):
+    import h5py
+
+    rng = np.random.default_rng(1)
+    with h5py.File(path, "w") as handle:
+        handle.attrs["classes"] = classes
+        for split, shape in (("train", train), ("validation", validation)):
+            handle[f"{split}/images"] = rng.integers(0, 255, shape).astype(dtype)
+            handle[f"{split}/labels"] = rng.integers(0, labels_high, shape[0]).astype(np.int64)
+    return path
+
+
+def test_digits_is_embedded_32x32x3_with_a_fixed_split() -> None:
+    source = digits_source()
+    assert source.image_shape == (32, 32, 3) and source.classes == 10
+    assert source.sizes == {"train": 1437, "validation": 360}
+    first, _ = source.shard("validation", 0, 1)
+    again, _ = digits_source().shard("validation", 0, 1)
+    assert np.array_equal(first, again)
+    a, _ = source.shard("train", 0, 2)
+    b, _ = source.shard("train", 1, 2)
+    assert len(a) + len(b) == 1437
+
+
+def test_synthetic_has_no_accuracy_and_the_requested_shape() -> None:
+    source = synthetic_source(image_size=16, channels=3, classes=4, train=64, validation=16)
+    images, labels = source.shard("train", 0, 4)
+    assert images.shape == (16, 16, 16, 3) and labels.max() < 4
+    assert not source.has_accuracy
+
+
+def test_cifar10_binary(tmp_path) -> None:
+    write_cifar(tmp_path / "c")
+    source = cifar10_source(tmp_path / "c")
+    assert source.sizes == {"train": 40, "validation": 20}
+    images, labels = source.shard("train", 0, 1)
+    assert images.shape == (40, 32, 32, 3) and images.dtype == np.uint8
+    raw = np.fromfile(tmp_path / "c" / "data_batch_1.bin", dtype=np.uint8).reshape(-1, CIFAR_RECORD)
+    assert labels[0] == raw[0, 0]
+    assert np.array_equal(images[0, :, :, 0], raw[0, 1:1025].reshape(32, 32))  # channel-major on disk
+
+
+def test_hdf5_and_the_converter(tmp_path, capsys) -> None:
+    write_cifar(tmp_path / "c")
+    assert convert_main(["convert", "--from", "cifar10", str(tmp_path / "c"), "--to", str(tmp_path / "c.h5")]) == 0
+    assert "cifar10 train" in capsys.readouterr().err  # the progress bar
+    converted = hdf5_source(tmp_path / "c.h5")
+    original = cifar10_source(tmp_path / "c")
+    assert converted.sizes == original.sizes
+    assert np.array_equal(converted.shard("train", 1, 3)[0], original.shard("train", 1, 3)[0])
+    assert not (tmp_path / "c.h5.partial").exists()
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda p: p / "missing", "not a directory"),
+        (lambda p: (p / "c").mkdir() or p / "c", "no data_batch"),
+    ],
+)
+def test_cifar_missing(tmp_path, make, message) -> None:
+    with pytest.raises(DataError, match=message):
+        cifar10_source(make(tmp_path))
+
+
+def test_cifar_truncated_and_bad_labels(tmp_path) -> None:
+    write_cifar(tmp_path / "t")
+    with open(tmp_path / "t" / "data_batch_2.bin", "ab") as handle:
+        handle.write(b"\x00" * 100)
+    with pytest.raises(DataError, match="truncated"):
+        cifar10_source(tmp_path / "t")
+    write_cifar(tmp_path / "l", bad_label=True)
+    with pytest.raises(DataError, match=r"labels must be in \[0, 9\]"):
+        cifar10_source(tmp_path / "l")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"labels_high": 9}, "labels must be in"),
+        ({"validation": (10, 6, 6, 3)}, "differ in shape"),
+        ({"train": (0, 8, 8, 3)}, "train split is empty"),
+        ({"dtype": np.float32}, "must be uint8"),
+        ({"classes": 1}, "classes"),
+    ],
+)
+def test_bad_hdf5(tmp_path, kwargs, message) -> None:
+    with pytest.raises(DataError, match=message):
+        hdf5_source(write_h5(tmp_path / "bad.h5", **kwargs))
+
+
+def test_truncated_hdf5_and_missing_paths(tmp_path) -> None:
+    path = write_h5(tmp_path / "t.h5")
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 3])
+    with pytest.raises(DataError, match="cannot read"):
+        hdf5_source(path)
+    with pytest.raises(DataError, match="no file"):
+        hdf5_source(tmp_path / "nope.h5")
+    with pytest.raises(DataError, match="--data-path"):
+        open_source("cifar10")
+    with pytest.raises(DataError, match="unknown data set"):
+        open_source("mnist")
+
+
+def test_in_memory_checks_shapes() -> None:
+    good = (np.zeros((4, 8, 8, 3), np.uint8), np.zeros(4, np.int64))
+    with pytest.raises(DataError, match=r"\(N, H, W"):
+        in_memory("x", {"train": (np.zeros((4, 8, 8), np.uint8), np.zeros(4)), "validation": good}, 2)
+    with pytest.raises(DataError, match="labels of shape"):
+        in_memory("x", {"train": (good[0], np.zeros(3, np.int64)), "validation": good}, 2)
