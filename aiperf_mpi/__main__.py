@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from mpi4py import MPI
 
-from aiperf_mpi.cli import parse_on_root
+from aiperf_mpi.cli import parse_on_root, run_overrides
 from aiperf_mpi.errors import UsageError
 from aiperf_mpi.mpi.guard import run_guarded
 from aiperf_mpi.mpi.layout import build_layout
@@ -19,18 +19,20 @@ def rank_main(comm: MPI.Comm, argv: Sequence[str] | None) -> int:
     options = parse_on_root(comm, argv)
     if options.json and not options.layout:
         raise UsageError("--json only applies to --layout")
-    layout = build_layout(comm, options.group_size)
-    try:
-        if options.layout:
+    if options.layout:
+        layout = build_layout(comm, options.group_size)
+        try:
             if layout.is_master:
                 text = json.dumps(layout.plan.to_dict()) if options.json else layout.plan.describe()
                 print(text, flush=True)
             return 0
-        raise UsageError(
-            "the benchmark run is not implemented in this build yet; " "only --layout is available (see --help)"
-        )
-    finally:
-        layout.free()
+        finally:
+            layout.free()
+    from aiperf_mpi.config import load_config
+    from aiperf_mpi.job.run import agree, run_benchmark
+
+    config = agree(comm, lambda: load_config(options.config, run_overrides(options)))
+    return run_benchmark(comm, config, resume=options.resume)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

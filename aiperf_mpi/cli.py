@@ -29,8 +29,10 @@ cut to --group-size ranks). Launch it with your MPI or Slurm, e.g.
 """
 
 EPILOG = """\
-status: this build provides the process layout (--layout). The benchmark run
-itself (search, training, score) is not implemented yet and is refused.
+Every run option can also be given in the --config TOML file (same name,
+with underscores: time_limit = 600); the command line wins.
+SIGTERM or SIGUSR1 (Slurm's time-limit warning) ends the run as at its time
+limit: running epochs finish, the score is written.
 Set AIPERF_MPI_DEBUG=1 to print the full traceback of a fatal error.
 """
 
@@ -94,7 +96,51 @@ def build_parser() -> argparse.ArgumentParser:
         help="cut each node's worker ranks into training groups of N ranks "
         "(default: one group per node; the last group of a node may be smaller)",
     )
+    run = parser.add_argument_group("the run")
+    run.add_argument("--config", metavar="FILE", help="a TOML file of run options (see README)")
+    run.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its event log")
+    run.add_argument("--time-limit", type=float, metavar="SECONDS", help="the benchmark's wall clock (default 3600)")
+    run.add_argument("--max-models", type=int, metavar="N", help="stop after N models (default: no limit)")
+    run.add_argument("--dataset", help="digits (default, embedded), synthetic, cifar10, imagenet or hdf5")
+    run.add_argument("--data-path", metavar="PATH", help="the data for cifar10, imagenet and hdf5")
+    run.add_argument("--image-size", type=int, metavar="PIXELS", help="image size for imagenet/synthetic")
+    run.add_argument("--seed-model", help="the architecture the search starts from: resnet50 (default) or tiny")
+    run.add_argument("--precision", help="fp32 (default), fp16 or bf16; nothing narrower is allowed")
+    run.add_argument("--run-dir", metavar="DIR", help="where the run writes (default runs/run-DATE-TIME)")
+    run.add_argument("--score-step", type=float, metavar="SECONDS", help="the score's time grid (default 360)")
+    run.add_argument("--max-epochs", type=int, metavar="N", help="epoch limit of one model (default 60)")
+    run.add_argument("--patience", type=int, metavar="N", help="early stop after N epochs without gain (default 5)")
+    run.add_argument("--min-delta", type=float, metavar="X", help="accuracy gain that counts (default 0.001)")
+    run.add_argument("--batch-size", type=int, metavar="N", help="per-rank batch of the warm-up rounds (default 32)")
+    run.add_argument("--base-lr", type=float, metavar="X", help="learning rate per 256 samples (default 0.1)")
+    run.add_argument("--hpo", help="batch/kernel tuner: tpe (default), gp or random")
+    run.add_argument("--search", help="architecture search: bayesian (default) or random")
+    run.add_argument("--no-inherit", dest="inherit", action="store_const", const=False,
+                     help="train every child from scratch instead of inheriting its parent's weights")  # fmt: skip
+    run.add_argument("--no-xla", dest="xla", action="store_const", const=False,
+                     help="do not compile the training step with XLA")  # fmt: skip
+    run.add_argument("--seed", type=int, help="random seed of search, tuning and training (default 0)")
+    run.add_argument("--grace", type=float, metavar="SECONDS",
+                     help="after the time limit, how long running epochs may finish (default 120)")  # fmt: skip
+    run.add_argument("--progress-interval", type=float, metavar="SECONDS", help="progress line period (default 10)")
+    run.add_argument("--device-memory-gb", type=float, metavar="GB",
+                     help="memory of one device, bounds the tuned batch size (default 16)")  # fmt: skip
     return parser
+
+
+RUN_OPTIONS = (
+    "time_limit", "max_models", "dataset", "data_path", "image_size", "seed_model", "precision", "run_dir",
+    "score_step", "max_epochs", "patience", "min_delta", "batch_size", "base_lr", "hpo", "search", "inherit",
+    "xla", "seed", "grace", "progress_interval", "device_memory_gb",
+)  # fmt: skip
+
+
+def run_overrides(options: argparse.Namespace) -> dict[str, object]:
+    """The run options given on the command line (``None`` = not given)."""
+    values = {name: getattr(options, name) for name in RUN_OPTIONS}
+    if options.group_size is not None:
+        values["group_size"] = options.group_size
+    return values
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,8 @@ class ModelRecord:
     ops: dict = field(default_factory=dict)
     timings: dict = field(default_factory=dict)
     description: str = ""
+    weights: str = ""
+    """file of the trained weights, relative to the run directory ('' when not kept)"""
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -71,6 +73,7 @@ class History:
 
     def __init__(self, records: Iterable[ModelRecord] = ()) -> None:
         self._records: list[ModelRecord] = []
+        self._dicts: list[dict] = []  # records are immutable: their dict form is made once
         self._ranked: list[tuple[float, int]] = []  # (-accuracy, id), sorted
         self._hashes: set[str] = set()
         for record in records:
@@ -96,6 +99,7 @@ class History:
         if record.parent is not None and not 0 <= record.parent < record.id:
             raise ValueError(f"model {record.id}: parent {record.parent} is not an earlier model")
         self._records.append(record)
+        self._dicts.append(record.to_dict())
         self._hashes.add(record.graph_hash)
         score = record.search_accuracy
         if score is not None:
@@ -110,10 +114,10 @@ class History:
         return [self._records[i] for _, i in self._ranked[:count]]
 
     def since(self, index: int) -> list[dict]:
-        """Entries ``index…`` as plain dicts: the delta a replica has not seen."""
+        """Entries ``index…`` as plain dicts: the delta a replica has not seen (do not modify them)."""
         if not 0 <= index <= len(self._records):
             raise ValueError(f"no entries since {index}: the history has {len(self._records)}")
-        return [record.to_dict() for record in self._records[index:]]
+        return self._dicts[index:]
 
     def extend(self, delta: Iterable[dict]) -> int:
         """Apply a delta from :meth:`since`; entries already held are checked, not duplicated."""

@@ -1,5 +1,6 @@
 """History, the GP and the Bayesian search, driven through ask()/tell() without MPI or TensorFlow."""
 
+import copy
 import logging
 import random
 
@@ -40,7 +41,7 @@ def test_history_is_append_only_and_replicates_from_deltas() -> None:
     assert replica.extend(master.since(1)) == 1  # overlapping deltas are checked, not duplicated
     assert replica.to_list() == master.to_list()
     assert [r.id for r in replica.best(5)] == [1, 0]  # a failed model is never ranked
-    tampered = master.since(0)
+    tampered = copy.deepcopy(master.since(0))
     tampered[1]["accuracy"] = 0.1
     with pytest.raises(ValueError, match="diverged"):
         replica.extend(tampered)

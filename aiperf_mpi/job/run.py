@@ -1,0 +1,251 @@
+"""The benchmark run: roles from the layout, the master's loop, the groups' loops, the score.
+
+``run_benchmark`` is what every rank of ``python -m aiperf_mpi`` executes.
+Rank 0 validates the configuration and the data first and shares the verdict,
+so bad input stops every rank at once with one line; then the layout gives
+each rank its role — master, group leader, or group member.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import signal
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from mpi4py import MPI
+
+from aiperf_mpi import runlog
+from aiperf_mpi.config import RunConfig
+from aiperf_mpi.data.sources import DataError, DataSource, open_source
+from aiperf_mpi.errors import UsageError
+from aiperf_mpi.graph.seeds import seed_model
+from aiperf_mpi.job.leader import GroupRunner, leader_loop
+from aiperf_mpi.job.master import Master
+from aiperf_mpi.job.mllog import MLLogWriter
+from aiperf_mpi.job.system import system_description
+from aiperf_mpi.job.transport import MpiLeaderChannel, MpiMasterTransport
+from aiperf_mpi.mpi.horovod import horovod_on
+from aiperf_mpi.mpi.layout import build_layout
+from aiperf_mpi.score import score_run
+from aiperf_mpi.search.history import History, ModelRecord
+
+EXIT_GRACE_EXPIRED = 3
+
+
+class StopFlag:
+    """Set by SIGTERM / SIGUSR1 (Slurm's warning): finish as at the time limit."""
+
+    def __init__(self) -> None:
+        self.reason = ""
+
+    def install(self) -> None:
+        for sig in (signal.SIGTERM, signal.SIGUSR1):
+            signal.signal(sig, self._handle)
+
+    def _handle(self, signum: int, _frame: object) -> None:
+        self.reason = f"signal {signal.Signals(signum).name}"
+
+    def __call__(self) -> str:
+        return self.reason
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What rank 0 established before the run, shared with every rank."""
+
+    config: RunConfig
+    run_dir: str
+    segment: int
+    resumed: bool
+
+
+def agree(comm: MPI.Comm, decide: Callable[[], object]) -> object:
+    """Run ``decide`` on rank 0; every rank gets its value or raises its UsageError."""
+    outcome: tuple[str, object] = ("ok", None)
+    if comm.Get_rank() == 0:
+        try:
+            outcome = ("ok", decide())
+        except (UsageError, DataError) as exc:
+            outcome = ("error", str(exc))
+    outcome = comm.bcast(outcome, root=0)
+    if outcome[0] == "error":
+        raise UsageError(outcome[1])
+    return outcome[1]
+
+
+def open_data(config: RunConfig) -> DataSource:
+    return open_source(config.dataset, config.data_path or None, config.image_size or None)
+
+
+def _prepare(comm: MPI.Comm, config: RunConfig, resume: str | None) -> Prepared:
+    if comm.Get_size() < 2:
+        raise UsageError(
+            "a benchmark run needs at least 2 ranks (the master and one training rank); "
+            "launch it with mpirun -n N or srun -n N (N ≥ 2)"
+        )
+    if resume:
+        run_dir = Path(resume)
+        try:
+            contents = runlog.read_events(run_dir)
+        except (FileNotFoundError, ValueError) as exc:
+            raise UsageError(f"--resume {run_dir}: {exc}") from None
+        starts = [e for e in contents.events if e[runlog.EVENT] == runlog.RUN_START]
+        if not starts:
+            raise UsageError(f"--resume {run_dir}: the log has no run_start")
+        logged = RunConfig(**starts[0]["config"])
+        config = replace(logged, time_limit=config.time_limit, run_dir=str(run_dir))
+        segment = len(starts) + 1
+    else:
+        stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+        run_dir = Path(config.run_dir or f"runs/run-{stamp}")
+        if (run_dir / runlog.EVENTS_FILE).exists():
+            raise UsageError(f"{run_dir} already holds a run; use --resume {run_dir} or another --run-dir")
+        try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"cannot create the run directory {run_dir}: {exc.strerror}") from None
+        config = replace(config, run_dir=str(run_dir))
+        segment = 1
+    source = open_data(config)
+    source.check()
+    seed_model(config.seed_model, source.image_shape[0], source.image_shape[2], source.classes)
+    return Prepared(config, str(run_dir), segment, bool(resume))
+
+
+def run_benchmark(
+    comm: MPI.Comm,
+    config: RunConfig,
+    resume: str | None = None,
+    runner_factory: Callable | None = None,
+    horovod: bool = True,
+) -> int:
+    """One rank of the benchmark; returns its exit status."""
+    prepared: Prepared = agree(comm, lambda: _prepare(comm, config, resume))
+    config = prepared.config
+    run_dir = Path(prepared.run_dir)
+    layout = build_layout(comm, config.group_size or None)
+    system = system_description(comm)
+    stop_flag = StopFlag()
+    stop_flag.install()
+    try:
+        if layout.is_master:
+            return _run_master(comm, layout, config, prepared, run_dir, system, stop_flag)
+        source = open_data(config)
+        graph = seed_model(config.seed_model, source.image_shape[0], source.image_shape[2], source.classes)
+        factory = runner_factory or GroupRunner
+
+        def serve(hvd) -> None:
+            runner = factory(hvd, layout.group_comm, source, config, run_dir)
+            if layout.is_leader:
+                leader_loop(MpiLeaderChannel(comm), layout.group.index, layout.group.horovod_size, config, graph,
+                            runner, stop_flag)  # fmt: skip
+            else:
+                runner.serve()
+
+        if horovod:
+            with horovod_on(layout.group_comm) as hvd:
+                serve(hvd)
+        else:
+            serve(None)
+        return 0
+    finally:
+        layout.free()
+
+
+def _history_from_log(run_dir: Path) -> tuple[History, int]:
+    events = runlog.read_events(run_dir).events
+    records = sorted(
+        (e["model"] for e in events if e[runlog.EVENT] == runlog.MODEL_DONE),
+        key=lambda m: m["id"],
+    )
+    failed = {e["model"]: e for e in events if e[runlog.EVENT] == runlog.MODEL_FAILED}
+    history = History()
+    by_id = {m["id"]: m for m in records}
+    for model_id in range(max([*by_id, *failed, -1]) + 1):
+        if model_id in by_id:
+            history.append(ModelRecord.from_dict(by_id[model_id]))
+        elif model_id in failed:
+            entry = failed[model_id]
+            history.append(ModelRecord(model_id, None, "{}", status="failed", timings={"error": entry["reason"]}))
+    tasks = [e.get("task", -1) for e in events if "task" in e]
+    return history, max(tasks, default=-1) + 1
+
+
+def _run_master(comm, layout, config, prepared, run_dir, system, stop_flag) -> int:
+    log = runlog.EventLog(run_dir)
+    mllog = MLLogWriter(run_dir)
+    history, next_task = _history_from_log(run_dir) if prepared.resumed else (History(), 0)
+    log.write(runlog.RUN_START, sync=True, segment=prepared.segment, resumed=prepared.resumed,
+              config=config.to_dict())  # fmt: skip
+    log.write(runlog.SYSTEM, **system)
+    log.write(runlog.LAYOUT, **layout.plan.to_dict())
+    mllog.run_start(config.to_dict(), system, prepared.segment)
+    groups = layout.plan.groups
+    master = Master(config, log, history, len(groups), run_dir, next_task=next_task, mllog=mllog)
+    transport = MpiMasterTransport(comm, {g.index: g.leader for g in groups})
+    print(f"aiperf_mpi: run directory {run_dir} (segment {prepared.segment}); {comm.Get_size()} ranks, "
+          f"{len(groups)} group(s); time limit {config.time_limit:.0f} s", flush=True)  # fmt: skip
+    outcome = master_loop(master, transport, stop_flag, config.progress_interval)
+    reason = master.stopping or "done"
+    discarded = master.busy
+    log.write(runlog.RUN_STOP, sync=True, reason=reason, discarded_tasks=discarded, segment=prepared.segment)
+    mllog.run_stop(reason)
+    score = score_run(run_dir)
+    log.write(runlog.SCORE, sync=True, **{k: v for k, v in score.to_dict().items() if k != "grid"})
+    (run_dir / "score.json").write_text(json.dumps(score.to_dict(), indent=2))
+    log.close()
+    mllog.close()
+    _print_score(score, run_dir)
+    if outcome == "grace expired":
+        message = (f"aiperf_mpi: the grace period ({config.grace:.0f} s) expired with {len(discarded)} group(s) "
+                   "still training; their running epochs are not counted; ending the job")  # fmt: skip
+        print(message, file=sys.stderr, flush=True)
+        comm.Abort(EXIT_GRACE_EXPIRED)
+    transport.close()
+    return 0
+
+
+def master_loop(master: Master, transport, stop_flag: Callable[[], str], progress_interval: float) -> str:
+    """Poll leaders, hand out work, stop at the time limit; ``'done'`` or ``'grace expired'``."""
+    import time
+
+    tty = sys.stdout.isatty()
+    last_progress = time.monotonic()
+    for group, message in master.tick(stop_flag()):
+        transport.send(group, message)
+    while not master.done:
+        item = transport.poll(0.2)
+        if item is not None:
+            for group, message in master.handle(*item):
+                transport.send(group, message)
+        for group, message in master.tick(stop_flag()):
+            transport.send(group, message)
+        now = time.monotonic()
+        if now - last_progress >= progress_interval:
+            last_progress = now
+            line = master.progress_line()
+            print(("\r" + line) if tty else line, end="" if tty else "\n", flush=True)
+        if master.grace_expired and master.busy:
+            return "grace expired"
+    if tty:
+        print(flush=True)
+    return "done"
+
+
+def _print_score(score, run_dir: Path) -> None:
+    print(f"aiperf_mpi: score {score.score / 1e9:.4f} GOPS (analytic operations per second) over "
+          f"{score.active_time:.0f} s of active time, {score.models_trained} models, {score.epochs} epochs",
+          flush=True)  # fmt: skip
+    if score.regulated_score is not None:
+        print(f"aiperf_mpi: regulated score {score.regulated_score / 1e9:.4f} GOPS "
+              f"(best accuracy {score.best_accuracy:.4f})", flush=True)  # fmt: skip
+    else:
+        print("aiperf_mpi: regulated score not defined (no accuracy: synthetic data or no epoch)", flush=True)
+    broken = [f"{name} {rule['value']} (needs {rule['need']})" for name, rule in score.rules.items() if not rule["ok"]]
+    verdict = "valid run" if score.valid else "unofficial run: " + "; ".join(broken)
+    print(f"aiperf_mpi: {verdict}", flush=True)
+    print(f"aiperf_mpi: results in {run_dir}/score.json and {run_dir}/{runlog.EVENTS_FILE}", flush=True)

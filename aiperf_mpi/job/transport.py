@@ -1,0 +1,121 @@
+"""Moving protocol messages: over MPI, or between threads of one process.
+
+The master side polls without blocking on any one leader (``Iprobe`` on any
+source, with an exponential back-off from 0.5 ms to 50 ms); a leader blocks
+on its next instruction and can peek for a pending Stop between epochs.
+The in-process transport has the same interface, so the same scheduler and
+leader loop run in tests and on a laptop without ``mpirun``.
+"""
+
+from __future__ import annotations
+
+import queue
+import time
+from collections import deque
+
+from mpi4py import MPI
+
+from aiperf_mpi.protocol import TAGS, Stop
+
+MASTER = 0
+TAG_TYPES = {tag: kind for kind, tag in TAGS.items()}
+
+
+class MpiMasterTransport:
+    """Rank 0's side: send to a group's leader, poll all leaders."""
+
+    def __init__(self, comm: MPI.Comm, leaders: dict[int, int]) -> None:
+        self.comm = comm
+        self.leaders = dict(leaders)  # group → world rank
+        self.group_of = {rank: group for group, rank in leaders.items()}
+        self._pending: list[MPI.Request] = []
+
+    def send(self, group: int, message: object) -> None:
+        self._pending.append(self.comm.isend(message, dest=self.leaders[group], tag=TAGS[type(message)]))
+        self._pending = [r for r in self._pending if not r.Test()]
+
+    def poll(self, timeout: float) -> tuple[int, object] | None:
+        deadline = time.monotonic() + timeout
+        pause = 0.0005
+        status = MPI.Status()
+        while True:
+            if self.comm.Iprobe(source=MPI.ANY_SOURCE, tag=MPI.ANY_TAG, status=status):
+                source, tag = status.Get_source(), status.Get_tag()
+                message = self.comm.recv(source=source, tag=tag)
+                if source not in self.group_of or not isinstance(message, TAG_TYPES.get(tag, ())):
+                    raise RuntimeError(f"unexpected message {type(message).__name__} (tag {tag}) from rank {source}")
+                return self.group_of[source], message
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
+
+    def close(self) -> None:
+        for request in self._pending:
+            request.Wait()
+        self._pending = []
+
+
+class MpiLeaderChannel:
+    """A leader's side: talk to rank 0."""
+
+    def __init__(self, comm: MPI.Comm) -> None:
+        self.comm = comm
+
+    def send(self, message: object) -> None:
+        self.comm.send(message, dest=MASTER, tag=TAGS[type(message)])
+
+    def recv(self) -> object:
+        return self.comm.recv(source=MASTER, tag=MPI.ANY_TAG)
+
+    def stop_pending(self) -> bool:
+        return bool(self.comm.Iprobe(source=MASTER, tag=TAGS[Stop]))
+
+
+class LocalHub:
+    """In-process transport: the master and the leaders are threads of one process."""
+
+    def __init__(self, groups: int) -> None:
+        self.to_master: queue.Queue = queue.Queue()
+        self.to_leader = {g: queue.Queue() for g in range(groups)}
+
+    # master side
+    def send(self, group: int, message: object) -> None:
+        self.to_leader[group].put(message)
+
+    def poll(self, timeout: float) -> tuple[int, object] | None:
+        try:
+            return self.to_master.get(timeout=timeout)
+        except queue.Empty:
+            return None
+
+    def close(self) -> None:
+        pass
+
+    def channel(self, group: int) -> LocalChannel:
+        return LocalChannel(self, group)
+
+
+class LocalChannel:
+    """A leader thread's side of :class:`LocalHub`."""
+
+    def __init__(self, hub: LocalHub, group: int) -> None:
+        self.hub, self.group = hub, group
+        self._buffer: deque = deque()
+
+    def send(self, message: object) -> None:
+        self.hub.to_master.put((self.group, message))
+
+    def recv(self) -> object:
+        if self._buffer:
+            return self._buffer.popleft()
+        return self.hub.to_leader[self.group].get()
+
+    def stop_pending(self) -> bool:
+        inbox = self.hub.to_leader[self.group]
+        while True:
+            try:
+                self._buffer.append(inbox.get_nowait())
+            except queue.Empty:
+                break
+        return any(isinstance(m, Stop) for m in self._buffer)

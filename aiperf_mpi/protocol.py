@@ -1,0 +1,98 @@
+"""The typed messages between the master and the group leaders, and their MPI tags.
+
+Leader → master: Ready, Proposed, EpochDone, Result, Failed; master →
+leader: Work, Stop.  Each is a dataclass sent with mpi4py's
+pickle-based ``isend``/``recv`` under its own tag, so the master can probe by
+tag and a message is never parsed from a string.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Ready:
+    """A leader is idle and asks for work (sent once at start)."""
+
+    group: int
+    ranks: int
+    host: str
+
+
+@dataclass(frozen=True)
+class Work:
+    """Train one model: the history entries the leader has not seen, and the round number."""
+
+    task_id: int
+    history_delta: list[dict]
+    round: int
+    seed_model: bool = False
+    """no trained model exists yet: train the seed architecture"""
+
+
+@dataclass(frozen=True)
+class Proposed:
+    """The leader chose the task's model (sent before training starts)."""
+
+    task_id: int
+    parent: int | None
+    graph: str
+    hparams: dict
+    description: str
+    search_info: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class EpochDone:
+    """One completed epoch of a task (sent as soon as it completes, before the next starts)."""
+
+    task_id: int
+    epoch: dict
+
+
+@dataclass(frozen=True)
+class Result:
+    """A task finished: the model, how it trained, and what it cost."""
+
+    task_id: int
+    parent: int | None
+    graph: str
+    hparams: dict
+    epochs: list[dict]
+    accuracy: float | None
+    predicted_accuracy: float | None
+    ops: dict
+    timings: dict
+    description: str
+    stop_reason: str
+    weights_file: str = ""
+    search_info: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Failed:
+    """A task's trial failed (the group carries on)."""
+
+    task_id: int
+    rank: int
+    host: str
+    reason: str
+    traceback: str
+    parent: int | None = None
+    graph: str = ""
+    hparams: dict = field(default_factory=dict)
+    epochs: list[dict] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Stop:
+    """No more work: the group finishes and leaves the loop (with the last history entries it lacks)."""
+
+    reason: str
+    history_delta: list[dict] = field(default_factory=list)
+
+
+TAGS: dict[type, int] = {Ready: 11, Work: 12, Proposed: 17, EpochDone: 13, Result: 14, Failed: 15, Stop: 16}
+TO_MASTER = (Ready, Proposed, EpochDone, Result, Failed)
+TO_LEADER = (Work, Stop)

@@ -1,0 +1,49 @@
+"""The real job (master, leaders, transport, search, tuner, log, score) with fake training.
+
+Usage: fake_run.py RUN_DIR GROUP_SIZE TIME_LIMIT [SLOW_GROUP] [FAIL_TASK]
+Prints, from each leader, its final history replica as JSON for comparison.
+"""
+
+import json
+import sys
+
+from mpi4py import MPI
+
+from aiperf_mpi.config import load_config
+from aiperf_mpi.job import leader as leader_module
+from aiperf_mpi.job import run as run_module
+from aiperf_mpi.job.run import run_benchmark
+from aiperf_mpi.mpi.guard import run_guarded
+from aiperf_mpi.search.history import History
+from tests.support.fake_runner import FakeRunner
+
+
+def rank_main(comm: MPI.Comm) -> int:
+    run_dir, group_size, limit = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+    slow = [int(sys.argv[4])] if len(sys.argv) > 4 and sys.argv[4] != "-" else []
+    fail = [int(sys.argv[5])] if len(sys.argv) > 5 else []
+    config = load_config(None, {"run_dir": run_dir, "group_size": group_size, "time_limit": limit,
+                                "seed_model": "tiny", "score_step": 1.0, "progress_interval": 1.0})  # fmt: skip
+    replicas = []
+    original = leader_module.leader_loop
+
+    def recording_loop(*args, **kwargs):  # keep a handle on the leader's replica to print it at the end
+        history = History()
+        replicas.append(history)
+        return original(*args, history=history, **kwargs)
+
+    run_module.leader_loop = recording_loop
+
+    def factory(hvd, group_comm, source, cfg, directory):
+        group = comm.Get_rank()  # identifies the leader; FakeRunner only uses it for slowness
+        return FakeRunner(group, slow_groups=slow, fail_tasks=fail)
+
+    status = run_benchmark(comm, config, runner_factory=factory, horovod=False)
+    for history in replicas:
+        print("REPLICA " + json.dumps({"rank": comm.Get_rank(), "history": history.to_list()}), flush=True)
+    return status
+
+
+if __name__ == "__main__":
+    world = MPI.COMM_WORLD
+    sys.exit(run_guarded(world, lambda: rank_main(world)))

@@ -1,0 +1,118 @@
+"""The job's protocol over real MPI at -n 4, with only the training replaced by a fast fake."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from aiperf_mpi import runlog
+from aiperf_mpi.score import score_run
+from tests.support.mpirun import SCRIPTS, mpi_env, mpirun_command
+
+SCRIPT = str(SCRIPTS / "fake_run.py")
+
+
+def launch(run_dir, *args: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        mpirun_command(4, [sys.executable, SCRIPT, str(run_dir), *args], None),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=mpi_env(), start_new_session=True,
+    )  # fmt: skip
+
+
+def finish(proc: subprocess.Popen, timeout: float) -> tuple[int, str]:
+    try:
+        output, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        output, _ = proc.communicate()
+        raise AssertionError(f"the job did not end within {timeout} s:\n{output}") from None
+    return proc.returncode, output
+
+
+def rank_pids(proc: subprocess.Popen, run_dir) -> list[int]:
+    """The Python rank processes of the job (not the launcher)."""
+    found = subprocess.run(["pgrep", "-f", f"fake_run.py {run_dir}"], capture_output=True, text=True).stdout.split()
+    return sorted(int(pid) for pid in found if int(pid) != proc.pid)
+
+
+def wait_for_epochs(run_dir, count: int, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        path = run_dir / runlog.EVENTS_FILE
+        if path.exists() and path.read_text().count('"event":"epoch"') >= count:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"no {count} epochs in the log after {timeout} s")
+
+
+def test_two_groups_every_work_answered_replicas_agree_slow_group_not_lost(tmp_path) -> None:
+    run_dir = tmp_path / "run"
+    code, output = finish(launch(run_dir, "2", "8", "3"), timeout=120)  # groups (1,2) and (3); rank 3 slow
+    assert code == 0, output
+    events = runlog.read_events(run_dir).events
+    proposed = [e["task"] for e in events if e["event"] == runlog.MODEL_PROPOSED]
+    answered = [e["task"] for e in events if e["event"] in (runlog.MODEL_DONE, runlog.MODEL_FAILED)]
+    assert sorted(answered) == sorted(proposed) and len(answered) == len(set(answered)) >= 6
+    assert {e["group"] for e in events if e["event"] == runlog.MODEL_DONE} == {0, 1}
+    master = [e["model"] for e in events if e["event"] == runlog.MODEL_DONE]
+    replicas = [json.loads(line.split("REPLICA ", 1)[1]) for line in output.splitlines() if "REPLICA " in line]
+    assert sorted(r["rank"] for r in replicas) == [1, 3]  # the two leaders
+    for replica in replicas:
+        assert replica["history"] == master[: len(replica["history"])]
+        assert len(replica["history"]) >= len(master) - 2
+    score = json.loads((run_dir / "score.json").read_text())
+    assert score["score"] == score_run(run_dir).score > 0
+
+
+def test_a_failed_trial_is_recorded_and_the_run_still_scores(tmp_path) -> None:
+    run_dir = tmp_path / "run"
+    code, output = finish(launch(run_dir, "1", "5", "-", "2"), timeout=120)
+    assert code == 0, output
+    failed = [e for e in runlog.read_events(run_dir).events if e["event"] == runlog.MODEL_FAILED]
+    assert [e["task"] for e in failed] == [2] and "injected failure" in failed[0]["reason"]
+    assert (run_dir / "score.json").exists()
+
+
+def test_sigusr1_to_the_launcher_writes_the_score(tmp_path) -> None:
+    run_dir = tmp_path / "run"
+    proc = launch(run_dir, "1", "600")
+    wait_for_epochs(run_dir, 3)
+    sent = time.monotonic()
+    os.kill(proc.pid, signal.SIGUSR1)  # Open MPI's mpirun forwards SIGUSR1 to every rank
+    code, output = finish(proc, timeout=60)
+    assert code == 0, output
+    assert time.monotonic() - sent < 30
+    stop = [e for e in runlog.read_events(run_dir).events if e["event"] == runlog.RUN_STOP]
+    assert stop and stop[0]["reason"] == "signal SIGUSR1"
+    assert (run_dir / "score.json").exists()
+
+
+def test_sigterm_to_every_rank_as_slurm_sends_it_writes_the_score(tmp_path) -> None:
+    run_dir = tmp_path / "run"
+    proc = launch(run_dir, "1", "600")
+    wait_for_epochs(run_dir, 3)
+    ranks = rank_pids(proc, run_dir)
+    assert len(ranks) == 4
+    for pid in ranks:
+        os.kill(pid, signal.SIGTERM)
+    code, output = finish(proc, timeout=60)
+    assert code == 0, output
+    assert runlog.read_events(run_dir).events[-1]["event"] == runlog.SCORE
+
+
+def test_a_killed_rank_ends_the_job_fast_and_the_log_still_parses(tmp_path) -> None:
+    run_dir = tmp_path / "run"
+    proc = launch(run_dir, "1", "600")
+    wait_for_epochs(run_dir, 3)
+    ranks = rank_pids(proc, run_dir)
+    assert len(ranks) == 4
+    killed = time.monotonic()
+    os.kill(ranks[-1], signal.SIGKILL)
+    code, output = finish(proc, timeout=60)
+    assert code != 0
+    assert time.monotonic() - killed < 60
+    contents = runlog.read_events(run_dir)
+    assert contents.events[0]["event"] == runlog.RUN_START
+    assert sum(1 for e in contents.events if e["event"] == runlog.EPOCH) >= 3

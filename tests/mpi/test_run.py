@@ -1,0 +1,66 @@
+"""The real benchmark, end to end: mpirun -n 3 python -m aiperf_mpi on the embedded digits."""
+
+import json
+
+import pytest
+
+from aiperf_mpi import runlog
+from aiperf_mpi.score import score_run
+from tests.support.mpirun import run_mpi
+
+pytestmark = [pytest.mark.slow, pytest.mark.horovod, pytest.mark.tf]
+FAST = ["--seed-model", "tiny", "--max-epochs", "1", "--score-step", "10", "--progress-interval", "5"]
+
+
+def test_a_real_run_scores_and_resumes_with_new_ids(tmp_path) -> None:
+    run_dir = tmp_path / "run"
+    first = run_mpi(3, ["-m", "aiperf_mpi", *FAST, "--time-limit", "90", "--run-dir", str(run_dir)], timeout=360)
+    assert first.returncode == 0, first.output
+    assert "aiperf_mpi: score" in first.output and "regulated score" in first.output
+    events = runlog.read_events(run_dir).events
+    done = [e["model"] for e in events if e["event"] == runlog.MODEL_DONE]
+    assert len(done) >= 3, [e["event"] for e in events]
+    assert all(e["ops"] > 0 for e in events if e["event"] == runlog.EPOCH)
+    system = next(e for e in events if e["event"] == runlog.SYSTEM)
+    assert system["mpi"]["vendor"] and system["tensorflow"] and system["horovod"]
+    written = json.loads((run_dir / "score.json").read_text())
+    assert written["score"] == pytest.approx(score_run(run_dir).score, rel=1e-12)
+    assert written["models_trained"] == len(done)
+    mllog = (run_dir / "mllog.log").read_text()
+    for key in ("run_start", "epoch_start", "epoch_stop", "eval_accuracy", "run_stop", "number_of_nodes"):
+        assert f'"key": "{key}"' in mllog, key
+    assert all((run_dir / "graphs" / f"task-{e['task']}.json").exists() for e in events if "task" in e)
+
+    second = run_mpi(3, ["-m", "aiperf_mpi", "--resume", str(run_dir), "--time-limit", "30"], timeout=240)
+    assert second.returncode == 0, second.output
+    events = runlog.read_events(run_dir).events
+    starts = [e for e in events if e["event"] == runlog.RUN_START]
+    assert [s["segment"] for s in starts] == [1, 2] and starts[1]["resumed"]
+    ids = [e["model"]["id"] for e in events if e["event"] == runlog.MODEL_DONE]
+    assert ids == list(range(len(ids))) and len(ids) > len(done)  # new models continue the numbering
+    resumed_score = score_run(run_dir)
+    assert resumed_score.segments == 2
+    assert resumed_score.active_time < 90 + 30 + 90  # active time only, not the gap between the runs
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--dataset", "cifar10", "--data-path", "/no/such/dir"], "is not a directory"),
+        (["--time-limit", "-5", "--precision", "int8"], "time_limit must be > 0"),
+        (["--dataset", "hdf5"], "needs data_path"),
+        (["--seed-model", "vgg"], "seed_model must be one of"),
+    ],
+)
+def test_bad_configuration_or_data_is_one_line_and_every_rank_exits(tmp_path, args, message) -> None:
+    run = run_mpi(3, ["-m", "aiperf_mpi", "--run-dir", str(tmp_path / "r"), *args], timeout=60)
+    assert run.returncode != 0
+    assert run.elapsed < 30
+    errors = [line for line in run.output.splitlines() if "aiperf_mpi: error:" in line]
+    assert len(errors) == 1 and message in errors[0], run.output
+    assert "Traceback" not in run.output
+
+
+def test_a_run_needs_two_ranks(tmp_path) -> None:
+    run = run_mpi(1, ["-m", "aiperf_mpi", "--run-dir", str(tmp_path / "r")], timeout=60)
+    assert run.returncode != 0 and "at least 2 ranks" in run.output

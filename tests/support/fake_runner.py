@@ -1,0 +1,47 @@
+"""A fast stand-in for the *training* only: the scheduler, search, tuner and transport stay real.
+
+Epochs take ``epoch_seconds`` (×``slow_factor`` on slow groups), report a
+synthetic accuracy of the graph and a fixed operation count.  Tasks whose id
+is in ``fail_tasks`` fail as a trial does (TrialFailed-shaped dict).
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+
+from mpi4py import MPI
+
+from aiperf_mpi.graph.model import from_json
+from aiperf_mpi.job.leader import Outcome, Task
+from tests.support.synthetic_objective import synthetic_accuracy
+
+
+class FakeRunner:
+    def __init__(self, group: int, epoch_seconds: float = 0.05, epochs: int = 2, slow_groups=(), fail_tasks=()):
+        self.group, self.epochs, self.fail_tasks = group, epochs, set(fail_tasks)
+        self.epoch_seconds = epoch_seconds * (5 if group in slow_groups else 1)
+
+    def run(self, task: Task, on_epoch, should_stop) -> Outcome:
+        if task.task_id in self.fail_tasks:
+            failure = {"reason": f"injected failure in task {task.task_id}", "rank": MPI.COMM_WORLD.Get_rank(),
+                       "host": socket.gethostname(), "traceback": "Traceback: injected"}  # fmt: skip
+            return Outcome([], "failed", failure=failure)
+        accuracy = synthetic_accuracy(from_json(task.graph))
+        epochs = []
+        for epoch in range(1, self.epochs + 1):
+            if should_stop():
+                break
+            start = time.time()
+            time.sleep(self.epoch_seconds)
+            result = {"epoch": epoch, "train_loss": 1.0 / epoch, "val_accuracy": accuracy * epoch / self.epochs,
+                      "start": start, "end": time.time(), "ops": 1_000_000 * task.hparams.batch_size}  # fmt: skip
+            epochs.append(result)
+            on_epoch(result)
+        return Outcome(epochs, "epoch limit", timings={"train": self.epoch_seconds * len(epochs)})
+
+    def finish(self) -> None:
+        pass
+
+    def serve(self) -> None:
+        pass

@@ -1,0 +1,88 @@
+"""The score function on hand-made logs with known answers."""
+
+import json
+import math
+
+import pytest
+
+from aiperf_mpi import runlog
+from aiperf_mpi.score import compute_score, score_run
+
+
+def start(t: float, dataset: str = "imagenet", precision: str = "fp16", **extra) -> dict:
+    config = {"dataset": dataset, "precision": precision, "search": "bayesian", "hpo": "tpe", **extra}
+    return {"event": runlog.RUN_START, "time": t, "config": config}
+
+
+def epoch(end: float, ops: int, accuracy: float) -> dict:
+    return {"event": runlog.EPOCH, "time": end, "end": end, "ops": ops, "val_accuracy": accuracy}
+
+
+def stop(t: float) -> dict:
+    return {"event": runlog.RUN_STOP, "time": t}
+
+
+def test_ops_on_the_grid_regulated_score_and_a_valid_run() -> None:
+    events = [start(1000), epoch(1030, 600, 0.5), epoch(1070, 900, 0.75), epoch(1095, 300, 0.7), stop(1100)]
+    score = compute_score(events, step=50)
+    assert [s.active_time for s in score.grid] == [50, 100]
+    assert score.grid[0].ops == 600 and score.grid[0].ops_per_second == 12.0
+    assert score.score == 1800 / 100
+    assert score.best_accuracy == 0.75
+    assert score.regulated_score == pytest.approx(18.0 * -math.log(0.25))
+    assert score.valid and all(rule["ok"] for rule in score.rules.values())
+
+
+def test_each_validity_rule() -> None:
+    events = [start(0, dataset="cifar10", precision="fp32", hpo="random"), epoch(10, 100, 0.6), stop(20)]
+    score = compute_score(events, step=5)
+    assert not score.valid
+    assert not score.rules["dataset"]["ok"]
+    assert not score.rules["error"]["ok"] and score.rules["error"]["value"] == pytest.approx(0.4)
+    assert score.rules["precision"]["ok"]
+    assert not score.rules["algorithms"]["ok"]
+    assert score.grid[-1].active_time == 20 and len(score.grid) == 4
+
+
+def test_resumed_run_counts_only_active_time() -> None:
+    events = [
+        start(0), epoch(50, 1000, 0.5), stop(100),
+        start(1000), epoch(1040, 1000, 0.8), epoch(1070, 999, 0.9),  # killed: no run_stop, ends at its last event
+    ]  # fmt: skip
+    score = compute_score(events, step=60)
+    assert score.segments == 2
+    assert score.active_time == 100 + 70
+    assert score.total_ops == 2999
+    assert score.score == pytest.approx(2999 / 170)
+    assert [round(s.active_time) for s in score.grid] == [60, 120, 170]
+    assert score.grid[1].ops == 1000  # the second segment's first epoch ends at active time 100 + 40 = 140
+    assert score.grid[2].ops == 2999
+    assert score.best_accuracy == 0.9
+
+
+def test_synthetic_data_has_no_regulated_score_and_only_completed_epochs_count() -> None:
+    events = [start(0, dataset="synthetic"), epoch(5, 10, 0.1), stop(10)]
+    score = compute_score(events, step=100)
+    assert score.regulated_score is None and score.best_accuracy is None
+    assert score.score == 1.0
+
+
+def test_truncated_last_line_is_tolerated_and_reported(tmp_path) -> None:
+    lines = [json.dumps(e) for e in (start(0), epoch(10, 100, 0.5), stop(20))]
+    (tmp_path / runlog.EVENTS_FILE).write_text("\n".join(lines) + '\n{"event": "epoch", "ti')
+    score = score_run(tmp_path, step=10)
+    assert score.truncated_log and score.total_ops == 100
+    (tmp_path / runlog.EVENTS_FILE).write_text(lines[0] + "\n{broken\n" + lines[1] + "\n")
+    with pytest.raises(ValueError, match="not a JSON line"):
+        score_run(tmp_path)
+
+
+def test_event_log_writer_round_trips(tmp_path) -> None:
+    log = runlog.EventLog(tmp_path)
+    log.write(runlog.RUN_START, sync=True, config={"dataset": "digits"})
+    log.write(runlog.EPOCH, sync=True, end=1.0, ops=5, val_accuracy=0.5)
+    log.close()
+    events = runlog.read_events(tmp_path).events
+    assert [e["event"] for e in events] == ["run_start", "epoch"]
+    with pytest.raises(ValueError, match="no run_start"):
+        compute_score(events[1:])
