@@ -4,6 +4,7 @@
 #   make install          venv + MPI + TensorFlow + Horovod (from source) + package
 #   make test             install, then the whole test suite (what CI runs)
 #   make run              install, then a short benchmark on the embedded data
+#                         (NP=3 ranks, TIME=180 s; ARGS='...' adds options)
 #   make bench            install, then the benchmark scripts -> BENCHMARKS.md
 #   make lint             ruff
 #
@@ -96,9 +97,12 @@ test-integration: install
 bench: install
 	$(PY) -m benchmarks
 
+# The benchmark on the embedded digits: ResNet-50 seed at 32x32, NP ranks
+# (master + one group of NP-1), TIME seconds; prints the score and the run directory.
 run: install
-	@echo "make run: the benchmark run itself arrives with the MPI-job issue (#6); showing the layout instead." >&2
-	$(BIN)/mpirun --oversubscribe -n $(NP) $(PY) -m aiperf_mpi --layout
+	$(BIN)/mpirun --oversubscribe --bind-to none -n $(NP) $(PY) -m aiperf_mpi \
+	  --dataset digits --seed-model resnet50 --time-limit $(TIME) --score-step 30 --progress-interval 15 \
+	  $(ARGS)
 
 clean:
 	rm -rf build *.egg-info .pytest_cache .ruff_cache .hypothesis

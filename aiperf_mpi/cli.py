@@ -103,6 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-models", type=int, metavar="N", help="stop after N models (default: no limit)")
     run.add_argument("--dataset", help="digits (default, embedded), synthetic, cifar10, imagenet or hdf5")
     run.add_argument("--data-path", metavar="PATH", help="the data for cifar10, imagenet and hdf5")
+    run.add_argument("--stage-dir", metavar="DIR",
+                     help="copy the data to this node-local directory before training (once per node)")  # fmt: skip
     run.add_argument("--image-size", type=int, metavar="PIXELS", help="image size for imagenet/synthetic")
     run.add_argument("--seed-model", help="the architecture the search starts from: resnet50 (default) or tiny")
     run.add_argument("--precision", help="fp32 (default), fp16 or bf16; nothing narrower is allowed")
@@ -129,7 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 RUN_OPTIONS = (
-    "time_limit", "max_models", "dataset", "data_path", "image_size", "seed_model", "precision", "run_dir",
+    "time_limit", "max_models", "dataset", "data_path", "stage_dir", "image_size", "seed_model", "precision", "run_dir",
     "score_step", "max_epochs", "patience", "min_delta", "batch_size", "base_lr", "hpo", "search", "inherit",
     "xla", "seed", "grace", "progress_interval", "device_memory_gb",
 )  # fmt: skip

@@ -29,6 +29,8 @@ class RunConfig:
     """stop handing out work after this many models (0: no limit)"""
     dataset: str = "digits"
     data_path: str = ""
+    stage_dir: str = ""
+    """copy file-based data to this node-local directory first ('' : read in place)"""
     image_size: int = 0
     """0: the data set's own size"""
     seed_model: str = "resnet50"
@@ -75,6 +77,10 @@ def _validate(config: RunConfig) -> list[str]:
     need(
         config.dataset not in ("cifar10", "imagenet", "hdf5") or bool(config.data_path),
         f"dataset {config.dataset!r} needs data_path (--data-path)",
+    )
+    need(
+        not config.stage_dir or config.dataset in ("cifar10", "imagenet", "hdf5"),
+        f"stage_dir applies to file-based data (cifar10, imagenet, hdf5), not {config.dataset!r}",
     )
     need(config.image_size >= 0, f"image_size must be ≥ 0, got {config.image_size}")
     need(config.seed_model in SEED_MODELS, f"seed_model must be one of {', '.join(SEED_MODELS)}, "

@@ -25,7 +25,8 @@ class Work:
     """Train one model: the history entries the leader has not seen, and the round number."""
 
     task_id: int
-    history_delta: list[dict]
+    history_delta: list[bytes]
+    """history entries the leader has not seen, compressed (``History.since_wire``)"""
     round: int
     seed_model: bool = False
     """no trained model exists yet: train the seed architecture"""
@@ -90,7 +91,7 @@ class Stop:
     """No more work: the group finishes and leaves the loop (with the last history entries it lacks)."""
 
     reason: str
-    history_delta: list[dict] = field(default_factory=list)
+    history_delta: list[bytes] = field(default_factory=list)
 
 
 TAGS: dict[type, int] = {Ready: 11, Work: 12, Proposed: 17, EpochDone: 13, Result: 14, Failed: 15, Stop: 16}

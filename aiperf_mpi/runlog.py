@@ -45,15 +45,27 @@ class EventLog:
         self.path = Path(run_dir) / EVENTS_FILE
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._handle = open(self.path, "a", encoding="utf-8")  # open for the whole run
+        self._dirty = False
 
     def write(self, event: str, sync: bool = False, **fields: object) -> dict:
-        """Append one event; ``sync`` forces it to stable storage before returning."""
+        """Append one event (flushed to the OS at once).
+
+        ``sync`` asks for stable storage: the fsync happens at the next
+        :meth:`sync` — the master calls it after each batch of messages and
+        before it sends any reply, so an epoch is on disk before its group
+        hears from the master again, and a burst of epochs costs one fsync.
+        """
         record = {EVENT: event, TIME: fields.pop(TIME, time.time()), **fields}
         self._handle.write(json.dumps(record, separators=(",", ":"), allow_nan=False, default=_jsonable) + "\n")
         self._handle.flush()
-        if sync:
-            os.fsync(self._handle.fileno())
+        self._dirty = self._dirty or sync
         return record
+
+    def sync(self) -> None:
+        """fsync if any event since the last sync asked for it."""
+        if self._dirty:
+            os.fsync(self._handle.fileno())
+            self._dirty = False
 
     def close(self) -> None:
         if not self._handle.closed:

@@ -19,6 +19,7 @@ BENCHMARKS = {
     "opcount": "Operation counter: 1,000-layer graph",
     "search": "Architecture search: proposal latency against history size",
     "trainer": "Trainer against Keras model.fit (ResNet-50 32×32, batch 64)",
+    "master": "The master against simulated groups",
 }
 FILE = Path(__file__).resolve().parents[1] / "BENCHMARKS.md"
 HEADER = """# Benchmarks

@@ -90,12 +90,12 @@ def leader_loop(
     while True:
         message = channel.recv()
         if isinstance(message, Stop):
-            history.extend(message.history_delta)
+            history.extend_wire(message.history_delta)
             runner.finish()
             return
         if not isinstance(message, Work):
             raise RuntimeError(f"leader of group {group} got an unexpected {type(message).__name__}")
-        history.extend(message.history_delta)
+        history.extend_wire(message.history_delta)
         hparams = tuner.ask()
         started = time.monotonic()
         if message.seed_model or not history.best(1):

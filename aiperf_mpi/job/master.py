@@ -111,7 +111,7 @@ class Master:
         return replies
 
     def _stop(self, state: GroupState, reason: str) -> Stop:
-        delta = self.history.since(state.seen)
+        delta = self.history.since_wire(state.seen)
         state.seen = len(self.history)
         return Stop(reason, delta)
 
@@ -141,7 +141,7 @@ class Master:
                 return []
             state.stopped = True
             return [(state.index, self._stop(state, self.stopping or "max models"))]
-        delta = self.history.since(state.seen)
+        delta = self.history.since_wire(state.seen)
         state.seen = len(self.history)
         state.rounds += 1
         task = self.next_task

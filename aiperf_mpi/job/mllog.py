@@ -47,8 +47,8 @@ class MLLogWriter:
                         metadata={**meta, "ops": epoch["ops"]})  # fmt: skip
         self.logger.event(key=constants.EVAL_ACCURACY, value=epoch["val_accuracy"], metadata=meta)
 
-    def staging(self, seconds: float, nbytes: int, group: int) -> None:
-        self.logger.event(key="staging_time", value=seconds, metadata={"bytes": nbytes, "group": group})
+    def staging(self, seconds: float, nbytes: int, host: str) -> None:
+        self.logger.event(key="staging_time", value=seconds, metadata={"bytes": nbytes, "host": host})
 
     def run_stop(self, reason: str) -> None:
         self.logger.end(key=constants.RUN_STOP, metadata={"status": "success", "reason": reason})

@@ -34,6 +34,8 @@ from aiperf_mpi.score import score_run
 from aiperf_mpi.search.history import History, ModelRecord
 
 EXIT_GRACE_EXPIRED = 3
+BATCH = 64
+"""messages the master handles between two fsyncs of the event log, at most"""
 
 
 class StopFlag:
@@ -129,12 +131,13 @@ def run_benchmark(
     run_dir = Path(prepared.run_dir)
     layout = build_layout(comm, config.group_size or None)
     system = system_description(comm)
+    local, staging = _stage(comm, layout, config)  # ``local`` reads the staged copy; the log keeps ``config``
     stop_flag = StopFlag()
     stop_flag.install()
     try:
         if layout.is_master:
-            return _run_master(comm, layout, config, prepared, run_dir, system, stop_flag)
-        source = open_data(config)
+            return _run_master(comm, layout, config, prepared, run_dir, system, stop_flag, staging)
+        source = open_data(local)
         graph = seed_model(config.seed_model, source.image_shape[0], source.image_shape[2], source.classes)
         factory = runner_factory or GroupRunner
 
@@ -156,6 +159,33 @@ def run_benchmark(
         layout.free()
 
 
+def _stage(comm: MPI.Comm, layout, config: RunConfig) -> tuple[RunConfig, list[dict]]:
+    """Collective: the first rank of each node copies the data to ``stage_dir``; all use the copy.
+
+    Returns the configuration pointing at the staged data, and on rank 0 the
+    report of every node.  A staging failure on any node ends the run on
+    every rank with one line.
+    """
+    if not config.stage_dir:
+        return config, []
+    from aiperf_mpi.data.staging import stage
+
+    outcome: tuple[str, object] | None = None
+    if layout.node_comm.Get_rank() == 0:
+        try:
+            report = stage(config.dataset, config.data_path, config.stage_dir)
+            outcome = ("ok", {**report.__dict__, "host": layout.plan.hosts[layout.rank]})
+        except DataError as exc:
+            outcome = ("error", str(exc))
+    outcome = layout.node_comm.bcast(outcome, root=0)
+    reports = comm.gather(outcome if layout.node_comm.Get_rank() == 0 else None, root=0)
+    failures = comm.bcast([r[1] for r in reports if r and r[0] == "error"] if comm.Get_rank() == 0 else None, root=0)
+    if failures:
+        raise UsageError(failures[0])
+    staged = replace(config, data_path=outcome[1]["staged"])
+    return staged, [r[1] for r in reports if r] if comm.Get_rank() == 0 else []
+
+
 def _history_from_log(run_dir: Path) -> tuple[History, int]:
     events = runlog.read_events(run_dir).events
     records = sorted(
@@ -175,7 +205,7 @@ def _history_from_log(run_dir: Path) -> tuple[History, int]:
     return history, max(tasks, default=-1) + 1
 
 
-def _run_master(comm, layout, config, prepared, run_dir, system, stop_flag) -> int:
+def _run_master(comm, layout, config, prepared, run_dir, system, stop_flag, staging) -> int:
     log = runlog.EventLog(run_dir)
     mllog = MLLogWriter(run_dir)
     history, next_task = _history_from_log(run_dir) if prepared.resumed else (History(), 0)
@@ -183,7 +213,15 @@ def _run_master(comm, layout, config, prepared, run_dir, system, stop_flag) -> i
               config=config.to_dict())  # fmt: skip
     log.write(runlog.SYSTEM, **system)
     log.write(runlog.LAYOUT, **layout.plan.to_dict())
+    for report in staging:
+        log.write(runlog.STAGING, **report)
+        mllog.staging(report["seconds"], report["bytes"], report["host"])
+    log.sync()
     mllog.run_start(config.to_dict(), system, prepared.segment)
+    if staging:
+        print(f"aiperf_mpi: data staged to {config.stage_dir} on {len(staging)} node(s): "
+              f"{sum(r['bytes'] for r in staging) / 1e6:.1f} MB in {max(r['seconds'] for r in staging):.1f} s",
+              flush=True)  # fmt: skip
     groups = layout.plan.groups
     master = Master(config, log, history, len(groups), run_dir, next_task=next_task, mllog=mllog)
     transport = MpiMasterTransport(comm, {g.index: g.leader for g in groups})
@@ -210,29 +248,38 @@ def _run_master(comm, layout, config, prepared, run_dir, system, stop_flag) -> i
 
 
 def master_loop(master: Master, transport, stop_flag: Callable[[], str], progress_interval: float) -> str:
-    """Poll leaders, hand out work, stop at the time limit; ``'done'`` or ``'grace expired'``."""
+    """Poll leaders, hand out work, stop at the time limit; ``'done'`` or ``'grace expired'``.
+
+    Progress is printed as plain periodic lines, never as a refreshing line:
+    Open MPI gives rank 0 a pseudo-terminal even when mpirun's output goes to
+    a file, so ``isatty()`` cannot tell, and carriage returns garbled the
+    batch logs (seen here).
+    """
     import time
 
-    tty = sys.stdout.isatty()
     last_progress = time.monotonic()
     for group, message in master.tick(stop_flag()):
         transport.send(group, message)
     while not master.done:
+        replies: list[tuple[int, object]] = []
         item = transport.poll(0.2)
-        if item is not None:
-            for group, message in master.handle(*item):
-                transport.send(group, message)
-        for group, message in master.tick(stop_flag()):
+        handled = 0
+        while item is not None and handled < BATCH:  # a burst of messages shares one fsync
+            replies += master.handle(*item)
+            handled += 1
+            item = transport.poll(0.0) if handled < BATCH else None
+            if item is None:
+                break
+        replies += master.tick(stop_flag())
+        master.log.sync()  # what was reported is on disk before anyone hears back
+        for group, message in replies:
             transport.send(group, message)
         now = time.monotonic()
         if now - last_progress >= progress_interval:
             last_progress = now
-            line = master.progress_line()
-            print(("\r" + line) if tty else line, end="" if tty else "\n", flush=True)
+            print(master.progress_line(), flush=True)
         if master.grace_expired and master.busy:
             return "grace expired"
-    if tty:
-        print(flush=True)
     return "done"
 
 

@@ -14,10 +14,11 @@ from tests.support.mpirun import SCRIPTS, mpi_env, mpirun_command
 SCRIPT = str(SCRIPTS / "fake_run.py")
 
 
-def launch(run_dir, *args: str) -> subprocess.Popen:
+def launch(run_dir, *args: str, extra: dict | None = None) -> subprocess.Popen:
+    env = mpi_env({"FAKE_RUN_CONFIG": json.dumps(extra or {})})
     return subprocess.Popen(
         mpirun_command(4, [sys.executable, SCRIPT, str(run_dir), *args], None),
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=mpi_env(), start_new_session=True,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True,
     )  # fmt: skip
 
 
@@ -116,3 +117,19 @@ def test_a_killed_rank_ends_the_job_fast_and_the_log_still_parses(tmp_path) -> N
     contents = runlog.read_events(run_dir)
     assert contents.events[0]["event"] == runlog.RUN_START
     assert sum(1 for e in contents.events if e["event"] == runlog.EPOCH) >= 3
+
+
+def test_data_is_staged_once_per_node_and_reported(tmp_path) -> None:
+    from tests.mpi.test_training import small_h5
+
+    data = small_h5(tmp_path / "data.h5")
+    run_dir = tmp_path / "run"
+    extra = {"dataset": "hdf5", "data_path": data, "stage_dir": str(tmp_path / "local")}
+    code, output = finish(launch(run_dir, "1", "3", extra=extra), timeout=120)
+    assert code == 0, output
+    staging = [e for e in runlog.read_events(run_dir).events if e["event"] == runlog.STAGING]
+    assert len(staging) == 1 and staging[0]["bytes"] == (tmp_path / "data.h5").stat().st_size
+    assert (tmp_path / "local" / "data.h5").exists()
+    assert '"key": "staging_time"' in (run_dir / "mllog.log").read_text()
+    start = next(e for e in runlog.read_events(run_dir).events if e["event"] == runlog.RUN_START)
+    assert start["config"]["data_path"] == data  # the log keeps the shared path, for --resume elsewhere

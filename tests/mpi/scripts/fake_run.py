@@ -1,10 +1,12 @@
 """The real job (master, leaders, transport, search, tuner, log, score) with fake training.
 
 Usage: fake_run.py RUN_DIR GROUP_SIZE TIME_LIMIT [SLOW_GROUP] [FAIL_TASK]
+(FAKE_RUN_CONFIG in the environment: a JSON object of further run options)
 Prints, from each leader, its final history replica as JSON for comparison.
 """
 
 import json
+import os
 import sys
 
 from mpi4py import MPI
@@ -22,8 +24,10 @@ def rank_main(comm: MPI.Comm) -> int:
     run_dir, group_size, limit = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
     slow = [int(sys.argv[4])] if len(sys.argv) > 4 and sys.argv[4] != "-" else []
     fail = [int(sys.argv[5])] if len(sys.argv) > 5 else []
-    config = load_config(None, {"run_dir": run_dir, "group_size": group_size, "time_limit": limit,
-                                "seed_model": "tiny", "score_step": 1.0, "progress_interval": 1.0})  # fmt: skip
+    extra = json.loads(os.environ.get("FAKE_RUN_CONFIG", "{}"))  # more run options, e.g. data and staging
+    options = {"run_dir": run_dir, "group_size": group_size, "time_limit": limit, "seed_model": "tiny",
+               "score_step": 1.0, "progress_interval": 1.0}  # fmt: skip
+    config = load_config(None, {**options, **extra})
     replicas = []
     original = leader_module.leader_loop
 
