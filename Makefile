@@ -68,7 +68,7 @@ $(TF_STAMP): $(MPI_STAMP)
 # left out: the benchmark runs under MPI only, and Gloo doubles the build time.
 $(HVD_STAMP): $(TF_STAMP)
 	@rm -f $(STAMP_DIR)/horovod-*
-	@echo "building Horovod from source against TensorFlow $(TF_VERSION) and $(MPI) MPI (about 5 minutes on 2 cores)"
+	@echo "building Horovod from source against TensorFlow $(TF_VERSION) and $(MPI) MPI (about 3 minutes on 2 cores)"
 	HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 HOROVOD_WITHOUT_GLOO=1 \
 	HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 HOROVOD_CPU_OPERATIONS=MPI \
 	  $(PIP) install -q --no-cache-dir --no-build-isolation -c constraints.txt horovod
