@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import socket
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 import networkx as nx
+from mpi4py import MPI
 
 from aiperf_mpi.config import RunConfig
 from aiperf_mpi.graph.model import from_json, to_json, with_kernel_size
@@ -101,7 +103,14 @@ def leader_loop(
         if message.seed_model or not history.best(1):
             graph, parent, plan, description, info = seed_graph, None, [], "seed", {"strategy": "seed"}
         else:
-            proposal = search.ask(kernel=hparams.kernel_size)
+            try:
+                proposal = search.ask(kernel=hparams.kernel_size)
+            except (RuntimeError, ValueError) as exc:  # no new architecture found, a bad morph: this task fails
+                tuner.tell(hparams, None)
+                channel.send(Failed(message.task_id, MPI.COMM_WORLD.Get_rank(), socket.gethostname(),
+                                    f"the search found no child: {type(exc).__name__}: {exc}",
+                                    traceback.format_exc()))  # fmt: skip
+                continue
             graph, parent, plan, description, info = (
                 proposal.graph, proposal.parent, proposal.plan, proposal.description, proposal.info
             )  # fmt: skip

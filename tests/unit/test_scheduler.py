@@ -95,3 +95,23 @@ def test_config_layers_and_validation(tmp_path) -> None:
         load_config(str(toml), {})
     with pytest.raises(UsageError, match="cannot read"):
         load_config(str(tmp_path / "missing.toml"), {})
+
+
+def test_a_search_that_finds_no_child_fails_the_task_not_the_run(tmp_path, monkeypatch) -> None:
+    from aiperf_mpi.search.bayesian import BayesianSearch
+
+    original = BayesianSearch.ask
+    calls = {"count": 0}
+
+    def flaky(self, kernel=3):
+        calls["count"] += 1
+        if calls["count"] == 2:
+            raise RuntimeError("no new architecture found by morphing the best models")
+        return original(self, kernel)
+
+    monkeypatch.setattr(BayesianSearch, "ask", flaky)
+    master, _, outcome = run_local(tmp_path, groups=1, time_limit=2.0)
+    assert outcome == "done"
+    failed = [e for e in runlog.read_events(tmp_path).events if e["event"] == runlog.MODEL_FAILED]
+    assert len(failed) == 1 and "the search found no child" in failed[0]["reason"]
+    assert sum(1 for r in master.history if r.status == "trained") >= 3
