@@ -237,6 +237,24 @@ def concat_skip(graph: nx.DiGraph, src: str, dst: str, rng: random.Random, analy
 # --------------------------------------------------------------------------- choosing
 
 
+def _channels_can_grow(graph: nx.DiGraph, node: str) -> bool:
+    """Whether ``node``'s output may gain channels (see :func:`channel_path`)."""
+    try:
+        channel_path(graph, node)
+    except MorphError:
+        return False
+    return True
+
+
+def _stride_exists(shapes: dict, src: str, dst: str) -> bool:
+    """Whether a strided 1×1 projection maps ``src`` onto ``dst``'s spatial size."""
+    try:
+        _projection_stride(shapes, src, dst)
+    except MorphError:
+        return False
+    return True
+
+
 def _relus(graph: nx.DiGraph, shapes: dict) -> list[str]:
     return sorted(n for n, t in graph.nodes(data="type") if t == "relu" and len(shapes[n]) == 3 and graph.out_degree(n))
 
@@ -249,11 +267,7 @@ def candidates(graph: nx.DiGraph, kind: str, analysis: Analysis | None = None) -
     if kind == "wider":
         found = []
         for node, data in graph.nodes(data=True):
-            if data["type"] == "conv":
-                try:
-                    channel_path(graph, node)
-                except MorphError:
-                    continue
+            if data["type"] == "conv" and _channels_can_grow(graph, node):
                 found.append((node,))
         return sorted(found)
     if kind in ("add_skip", "concat_skip"):
@@ -261,17 +275,10 @@ def candidates(graph: nx.DiGraph, kind: str, analysis: Analysis | None = None) -
         position = {n: i for i, n in enumerate(relus)}
         pairs = []
         for dst in relus:
-            if kind == "concat_skip":
-                try:
-                    channel_path(graph, dst)
-                except MorphError:
-                    continue
+            if kind == "concat_skip" and not _channels_can_grow(graph, dst):
+                continue
             for src in nx.ancestors(graph, dst):
-                if src in position and not graph.has_edge(src, dst):
-                    try:
-                        _projection_stride(shapes, src, dst)
-                    except MorphError:
-                        continue
+                if src in position and not graph.has_edge(src, dst) and _stride_exists(shapes, src, dst):
                     pairs.append((src, dst))
         return sorted(pairs)
     raise MorphError(f"unknown morphism {kind!r} (known: {', '.join(MORPH_KINDS)})")
@@ -307,19 +314,13 @@ def _sample_place(graph: nx.DiGraph, kind: str, rng: random.Random, analysis: An
     relu_set = set(relus)
     rng.shuffle(relus)
     for dst in relus:
-        if kind == "concat_skip":
-            try:
-                channel_path(graph, dst)
-            except MorphError:
-                continue
+        if kind == "concat_skip" and not _channels_can_grow(graph, dst):
+            continue
         sources = sorted(n for n in nx.ancestors(graph, dst) if n in relu_set and not graph.has_edge(n, dst))
         rng.shuffle(sources)
         for src in sources:
-            try:
-                _projection_stride(shapes, src, dst)
-            except MorphError:
-                continue
-            return (src, dst)
+            if _stride_exists(shapes, src, dst):
+                return (src, dst)
     return None
 
 

@@ -83,7 +83,6 @@ def leader_loop(
     batches = batch_choices(seed_graph, int(config.device_memory_gb * 2**30))
     default = HParams(config.batch_size, 3)
     tuner = Tuner(config.hpo, sorted(set(batches) | {config.batch_size}), seed, default)
-    seed_json = to_json(seed_graph)
     channel.send(Ready(group, ranks, socket.gethostname()))
 
     def should_stop() -> bool:
@@ -115,7 +114,7 @@ def leader_loop(
                 proposal.graph, proposal.parent, proposal.plan, proposal.description, proposal.info
             )  # fmt: skip
         tuned = with_kernel_size(graph, hparams.kernel_size)
-        graph_json = to_json(tuned) if graph is not seed_graph or hparams.kernel_size != 3 else seed_json
+        graph_json = to_json(tuned)
         search_time = time.monotonic() - started
         channel.send(Proposed(message.task_id, parent, graph_json, hparams.to_dict(), description,
                               {**info, "search_seconds": search_time}))  # fmt: skip

@@ -132,6 +132,20 @@ class TrialResult:
         return sum(e.ops for e in self.epochs)
 
 
+def _flatten(variables, dtype) -> np.ndarray:
+    """All ``variables`` in one contiguous array (one MPI call instead of one per variable)."""
+    return np.concatenate([np.asarray(v.numpy(), dtype).ravel() for v in variables])
+
+
+def _assign_flat(variables, flat: np.ndarray) -> None:
+    """The inverse of :func:`_flatten`: give each variable its slice back."""
+    offset = 0
+    for variable in variables:
+        count = int(np.prod(variable.shape))
+        variable.assign(flat[offset : offset + count].reshape(variable.shape).astype(variable.dtype))
+        offset += count
+
+
 class _WarmupSchedule(keras.optimizers.schedules.LearningRateSchedule):
     """Linear warm-up from a tenth of the peak to the peak, then constant."""
 
@@ -266,30 +280,18 @@ class GroupTrainer:
         """All ranks take the first rank's weights (one flat MPI broadcast)."""
         if self.size == 1:
             return
-        variables = model.variables
-        flat = np.concatenate([np.asarray(v.numpy(), np.float32).ravel() for v in variables])
+        flat = _flatten(model.variables, np.float32)
         self.comm.Bcast(flat, root=0)
-        offset = 0
-        for variable in variables:
-            count = int(np.prod(variable.shape))
-            variable.assign(flat[offset : offset + count].reshape(variable.shape).astype(variable.dtype))
-            offset += count
+        _assign_flat(model.variables, flat)
 
     def _average_statistics(self, model: keras.Model) -> None:
         """BN moving statistics averaged over the group, so every rank evaluates the same model."""
-        if self.size == 1:
-            return
         variables = model.non_trainable_variables
-        if not variables:
+        if self.size == 1 or not variables:
             return
-        flat = np.concatenate([np.asarray(v.numpy(), np.float64).ravel() for v in variables])
+        flat = _flatten(variables, np.float64)
         self.comm.Allreduce(MPI.IN_PLACE, flat, op=MPI.SUM)
-        flat /= self.size
-        offset = 0
-        for variable in variables:
-            count = int(np.prod(variable.shape))
-            variable.assign(flat[offset : offset + count].reshape(variable.shape).astype(variable.dtype))
-            offset += count
+        _assign_flat(variables, flat / self.size)
 
     def _make_step(self, model, optimizer, loss_fn):
         hvd, size, fp16 = self.hvd, self.size, self.config.precision == "fp16"
