@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Sequence
 
@@ -11,12 +12,14 @@ from mpi4py import MPI
 from aiperf_mpi.cli import parse_on_root, run_overrides
 from aiperf_mpi.errors import UsageError
 from aiperf_mpi.mpi.guard import run_guarded
+from aiperf_mpi.mpi.launch import check_launch
 from aiperf_mpi.mpi.layout import build_layout
 
 
 def rank_main(comm: MPI.Comm, argv: Sequence[str] | None) -> int:
     """What every rank runs, inside the abort guard."""
     options = parse_on_root(comm, argv)
+    check_launch(comm.Get_size(), os.environ)  # before anything is measured: N singletons measure nothing
     if options.json and not options.layout:
         raise UsageError("--json only applies to --layout")
     if options.layout:

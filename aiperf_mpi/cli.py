@@ -127,13 +127,19 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--progress-interval", type=float, metavar="SECONDS", help="progress line period (default 10)")
     run.add_argument("--device-memory-gb", type=float, metavar="GB",
                      help="memory of one device, bounds the tuned batch size (default 16)")  # fmt: skip
+    run.add_argument("--monitor-interval", type=float, metavar="SECONDS",
+                     help="utilisation/memory sample period on each node (default 30; 0: off)")  # fmt: skip
+    run.add_argument("--no-peak-probe", dest="peak_probe", action="store_const", const=False,
+                     help="skip the start-up matrix-multiply probe of each group's peak")  # fmt: skip
+    run.add_argument("--peak-seconds", type=float, metavar="SECONDS",
+                     help="how long the peak probe multiplies (default 3)")  # fmt: skip
     return parser
 
 
 RUN_OPTIONS = (
     "time_limit", "max_models", "dataset", "data_path", "stage_dir", "image_size", "seed_model", "precision", "run_dir",
     "score_step", "max_epochs", "patience", "min_delta", "batch_size", "base_lr", "hpo", "search", "inherit",
-    "xla", "seed", "grace", "progress_interval", "device_memory_gb",
+    "xla", "seed", "grace", "progress_interval", "device_memory_gb", "monitor_interval", "peak_probe", "peak_seconds",
 )  # fmt: skip
 
 

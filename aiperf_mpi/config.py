@@ -56,6 +56,12 @@ class RunConfig:
     progress_interval: float = 10.0
     device_memory_gb: float = 16.0
     """memory of one device, for the batch-size range"""
+    monitor_interval: float = 30.0
+    """seconds between utilisation samples on each node (0: no monitor)"""
+    peak_probe: bool = True
+    """measure each group's dense matrix-multiply throughput at start-up"""
+    peak_seconds: float = 3.0
+    """how long the peak probe multiplies"""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -98,6 +104,8 @@ def _validate(config: RunConfig) -> list[str]:
     need(config.search in SEARCHES, f"search must be one of {', '.join(SEARCHES)}, got {config.search!r}")
     need(config.grace >= 0, f"grace must be ≥ 0 seconds, got {config.grace}")
     need(config.progress_interval > 0, f"progress_interval must be > 0, got {config.progress_interval}")
+    need(config.monitor_interval >= 0, f"monitor_interval must be ≥ 0 seconds (0: off), got {config.monitor_interval}")
+    need(config.peak_seconds > 0, f"peak_seconds must be > 0, got {config.peak_seconds}")
     need(config.device_memory_gb > 0, f"device_memory_gb must be > 0, got {config.device_memory_gb}")
     return problems
 

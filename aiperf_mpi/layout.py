@@ -64,6 +64,23 @@ class LayoutPlan:
     def node_count(self) -> int:
         return len(set(self.nodes))
 
+    def device_index(self, rank: int) -> int:
+        """Which of its node's accelerators a worker rank uses: its place among the node's workers.
+
+        The master trains nothing and takes no device, so on the master's node
+        the workers still number their devices from 0.
+        """
+        if rank == self.master_rank:
+            raise ValueError("the master uses no accelerator")
+        node = self.nodes[rank]
+        workers = [r for r in range(self.world_size) if self.nodes[r] == node and r != self.master_rank]
+        return workers.index(rank)
+
+    def monitors_node(self, rank: int) -> bool:
+        """Whether ``rank`` runs its node's utilisation monitor: the leader of the node's first group."""
+        node_groups = [g for g in self.groups if g.node == self.nodes[rank]]
+        return bool(node_groups) and node_groups[0].leader == rank
+
     def to_dict(self) -> dict:
         """A JSON-ready form (for the run log and ``--layout --json``)."""
         data = asdict(self)

@@ -1,6 +1,7 @@
 """The typed messages between the master and the group leaders, and their MPI tags.
 
-Leader → master: Ready, Proposed, EpochDone, Result, Failed; master →
+Leader → master: Ready, Proposed, EpochDone, Result, Failed (and MonitorSample
+from a node's monitor thread); master →
 leader: Work, Stop.  Each is a dataclass sent with mpi4py's
 pickle-based ``isend``/``recv`` under its own tag, so the master can probe by
 tag and a message is never parsed from a string.
@@ -18,6 +19,8 @@ class Ready:
     group: int
     ranks: int
     host: str
+    peak: dict | None = None
+    """the group's measured matrix-multiply throughput (``aiperf_mpi.train.peak``), or None if not probed"""
 
 
 @dataclass(frozen=True)
@@ -94,6 +97,22 @@ class Stop:
     history_delta: list[bytes] = field(default_factory=list)
 
 
-TAGS: dict[type, int] = {Ready: 11, Work: 12, Proposed: 17, EpochDone: 13, Result: 14, Failed: 15, Stop: 16}
-TO_MASTER = (Ready, Proposed, EpochDone, Result, Failed)
+@dataclass(frozen=True)
+class MonitorSample:
+    """One utilisation sample of a node (sent by its monitor thread, at any time)."""
+
+    time: float
+    group: int
+    host: str
+    node: int
+    source: str
+    """'nvml' (NVIDIA GPUs) or 'cpu'"""
+    devices: list[dict]
+    """per device: index, name, utilization (percent), memory_used, memory_total (bytes)"""
+
+
+TAGS: dict[type, int] = {
+    Ready: 11, Work: 12, Proposed: 17, EpochDone: 13, Result: 14, Failed: 15, Stop: 16, MonitorSample: 18,
+}  # fmt: skip
+TO_MASTER = (Ready, Proposed, EpochDone, Result, Failed, MonitorSample)
 TO_LEADER = (Work, Stop)

@@ -72,8 +72,13 @@ def leader_loop(
     runner: Runner,
     external_stop: Callable[[], str] = lambda: "",
     history: History | None = None,
+    peak: dict | None = None,
 ) -> None:
-    """Serve the master until it says Stop; ``history`` is the (empty) replica to keep."""
+    """Serve the master until it says Stop; ``history`` is the (empty) replica to keep.
+
+    ``peak`` is the group's measured matrix-multiply throughput, reported
+    with Ready so the master logs it before any work.
+    """
     history = History() if history is None else history
     seed = config.seed * 100_003 + group
     if config.search == "bayesian":
@@ -83,7 +88,7 @@ def leader_loop(
     batches = batch_choices(seed_graph, int(config.device_memory_gb * 2**30))
     default = HParams(config.batch_size, 3)
     tuner = Tuner(config.hpo, sorted(set(batches) | {config.batch_size}), seed, default)
-    channel.send(Ready(group, ranks, socket.gethostname()))
+    channel.send(Ready(group, ranks, socket.gethostname(), peak))
 
     def should_stop() -> bool:
         return channel.stop_pending() or bool(external_stop())

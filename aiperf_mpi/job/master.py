@@ -18,7 +18,7 @@ from pathlib import Path
 
 from aiperf_mpi import runlog
 from aiperf_mpi.config import RunConfig
-from aiperf_mpi.protocol import EpochDone, Failed, Proposed, Ready, Result, Stop, Work
+from aiperf_mpi.protocol import EpochDone, Failed, MonitorSample, Proposed, Ready, Result, Stop, Work
 from aiperf_mpi.search.history import FAILED, TRAINED, History, ModelRecord
 
 
@@ -70,8 +70,14 @@ class Master:
         """One message from ``group``'s leader → the replies to send."""
         self.handled += 1
         state = self.state[group]
+        if isinstance(message, MonitorSample):
+            self.log.write(runlog.MONITOR, time=message.time, group=group, host=message.host, node=message.node,
+                           source=message.source, devices=message.devices)  # fmt: skip
+            return []
         if isinstance(message, Ready):
             state.ranks, state.host = message.ranks, message.host
+            if message.peak is not None:
+                self.log.write(runlog.PEAK, sync=True, group=group, host=message.host, **message.peak)
             return self._next(state)
         if isinstance(message, Proposed):
             self._proposed(group, message)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import signal
 import sys
 from collections.abc import Callable
@@ -34,22 +35,35 @@ from aiperf_mpi.score import score_run
 from aiperf_mpi.search.history import History, ModelRecord
 
 EXIT_GRACE_EXPIRED = 3
+EXIT_TERMINATED = 128 + signal.SIGTERM
 BATCH = 64
 """messages the master handles between two fsyncs of the event log, at most"""
 
 
 class StopFlag:
-    """Set by SIGTERM / SIGUSR1 (Slurm's warning): finish as at the time limit."""
+    """Set by a signal: finish as at the time limit.
+
+    * SIGUSR1 — the warning a batch script asks for (``--signal=USR1@N``):
+      stop handing out work, let the groups finish their current epoch
+      within ``--grace``, score.
+    * SIGTERM — the kill itself has begun (time limit or ``scancel``; SIGKILL
+      follows after Slurm's KillWait, 30 s by default): the master scores at
+      once, without waiting for running epochs, and ends the job.
+    * SIGCONT (sent with SIGTERM by Slurm, or on resuming a suspended job)
+      keeps its default meaning — continue — and changes nothing.
+    """
 
     def __init__(self) -> None:
         self.reason = ""
+        self.urgent = False
 
     def install(self) -> None:
         for sig in (signal.SIGTERM, signal.SIGUSR1):
             signal.signal(sig, self._handle)
 
     def _handle(self, signum: int, _frame: object) -> None:
-        self.reason = f"signal {signal.Signals(signum).name}"
+        self.reason = self.reason or f"signal {signal.Signals(signum).name}"
+        self.urgent = self.urgent or signum == signal.SIGTERM
 
     def __call__(self) -> str:
         return self.reason
@@ -132,22 +146,38 @@ def run_benchmark(
     layout = build_layout(comm, config.group_size or None)
     system = system_description(comm)
     local, staging = _stage(comm, layout, config)  # ``local`` reads the staged copy; the log keeps ``config``
+    node_pids = layout.node_comm.allgather(os.getpid())  # the benchmark's processes on this node, for the monitor
     stop_flag = StopFlag()
     stop_flag.install()
     try:
         if layout.is_master:
             return _run_master(comm, layout, config, prepared, run_dir, system, stop_flag, staging)
+        if runner_factory is None:  # real training: one accelerator per rank, before TensorFlow claims them all
+            from aiperf_mpi.train.devices import pin_device
+
+            pin_device(layout.plan.device_index(layout.rank))
         source = open_data(local)
         graph = seed_model(config.seed_model, source.image_shape[0], source.image_shape[2], source.classes)
         factory = runner_factory or GroupRunner
 
         def serve(hvd) -> None:
             runner = factory(hvd, layout.group_comm, source, config, run_dir)
-            if layout.is_leader:
-                leader_loop(MpiLeaderChannel(comm), layout.group.index, layout.group.horovod_size, config, graph,
-                            runner, stop_flag)  # fmt: skip
-            else:
+            peak = None
+            if config.peak_probe:
+                from aiperf_mpi.train.peak import group_peak
+
+                peak = group_peak(layout.group_comm, config.precision, config.peak_seconds)
+            if not layout.is_leader:
                 runner.serve()
+                return
+            channel = MpiLeaderChannel(comm)
+            monitor = _start_monitor(layout, config, channel, node_pids)
+            try:
+                leader_loop(channel, layout.group.index, layout.group.horovod_size, config, graph, runner,
+                            stop_flag, peak=peak)  # fmt: skip
+            finally:
+                if monitor is not None:
+                    monitor.stop()
 
         if horovod:
             with horovod_on(layout.group_comm) as hvd:
@@ -157,6 +187,21 @@ def run_benchmark(
         return 0
     finally:
         layout.free()
+
+
+def _start_monitor(layout, config: RunConfig, channel: MpiLeaderChannel, node_pids: list[int]):
+    """The node's utilisation monitor, on the node's first group leader (None elsewhere or when off)."""
+    if config.monitor_interval <= 0 or not layout.plan.monitors_node(layout.rank):
+        return None
+    if MPI.Query_thread() < MPI.THREAD_MULTIPLE:  # the monitor thread talks MPI beside the main thread
+        print(f"aiperf_mpi: warning: no utilisation monitor on {layout.group.host}: the MPI library gives "
+              "thread level < MPI_THREAD_MULTIPLE", flush=True)  # fmt: skip
+        return None
+    from aiperf_mpi.job.monitor import MonitorThread, node_sampler
+
+    sampler = node_sampler(node_pids)
+    return MonitorThread(sampler, channel.send_monitor, config.monitor_interval, layout.group.index,
+                         layout.group.host, layout.group.node).start()  # fmt: skip
 
 
 def _stage(comm: MPI.Comm, layout, config: RunConfig) -> tuple[RunConfig, list[dict]]:
@@ -227,7 +272,7 @@ def _run_master(comm, layout, config, prepared, run_dir, system, stop_flag, stag
     transport = MpiMasterTransport(comm, {g.index: g.leader for g in groups})
     print(f"aiperf_mpi: run directory {run_dir} (segment {prepared.segment}); {comm.Get_size()} ranks, "
           f"{len(groups)} group(s); time limit {config.time_limit:.0f} s", flush=True)  # fmt: skip
-    outcome = master_loop(master, transport, stop_flag, config.progress_interval)
+    outcome = master_loop(master, transport, stop_flag, config.progress_interval, urgent=lambda: stop_flag.urgent)
     reason = master.stopping or "done"
     discarded = master.busy
     log.write(runlog.RUN_STOP, sync=True, reason=reason, discarded_tasks=discarded, segment=prepared.segment)
@@ -238,6 +283,11 @@ def _run_master(comm, layout, config, prepared, run_dir, system, stop_flag, stag
     log.close()
     mllog.close()
     _print_score(score, run_dir)
+    _write_report(run_dir)
+    if outcome == "terminated":
+        print(f"aiperf_mpi: terminated by SIGTERM with {len(discarded)} group(s) still training; their running "
+              "epochs are not counted; ending the job", file=sys.stderr, flush=True)  # fmt: skip
+        comm.Abort(EXIT_TERMINATED)
     if outcome == "grace expired":
         message = (f"aiperf_mpi: the grace period ({config.grace:.0f} s) expired with {len(discarded)} group(s) "
                    "still training; their running epochs are not counted; ending the job")  # fmt: skip
@@ -247,8 +297,17 @@ def _run_master(comm, layout, config, prepared, run_dir, system, stop_flag, stag
     return 0
 
 
-def master_loop(master: Master, transport, stop_flag: Callable[[], str], progress_interval: float) -> str:
-    """Poll leaders, hand out work, stop at the time limit; ``'done'`` or ``'grace expired'``.
+def master_loop(
+    master: Master,
+    transport,
+    stop_flag: Callable[[], str],
+    progress_interval: float,
+    urgent: Callable[[], bool] = lambda: False,
+) -> str:
+    """Poll leaders, hand out work, stop; ``'done'``, ``'grace expired'`` or ``'terminated'``.
+
+    ``urgent()`` true (SIGTERM: the kill is under way) ends the loop as soon
+    as the stop has begun, without waiting for the groups' running epochs.
 
     Progress is printed as plain periodic lines, never as a refreshing line:
     Open MPI gives rank 0 a pseudo-terminal even when mpirun's output goes to
@@ -278,9 +337,24 @@ def master_loop(master: Master, transport, stop_flag: Callable[[], str], progres
         if now - last_progress >= progress_interval:
             last_progress = now
             print(master.progress_line(), flush=True)
+        if master.stopping and master.busy and urgent():
+            return "terminated"
         if master.grace_expired and master.busy:
             return "grace expired"
     return "done"
+
+
+def _write_report(run_dir: Path) -> None:
+    """The report (analysis.report) after the score: a failure here costs the report, never the score."""
+    try:
+        from analysis.report import write_report
+
+        path = write_report(run_dir)
+    except Exception as exc:  # noqa: BLE001 - the score is written; say what went wrong in one line
+        print(f"aiperf_mpi: warning: no report: {type(exc).__name__}: {' '.join(str(exc).split())}",
+              file=sys.stderr, flush=True)  # fmt: skip
+        return
+    print(f"aiperf_mpi: report in {path} (and {path.with_suffix('.html').name} beside it)", flush=True)
 
 
 def _print_score(score, run_dir: Path) -> None:

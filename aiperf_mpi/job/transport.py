@@ -15,7 +15,7 @@ from collections import deque
 
 from mpi4py import MPI
 
-from aiperf_mpi.protocol import TAGS, Stop
+from aiperf_mpi.protocol import TAGS, MonitorSample, Stop
 
 MASTER = 0
 TAG_TYPES = {tag: kind for kind, tag in TAGS.items()}
@@ -64,6 +64,10 @@ class MpiLeaderChannel:
 
     def send(self, message: object) -> None:
         self.comm.send(message, dest=MASTER, tag=TAGS[type(message)])
+
+    def send_monitor(self, sample: MonitorSample) -> None:
+        """From the monitor thread (needs MPI_THREAD_MULTIPLE): a small message, sent eagerly."""
+        self.comm.send(sample, dest=MASTER, tag=TAGS[MonitorSample])
 
     def recv(self) -> object:
         return self.comm.recv(source=MASTER, tag=MPI.ANY_TAG)

@@ -90,17 +90,40 @@ def test_sigusr1_to_the_launcher_writes_the_score(tmp_path) -> None:
     assert (run_dir / "score.json").exists()
 
 
-def test_sigterm_to_every_rank_as_slurm_sends_it_writes_the_score(tmp_path) -> None:
+def test_sigterm_to_every_rank_as_slurm_sends_it_scores_at_once(tmp_path) -> None:
+    """SIGTERM means the kill is under way: the master scores without waiting for running epochs."""
     run_dir = tmp_path / "run"
-    proc = launch(run_dir, "1", "600")
+    proc = launch(run_dir, "1", "600", "2")  # group 2 is slow: busy when the signal comes
     wait_for_epochs(run_dir, 3)
     ranks = rank_pids(proc, run_dir)
     assert len(ranks) == 4
+    sent = time.monotonic()
     for pid in ranks:
+        os.kill(pid, signal.SIGCONT)  # Slurm sends SIGCONT with SIGTERM; it must change nothing
         os.kill(pid, signal.SIGTERM)
     code, output = finish(proc, timeout=60)
-    assert code == 0, output
-    assert runlog.read_events(run_dir).events[-1]["event"] == runlog.SCORE
+    assert time.monotonic() - sent < 20, output
+    events = runlog.read_events(run_dir).events
+    stop = [e for e in events if e["event"] == runlog.RUN_STOP]
+    assert stop and stop[0]["reason"] == "signal SIGTERM", output
+    assert any(e["event"] == runlog.SCORE for e in events)
+    assert json.loads((run_dir / "score.json").read_text())["epochs"] >= 3
+    if stop[0]["discarded_tasks"]:  # groups were still training: the job is ended with 128 + SIGTERM
+        assert code != 0 and "terminated by SIGTERM" in output, output
+    else:
+        assert code == 0, output
+
+
+def test_monitor_samples_reach_the_log_through_the_master(tmp_path) -> None:
+    run_dir = tmp_path / "run"
+    code, output = finish(launch(run_dir, "1", "8"), timeout=120)
+    assert code == 0, output[-3000:]
+    samples = [e for e in runlog.read_events(run_dir).events if e["event"] == runlog.MONITOR]
+    # one node: one monitor, a sample every second
+    assert len(samples) >= 3, [e["event"] for e in runlog.read_events(run_dir).events]
+    assert {s["group"] for s in samples} == {0} and all(s["source"] == "cpu" for s in samples)
+    device = samples[-1]["devices"][0]
+    assert 0 <= device["utilization"] <= 100 and 0 < device["memory_used"] < device["memory_total"]
 
 
 def test_a_killed_rank_ends_the_job_fast_and_the_log_still_parses(tmp_path) -> None:

@@ -9,7 +9,8 @@ from aiperf_mpi.score import score_run
 from tests.support.mpirun import run_mpi
 
 pytestmark = [pytest.mark.slow, pytest.mark.horovod, pytest.mark.tf]
-FAST = ["--seed-model", "tiny", "--max-epochs", "1", "--score-step", "10", "--progress-interval", "5"]
+FAST = ["--seed-model", "tiny", "--max-epochs", "1", "--score-step", "10", "--progress-interval", "5",
+        "--monitor-interval", "5", "--peak-seconds", "1"]
 
 
 def test_a_real_run_scores_and_resumes_with_new_ids(tmp_path) -> None:
@@ -21,6 +22,10 @@ def test_a_real_run_scores_and_resumes_with_new_ids(tmp_path) -> None:
     done = [e["model"] for e in events if e["event"] == runlog.MODEL_DONE]
     assert len(done) >= 3, [e["event"] for e in events]
     assert all(e["ops"] > 0 for e in events if e["event"] == runlog.EPOCH)
+    [peak] = [e for e in events if e["event"] == runlog.PEAK]  # one group, probed once at start-up
+    assert peak["ranks"] == 2 and peak["ops_per_second"] > 1e8 and peak["precision"] == "fp32"
+    monitor = [e for e in events if e["event"] == runlog.MONITOR]
+    assert len(monitor) >= 5 and all(m["devices"][0]["memory_used"] > 0 for m in monitor)
     system = next(e for e in events if e["event"] == runlog.SYSTEM)
     assert system["mpi"]["vendor"] and system["tensorflow"] and system["horovod"]
     written = json.loads((run_dir / "score.json").read_text())

@@ -75,3 +75,17 @@ def test_describe_compresses_rank_ranges() -> None:
     text = plan_layout(*one_node(4096)).describe()
     assert "ranks 1-4095" in text
     assert "horovod size 4095" in text
+
+
+def test_each_worker_gets_its_nodes_next_device_and_the_master_none() -> None:
+    hosts, nodes = ["a"] * 5 + ["b"] * 4, [0] * 5 + [5] * 4  # 4 GPUs per node, the master on node a
+    plan = plan_layout(hosts, nodes, 1)
+    assert [plan.device_index(r) for r in range(1, 9)] == [0, 1, 2, 3, 0, 1, 2, 3]
+    with pytest.raises(ValueError, match="master"):
+        plan.device_index(0)
+
+
+def test_one_monitor_per_node_on_its_first_group_leader() -> None:
+    hosts, nodes = ["a"] * 5 + ["b"] * 4, [0] * 5 + [5] * 4
+    plan = plan_layout(hosts, nodes, 2)  # groups (1,2) (3,4) on a; (5,6) (7,8) on b
+    assert [r for r in range(9) if plan.monitors_node(r)] == [1, 5]

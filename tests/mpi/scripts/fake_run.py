@@ -26,7 +26,8 @@ def rank_main(comm: MPI.Comm) -> int:
     fail = [int(sys.argv[5])] if len(sys.argv) > 5 else []
     extra = json.loads(os.environ.get("FAKE_RUN_CONFIG", "{}"))  # more run options, e.g. data and staging
     options = {"run_dir": run_dir, "group_size": group_size, "time_limit": limit, "seed_model": "tiny",
-               "score_step": 1.0, "progress_interval": 1.0}  # fmt: skip
+               "score_step": 1.0, "progress_interval": 1.0,
+               "monitor_interval": 1.0, "peak_probe": False}  # fmt: skip
     config = load_config(None, {**options, **extra})
     replicas = []
     original = leader_module.leader_loop

@@ -1,0 +1,90 @@
+"""The same-run peak probe: dense matrix-multiply throughput of each rank's device.
+
+A score in operations per second means little without the machine's own
+ceiling next to it.  Data-sheet peaks are not comparable across vendors and
+clocks, so each group measures, at start-up, for a few seconds, what its
+devices do on the one kernel that dominates training — a large dense
+matrix multiply at the run's precision — with every rank of the group
+multiplying at the same time, as they will when they train.  The report
+states the score as a fraction of the summed peak.
+
+Operations are counted as everywhere else in the benchmark: a multiply-add
+is 2 operations, so an n×n by n×n product is 2·n³.
+"""
+
+from __future__ import annotations
+
+import time
+
+DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+SIZES = (256, 512, 1024, 2048, 4096, 8192)
+SIZE_TARGET_SECONDS = 0.05
+"""the matrix grows until one product takes this long (or reaches the largest size)"""
+
+
+def matmul_ops(size: int) -> int:
+    """Operations of one size×size by size×size product (multiply-add = 2)."""
+    return 2 * size**3
+
+
+def measure_peak(precision: str, seconds: float) -> dict:
+    """Multiply for about ``seconds`` on this rank's device; the throughput reached.
+
+    The matrix size is chosen first (the smallest of :data:`SIZES` whose
+    product takes at least :data:`SIZE_TARGET_SECONDS`), so small devices are
+    not stuck on one huge product and large ones are not timing dispatch.
+    The result is synchronised by reading one element back: GPUs run
+    asynchronously.
+    """
+    import tensorflow as tf
+
+    dtype = getattr(tf, DTYPES[precision])
+    device = "GPU:0" if tf.config.list_logical_devices("GPU") else "CPU:0"
+    with tf.device(device):
+
+        def timed(a, b, repeats: int) -> float:
+            started = time.perf_counter()
+            product = a
+            for _ in range(repeats):
+                product = tf.linalg.matmul(a, b)
+            float(product[0, 0])  # waits for the device
+            return time.perf_counter() - started
+
+        size, a, b = SIZES[0], None, None
+        for size in SIZES:
+            a = tf.cast(tf.random.uniform((size, size), dtype=tf.float32, seed=1), dtype)
+            b = tf.cast(tf.random.uniform((size, size), dtype=tf.float32, seed=2), dtype)
+            timed(a, b, 1)  # warm-up: kernel selection, allocation
+            if timed(a, b, 1) >= SIZE_TARGET_SECONDS:
+                break
+        products, elapsed = 0, 0.0
+        while elapsed < seconds:
+            repeats = max(1, products)  # doubling batches: few host round trips
+            elapsed += timed(a, b, repeats)
+            products += repeats
+    return {
+        "precision": precision,
+        "device": device,
+        "matrix_size": size,
+        "products": products,
+        "seconds": elapsed,
+        "ops_per_second": matmul_ops(size) * products / elapsed,
+    }
+
+
+def group_peak(group_comm, precision: str, seconds: float) -> dict | None:
+    """Collective over the group: every rank measures at once; the leader gets the sum (others None)."""
+    group_comm.Barrier()  # all ranks multiply together, as they train together
+    mine = measure_peak(precision, seconds)
+    measured = group_comm.gather(mine, root=0)
+    if group_comm.Get_rank() != 0:
+        return None
+    return {
+        "precision": precision,
+        "ranks": len(measured),
+        "device": mine["device"],
+        "matrix_size": mine["matrix_size"],
+        "seconds": max(m["seconds"] for m in measured),
+        "ops_per_second": sum(m["ops_per_second"] for m in measured),
+        "per_rank": [m["ops_per_second"] for m in measured],
+    }
