@@ -14,9 +14,10 @@ from aiperf_mpi.errors import UsageError
 from aiperf_mpi.mpi.guard import run_guarded
 from aiperf_mpi.mpi.launch import check_launch
 from aiperf_mpi.mpi.layout import build_layout
+from aiperf_mpi.signals import StopFlag
 
 
-def rank_main(comm: MPI.Comm, argv: Sequence[str] | None) -> int:
+def rank_main(comm: MPI.Comm, argv: Sequence[str] | None, stop_flag: StopFlag) -> int:
     """What every rank runs, inside the abort guard."""
     options = parse_on_root(comm, argv)
     check_launch(comm.Get_size(), os.environ)  # before anything is measured: N singletons measure nothing
@@ -35,13 +36,14 @@ def rank_main(comm: MPI.Comm, argv: Sequence[str] | None) -> int:
     from aiperf_mpi.job.run import agree, run_benchmark
 
     config = agree(comm, lambda: load_config(options.config, run_overrides(options)))
-    return run_benchmark(comm, config, resume=options.resume)
+    return run_benchmark(comm, config, resume=options.resume, stop_flag=stop_flag)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one rank of the job and return its exit status."""
+    stop_flag = StopFlag().install()  # first: a signal during start-up must not kill the rank unscored
     comm = MPI.COMM_WORLD
-    return run_guarded(comm, lambda: rank_main(comm, argv))
+    return run_guarded(comm, lambda: rank_main(comm, argv, stop_flag))
 
 
 if __name__ == "__main__":

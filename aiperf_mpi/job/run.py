@@ -11,7 +11,6 @@ from __future__ import annotations
 import datetime
 import json
 import os
-import signal
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -33,40 +32,11 @@ from aiperf_mpi.mpi.horovod import horovod_on
 from aiperf_mpi.mpi.layout import build_layout
 from aiperf_mpi.score import score_run
 from aiperf_mpi.search.history import History, ModelRecord
+from aiperf_mpi.signals import EXIT_TERMINATED, StopFlag
 
 EXIT_GRACE_EXPIRED = 3
-EXIT_TERMINATED = 128 + signal.SIGTERM
 BATCH = 64
 """messages the master handles between two fsyncs of the event log, at most"""
-
-
-class StopFlag:
-    """Set by a signal: finish as at the time limit.
-
-    * SIGUSR1 — the warning a batch script asks for (``--signal=USR1@N``):
-      stop handing out work, let the groups finish their current epoch
-      within ``--grace``, score.
-    * SIGTERM — the kill itself has begun (time limit or ``scancel``; SIGKILL
-      follows after Slurm's KillWait, 30 s by default): the master scores at
-      once, without waiting for running epochs, and ends the job.
-    * SIGCONT (sent with SIGTERM by Slurm, or on resuming a suspended job)
-      keeps its default meaning — continue — and changes nothing.
-    """
-
-    def __init__(self) -> None:
-        self.reason = ""
-        self.urgent = False
-
-    def install(self) -> None:
-        for sig in (signal.SIGTERM, signal.SIGUSR1):
-            signal.signal(sig, self._handle)
-
-    def _handle(self, signum: int, _frame: object) -> None:
-        self.reason = self.reason or f"signal {signal.Signals(signum).name}"
-        self.urgent = self.urgent or signum == signal.SIGTERM
-
-    def __call__(self) -> str:
-        return self.reason
 
 
 @dataclass(frozen=True)
@@ -138,8 +108,14 @@ def run_benchmark(
     resume: str | None = None,
     runner_factory: Callable | None = None,
     horovod: bool = True,
+    stop_flag: StopFlag | None = None,
 ) -> int:
-    """One rank of the benchmark; returns its exit status."""
+    """One rank of the benchmark; returns its exit status.
+
+    ``stop_flag`` is the signal state ``main`` installed before anything
+    else (one is installed here when the caller has none).
+    """
+    stop_flag = stop_flag or StopFlag().install()
     prepared: Prepared = agree(comm, lambda: _prepare(comm, config, resume))
     config = prepared.config
     run_dir = Path(prepared.run_dir)
@@ -147,11 +123,10 @@ def run_benchmark(
     system = system_description(comm)
     local, staging = _stage(comm, layout, config)  # ``local`` reads the staged copy; the log keeps ``config``
     node_pids = layout.node_comm.allgather(os.getpid())  # the benchmark's processes on this node, for the monitor
-    stop_flag = StopFlag()
-    stop_flag.install()
     try:
         if layout.is_master:
             return _run_master(comm, layout, config, prepared, run_dir, system, stop_flag, staging)
+        stop_flag.leave_after_term()
         if runner_factory is None:  # real training: one accelerator per rank, before TensorFlow claims them all
             from aiperf_mpi.train.devices import pin_device
 
