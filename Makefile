@@ -80,7 +80,7 @@ $(PKG_STAMP): $(HVD_STAMP) setup.cfg pyproject.toml
 	@touch $@
 
 lint: install
-	$(BIN)/ruff check aiperf_mpi tests benchmarks
+	$(BIN)/ruff check aiperf_mpi analysis tests benchmarks
 
 test: install lint
 	$(PY) -m pytest

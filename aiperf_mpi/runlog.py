@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -92,23 +93,66 @@ class LogContents:
     """the last line was cut off (a run killed mid-write) and was skipped"""
 
 
-def read_events(path: Path) -> LogContents:
-    """Read an event log (a run directory or the file); tolerate a truncated last line only."""
+def log_path(path: Path) -> Path:
+    """The event log of a run directory (or the file itself); FileNotFoundError if there is none."""
     path = Path(path)
     if path.is_dir():
         path = path / EVENTS_FILE
     if not path.is_file():
         raise FileNotFoundError(f"no event log at {path}")
-    lines = path.read_text(encoding="utf-8").split("\n")
-    events, truncated = [], False
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
+    return path
+
+
+class EventStream:
+    """The events of a log one at a time, in constant memory.
+
+    A log of a long run on a large machine holds hundreds of thousands of
+    epochs; a list of their dicts would take gigabytes, so the score and the
+    report walk the file instead.  Like :func:`read_events`, only the last
+    line may be cut off (a run killed mid-write): it is skipped and
+    :attr:`truncated_tail` / :attr:`truncated_line` say so once the iteration
+    has ended; a bad line anywhere else raises ``ValueError``.  ``parse`` turns
+    one line into an event (``json.loads`` by default).  A reader with its own
+    storage (the report's columns) can pass a faster parser that raises
+    ``ValueError`` where ``json.loads`` would and returns ``None`` for a line
+    it has consumed itself; nothing is yielded for that line.
+    """
+
+    def __init__(self, path: Path, parse: Callable[[str], dict | None] = json.loads) -> None:
+        self.path = log_path(path)
+        self.parse = parse
+        self.truncated_tail = False
+        self.truncated_line = ""
+        """the start of the skipped last line"""
+        self.lines = 0
+
+    def __iter__(self) -> Iterator[dict]:
+        self.truncated_tail, self.truncated_line, self.lines = False, "", 0
+        bad: tuple[int, str] | None = None
+        parse = self.parse
+        number = 0
         try:
-            events.append(json.loads(line))
-        except json.JSONDecodeError:
-            if all(not rest.strip() for rest in lines[number:]):  # only the last line may be cut off
-                truncated = True
-                continue
-            raise ValueError(f"{path}:{number}: not a JSON line") from None
-    return LogContents(events, truncated)
+            with open(self.path, encoding="utf-8") as handle:
+                for number, line in enumerate(handle, start=1):
+                    if line.isspace():  # isspace, not strip: no copy of a 40 kB line
+                        continue
+                    if bad is not None:  # a non-blank line after a bad one: the bad one was not the last
+                        raise ValueError(f"{self.path}:{bad[0]}: not a JSON line")
+                    try:
+                        event = parse(line)
+                    except ValueError:  # json.JSONDecodeError is a ValueError
+                        bad = (number, line)
+                        continue
+                    if event is not None:
+                        yield event
+        finally:
+            self.lines = number
+        if bad is not None:
+            self.truncated_tail, self.truncated_line = True, bad[1][:200]
+
+
+def read_events(path: Path) -> LogContents:
+    """Read an event log (a run directory or the file); tolerate a truncated last line only."""
+    stream = EventStream(path)
+    events = list(stream)
+    return LogContents(events, stream.truncated_tail)

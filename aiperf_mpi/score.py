@@ -20,7 +20,11 @@
 from __future__ import annotations
 
 import math
+from array import array
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+
+import numpy as np
 
 from aiperf_mpi import runlog
 
@@ -61,45 +65,129 @@ class Score:
         return asdict(self)
 
 
-def _segments(events: list[dict]) -> list[tuple[float, float]]:
-    """(start, end) wall times of each segment, in order."""
-    segments: list[list[float]] = []
-    closed = False
-    for event in events:
+class ScoreInputs:
+    """What the score needs from a log, gathered one event at a time.
+
+    A long run on a large machine logs hundreds of thousands of epochs;
+    keeping their dicts to score them would take gigabytes.  This keeps three
+    numbers per epoch (end, operations, accuracy) in flat arrays, the
+    segments and the counts — enough for :func:`score_inputs`, so the score
+    can be computed while the log is streamed (:func:`score_run`, the report).
+    """
+
+    def __init__(self) -> None:
+        self.config: dict | None = None
+        """the configuration of the first ``run_start``"""
+        self._segments: list[list[float]] = []
+        self._closed = False
+        self.epoch_end = array("d")
+        """wall time each completed epoch ended"""
+        self.epoch_ops = array("q")
+        self.epoch_accuracy = array("d")
+        """validation top-1 of each epoch, NaN where there is none"""
+        self.models_trained = 0
+        self.models_failed = 0
+
+    def add(self, event: Mapping) -> None:
+        """Account for one event (in log order)."""
         name = event[runlog.EVENT]
+        if name == runlog.EPOCH:  # nearly every event of a big log: the short way
+            self.add_epoch(event[runlog.TIME], event["end"], event["ops"], event.get("val_accuracy"))
+            return
         if name == runlog.RUN_START:
-            segments.append([event[runlog.TIME], event[runlog.TIME]])
-            closed = False
-        elif segments and not closed:
-            segments[-1][1] = max(segments[-1][1], event[runlog.TIME])
-            closed = name == runlog.RUN_STOP  # a segment ends at its run_stop; a killed one at its last event
-    return [(s, e) for s, e in segments]
+            self._segments.append([event[runlog.TIME], event[runlog.TIME]])
+            self._closed = False
+            if self.config is None:
+                self.config = event.get("config", {})
+        elif self._segments and not self._closed:
+            self._extend(event[runlog.TIME])
+            self._closed = name == runlog.RUN_STOP  # a segment ends at its run_stop; a killed one at its last event
+        if name == runlog.MODEL_DONE:  # a task stopped before its first epoch is recorded, not trained
+            self.models_trained += (event.get("model") or {}).get("status", "trained") == "trained"
+        elif name == runlog.MODEL_FAILED:
+            self.models_failed += 1
+
+    def _extend(self, time: float) -> None:
+        """An event at ``time`` inside the open segment moves its end (a closed one stays at its run_stop)."""
+        if self._segments and not self._closed:
+            segment = self._segments[-1]
+            if time > segment[1]:
+                segment[1] = time
+
+    def add_epoch(self, time: float, end: float, ops: int, accuracy: float | None) -> None:
+        """One ``epoch`` event, from its fields."""
+        self._extend(time)
+        self.epoch_end.append(end)
+        self.epoch_ops.append(int(ops))  # operations are whole numbers
+        self.epoch_accuracy.append(math.nan if accuracy is None else accuracy)
+
+    def add_epochs(self, times: Sequence[float], ends: Sequence[float], ops: Sequence[int],
+                   accuracies: Sequence[float]) -> None:  # fmt: skip
+        """Consecutive ``epoch`` events at once, as columns (NaN: no accuracy).
+
+        For readers that parse epochs in blocks (the report reads half a
+        million).  The block must not straddle a ``run_start`` or
+        ``run_stop``: the events in between count as they do one by one only
+        inside one segment.  ``ops`` must hold the logged integers (a float
+        column would round sums above 2**53).
+        """
+        if not len(ends):
+            return
+        times = np.asarray(times, dtype=float)
+        if np.any(times == times):  # not all NaN
+            self._extend(float(np.nanmax(times)))
+        exact = array("q", [int(value) for value in ops])  # built whole first: a bad value changes nothing
+        self.epoch_end.frombytes(np.asarray(ends, dtype=float).tobytes())
+        self.epoch_ops.extend(exact)
+        self.epoch_accuracy.frombytes(np.asarray(accuracies, dtype=float).tobytes())
+
+    @property
+    def segments(self) -> list[tuple[float, float]]:
+        """(start, end) wall times of each segment, in order."""
+        return [(s, e) for s, e in self._segments]
 
 
-def _active(time: float, segments: list[tuple[float, float]]) -> float:
-    """Wall time → active time."""
-    total = 0.0
+def active_times(times: np.ndarray, segments: list[tuple[float, float]]) -> np.ndarray:
+    """Wall times → active times (seconds of the segments before each time; a gap between segments is skipped).
+
+    Vectorised for the report's hundreds of thousands of epochs; a time
+    before a segment's start stops the count there, as for a single time.
+    """
+    times = np.asarray(times, dtype=float)
+    total = np.zeros_like(times)
+    counting = np.ones(times.shape, dtype=bool)
     for start, end in segments:
-        if time <= start:
-            break
-        total += min(time, end) - start
+        counting &= times > start
+        total += np.where(counting, np.minimum(times, end) - start, 0.0)
     return total
 
 
-def compute_score(events: list[dict], step: float = DEFAULT_STEP, truncated: bool = False) -> Score:
+def compute_score(events: Iterable[Mapping], step: float = DEFAULT_STEP, truncated: bool = False) -> Score:
     """The score of a run from its events (see the module's rules)."""
+    inputs = ScoreInputs()
+    for event in events:
+        inputs.add(event)
+    return score_inputs(inputs, step, truncated)
+
+
+def score_inputs(inputs: ScoreInputs, step: float = DEFAULT_STEP, truncated: bool = False) -> Score:
+    """The score from what :class:`ScoreInputs` gathered — the one place the score is computed."""
     if step <= 0:
         raise ValueError("the score step must be positive")
-    segments = _segments(events)
+    segments = inputs.segments
     if not segments:
         raise ValueError("the log has no run_start: not an aiperf_mpi event log")
-    config = next(e for e in events if e[runlog.EVENT] == runlog.RUN_START).get("config", {})
+    config = inputs.config or {}
     has_accuracy = config.get("dataset") != "synthetic"
-    epochs = sorted(
-        (( _active(e["end"], segments), e["ops"], e.get("val_accuracy")) for e in events
-         if e[runlog.EVENT] == runlog.EPOCH),
-        key=lambda item: item[0],
-    )  # fmt: skip
+    ends = active_times(np.frombuffer(inputs.epoch_end, dtype=float), segments)
+    order = np.argsort(ends, kind="stable")
+    ends = ends[order]
+    ops_sorted = np.frombuffer(inputs.epoch_ops, dtype=np.int64)[order].tolist()  # Python ints: sums stay exact
+    accuracy = np.frombuffer(inputs.epoch_accuracy, dtype=float)[order]
+    if not has_accuracy:
+        accuracy = np.full_like(accuracy, np.nan)
+    best_so_far = np.fmax.accumulate(accuracy) if len(accuracy) else accuracy  # NaN until the first accuracy
+
     active_time = sum(end - start for start, end in segments)
     grid_times = [step * k for k in range(1, int(active_time // step) + 1)]
     if not grid_times or grid_times[-1] < active_time:
@@ -107,13 +195,11 @@ def compute_score(events: list[dict], step: float = DEFAULT_STEP, truncated: boo
 
     samples: list[ScoreSample] = []
     index, ops, best = 0, 0, None
-    for t in grid_times:
-        while index < len(epochs) and epochs[index][0] <= t:
-            ops += epochs[index][1]
-            accuracy = epochs[index][2]
-            if accuracy is not None and has_accuracy:
-                best = accuracy if best is None else max(best, accuracy)
-            index += 1
+    for t, upto in zip(grid_times, np.searchsorted(ends, grid_times, side="right").tolist(), strict=True):
+        ops += sum(ops_sorted[index:upto])
+        index = upto
+        if upto and not math.isnan(best_so_far[upto - 1]):
+            best = float(best_so_far[upto - 1])
         rate = ops / t if t > 0 else 0.0
         regulated = None
         if best is not None:
@@ -139,9 +225,9 @@ def compute_score(events: list[dict], step: float = DEFAULT_STEP, truncated: boo
         active_time=active_time,
         total_ops=int(final.ops),
         best_accuracy=final.best_accuracy,
-        models_trained=sum(1 for e in events if e[runlog.EVENT] == runlog.MODEL_DONE),
-        models_failed=sum(1 for e in events if e[runlog.EVENT] == runlog.MODEL_FAILED),
-        epochs=len(epochs),
+        models_trained=inputs.models_trained,
+        models_failed=inputs.models_failed,
+        epochs=len(ops_sorted),
         segments=len(segments),
         valid=all(rule["ok"] for rule in rules.values()),
         rules=rules,
@@ -150,10 +236,15 @@ def compute_score(events: list[dict], step: float = DEFAULT_STEP, truncated: boo
     )
 
 
+def run_step(config: Mapping | None) -> float:
+    """The grid step a run asked for (``score_step`` of its configuration), else the default."""
+    return float((config or {}).get("score_step", DEFAULT_STEP))
+
+
 def score_run(run_dir, step: float | None = None) -> Score:
-    """Read a run directory's event log and score it (the step defaults to the run's own)."""
-    contents = runlog.read_events(run_dir)
-    if step is None:
-        start = next((e for e in contents.events if e[runlog.EVENT] == runlog.RUN_START), {})
-        step = float(start.get("config", {}).get("score_step", DEFAULT_STEP))
-    return compute_score(contents.events, step, contents.truncated_tail)
+    """Stream a run directory's event log and score it (the step defaults to the run's own)."""
+    stream = runlog.EventStream(run_dir)
+    inputs = ScoreInputs()
+    for event in stream:
+        inputs.add(event)
+    return score_inputs(inputs, run_step(inputs.config) if step is None else step, stream.truncated_tail)

@@ -86,3 +86,11 @@ def test_event_log_writer_round_trips(tmp_path) -> None:
     assert [e["event"] for e in events] == ["run_start", "epoch"]
     with pytest.raises(ValueError, match="no run_start"):
         compute_score(events[1:])
+
+
+def test_a_model_stopped_before_its_first_epoch_is_not_counted_as_trained() -> None:
+    done = {"event": runlog.MODEL_DONE, "time": 50, "model": {"id": 0, "status": "trained"}}
+    empty = {"event": runlog.MODEL_DONE, "time": 90, "model": {"id": 1, "status": "failed", "epochs": []}}
+    failed = {"event": runlog.MODEL_FAILED, "time": 95, "model": 2}
+    score = compute_score([start(0), epoch(40, 100, 0.5), done, empty, failed, stop(100)], step=50)
+    assert score.models_trained == 1 and score.models_failed == 1
