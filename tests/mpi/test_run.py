@@ -35,6 +35,7 @@ def test_a_real_run_scores_and_resumes_with_new_ids(tmp_path) -> None:
     for key in ("run_start", "epoch_start", "epoch_stop", "eval_accuracy", "run_stop", "number_of_nodes"):
         assert f'"key": "{key}"' in mllog, key
     assert all((run_dir / "graphs" / f"task-{e['task']}.json").exists() for e in events if "task" in e)
+    check_the_report(run_dir, first.output)
 
     second = run_mpi(3, ["-m", "aiperf_mpi", "--resume", str(run_dir), "--time-limit", "30"], timeout=240)
     assert second.returncode == 0, second.output
@@ -46,6 +47,32 @@ def test_a_real_run_scores_and_resumes_with_new_ids(tmp_path) -> None:
     resumed_score = score_run(run_dir)
     assert resumed_score.segments == 2
     assert resumed_score.active_time < 90 + 30 + 90  # active time only, not the gap between the runs
+
+
+SECTIONS = ("Summary", "Validity", "Score over time", "Accuracy", "Timeline per group", "Time split",
+            "Utilisation and memory", "Best model: operations by layer type", "Failures", "Data staging")
+PLOTS = ("score.png", "best_accuracy.png", "accuracy_vs_ops.png", "timeline.png", "utilisation.png", "op_breakdown.png")
+
+
+def check_the_report(run_dir, output: str) -> None:
+    """The run wrote its report: every section, valid PNGs, and an HTML page a real browser renders whole."""
+    from matplotlib.image import imread
+
+    from tests.support.browser import check_report, ensure_chromium
+
+    report = run_dir / "report"
+    assert f"aiperf_mpi: report in {report / 'report.md'}" in output, output[-3000:]
+    markdown = (report / "report.md").read_text()
+    for section in SECTIONS:
+        assert f"## {section}" in markdown, section
+    assert "efficiency against the measured peak" in markdown and "not measured" not in markdown.split("## Validity")[0]
+    for name in PLOTS:
+        data = (report / name).read_bytes()
+        assert data.startswith(b"\x89PNG\r\n\x1a\n"), name
+        assert imread(report / name).shape[0] > 100, name
+    ensure_chromium()
+    check = check_report(report / "report.html")
+    assert check.ok and check.images_total == len(PLOTS), check
 
 
 @pytest.mark.parametrize(
