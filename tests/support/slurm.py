@@ -46,6 +46,10 @@ GPUS = 4
 """generic GPUs the test node announces, so GPU templates can be checked by ``sbatch --test-only``"""
 
 
+STILL_RUNNING = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "SIGNALING", "STAGE_OUT", "UNKNOWN")
+"""job states that are not an end (SIGNALING: the --signal warning is being delivered, the run is still on)"""
+
+
 class SlurmUnavailable(RuntimeError):
     """The packages are missing and cannot be installed here (not root, not Debian)."""
 
@@ -246,7 +250,7 @@ class SlurmCluster:
         while True:
             info = self.job(job_id)
             state = info.get("JobState", "UNKNOWN")
-            if state not in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "UNKNOWN"):
+            if state not in STILL_RUNNING:
                 code, _, sig = info.get("ExitCode", "0:0").partition(":")
                 return JobEnd(job_id, state, int(code), int(sig or 0), time.monotonic() - start, self.output(job_id))
             if time.monotonic() - start > timeout:

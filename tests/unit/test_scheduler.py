@@ -17,7 +17,7 @@ from aiperf_mpi.job.master import Master
 from aiperf_mpi.job.run import master_loop
 from aiperf_mpi.job.transport import LocalHub
 from aiperf_mpi.score import score_run
-from aiperf_mpi.search.history import History
+from aiperf_mpi.search.history import TRAINED, History
 from tests.support.fake_runner import FakeRunner
 
 
@@ -57,7 +57,8 @@ def test_every_work_gets_one_result_and_replicas_agree(tmp_path) -> None:
     for replica in replicas.values():
         assert replica.to_list() == master.history.to_list()[: len(replica)]
         assert len(replica) >= len(master.history) - 3  # only results that arrived after its Stop are missing
-    assert score_run(tmp_path).models_trained == len(master.history)
+    trained = [r for r in master.history if r.status == TRAINED]  # a task stopped before its first epoch is not
+    assert score_run(tmp_path).models_trained == len(trained) >= 6
 
 
 def test_failed_trials_are_recorded_and_the_run_goes_on(tmp_path) -> None:

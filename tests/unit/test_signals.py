@@ -71,3 +71,19 @@ def test_the_master_never_leaves_on_its_own() -> None:
         assert flag.urgent
     """)
     assert code == 0
+
+
+def test_a_rank_blocked_in_native_code_still_leaves_after_sigterm() -> None:
+    """The Python handler cannot run while the main thread waits in C (an MPI call, a TF op): the watcher does."""
+    code, elapsed = run_child("""
+        import os, signal, threading
+        from aiperf_mpi.signals import StopFlag
+        flag = StopFlag().install()
+        flag.leave_after_term(0.5)
+        threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGTERM)).start()
+        # the main thread waits where no Python handler runs (as in MPI_Recv), and another thread
+        # takes the signal (as an MPI or TensorFlow thread may)
+        signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM])
+        threading.Event().wait()
+    """)
+    assert code == EXIT_TERMINATED and elapsed < 15
