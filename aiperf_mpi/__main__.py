@@ -9,8 +9,7 @@ from collections.abc import Sequence
 
 from mpi4py import MPI
 
-from aiperf_mpi.cli import parse_on_root, run_overrides
-from aiperf_mpi.errors import UsageError
+from aiperf_mpi.cli import check_mode, parse_on_root, run_overrides
 from aiperf_mpi.mpi.guard import run_guarded
 from aiperf_mpi.mpi.launch import check_launch
 from aiperf_mpi.mpi.layout import build_layout
@@ -21,8 +20,7 @@ def rank_main(comm: MPI.Comm, argv: Sequence[str] | None, stop_flag: StopFlag) -
     """What every rank runs, inside the abort guard."""
     options = parse_on_root(comm, argv)
     check_launch(comm.Get_size(), os.environ)  # before anything is measured: N singletons measure nothing
-    if options.json and not options.layout:
-        raise UsageError("--json only applies to --layout")
+    check_mode(options)
     if options.layout:
         layout = build_layout(comm, options.group_size)
         try:

@@ -31,8 +31,9 @@ cut to --group-size ranks). Launch it with your MPI or Slurm, e.g.
 EPILOG = """\
 Every run option can also be given in the --config TOML file (same name,
 with underscores: time_limit = 600); the command line wins.
-SIGTERM or SIGUSR1 (Slurm's time-limit warning) ends the run as at its time
-limit: running epochs finish, the score is written.
+SIGUSR1 (Slurm's time-limit warning) ends the run as at its time limit:
+running epochs finish within --grace, the score is written. SIGTERM (the
+kill is under way) writes the score at once, without the running epochs.
 Set AIPERF_MPI_DEBUG=1 to print the full traceback of a fatal error.
 """
 
@@ -149,6 +150,43 @@ def run_overrides(options: argparse.Namespace) -> dict[str, object]:
     if options.group_size is not None:
         values["group_size"] = options.group_size
     return values
+
+
+RESUME_OPTIONS = ("time_limit",)
+"""what ``--resume`` takes besides the run directory: the rest is the logged configuration"""
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _listed(flags: list[str]) -> str:
+    """'--a does' or '--a, --b do'."""
+    return f"{', '.join(flags)} {'does' if len(flags) == 1 else 'do'}"
+
+
+def check_mode(options: argparse.Namespace) -> None:
+    """Refuse options that the chosen mode would silently ignore.
+
+    ``--layout`` runs nothing, so run options do not apply to it; ``--resume``
+    continues the logged configuration, so only a new time limit applies.
+    Raises :class:`UsageError` naming them all.
+    """
+    given = [name for name, value in run_overrides(options).items() if value is not None and name != "group_size"]
+    if options.json and not options.layout:
+        raise UsageError("--json only applies to --layout")
+    if options.layout:
+        ignored = [_flag(n) for n in given] + (["--config"] if options.config else [])
+        ignored += ["--resume"] if options.resume else []
+        if ignored:
+            raise UsageError(f"{_listed(ignored)} not apply to --layout, which only prints the layout")
+    elif options.resume:
+        ignored = [_flag(n) for n in given if n not in RESUME_OPTIONS]
+        ignored += ["--config"] if options.config else []
+        ignored += ["--group-size"] if options.group_size is not None else []
+        if ignored:
+            raise UsageError(f"{_listed(ignored)} not apply to --resume: a resumed run keeps its logged "
+                             "configuration; only --time-limit may be given")  # fmt: skip
 
 
 @dataclass(frozen=True)

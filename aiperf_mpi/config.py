@@ -6,6 +6,7 @@ gets its own clear message, all of them reported together in one line.
 
 from __future__ import annotations
 
+import math
 import tomllib
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -69,44 +70,96 @@ class RunConfig:
 
 FIELD_TYPES = {f.name: f.type for f in fields(RunConfig)}
 
+FILE_DATASETS = ("cifar10", "imagenet", "hdf5")
+RESIZED_DATASETS = ("imagenet", "synthetic")
+"""data sets whose image size is chosen by ``image_size``; the others have a fixed size"""
+MAX_GRID_POINTS = 1_000_000
+"""time_limit / score_step at most: the score's grid is kept in memory and drawn"""
 
-def _validate(config: RunConfig) -> list[str]:
+# Each numeric field: (lowest, highest, lowest allowed itself?).  The upper
+# bounds are far beyond any real run but keep a typo (1e300) or an overflow
+# from reaching code that would loop, allocate or hang on it.
+NUMERIC_RANGES: dict[str, tuple[float, float, bool]] = {
+    "time_limit": (0.0, 31 * 86400.0, False),
+    "max_models": (0, 10**9, True),
+    "image_size": (0, 4096, True),
+    "group_size": (0, 2**20, True),
+    "score_step": (1.0, 31 * 86400.0, True),
+    "max_epochs": (1, 10**6, True),
+    "patience": (1, 10**6, True),
+    "min_delta": (0.0, 1.0, True),
+    "batch_size": (1, 2**20, True),
+    "base_lr": (0.0, 1000.0, False),
+    "seed": (0, 2**32 - 1, True),
+    "grace": (0.0, 86400.0, True),
+    "progress_interval": (0.1, 86400.0, True),
+    "device_memory_gb": (0.0, 2**20, False),
+    "monitor_interval": (0.0, 86400.0, True),
+    "peak_seconds": (0.0, 3600.0, False),
+}
+CHOICES: dict[str, tuple[str, ...]] = {
+    "dataset": DATASETS,
+    "seed_model": SEED_MODELS,
+    "precision": PRECISIONS,
+    "hpo": HPO_KINDS,
+    "search": SEARCHES,
+}
+
+
+def _range_problem(name: str, value: float) -> str | None:
+    """Why ``value`` is out of ``name``'s range (non-finite included), or None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{name} must be a finite number, got {value}"
+    low, high, low_ok = NUMERIC_RANGES[name]
+    if value < low or (value == low and not low_ok):
+        return f"{name} must be {'≥' if low_ok else '>'} {_shown(low)}, got {_shown(value)}"
+    if value > high:
+        return f"{name} must be ≤ {_shown(high)}, got {_shown(value)}"
+    return None
+
+
+def _shown(value: float) -> str:
+    """A number as a user would write it: whole numbers in full, others short."""
+    if isinstance(value, int) or (value.is_integer() and abs(value) < 1e15):
+        return str(int(value))
+    return f"{value:g}"
+
+
+def _validate(config: RunConfig, given: set[str], skip: set[str] = frozenset()) -> list[str]:
+    """Every problem of ``config``, each once; ``given`` are the fields set by TOML or CLI.
+
+    ``skip`` are fields already reported (a wrong type): they hold their
+    default here and are not judged again.
+    """
     problems = []
-
-    def need(ok: bool, message: str) -> None:
-        if not ok:
-            problems.append(message)
-
-    need(config.time_limit > 0, f"time_limit must be > 0 seconds, got {config.time_limit}")
-    need(config.max_models >= 0, f"max_models must be ≥ 0, got {config.max_models}")
-    need(config.dataset in DATASETS, f"dataset must be one of {', '.join(DATASETS)}, got {config.dataset!r}")
-    need(
-        config.dataset not in ("cifar10", "imagenet", "hdf5") or bool(config.data_path),
-        f"dataset {config.dataset!r} needs data_path (--data-path)",
-    )
-    need(
-        not config.stage_dir or config.dataset in ("cifar10", "imagenet", "hdf5"),
-        f"stage_dir applies to file-based data (cifar10, imagenet, hdf5), not {config.dataset!r}",
-    )
-    need(config.image_size >= 0, f"image_size must be ≥ 0, got {config.image_size}")
-    need(config.seed_model in SEED_MODELS, f"seed_model must be one of {', '.join(SEED_MODELS)}, "
-         f"got {config.seed_model!r}")  # fmt: skip
-    need(config.precision in PRECISIONS, f"precision must be fp32, fp16 or bf16 (nothing narrower than FP16), "
-         f"got {config.precision!r}")  # fmt: skip
-    need(config.group_size >= 0, f"group_size must be ≥ 0, got {config.group_size}")
-    need(config.score_step > 0, f"score_step must be > 0 seconds, got {config.score_step}")
-    need(config.max_epochs >= 1, f"max_epochs must be ≥ 1, got {config.max_epochs}")
-    need(config.patience >= 1, f"patience must be ≥ 1, got {config.patience}")
-    need(config.min_delta >= 0, f"min_delta must be ≥ 0, got {config.min_delta}")
-    need(config.batch_size >= 1, f"batch_size must be ≥ 1, got {config.batch_size}")
-    need(config.base_lr > 0, f"base_lr must be > 0, got {config.base_lr}")
-    need(config.hpo in HPO_KINDS, f"hpo must be one of {', '.join(HPO_KINDS)}, got {config.hpo!r}")
-    need(config.search in SEARCHES, f"search must be one of {', '.join(SEARCHES)}, got {config.search!r}")
-    need(config.grace >= 0, f"grace must be ≥ 0 seconds, got {config.grace}")
-    need(config.progress_interval > 0, f"progress_interval must be > 0, got {config.progress_interval}")
-    need(config.monitor_interval >= 0, f"monitor_interval must be ≥ 0 seconds (0: off), got {config.monitor_interval}")
-    need(config.peak_seconds > 0, f"peak_seconds must be > 0, got {config.peak_seconds}")
-    need(config.device_memory_gb > 0, f"device_memory_gb must be > 0, got {config.device_memory_gb}")
+    for name in NUMERIC_RANGES:
+        if name not in skip:
+            problem = _range_problem(name, getattr(config, name))
+            if problem:
+                problems.append(problem)
+    for name, choices in CHOICES.items():
+        value = getattr(config, name)
+        if name not in skip and value not in choices:
+            extra = " (nothing narrower than FP16)" if name == "precision" else ""
+            problems.append(f"{name} must be one of {', '.join(choices)}{extra}, got {value!r}")
+    dataset = config.dataset
+    if dataset in FILE_DATASETS and not config.data_path:
+        problems.append(f"dataset {dataset!r} needs data_path (--data-path)")
+    if dataset in DATASETS and dataset not in FILE_DATASETS:
+        if config.data_path:
+            problems.append(f"data_path does not apply to dataset {dataset!r} (it is embedded or generated)")
+        if config.stage_dir:
+            problems.append(f"stage_dir applies to file-based data ({', '.join(FILE_DATASETS)}), not {dataset!r}")
+    if dataset in DATASETS and dataset not in RESIZED_DATASETS and config.image_size:
+        problems.append(f"image_size does not apply to dataset {dataset!r}: its images have a fixed size "
+                        f"(only {' and '.join(RESIZED_DATASETS)} are resized)")  # fmt: skip
+    if not config.peak_probe and "peak_seconds" in given:
+        problems.append("peak_seconds does not apply with the peak probe off (--no-peak-probe)")
+    if not skip & {"time_limit", "score_step"} and not _range_problem("time_limit", config.time_limit):
+        if not _range_problem("score_step", config.score_step) and \
+                config.time_limit / config.score_step > MAX_GRID_POINTS:  # fmt: skip
+            problems.append(f"score_step {config.score_step:g} s is too fine for time_limit {config.time_limit:g} s "
+                            f"(at most {MAX_GRID_POINTS:,} grid points)")  # fmt: skip
     return problems
 
 
@@ -124,44 +177,63 @@ def _coerce(name: str, value: object) -> object:
     if kind == "float":
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise TypeError(f"{name} must be a number, got {value!r}")
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:  # a TOML integer beyond a double
+            raise TypeError(f"{name} must be a finite number, got {value}") from None
     if not isinstance(value, str):
         raise TypeError(f"{name} must be a string, got {value!r}")
+    if "\0" in value:
+        raise TypeError(f"{name} must not contain a NUL character")
     return value
 
 
 def load_config(toml_path: str | None, overrides: dict[str, object]) -> RunConfig:
     """Defaults ← TOML ← ``overrides`` (CLI values that were given), validated.
 
-    Raises :class:`UsageError` naming every bad key or value at once.
+    Raises :class:`UsageError` naming every bad key or value at once: a value
+    of the wrong type is reported and its field judged no further; every
+    other field is still checked, so one run of the command shows all of a
+    file's mistakes.
     """
     values: dict[str, object] = {}
     problems: list[str] = []
+    type_problems: dict[str, str] = {}
+    """field → why its (last given) value has the wrong type; a later layer's good value clears it"""
+    sources: list[tuple[str, dict]] = []
     if toml_path:
         path = Path(toml_path)
         try:
             data = tomllib.loads(path.read_text(encoding="utf-8"))
         except OSError as exc:
-            raise UsageError(f"cannot read --config {path}: {exc.strerror}") from None
+            raise UsageError(f"cannot read --config {path}: {exc.strerror or exc}") from None
+        except UnicodeDecodeError:
+            raise UsageError(f"--config {path} is not UTF-8 text") from None
         except tomllib.TOMLDecodeError as exc:
             raise UsageError(f"--config {path} is not valid TOML: {exc}") from None
         data = data.get("aiperf_mpi", data)  # either top level or an [aiperf_mpi] table
+        if not isinstance(data, dict):
+            raise UsageError(f"--config {path}: [aiperf_mpi] must be a table")
+        known = {}
         for key, value in data.items():
             name = key.replace("-", "_")
             if name not in FIELD_TYPES:
                 problems.append(f"unknown key {key!r} in {path}")
-                continue
+            else:
+                known[name] = value
+        sources.append(("config", known))
+    sources.append(("command line", {k: v for k, v in overrides.items() if v is not None}))
+    for _, given in sources:
+        for name, value in given.items():
             try:
                 values[name] = _coerce(name, value)
+                type_problems.pop(name, None)
             except TypeError as exc:
-                problems.append(str(exc))
-    for name, value in overrides.items():
-        if value is not None:
-            values[name] = value
-    if problems:
-        raise UsageError("; ".join(problems))
+                values.pop(name, None)
+                type_problems[name] = str(exc)
     config = RunConfig(**values)
-    problems = _validate(config)
+    problems += type_problems.values()
+    problems += _validate(config, set(values) | set(type_problems), skip=set(type_problems))
     if problems:
         raise UsageError("; ".join(problems))
     return config
