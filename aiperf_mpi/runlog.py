@@ -4,8 +4,14 @@ One JSON object per line, each with ``event`` (one of the names below),
 ``time`` (Unix seconds) and the event's fields.  The master is the only
 writer.  Every epoch is flushed and fsync'd before the master answers the
 group again, so an epoch that was reported is on disk even if the job is
-killed the next instant.  A reader tolerates a truncated last line (a run
-killed mid-write) and reports it.
+killed the next instant.
+
+A run killed mid-write leaves a cut last line (a prefix of one event, bytes
+cut anywhere, even inside a multi-byte UTF-8 character; after a crash some
+file systems leave NUL bytes instead).  A reader skips that one line and
+reports it, never raises for it; a bad line anywhere else is an error.
+Before ``--resume`` appends a new segment, :func:`repair_tail` sets the cut
+line aside, so the log stays one JSON object per line.
 """
 
 from __future__ import annotations
@@ -18,6 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 EVENTS_FILE = "events.jsonl"
+CUT_FILE = EVENTS_FILE + ".cut-{segment}"
+"""where :func:`repair_tail` keeps the cut end of the log that segment ``segment`` found"""
+_BLANK = b" \t\n\r\x0b\x0c"
+"""what ``bytes.isspace`` calls whitespace: a line of these alone is blank and skipped"""
+_JUNK = _BLANK + b"\x00"
+"""what may trail a complete event without making it a cut line (NULs: a crashed file system's fill)"""
 
 # event names
 RUN_START = "run_start"
@@ -46,6 +58,9 @@ class EventLog:
     def __init__(self, run_dir: Path) -> None:
         self.path = Path(run_dir) / EVENTS_FILE
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        if _ends_mid_line(self.path):  # appending would glue the first event onto the cut line
+            raise ValueError(f"{self.path} does not end with a newline (a cut last line?): "
+                             "runlog.repair_tail must set it aside before a new segment is appended")  # fmt: skip
         self._handle = open(self.path, "a", encoding="utf-8")  # open for the whole run
         self._dirty = False
 
@@ -91,6 +106,8 @@ class LogContents:
     events: list[dict]
     truncated_tail: bool
     """the last line was cut off (a run killed mid-write) and was skipped"""
+    truncated_bytes: int = 0
+    """how long the skipped end was"""
 
 
 def log_path(path: Path) -> Path:
@@ -110,12 +127,21 @@ class EventStream:
     epochs; a list of their dicts would take gigabytes, so the score and the
     report walk the file instead.  Like :func:`read_events`, only the last
     line may be cut off (a run killed mid-write): it is skipped and
-    :attr:`truncated_tail` / :attr:`truncated_line` say so once the iteration
-    has ended; a bad line anywhere else raises ``ValueError``.  ``parse`` turns
-    one line into an event (``json.loads`` by default).  A reader with its own
-    storage (the report's columns) can pass a faster parser that raises
-    ``ValueError`` where ``json.loads`` would and returns ``None`` for a line
-    it has consumed itself; nothing is yielded for that line.
+    :attr:`truncated_tail` / :attr:`truncated_line` / :attr:`truncated_bytes`
+    say so once the iteration has ended; a bad line anywhere else raises
+    ``ValueError``.  The file is read as bytes and each line decoded on its
+    own, so a line cut inside a multi-byte UTF-8 character is one more cut
+    line, not a ``UnicodeDecodeError``.  What counts as cut is exactly what
+    :func:`repair_tail` sets aside: the last non-blank line when it does not
+    parse — after trailing NUL bytes are dropped, so a complete event
+    followed by a crashed file system's NULs is kept (and the NULs
+    reported) — and a last line of whitespace without its newline.
+
+    ``parse`` turns one line into an event (``json.loads`` by default).  A
+    reader with its own storage (the report's columns) can pass a faster
+    parser that raises ``ValueError`` where ``json.loads`` would and returns
+    ``None`` for a line it has consumed itself; nothing is yielded for that
+    line.
     """
 
     def __init__(self, path: Path, parse: Callable[[str], dict | None] = json.loads) -> None:
@@ -123,23 +149,24 @@ class EventStream:
         self.parse = parse
         self.truncated_tail = False
         self.truncated_line = ""
-        """the start of the skipped last line"""
+        """the start of the skipped end, printable (control bytes and bad UTF-8 escaped)"""
+        self.truncated_bytes = 0
         self.lines = 0
 
     def __iter__(self) -> Iterator[dict]:
-        self.truncated_tail, self.truncated_line, self.lines = False, "", 0
-        bad: tuple[int, str] | None = None
+        self.truncated_tail, self.truncated_line, self.truncated_bytes, self.lines = False, "", 0, 0
+        bad: tuple[int, bytes] | None = None
         parse = self.parse
-        number = 0
+        number, line = 0, b""
         try:
-            with open(self.path, encoding="utf-8") as handle:
+            with open(self.path, "rb") as handle:
                 for number, line in enumerate(handle, start=1):
                     if line.isspace():  # isspace, not strip: no copy of a 40 kB line
                         continue
                     if bad is not None:  # a non-blank line after a bad one: the bad one was not the last
                         raise ValueError(f"{self.path}:{bad[0]}: not a JSON line")
                     try:
-                        event = parse(line)
+                        event = parse(line.decode("utf-8"))  # UnicodeDecodeError is a ValueError
                     except ValueError:  # json.JSONDecodeError is a ValueError
                         bad = (number, line)
                         continue
@@ -148,11 +175,199 @@ class EventStream:
         finally:
             self.lines = number
         if bad is not None:
-            self.truncated_tail, self.truncated_line = True, bad[1][:200]
+            raw = bad[1]
+            body = raw.rstrip(_JUNK)
+            if len(body) < len(raw.rstrip(_BLANK)):  # NULs after the line: is what precedes them an event?
+                try:
+                    event = parse(body.decode("utf-8"))
+                except ValueError:
+                    pass
+                else:  # a complete event, then NULs: the event stands, the NULs are the cut
+                    raw = raw[len(body) :]
+                    if event is not None:
+                        yield event
+            self._cut(raw)
+        elif line and not line.endswith(b"\n") and line.isspace():  # whitespace with no newline: a cut too
+            self._cut(line)
+
+    def _cut(self, raw: bytes) -> None:
+        self.truncated_tail, self.truncated_bytes = True, len(raw)
+        self.truncated_line = printable(raw[:200])
 
 
 def read_events(path: Path) -> LogContents:
-    """Read an event log (a run directory or the file); tolerate a truncated last line only."""
+    """Read an event log (a run directory or the file); tolerate a cut last line only (see :class:`EventStream`)."""
     stream = EventStream(path)
     events = list(stream)
-    return LogContents(events, stream.truncated_tail)
+    return LogContents(events, stream.truncated_tail, stream.truncated_bytes)
+
+
+def printable(raw: bytes) -> str:
+    """Bytes of a log line as text for a message: bad UTF-8, NULs and other control bytes escaped."""
+    text = raw.decode("utf-8", "backslashreplace")
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
+@dataclass(frozen=True)
+class TailRepair:
+    """What :func:`repair_tail` found at the end of a log, and did, before a new segment."""
+
+    cut_bytes: int = 0
+    """bytes after the last complete event that were set aside (0: none)"""
+    side_file: str = ""
+    """the file beside the log that keeps them, byte for byte ('' when none)"""
+    newline_added: bool = False
+    """the last event was complete but had no newline: one was added (nothing removed for it)"""
+    log_bytes: int = 0
+    """the log's length after the repair: where the new segment begins"""
+    head: str = ""
+    """the start of what was set aside, printable"""
+    earlier: tuple[str, ...] = ()
+    """side files of this segment left by an earlier ``--resume`` that set a cut aside but logged no
+    ``run_start`` (it stopped before its run began): reported again so the log records them"""
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.cut_bytes or self.newline_added or self.earlier)
+
+    def to_dict(self) -> dict:
+        """The ``cut_tail`` field of the new segment's ``run_start``."""
+        return {"cut_bytes": self.cut_bytes, "side_file": self.side_file, "newline_added": self.newline_added,
+                "log_bytes": self.log_bytes, "head": self.head, "earlier": list(self.earlier)}  # fmt: skip
+
+    def message(self) -> str:
+        """The one line rank 0 prints ('' when nothing was found)."""
+        parts = []
+        if self.cut_bytes:
+            parts.append(f"{EVENTS_FILE} ended in a cut line ({self.cut_bytes} bytes, kept in {self.side_file}); "
+                         "resuming after the last complete line")  # fmt: skip
+        if self.newline_added:
+            parts.append(f"{EVENTS_FILE}'s last event had no newline; added one (the event is kept)")
+        if self.earlier:
+            parts.append(f"an earlier --resume set a cut line aside in {', '.join(self.earlier)}")
+        return "aiperf_mpi: warning: " + "; ".join(parts) if parts else ""
+
+
+def repair_tail(run_dir: Path, segment: int) -> TailRepair:
+    """End the log at its last complete line before segment ``segment`` appends to it.
+
+    The master appends, so a cut last line (see :class:`EventStream`) would
+    get the new segment's first event glued onto it: one bad line in the
+    middle of the log, which every reader must refuse.  Two ways out lose
+    nothing; this takes the first:
+
+    * copy the cut bytes to ``events.jsonl.cut-SEGMENT`` beside the log
+      (fsync'd, directory too), then truncate the log after its last
+      complete line.  The log stays one JSON object per line that any JSON
+      lines reader (jq, pandas) takes, and the strict rule — a bad line
+      before the last one is corruption, an error — keeps its meaning; the
+      bytes are kept verbatim, and the new ``run_start`` names the file.
+    * write a newline and append after the cut line.  Nothing moves, but
+      the log then holds a bad line in its middle for ever: every reader
+      would have to learn which bad lines are allowed (those just before a
+      resumed ``run_start``), and a reader that does not would refuse the
+      whole run — the very failure this repairs.
+
+    A last event that is complete but lacks its newline is kept and ended
+    with a newline; NULs after it are set aside like a cut line (the readers
+    take the event and skip the NULs), and so is a last line of whitespace
+    without its newline.  A log that ends with a newline after a complete
+    event is not touched.  Idempotent: a repair
+    killed after the copy and before the truncation is redone with the same
+    side file.  Only the log's end is read.
+    """
+    path = log_path(run_dir)
+    side_name = CUT_FILE.format(segment=segment)
+    earlier = tuple(sorted(p.name for p in path.parent.glob(side_name + "*") if _is_side_file(p.name, side_name)))
+    with open(path, "r+b") as handle:
+        size = handle.seek(0, os.SEEK_END)
+        start, tail = _last_line(handle, size)
+        line = tail.split(b"\n", 1)[0]
+        body = line.rstrip(_JUNK)
+        if _is_event(line):  # the readers take the line as it is
+            if tail.endswith(b"\n"):
+                return TailRepair(log_bytes=size, earlier=earlier)
+            newline = tail == line  # else a newline, then a last line of whitespace: cut
+            keep = start + len(line) + (not newline)
+        elif body and _is_event(body):  # an event, then NULs: the readers take the event, skip the NULs
+            keep, newline = start + len(body), True
+        else:
+            keep, newline = start, False
+        cut = tail[keep - start :]
+        side = _set_aside(path.parent, side_name, cut) if cut else ""
+        handle.truncate(keep)
+        if newline:
+            handle.seek(keep)
+            handle.write(b"\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    earlier = tuple(name for name in earlier if name != side)
+    return TailRepair(len(cut), side, newline, keep + newline, printable(cut[:120]), earlier)
+
+
+def _last_line(handle, size: int) -> tuple[int, bytes]:
+    """(offset, bytes) of the log's last non-blank line and all after it; only blanks: what follows the last newline."""
+    block, position, data = 1 << 16, size, b""
+    while position > 0:
+        step = min(block, position)
+        position -= step
+        handle.seek(position)
+        data = handle.read(step) + data
+        block *= 2  # a cut line can be long (a model_done line, a run of NULs): few reads, no quadratic copy
+        content = len(data.rstrip(_BLANK))
+        if content:
+            start = data.rfind(b"\n", 0, content) + 1
+            if start or position == 0:
+                return position + start, data[start:]
+    start = data.rfind(b"\n") + 1
+    return start, data[start:]
+
+
+def _is_event(raw: bytes) -> bool:
+    """The test every reader applies to a line: UTF-8 that ``json.loads`` takes."""
+    try:
+        json.loads(raw.decode("utf-8"))
+    except ValueError:
+        return False
+    return True
+
+
+def _set_aside(folder: Path, name: str, data: bytes) -> str:
+    """Write ``data`` to ``name`` (or ``name-2``, … when taken by other bytes), durably; the name used."""
+    for number in range(1, 1000):
+        candidate = folder / (name if number == 1 else f"{name}-{number}")
+        try:
+            with open(candidate, "xb") as side:
+                side.write(data)
+                side.flush()
+                os.fsync(side.fileno())
+        except FileExistsError:
+            if candidate.read_bytes() == data:  # a repair killed before its truncation: the copy is there
+                return candidate.name
+            continue
+        directory = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
+        return candidate.name
+    raise FileExistsError(f"{folder / name}: too many side files")
+
+
+def _is_side_file(name: str, side_name: str) -> bool:
+    """``name`` is ``side_name`` or one of its numbered siblings (``…cut-1-2``, not ``…cut-12``)."""
+    return name == side_name or (name.startswith(side_name + "-") and name[len(side_name) + 1 :].isdigit())
+
+
+def _ends_mid_line(path: Path) -> bool:
+    """The file exists, is not empty, and its last byte is not a newline."""
+    try:
+        with open(path, "rb") as handle:
+            if handle.seek(0, os.SEEK_END) == 0:
+                return False
+            handle.seek(-1, os.SEEK_END)
+            return handle.read(1) != b"\n"
+    except FileNotFoundError:
+        return False

@@ -199,7 +199,12 @@ class RunLog:
     lines: int = 0
     bytes: int = 0
     truncated_tail: bool = False
+    """the log's last line was cut off (a run killed mid-write) and skipped, as the score skips it"""
     truncated_line: str = ""
+    truncated_bytes: int = 0
+    cut_tails: list[dict] = field(default_factory=list)
+    """the ``cut_tail`` of each resumed ``run_start``: a cut end that ``--resume`` set aside
+    (:func:`aiperf_mpi.runlog.repair_tail`), with its segment"""
 
     @property
     def run_dir(self) -> Path:
@@ -417,6 +422,10 @@ class _Reader:
     def _layout(self, event: dict) -> None:
         self.run.layout = event
 
+    def _run_start(self, event: dict) -> None:
+        if isinstance(event.get("cut_tail"), dict):
+            self.run.cut_tails.append({"segment": event.get(runlog.SEGMENT), **event["cut_tail"]})
+
     def _run_stop(self, event: dict) -> None:
         self.run.run_stops.append(event)
 
@@ -436,6 +445,7 @@ class _Reader:
         run.lines = stream.lines
         run.bytes = path.stat().st_size
         run.truncated_tail, run.truncated_line = stream.truncated_tail, stream.truncated_line
+        run.truncated_bytes = stream.truncated_bytes
         if not run.segments:
             raise ValueError(f"{path}: the log has no run_start: not an aiperf_mpi event log")
         return run

@@ -226,11 +226,16 @@ def _history_from_log(run_dir: Path) -> tuple[History, int]:
 
 
 def _run_master(comm, layout, config, prepared, run_dir, system, stop_flag, staging) -> int:
+    # a resumed log may end in a cut line (killed mid-write): set it aside first, or the new segment's
+    # first event would be glued onto it; here, after every check, so a start that fails touches nothing
+    tail = runlog.repair_tail(run_dir, prepared.segment) if prepared.resumed else runlog.TailRepair()
+    if tail.changed:
+        print(tail.message(), flush=True)
     log = runlog.EventLog(run_dir)
     mllog = MLLogWriter(run_dir)
     history, next_task = _history_from_log(run_dir) if prepared.resumed else (History(), 0)
     log.write(runlog.RUN_START, sync=True, segment=prepared.segment, resumed=prepared.resumed,
-              config=config.to_dict())  # fmt: skip
+              config=config.to_dict(), **({"cut_tail": tail.to_dict()} if tail.changed else {}))  # fmt: skip
     log.write(runlog.SYSTEM, **system)
     log.write(runlog.LAYOUT, **layout.plan.to_dict())
     for report in staging:
