@@ -120,8 +120,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--search", help="architecture search: bayesian (default) or random")
     run.add_argument("--no-inherit", dest="inherit", action="store_const", const=False,
                      help="train every child from scratch instead of inheriting its parent's weights")  # fmt: skip
-    run.add_argument("--no-xla", dest="xla", action="store_const", const=False,
-                     help="do not compile the training step with XLA")  # fmt: skip
+    run.add_argument("--xla", choices=("auto", "on", "off"),
+                     help="compile the training step with XLA: auto (default: on for GPUs, off for CPUs, where "
+                     "TensorFlow's own kernels train faster), on or off")  # fmt: skip
+    run.add_argument("--no-xla", dest="xla", action="store_const", const="off", help="the same as --xla off")
     run.add_argument("--seed", type=int, help="random seed of search, tuning and training (default 0)")
     run.add_argument("--grace", type=float, metavar="SECONDS",
                      help="after the time limit, how long running epochs may finish (default 120)")  # fmt: skip

@@ -17,6 +17,7 @@ from aiperf_mpi.graph.seeds import SEED_MODELS
 from aiperf_mpi.search.hpo import HPO_KINDS
 
 SEARCHES = ("bayesian", "random")
+XLA_SETTINGS = ("auto", "on", "off")
 PRECISIONS = ("fp32", "fp16", "bf16")
 
 
@@ -50,7 +51,8 @@ class RunConfig:
     hpo: str = "tpe"
     search: str = "bayesian"
     inherit: bool = True
-    xla: bool = True
+    xla: str = "auto"
+    """compile the training step with XLA: auto (on GPUs, off on CPUs: measured in BENCHMARKS.md), on, off"""
     seed: int = 0
     grace: float = 120.0
     """seconds the master waits, after the time limit, for running epochs to finish"""
@@ -103,6 +105,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "precision": PRECISIONS,
     "hpo": HPO_KINDS,
     "search": SEARCHES,
+    "xla": XLA_SETTINGS,
 }
 
 
@@ -163,9 +166,24 @@ def _validate(config: RunConfig, given: set[str], skip: set[str] = frozenset()) 
     return problems
 
 
+def xla_enabled(setting: str | bool, accelerator: bool) -> bool:
+    """Whether a rank compiles its training step with XLA.
+
+    ``auto`` turns it on where the rank has a GPU and off on CPUs: on CPU the
+    plain ``tf.function`` path (oneDNN kernels) trained ResNet-50 2.8–3.8×
+    faster than XLA (BENCHMARKS.md, "XLA against tf.function").  A logged
+    configuration from before the setting had three values holds a bool.
+    """
+    if isinstance(setting, bool):
+        return setting
+    return setting == "on" or (setting == "auto" and accelerator)
+
+
 def _coerce(name: str, value: object) -> object:
     """TOML/CLI value → the field's type, or a message."""
     kind = FIELD_TYPES[name]
+    if name == "xla" and isinstance(value, bool):  # xla = true/false in TOML
+        return "on" if value else "off"
     if kind == "bool":
         if isinstance(value, bool):
             return value

@@ -19,6 +19,7 @@ BENCHMARKS = {
     "opcount": "Operation counter: 1,000-layer graph",
     "search": "Architecture search: proposal latency against history size",
     "trainer": "Trainer against Keras model.fit (ResNet-50 32×32, batch 64)",
+    "xla": "XLA against tf.function on CPU: training efficiency per shape",
     "master": "The master against simulated groups",
     "report": "The run report on a 10,000-model, 500,000-epoch log",
 }

@@ -23,7 +23,7 @@ from typing import Protocol
 import networkx as nx
 from mpi4py import MPI
 
-from aiperf_mpi.config import RunConfig
+from aiperf_mpi.config import RunConfig, xla_enabled
 from aiperf_mpi.graph.model import from_json, to_json, with_kernel_size
 from aiperf_mpi.graph.ops import count_ops
 from aiperf_mpi.protocol import EpochDone, Failed, Proposed, Ready, Result, Stop, Work
@@ -73,11 +73,14 @@ def leader_loop(
     external_stop: Callable[[], str] = lambda: "",
     history: History | None = None,
     peak: dict | None = None,
+    max_batch: int | None = None,
 ) -> None:
     """Serve the master until it says Stop; ``history`` is the (empty) replica to keep.
 
     ``peak`` is the group's measured matrix-multiply throughput, reported
-    with Ready so the master logs it before any work.
+    with Ready so the master logs it before any work.  ``max_batch`` is the
+    largest per-rank batch the data allows (training samples per rank): the
+    tuner never proposes more, since such a trial could not take one step.
     """
     history = History() if history is None else history
     seed = config.seed * 100_003 + group
@@ -85,7 +88,8 @@ def leader_loop(
         search = BayesianSearch(history, seed, SearchConfig())
     else:
         search = RandomSearch(history, seed)
-    batches = batch_choices(seed_graph, int(config.device_memory_gb * 2**30))
+    batches = [b for b in batch_choices(seed_graph, int(config.device_memory_gb * 2**30))
+               if max_batch is None or b <= max_batch]  # fmt: skip
     default = HParams(config.batch_size, 3)
     tuner = Tuner(config.hpo, sorted(set(batches) | {config.batch_size}), seed, default)
     channel.send(Ready(group, ranks, socket.gethostname(), peak))
@@ -159,6 +163,13 @@ def leader_loop(
                             info))  # fmt: skip
 
 
+def _has_gpu() -> bool:
+    """Whether TensorFlow sees a GPU on this rank (after the rank was pinned to its own)."""
+    import tensorflow as tf
+
+    return bool(tf.config.list_physical_devices("GPU"))
+
+
 class GroupRunner:
     """Real training: the leader broadcasts each task to its group, and every rank trains it."""
 
@@ -170,7 +181,8 @@ class GroupRunner:
         self.trainer = GroupTrainer(
             hvd, group_comm, source,
             TrainConfig(max_epochs=config.max_epochs, patience=config.patience, min_delta=config.min_delta,
-                        base_lr=config.base_lr, precision=config.precision, seed=config.seed, xla=config.xla),
+                        base_lr=config.base_lr, precision=config.precision, seed=config.seed,
+                        xla=xla_enabled(config.xla, _has_gpu())),
         )  # fmt: skip
 
     def run(self, task: Task, on_epoch: Callable[[dict], None], should_stop: Callable[[], bool]) -> Outcome:

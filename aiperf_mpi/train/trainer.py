@@ -82,9 +82,10 @@ class TrainConfig:
     warmup_epochs: float = 1.0
     precision: str = "fp32"
     seed: int = 0
-    xla: bool = True
-    """compile the forward/backward maths with XLA (2.4× faster than plain tf.function on ResNet-50, see
-    BENCHMARKS.md); Horovod's all-reduce stays outside the compiled function"""
+    xla: bool = False
+    """compile the forward/backward maths with XLA; Horovod's all-reduce stays outside the compiled
+    function.  The run decides per device (``config.xla_enabled``: on for GPUs, off for CPUs, where
+    it trained ResNet-50 2.8–3.8× slower, BENCHMARKS.md)"""
     agree_timeout: float = 60.0
 
 
@@ -108,6 +109,8 @@ class EpochResult:
     compute: float
     evaluation: float
     learning_rate: float
+    xla: bool = False
+    """the step was compiled with XLA (provenance: which path produced this epoch's time)"""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -379,4 +382,5 @@ class GroupTrainer:
             compute=compute,
             evaluation=evaluation,
             learning_rate=float(keras.ops.convert_to_numpy(optimizer.learning_rate)),
+            xla=self.config.xla,
         )

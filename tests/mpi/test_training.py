@@ -27,8 +27,9 @@ def results(output: str) -> list[dict]:
     return [json.loads(line.split("RESULT ", 1)[1]) for line in output.splitlines() if "RESULT " in line]
 
 
-def test_two_ranks_keep_identical_weights_and_the_loss_falls(tmp_path) -> None:
-    run = run_mpi(2, [SCRIPT, "identical", small_h5(tmp_path / "small.h5")], timeout=240)
+@pytest.mark.parametrize("path", ["tf.function", "xla"])
+def test_two_ranks_keep_identical_weights_and_the_loss_falls(tmp_path, path: str) -> None:
+    run = run_mpi(2, [SCRIPT, "identical", small_h5(tmp_path / "small.h5"), path], timeout=240)
     assert run.returncode == 0, run.output
     by_rank = {r["rank"]: r for r in results(run.output)}
     assert set(by_rank) == {0, 1}, run.output

@@ -128,3 +128,32 @@ def test_a_config_file_reports_all_its_bad_values_at_once(tmp_path) -> None:
 def test_the_defaults_are_valid_and_finite() -> None:
     config = load_config(None, {})
     assert all(math.isfinite(getattr(config, name)) for name in NUMERIC_RANGES)
+
+
+@pytest.mark.parametrize(
+    ("argv", "setting", "on_cpu", "on_gpu"),
+    [
+        ([], "auto", False, True),
+        (["--xla", "on"], "on", True, True),
+        (["--xla", "off"], "off", False, False),
+        (["--no-xla"], "off", False, False),
+    ],
+)
+def test_xla_is_on_for_gpus_and_off_for_cpus_by_default(argv, setting, on_cpu, on_gpu) -> None:
+    from aiperf_mpi.config import xla_enabled
+
+    config = _cli(argv)
+    assert config.xla == setting
+    assert (xla_enabled(config.xla, accelerator=False), xla_enabled(config.xla, accelerator=True)) == (on_cpu, on_gpu)
+
+
+def test_xla_from_toml_and_from_an_older_log(tmp_path) -> None:
+    from aiperf_mpi.config import xla_enabled
+
+    toml = tmp_path / "run.toml"
+    toml.write_text("xla = false\n")
+    assert load_config(str(toml), {}).xla == "off"
+    toml.write_text("xla = 'sometimes'\n")
+    with pytest.raises(UsageError, match="xla must be one of auto, on, off"):
+        load_config(str(toml), {})
+    assert xla_enabled(True, accelerator=False) and not xla_enabled(False, accelerator=True)  # logged bools

@@ -42,7 +42,8 @@ def rank_main(comm: MPI.Comm, mode: str, args: list[str]) -> int:
     with horovod_on(comm) as hvd:
         if mode == "identical":
             source = open_source("hdf5", args[0])
-            trainer = GroupTrainer(hvd, comm, source, TrainConfig(max_epochs=3, patience=5, seed=1))
+            xla = len(args) > 1 and args[1] == "xla"  # the GPU default path; CPUs train without XLA
+            trainer = GroupTrainer(hvd, comm, source, TrainConfig(max_epochs=3, patience=5, seed=1, xla=xla))
             captured = {}
             original = trainer._epoch
 
