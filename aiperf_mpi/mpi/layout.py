@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from mpi4py import MPI
 
-from aiperf_mpi.layout import GroupPlan, LayoutPlan, plan_layout
+from aiperf_mpi.mpi.plan import GroupPlan, LayoutPlan, plan_layout
 
 
 @dataclass

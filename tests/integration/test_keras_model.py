@@ -12,7 +12,7 @@ from tests.support.random_graphs import random_graph
 
 keras = pytest.importorskip("keras")
 from aiperf_mpi.train.keras_model import build_keras_model  # noqa: E402
-from aiperf_mpi.train.tf_profile import PROFILER_CONVENTIONS, expected_profiler_ops, profiler_float_ops  # noqa: E402
+from tests.support.tf_profile import PROFILER_CONVENTIONS, expected_profiler_ops, profiler_float_ops  # noqa: E402
 
 pytestmark = pytest.mark.tf
 

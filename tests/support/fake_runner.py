@@ -14,7 +14,7 @@ from mpi4py import MPI
 
 from aiperf_mpi.graph.model import from_json
 from aiperf_mpi.job.leader import Outcome, Task
-from tests.support.synthetic_objective import synthetic_accuracy
+from benchmarks.synthetic_objective import synthetic_accuracy
 
 
 class FakeRunner:

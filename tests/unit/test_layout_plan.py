@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from aiperf_mpi.layout import LayoutError, _ranges, plan_layout
+from aiperf_mpi.mpi.plan import LayoutError, _ranges, plan_layout
 
 
 def one_node(n: int) -> tuple[list[str], list[int]]:

@@ -1,12 +1,12 @@
-"""``python -m aiperf_mpi.ops``: the table, the JSON form, graph files, bad input."""
+"""``python -m aiperf_mpi.graph``: the table, the JSON form, graph files, bad input."""
 
 import json
 
 import pytest
 
+from aiperf_mpi.graph.__main__ import main
 from aiperf_mpi.graph.model import to_json
 from aiperf_mpi.graph.seeds import tiny_resnet
-from aiperf_mpi.ops import main
 
 
 def test_resnet50_table(capsys: pytest.CaptureFixture[str]) -> None:
@@ -54,3 +54,14 @@ def test_kernel_size_option_changes_the_count(capsys: pytest.CaptureFixture[str]
     main(["--model", "tiny", "--image-size", "32", "--classes", "10", "--kernel-size", "5", "--json"])
     assert json.loads(capsys.readouterr().out)["macs"] > base
     assert main(["--model", "tiny", "--image-size", "32", "--classes", "10", "--kernel-size", "4"]) == 2
+
+
+def test_both_command_names_run_as_a_user_types_them() -> None:
+    import subprocess
+    import sys
+
+    for module in ("aiperf_mpi.graph", "aiperf_mpi.ops"):
+        done = subprocess.run([sys.executable, "-m", module, "--model", "tiny", "--json"], capture_output=True,
+                              text=True, timeout=60)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["forward_eval"] > 0, module
