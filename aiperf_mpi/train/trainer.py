@@ -36,6 +36,7 @@ import numpy as np
 import tensorflow as tf
 from mpi4py import MPI
 
+from aiperf_mpi.config import PRECISIONS, RunConfig, xla_enabled
 from aiperf_mpi.data.sources import DataSource
 from aiperf_mpi.graph.model import output_node, with_kernel_size
 from aiperf_mpi.graph.ops import count_ops, epoch_ops
@@ -44,7 +45,8 @@ from aiperf_mpi.train.keras_model import build_keras_model
 from aiperf_mpi.train.pipeline import Shard
 from aiperf_mpi.train.transfer import Weights, model_weights, transfer_weights
 
-PRECISIONS = {"fp32": "float32", "fp16": "mixed_float16", "bf16": "mixed_bfloat16"}
+KERAS_POLICIES = dict(zip(PRECISIONS, ("float32", "mixed_float16", "mixed_bfloat16"), strict=True))
+"""the Keras dtype policy of each precision the run accepts (``config.PRECISIONS``)"""
 
 
 class TrialFailed(Exception):
@@ -60,33 +62,40 @@ class TrialFailed(Exception):
 
 def precision_policy(precision: str) -> str:
     """Keras dtype policy of a precision name; anything narrower than FP16 is refused."""
-    if precision not in PRECISIONS:
+    if precision not in KERAS_POLICIES:
         raise ValueError(
             f"precision {precision!r} is not allowed: the benchmark trains at fp32, fp16 or bf16 "
             "(nothing narrower than FP16)"
         )
-    return PRECISIONS[precision]
+    return KERAS_POLICIES[precision]
 
 
 @dataclass(frozen=True)
 class TrainConfig:
     """Per-round training rules (defaults are the benchmark's; all configurable)."""
 
-    max_epochs: int = 60
-    patience: int = 5
+    max_epochs: int = RunConfig.max_epochs
+    patience: int = RunConfig.patience
     """stop after this many epochs without an improvement of at least ``min_delta``"""
-    min_delta: float = 0.001
-    base_lr: float = 0.1
+    min_delta: float = RunConfig.min_delta
+    base_lr: float = RunConfig.base_lr
     """learning rate per 256 samples of global batch (scaled linearly with the group's global batch)"""
     momentum: float = 0.9
     warmup_epochs: float = 1.0
-    precision: str = "fp32"
-    seed: int = 0
+    precision: str = RunConfig.precision
+    seed: int = RunConfig.seed
     xla: bool = False
     """compile the forward/backward maths with XLA; Horovod's all-reduce stays outside the compiled
     function.  The run decides per device (``config.xla_enabled``: on for GPUs, off for CPUs, where
     it trained ResNet-50 2.8–3.8× slower, BENCHMARKS.md)"""
     agree_timeout: float = 60.0
+
+    @classmethod
+    def from_run(cls, config: RunConfig, accelerator: bool) -> TrainConfig:
+        """The training rules of a run: the one place a :class:`RunConfig` becomes a TrainConfig."""
+        return cls(max_epochs=config.max_epochs, patience=config.patience, min_delta=config.min_delta,
+                   base_lr=config.base_lr, precision=config.precision, seed=config.seed,
+                   xla=xla_enabled(config.xla, accelerator))  # fmt: skip
 
 
 @dataclass
