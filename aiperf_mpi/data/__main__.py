@@ -1,12 +1,16 @@
 """``python -m aiperf_mpi.data convert --from cifar10|imagenet|digits SRC --to FILE.h5``.
 
 Writes the HDF5 layout documented in :mod:`aiperf_mpi.data.sources`, chunk
-by chunk, with a progress bar on stderr.
+by chunk, with a progress bar on stderr, to ``FILE.h5.partial`` renamed to
+``FILE.h5`` when complete.  Every error (bad source data, a destination that
+cannot be written) is one line ``aiperf_mpi.data: error: …`` and exit
+status 2, with no ``.partial`` left behind.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -50,28 +54,59 @@ def _array_chunks(source, split: str) -> Iterator[tuple[np.ndarray, np.ndarray]]
 
 
 def _imagenet_chunks(source, split: str) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    import tensorflow as tf
+
     from aiperf_mpi.train.pipeline import imagenet_split
 
-    for images, labels in imagenet_split(source, split, 0, 1, CHUNK, None):
-        yield ((images.numpy() + 1.0) * 127.5).round().astype(np.uint8), labels.numpy().astype(np.int64)
+    try:
+        for images, labels in imagenet_split(source, split, 0, 1, CHUNK, None):
+            yield ((images.numpy() + 1.0) * 127.5).round().astype(np.uint8), labels.numpy().astype(np.int64)
+    except tf.errors.OpError as exc:  # a corrupt record past the first of a shard
+        raise DataError(f"imagenet: {split}: {' '.join(exc.message.split())[:300]}") from None
+
+
+def _check_destination(dst: Path) -> Path:
+    """The ``.partial`` file beside ``dst``, created empty, or a DataError saying why it cannot be."""
+    if dst.is_dir():
+        raise DataError(f"{dst} is a directory (--to names the HDF5 file to write)")
+    parent = dst.parent
+    if not parent.is_dir():
+        what = "does not exist" if not parent.exists() else "is not a directory"
+        raise DataError(f"cannot write {dst}: the directory {parent} {what}")
+    tmp = dst.with_name(dst.name + ".partial")
+    try:
+        tmp.unlink(missing_ok=True)  # a leftover (even a named pipe, which open() would block on)
+        with open(tmp, "wb"):
+            pass
+    except OSError as exc:
+        raise DataError(f"cannot write {tmp}: {exc.strerror or exc}") from None
+    return tmp
 
 
 def convert(kind: str, src: str, dst: Path, image_size: int) -> None:
     import h5py
 
-    if kind == "digits":
-        source, chunks = digits_source(), _array_chunks
-    elif kind == "cifar10":
-        source, chunks = cifar10_source(src), _array_chunks
-    elif kind == "imagenet":
-        from aiperf_mpi.train.pipeline import count_imagenet
+    if kind in ("cifar10", "imagenet") and not src:
+        raise DataError(f"--from {kind} needs the source directory (SRC)")
+    tmp = _check_destination(dst)  # before a long read of the source
+    try:
+        if kind == "digits":
+            source, chunks = digits_source(), _array_chunks
+        elif kind == "cifar10":
+            source, chunks = cifar10_source(src), _array_chunks
+        elif kind == "imagenet":
+            source, chunks = imagenet_source(src, image_size), _imagenet_chunks  # counted and checked
+        else:
+            raise DataError(f"cannot convert from {kind!r}")
+        _write(h5py, tmp, kind, src, source, chunks)
+        os.replace(tmp, dst)  # never leave a half-written file under the final name
+    except OSError as exc:
+        raise DataError(f"cannot write {dst}: {exc.strerror or ' '.join(str(exc).split())}") from None
+    finally:
+        tmp.unlink(missing_ok=True)
 
-        source = imagenet_source(src, image_size)
-        count_imagenet(source)
-        chunks = _imagenet_chunks
-    else:
-        raise DataError(f"cannot convert from {kind!r}")
-    tmp = dst.with_name(dst.name + ".partial")
+
+def _write(h5py, tmp: Path, kind: str, src: str, source, chunks) -> None:
     with h5py.File(tmp, "w") as handle:
         handle.attrs["classes"] = source.classes
         handle.attrs["source"] = f"{kind}:{src}"
@@ -89,7 +124,6 @@ def convert(kind: str, src: str, dst: Path, image_size: int) -> None:
                 progress.update(len(chunk_labels))
             if offset != total:
                 raise DataError(f"{kind}: {split} yielded {offset} samples, expected {total}")
-    tmp.replace(dst)  # never leave a half-written file under the final name
 
 
 def main(argv: Sequence[str] | None = None) -> int:

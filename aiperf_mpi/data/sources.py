@@ -4,7 +4,12 @@ A :class:`DataSource` knows its image shape, class count and split sizes and
 yields a rank's shard of a split as uint8 NHWC arrays; the TensorFlow side
 (:mod:`aiperf_mpi.train.pipeline`) turns that into a ``tf.data`` pipeline.
 ImageNet TFRecords need TensorFlow to decode JPEGs and live in
-:mod:`aiperf_mpi.train.pipeline` too; here they are only found and checked.
+:mod:`aiperf_mpi.train.pipeline` too; here they are found, counted and
+checked without TensorFlow (:mod:`aiperf_mpi.data.tfrecord`).
+
+Only regular files are read (symbolic links to one are fine): a named pipe
+blocks a read for ever and a character device like ``/dev/zero`` never
+ends, so either is refused with the path before anything opens it.
 
 HDF5 layout (what ``python -m aiperf_mpi.data convert`` writes)::
 
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import glob
 import os
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +59,49 @@ class DataSource:
 
     def total_bytes(self) -> int:
         return sum(os.path.getsize(f) for f in self.files)
+
+
+def _file_kind(mode: int) -> str:
+    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a named pipe (FIFO)"),
+             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
+             (stat.S_ISREG, "a regular file"))  # fmt: skip
+    return next((text for test, text in kinds if test(mode)), "a special file")
+
+
+def _stat(name: str, path: Path) -> os.stat_result | None:
+    """``os.stat`` (following links); None when nothing is there; a broken link is a DataError."""
+    try:
+        return os.stat(path)
+    except FileNotFoundError:
+        if os.path.islink(path):
+            raise DataError(f"{name}: {path} is a broken symbolic link (to {os.readlink(path)})") from None
+        return None
+    except OSError as exc:
+        raise DataError(f"{name}: cannot read {path}: {exc.strerror or exc}") from None
+
+
+def regular_file(name: str, path: str | Path) -> int:
+    """The size of ``path`` if it is a regular file (or a link to one); a :class:`DataError` otherwise.
+
+    A named pipe would block the reader for ever and a device never end, so
+    they are refused by their type, before anything opens them.
+    """
+    info = _stat(name, Path(path))
+    if info is None:
+        raise DataError(f"{name}: no file {path}")
+    if not stat.S_ISREG(info.st_mode):
+        raise DataError(f"{name}: {path} is {_file_kind(info.st_mode)}, not a regular file")
+    return info.st_size
+
+
+def data_directory(name: str, path: str | Path, expected: str) -> Path:
+    """``path`` if it is a directory (or a link to one); a :class:`DataError` saying what it is otherwise."""
+    path = Path(path)
+    info = _stat(name, path)
+    if info is None or not stat.S_ISDIR(info.st_mode):
+        what = "it does not exist" if info is None else f"it is {_file_kind(info.st_mode)}"
+        raise DataError(f"{name}: {path} is not a directory ({what}; expected {expected})")
+    return path
 
 
 @dataclass
@@ -148,11 +197,13 @@ def synthetic_source(
 # --------------------------------------------------------------------------- CIFAR-10 (binary version)
 
 
+CIFAR_FILES = {"train": "data_batch_*.bin", "validation": "test_batch.bin"}
+
+
 def _cifar_files(path: Path) -> dict[str, list[Path]]:
-    if not path.is_dir():
-        raise DataError(f"cifar10: {path} is not a directory (expected data_batch_1.bin … test_batch.bin)")
-    train = sorted(path.glob("data_batch_*.bin"))
-    test = sorted(path.glob("test_batch.bin"))
+    data_directory("cifar10", path, "data_batch_1.bin … test_batch.bin")
+    train = sorted(path.glob(CIFAR_FILES["train"]))
+    test = sorted(path.glob(CIFAR_FILES["validation"]))
     if not train:
         raise DataError(f"cifar10: no data_batch_*.bin in {path}")
     if not test:
@@ -162,10 +213,16 @@ def _cifar_files(path: Path) -> dict[str, list[Path]]:
 
 def read_cifar_file(path: Path) -> tuple[np.ndarray, np.ndarray]:
     """One CIFAR-10 binary file: records of 1 label byte + 3×32×32 channel-major pixels."""
-    raw = np.fromfile(path, dtype=np.uint8)
-    if raw.size == 0 or raw.size % CIFAR_RECORD:
-        raise DataError(f"cifar10: {path} is truncated or not CIFAR-10 binary ({raw.size} bytes, "
+    size = regular_file("cifar10", path)
+    if size == 0 or size % CIFAR_RECORD:
+        raise DataError(f"cifar10: {path} is truncated or not CIFAR-10 binary ({size} bytes, "
                         f"not a multiple of {CIFAR_RECORD})")  # fmt: skip
+    try:
+        raw = np.fromfile(path, dtype=np.uint8)
+    except OSError as exc:
+        raise DataError(f"cifar10: cannot read {path}: {exc.strerror or exc}") from None
+    if raw.size != size:
+        raise DataError(f"cifar10: {path} changed while it was read ({raw.size} of {size} bytes)")
     records = raw.reshape(-1, CIFAR_RECORD)
     labels = records[:, 0].astype(np.int64)
     images = records[:, 1:].reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)
@@ -189,9 +246,10 @@ def hdf5_source(path: str | Path) -> ArraySource:
     import h5py
 
     path = Path(path)
-    if not path.is_file():
-        raise DataError(f"hdf5: no file {path}")
+    regular_file("hdf5", path)
     try:
+        if not h5py.is_hdf5(path):
+            raise DataError(f"hdf5: {path} is not an HDF5 file (no HDF5 signature)")
         with h5py.File(path, "r") as handle:
             classes = int(handle.attrs.get("classes", 0))
             if classes < 2:
@@ -229,6 +287,8 @@ def hdf5_source(path: str | Path) -> ArraySource:
 # --------------------------------------------------------------------------- ImageNet (TFRecord shards)
 
 IMAGENET_CLASSES = 1000
+IMAGENET_LABELS = (1, IMAGENET_CLASSES)
+"""``image/class/label`` as the standard converter (build_imagenet_data.py) writes it: 1..1000, 0 was background"""
 
 
 @dataclass
@@ -236,18 +296,26 @@ class TFRecordSource(DataSource):
     """ImageNet-style TFRecord shards; decoded on the TensorFlow side."""
 
     split_files: dict[str, tuple[str, ...]] | None = None
-    label_offset: int = 1
-    """the standard conversion script stores labels 1..1000 (0 was background)"""
+    label_offset: int = IMAGENET_LABELS[0]
+    """subtracted from ``image/class/label`` to give the class 0..999"""
 
 
-def imagenet_source(path: str | Path, image_size: int = 224, count_records: bool = True) -> TFRecordSource:
-    """Find ``train-*-of-*`` and ``validation-*-of-*`` under ``path`` (checked on the TF side)."""
-    path = Path(path)
-    if not path.is_dir():
-        raise DataError(f"imagenet: {path} is not a directory of TFRecord shards")
+def _imagenet_shards(path: Path, split: str) -> tuple[str, ...]:
+    found = sorted(glob.glob(str(path / f"{split}-*-of-*")))
+    return tuple(f for f in found if not f.endswith(".partial"))  # an interrupted staging copy is no shard
+
+
+def imagenet_source(path: str | Path, image_size: int = 224, sizes: dict[str, int] | None = None) -> TFRecordSource:
+    """The ``train-*-of-*`` and ``validation-*-of-*`` shards under ``path``.
+
+    Without ``sizes`` every shard is counted and checked (:func:`count_imagenet`,
+    what rank 0 does before a run); with ``sizes`` (rank 0's counts, handed
+    to every other rank) the shards are only listed.
+    """
+    path = data_directory("imagenet", path, "train-*-of-* and validation-*-of-* TFRecord shards")
     split_files = {}
     for split in SPLITS:
-        found = tuple(sorted(glob.glob(str(path / f"{split}-*-of-*"))))
+        found = _imagenet_shards(path, split)
         if not found:
             raise DataError(f"imagenet: no {split}-*-of-* shards in {path}")
         split_files[split] = found
@@ -255,10 +323,69 @@ def imagenet_source(path: str | Path, image_size: int = 224, count_records: bool
         name="imagenet",
         image_shape=(image_size, image_size, 3),
         classes=IMAGENET_CLASSES,
-        sizes={s: -1 for s in SPLITS},  # counted on the TF side
+        sizes=dict(sizes) if sizes is not None else count_imagenet(split_files),
         files=split_files["train"] + split_files["validation"],
         split_files=split_files,
     )
+
+
+def count_imagenet(split_files: dict[str, tuple[str, ...]]) -> dict[str, int]:
+    """The records of each split, counted from the shards' headers (no TensorFlow).
+
+    Every shard must be a regular file of whole TFRecords with valid length
+    CRCs; the first record of each shard must have a valid data CRC, be a
+    ``tf.train.Example`` with a JPEG in ``image/encoded`` and a label
+    1..1000 in ``image/class/label``.  Anything else is a :class:`DataError`
+    naming the shard and the problem.
+    """
+    return {split: _count_split(split, files) for split, files in split_files.items()}
+
+
+def _count_split(split: str, files: tuple[str, ...]) -> int:
+    from aiperf_mpi.data.tfrecord import RecordError, parse_example, scan_shard
+
+    total = 0
+    for path in files:
+        size = regular_file("imagenet", path)
+        try:
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                scan = scan_shard(fd, size)
+            finally:
+                os.close(fd)
+            if scan.first is not None:
+                _check_imagenet_example(parse_example(scan.first))
+        except RecordError as exc:
+            raise DataError(f"imagenet: {path}: {exc}") from None
+        except OSError as exc:
+            raise DataError(f"imagenet: cannot read {path}: {exc.strerror or exc}") from None
+        total += scan.records
+    if total == 0:
+        raise DataError(f"imagenet: the {split} shards hold no records")
+    return total
+
+
+def _check_imagenet_example(features: dict[str, list]) -> None:
+    from aiperf_mpi.data.tfrecord import RecordError, jpeg_problem
+
+    encoded = features.get("image/encoded")
+    if not encoded or not isinstance(encoded[0], bytes):
+        raise RecordError("record 0 has no image/encoded (not a shard of the standard ImageNet converter)")
+    problem = jpeg_problem(encoded[0])
+    if problem:
+        raise RecordError(f"record 0: image/encoded {problem}")
+    labels = features.get("image/class/label")
+    if not labels:
+        raise RecordError("record 0 has no image/class/label (not a shard of the standard ImageNet converter)")
+    if len(labels) != 1 or not isinstance(labels[0], int):
+        raise RecordError(f"record 0: image/class/label must be one int64, got {labels[:3]}")
+    low, high = IMAGENET_LABELS
+    if labels[0] == 0:
+        raise RecordError(f"record 0: label 0 outside {low}..{high} (labels here are 1-based as written by the "
+                          "standard build_imagenet_data.py converter, 0 being its background class; a 0-based "
+                          "set (TFDS-style) must be written with label + 1)")  # fmt: skip
+    if not low <= labels[0] <= high:
+        raise RecordError(f"record 0: label {labels[0]} outside {low}..{high}")
 
 
 # --------------------------------------------------------------------------- lookup
@@ -266,8 +393,15 @@ def imagenet_source(path: str | Path, image_size: int = 224, count_records: bool
 DATASETS = ("digits", "synthetic", "cifar10", "imagenet", "hdf5")
 
 
-def open_source(name: str, path: str | None = None, image_size: int | None = None) -> DataSource:
-    """The data set ``name`` (with ``path`` for the on-disk formats)."""
+def open_source(
+    name: str, path: str | None = None, image_size: int | None = None, sizes: dict[str, int] | None = None
+) -> DataSource:
+    """The data set ``name`` (with ``path`` for the on-disk formats).
+
+    ``sizes``: the split sizes rank 0 found (``Prepared.data_sizes``); only
+    ImageNet uses them, so that its shards are counted once per run, not
+    once per rank.
+    """
     if name == "digits":
         return digits_source()
     if name == "synthetic":
@@ -279,5 +413,5 @@ def open_source(name: str, path: str | None = None, image_size: int | None = Non
     if name == "hdf5":
         return hdf5_source(path)
     if name == "imagenet":
-        return imagenet_source(path, image_size or 224)
+        return imagenet_source(path, image_size or 224, sizes)
     raise DataError(f"unknown data set {name!r} (known: {', '.join(DATASETS)})")

@@ -4,18 +4,20 @@ On a shared parallel file system every rank of every node reading the same
 files at once is slow; one copy per node to local disk (or a RAM disk) makes
 each epoch read locally.  Staging is timed and its bytes counted, and both
 go to the event log and the MLLOG.  A file already staged with the same size
-(a resumed run) is not copied again.
+(a resumed run) is not copied again.  Only regular files are copied (a
+named pipe would block the copy, ``/dev/zero`` would fill the disk).
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from aiperf_mpi.data.sources import DataError
+from aiperf_mpi.data.sources import CIFAR_FILES, DataError, regular_file
 
 STAGED_FORMATS = ("cifar10", "imagenet", "hdf5")
 
@@ -37,9 +39,10 @@ def _files_of(dataset: str, path: Path) -> tuple[list[Path], Path]:
     if dataset == "hdf5":
         return [path], Path(path.name)
     if dataset == "cifar10":
-        return sorted(path.glob("*.bin")), Path(path.name)
+        return sorted(f for pattern in CIFAR_FILES.values() for f in path.glob(pattern)), Path(path.name)
     if dataset == "imagenet":
-        return sorted([*path.glob("train-*-of-*"), *path.glob("validation-*-of-*")]), Path(path.name)
+        shards = [*path.glob("train-*-of-*"), *path.glob("validation-*-of-*")]
+        return sorted(f for f in shards if f.suffix != ".partial"), Path(path.name)
     raise DataError(f"{dataset} data is embedded or generated: there is nothing to stage")
 
 
@@ -49,17 +52,17 @@ def stage(dataset: str, data_path: str, stage_dir: str) -> StagingReport:
     files, name = _files_of(dataset, source)
     if not files:
         raise DataError(f"{dataset}: nothing to stage in {source}")
+    sizes = [regular_file(dataset, path) for path in files]  # before anything is copied
     root = Path(stage_dir)
     target = root / name
     started = time.monotonic()
     total = copied = 0
     try:
         (target if dataset != "hdf5" else root).mkdir(parents=True, exist_ok=True)
-        for path in files:
+        for path, size in zip(files, sizes, strict=True):
             destination = target if dataset == "hdf5" else target / path.name
-            size = path.stat().st_size
             total += size
-            if destination.exists() and destination.stat().st_size == size:
+            if _same_regular_file(destination, size):
                 continue
             partial = destination.with_name(destination.name + ".partial")
             shutil.copyfile(path, partial)
@@ -68,3 +71,12 @@ def stage(dataset: str, data_path: str, stage_dir: str) -> StagingReport:
     except OSError as exc:
         raise DataError(f"staging {source} to {root} failed: {exc.strerror or exc}") from None
     return StagingReport(str(source), str(target), time.monotonic() - started, total, len(files), copied)
+
+
+def _same_regular_file(path: Path, size: int) -> bool:
+    """``path`` is already a regular file of ``size`` bytes (a staged copy kept from before)."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(info.st_mode) and info.st_size == size

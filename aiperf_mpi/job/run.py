@@ -63,8 +63,9 @@ def agree(comm: MPI.Comm, decide: Callable[[], object]) -> object:
     return outcome[1]
 
 
-def open_data(config: RunConfig) -> DataSource:
-    return open_source(config.dataset, config.data_path or None, config.image_size or None)
+def open_data(config: RunConfig, sizes: dict[str, int] | None = None) -> DataSource:
+    """The run's data; ``sizes`` (rank 0's ``Prepared.data_sizes``) spare the other ranks recounting ImageNet."""
+    return open_source(config.dataset, config.data_path or None, config.image_size or None, sizes)
 
 
 def _prepare(comm: MPI.Comm, config: RunConfig, resume: str | None) -> Prepared:

@@ -59,8 +59,6 @@ class Shard:
 
     def __post_init__(self) -> None:
         self._arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        if isinstance(self.source, TFRecordSource):
-            count_imagenet(self.source)
 
     def _split(self, split: str) -> tuple[np.ndarray, np.ndarray]:
         if split not in self._arrays:
@@ -100,11 +98,19 @@ def _prepare(images: tf.Tensor, labels: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor
 
 
 # --------------------------------------------------------------------------- ImageNet TFRecords
+# The shards were counted and their first records checked without TensorFlow
+# (aiperf_mpi.data.sources.count_imagenet, on rank 0); here they are decoded.
 
 FEATURES = {
     "image/encoded": tf.io.FixedLenFeature([], tf.string),
     "image/class/label": tf.io.FixedLenFeature([], tf.int64),
 }
+
+
+LABEL_ERROR = (
+    "imagenet: a record's image/class/label is outside 1..1000 (labels are 1-based as the standard "
+    "converter writes them; a 0-based set must be written with label + 1); the label:"
+)
 
 
 def _decode(source: TFRecordSource):
@@ -114,7 +120,10 @@ def _decode(source: TFRecordSource):
         parsed = tf.io.parse_single_example(record, FEATURES)
         image = tf.io.decode_jpeg(parsed["image/encoded"], channels=3)
         image = tf.image.resize(image, size, antialias=True)
-        label = tf.cast(parsed["image/class/label"], tf.int32) - source.label_offset
+        label = tf.cast(parsed["image/class/label"], tf.int32) - source.label_offset  # 1..1000 → 0..999
+        in_range = tf.logical_and(label >= 0, label < source.classes)  # else NaN on a GPU, not an error
+        with tf.control_dependencies([tf.debugging.Assert(in_range, [LABEL_ERROR, label + source.label_offset])]):
+            label = tf.identity(label)
         return tf.cast(tf.clip_by_value(image, 0.0, 255.0), tf.float32) / 127.5 - 1.0, label
 
     return decode
@@ -129,27 +138,3 @@ def imagenet_split(
         records = records.shuffle(10_000, seed=seed).repeat()
     data = records.map(_decode(source), num_parallel_calls=parallel_calls())
     return _fixed(data.batch(batch, drop_remainder=seed is not None))
-
-
-def count_imagenet(source: TFRecordSource) -> None:
-    """Count the records of each split and check the first of each; fills ``source.sizes``.
-
-    A truncated shard, a record that does not parse, an image that does not
-    decode or a label outside 1..1000 is a :class:`DataError`.
-    """
-    decode = _decode(source)
-    for split, files in source.split_files.items():
-        try:
-            count = 0
-            for path in files:
-                count += int(tf.data.TFRecordDataset(path).reduce(np.int64(0), lambda n, _: n + 1))
-            first = next(iter(tf.data.TFRecordDataset(files[:1]).take(1)))
-            image, label = decode(first)
-        except (tf.errors.DataLossError, tf.errors.InvalidArgumentError, StopIteration) as exc:
-            text = " ".join(str(getattr(exc, "message", exc)).split())[:200] or "no records"
-            raise DataError(f"imagenet: {split} shards are unreadable or corrupt: {text}") from None
-        if not 0 <= int(label) < source.classes:
-            raise DataError(f"imagenet: {split} label {int(label) + source.label_offset} outside 1..{source.classes}")
-        if count == 0:
-            raise DataError(f"imagenet: the {split} shards hold no records")
-        source.sizes[split] = count

@@ -1,5 +1,8 @@
 """Data sources in every array format, and one clear error for each kind of bad data."""
 
+import os
+import re
+
 import numpy as np
 import pytest
 
@@ -138,3 +141,64 @@ def test_in_memory_checks_shapes() -> None:
         in_memory("x", {"train": (np.zeros((4, 8, 8), np.uint8), np.zeros(4)), "validation": good}, 2)
     with pytest.raises(DataError, match="labels of shape"):
         in_memory("x", {"train": (good[0], np.zeros(3, np.int64)), "validation": good}, 2)
+
+
+def special(kind: str, path) -> None:
+    """Put a named pipe, a link to /dev/zero, a directory or a broken link at ``path``."""
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "dev-zero":
+        os.symlink("/dev/zero", path)
+    elif kind == "directory":
+        os.mkdir(path)
+    else:
+        os.symlink(path.with_name("nothing-here"), path)
+
+
+KINDS = {"fifo": "is a named pipe (FIFO), not a regular file", "dev-zero": "is a character device",
+         "directory": "is a directory, not a regular file", "broken-link": "is a broken symbolic link"}  # fmt: skip
+
+
+@pytest.mark.timeout(20)  # a read of a named pipe would block for ever
+@pytest.mark.parametrize("kind", list(KINDS))
+@pytest.mark.parametrize("dataset", ["cifar10", "hdf5", "imagenet"])
+def test_special_files_are_refused_before_they_are_opened(tmp_path, dataset: str, kind: str) -> None:
+    if dataset == "cifar10":
+        write_cifar(tmp_path / "c")
+        bad, path = tmp_path / "c" / "data_batch_3.bin", tmp_path / "c"
+    elif dataset == "hdf5":
+        bad = path = tmp_path / "d.h5"
+    else:
+        (tmp_path / "in").mkdir()
+        (tmp_path / "in" / "validation-00000-of-00001").write_bytes(b"")
+        bad, path = tmp_path / "in" / "train-00000-of-00001", tmp_path / "in"
+    special(kind, bad)
+    with pytest.raises(DataError, match=re.escape(f"{dataset}: {bad} {KINDS[kind]}")):
+        open_source(dataset, str(path))
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize(("kind", "what"), [("fifo", "a named pipe (FIFO)"), ("dev-zero", "a character device"),
+                                            ("broken-link", "is a broken symbolic link")])  # fmt: skip
+@pytest.mark.parametrize("dataset", ["cifar10", "imagenet"])
+def test_a_data_directory_that_is_a_special_file(tmp_path, dataset: str, kind: str, what: str) -> None:
+    special(kind, tmp_path / "data")
+    with pytest.raises(DataError, match=re.escape(what)):
+        open_source(dataset, str(tmp_path / "data"))
+
+
+def test_links_to_regular_files_and_directories_are_fine(tmp_path) -> None:
+    write_cifar(tmp_path / "real")
+    (tmp_path / "linked").mkdir()
+    for name in ("data_batch_1.bin", "data_batch_2.bin", "test_batch.bin"):
+        os.symlink(tmp_path / "real" / name, tmp_path / "linked" / name)
+    os.symlink(tmp_path / "linked", tmp_path / "dir-link")
+    assert cifar10_source(tmp_path / "dir-link").sizes == cifar10_source(tmp_path / "real").sizes
+    os.symlink(write_h5(tmp_path / "d.h5"), tmp_path / "h5-link")
+    assert hdf5_source(tmp_path / "h5-link").sizes == {"train": 40, "validation": 10}
+
+
+def test_a_text_file_is_not_hdf5(tmp_path) -> None:
+    (tmp_path / "notes.h5").write_text("these are not the images you are looking for\n")
+    with pytest.raises(DataError, match=re.escape(f"hdf5: {tmp_path / 'notes.h5'} is not an HDF5 file")):
+        hdf5_source(tmp_path / "notes.h5")
