@@ -99,8 +99,19 @@ bench: install
 
 # The benchmark on the embedded digits: ResNet-50 seed at 32x32, NP ranks
 # (master + one group of NP-1), TIME seconds; prints the score and the run directory.
+#
+# One node needs no network (README, "Security note"; tests/mpi/test_sockets.py runs this
+# target and checks it).  SINGLE_NODE_MPI keeps Open MPI's ranks on shared memory: the ob1 PML
+# with the self and sm BTLs only, so no TCP BTL (it listens on every interface, ports 1024 and
+# up) and no UCX or OFI; a rank's only socket is then its connection to the launcher on
+# 127.0.0.1.  The launcher, prterun, still listens on every interface (PRRTE binds its
+# out-of-band socket to 0.0.0.0 and [::] whatever oob_tcp_if_include says), so
+# jobscripts/loopback-only starts it in a network namespace whose only interface is the
+# loopback (where unprivileged user namespaces are off it runs it as is, and says so).
+SINGLE_NODE_MPI := --mca pml ob1 --mca btl self,sm
 run: install
-	$(BIN)/mpirun --oversubscribe --bind-to none -n $(NP) $(PY) -m aiperf_mpi \
+	jobscripts/loopback-only $(BIN)/mpirun $(SINGLE_NODE_MPI) --oversubscribe --bind-to none -n $(NP) \
+	  $(PY) -m aiperf_mpi \
 	  --dataset digits --seed-model resnet50 --time-limit $(TIME) --score-step 30 --progress-interval 15 \
 	  $(ARGS)
 
