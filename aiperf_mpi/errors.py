@@ -1,4 +1,4 @@
-"""The two kinds of failure the benchmark distinguishes (DESIGN.md §7).
+"""The two kinds of failure the benchmark distinguishes, and every exit status it uses.
 
 * :class:`UsageError` — bad input (options, configuration, data) that every
   rank learns about at the same point of the program, because it was decided
@@ -10,9 +10,17 @@
 
 from __future__ import annotations
 
+import signal
+
 EXIT_OK = 0
 EXIT_FATAL = 1
+"""an unhandled error on some rank: the abort guard ended the job"""
 EXIT_USAGE = 2
+"""bad input (options, configuration, data, launch): nothing was measured"""
+EXIT_GRACE_EXPIRED = 3
+"""the grace period after the time limit ran out with groups still training; the score is written"""
+EXIT_TERMINATED = 128 + signal.SIGTERM
+"""SIGTERM: the score is written at once, running epochs are not counted (143, as a shell reports it)"""
 
 
 class UsageError(Exception):

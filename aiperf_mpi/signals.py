@@ -34,11 +34,12 @@ import signal
 import sys
 import threading
 
+from aiperf_mpi.errors import EXIT_TERMINATED
+
 TERM_EXIT_DELAY = 15.0
 """seconds a training rank stays after SIGTERM (well under Slurm's default KillWait of 30 s)"""
 ALARM_MARGIN = 5
 """if the clean exit cannot run (a native call holding the GIL), SIGALRM ends the rank this much later"""
-EXIT_TERMINATED = 128 + signal.SIGTERM
 
 
 class StopFlag:

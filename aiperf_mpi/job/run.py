@@ -21,7 +21,8 @@ from mpi4py import MPI
 from aiperf_mpi import runlog
 from aiperf_mpi.config import RunConfig
 from aiperf_mpi.data.sources import DataError, DataSource, open_source
-from aiperf_mpi.errors import UsageError
+from aiperf_mpi.errors import EXIT_GRACE_EXPIRED, EXIT_TERMINATED, UsageError
+from aiperf_mpi.graph.model import GraphError
 from aiperf_mpi.graph.seeds import seed_model
 from aiperf_mpi.job.leader import GroupRunner, leader_loop
 from aiperf_mpi.job.master import Master
@@ -32,21 +33,29 @@ from aiperf_mpi.mpi.horovod import horovod_on
 from aiperf_mpi.mpi.layout import build_layout
 from aiperf_mpi.score import score_run
 from aiperf_mpi.search.history import History, ModelRecord
-from aiperf_mpi.signals import EXIT_TERMINATED, StopFlag
+from aiperf_mpi.signals import StopFlag
 
-EXIT_GRACE_EXPIRED = 3
 BATCH = 64
 """messages the master handles between two fsyncs of the event log, at most"""
 
 
 @dataclass(frozen=True)
 class Prepared:
-    """What rank 0 established before the run, shared with every rank."""
+    """What rank 0 established before the run, shared with every rank.
+
+    Deciding it has no side effect on a new run: the run directory is created
+    only once every check has passed (:func:`_create_run_dir`), so a start
+    that fails leaves nothing behind.
+    """
 
     config: RunConfig
     run_dir: str
     segment: int
     resumed: bool
+    data_sizes: dict[str, int]
+    """samples per split, as rank 0 found them"""
+
+
 
 
 def agree(comm: MPI.Comm, decide: Callable[[], object]) -> object:
@@ -89,18 +98,60 @@ def _prepare(comm: MPI.Comm, config: RunConfig, resume: str | None) -> Prepared:
     else:
         stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
         run_dir = Path(config.run_dir or f"runs/run-{stamp}")
-        if (run_dir / runlog.EVENTS_FILE).exists():
-            raise UsageError(f"{run_dir} already holds a run; use --resume {run_dir} or another --run-dir")
-        try:
-            run_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise UsageError(f"cannot create the run directory {run_dir}: {exc.strerror}") from None
+        _check_new_run_dir(run_dir)
         config = replace(config, run_dir=str(run_dir))
         segment = 1
     source = open_data(config)
     source.check()
-    seed_model(config.seed_model, source.image_shape[0], source.image_shape[2], source.classes)
-    return Prepared(config, str(run_dir), segment, bool(resume))
+    try:
+        seed_model(config.seed_model, source.image_shape[0], source.image_shape[2], source.classes)
+    except GraphError as exc:
+        size = "x".join(str(d) for d in source.image_shape[:2])
+        raise UsageError(f"the {config.seed_model} seed model cannot take {source.name} images of {size}: {exc}"
+                         " (choose --image-size, the data or --seed-model accordingly)") from None  # fmt: skip
+    return Prepared(config, str(run_dir), segment, bool(resume), dict(source.sizes))
+
+
+def _check_new_run_dir(run_dir: Path) -> None:
+    """A new run may not write into another run's directory; an empty or unstarted one is fine."""
+    events = run_dir / runlog.EVENTS_FILE
+    if events.is_file() and events.stat().st_size > 0:
+        raise UsageError(f"{run_dir} already holds a run; use --resume {run_dir} or another --run-dir")
+    if run_dir.exists() and not run_dir.is_dir():
+        raise UsageError(f"the run directory {run_dir} exists and is not a directory")
+    parent = next((p for p in (run_dir.absolute(), *run_dir.absolute().parents) if p.exists()), None)
+    if parent is not None and not (parent.is_dir() and os.access(parent, os.W_OK | os.X_OK)):
+        raise UsageError(f"cannot create the run directory {run_dir}: {parent} is not a writable directory")
+
+
+def _check_batch_fits(prepared: Prepared, plan) -> None:
+    """The warm-up batch must give every rank of the largest group at least one training step.
+
+    Otherwise every trial would fail and the run would end with a score of
+    nothing; better to say so before anything starts.  Validation may end in
+    a short batch, but every rank needs one sample of it.
+    """
+    config, ranks = prepared.config, max(group.horovod_size for group in plan.groups)
+    train, validation = prepared.data_sizes["train"], prepared.data_sizes["validation"]
+    if train // ranks < config.batch_size:
+        raise UsageError(
+            f"batch_size {config.batch_size} is larger than the train split allows: {train} samples over "
+            f"{ranks} ranks of a group are {train // ranks} per rank (lower --batch-size or --group-size)"
+        )
+    if validation < ranks:
+        raise UsageError(f"the validation split ({validation} samples) is smaller than a group ({ranks} ranks): "
+                         "every rank needs at least one (lower --group-size)")  # fmt: skip
+
+
+def _create_run_dir(prepared: Prepared, plan) -> None:
+    """Rank 0, after every check: create the run directory (a resumed run has one)."""
+    _check_batch_fits(prepared, plan)
+    if prepared.resumed:
+        return
+    try:
+        Path(prepared.run_dir).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create the run directory {prepared.run_dir}: {exc.strerror or exc}") from None
 
 
 def run_benchmark(
@@ -121,8 +172,13 @@ def run_benchmark(
     config = prepared.config
     run_dir = Path(prepared.run_dir)
     layout = build_layout(comm, config.group_size or None)
+    try:
+        local, staging = _stage(comm, layout, config)  # ``local`` reads the staged copy; the log keeps ``config``
+        agree(comm, lambda: _create_run_dir(prepared, layout.plan))
+    except UsageError:
+        layout.free()
+        raise
     system = system_description(comm)
-    local, staging = _stage(comm, layout, config)  # ``local`` reads the staged copy; the log keeps ``config``
     node_pids = layout.node_comm.allgather(os.getpid())  # the benchmark's processes on this node, for the monitor
     try:
         if layout.is_master:
@@ -132,7 +188,7 @@ def run_benchmark(
             from aiperf_mpi.train.devices import pin_device
 
             pin_device(layout.plan.device_index(layout.rank))
-        source = open_data(local)
+        source = open_data(local, prepared.data_sizes)
         graph = seed_model(config.seed_model, source.image_shape[0], source.image_shape[2], source.classes)
         factory = runner_factory or GroupRunner
 
@@ -150,7 +206,8 @@ def run_benchmark(
             monitor = _start_monitor(layout, config, channel, node_pids)
             try:
                 leader_loop(channel, layout.group.index, layout.group.horovod_size, config, graph, runner,
-                            stop_flag, peak=peak)  # fmt: skip
+                            stop_flag, peak=peak,
+                            max_batch=prepared.data_sizes["train"] // layout.group.horovod_size)  # fmt: skip
             finally:
                 if monitor is not None:
                     monitor.stop()

@@ -7,7 +7,8 @@ import sys
 import textwrap
 import time
 
-from aiperf_mpi.signals import EXIT_TERMINATED, StopFlag
+from aiperf_mpi.errors import EXIT_TERMINATED
+from aiperf_mpi.signals import StopFlag
 
 
 def restore(handlers: dict) -> None:
