@@ -50,7 +50,8 @@ except ImportError:  # optional at run time: the standard library gives the same
 from aiperf_mpi import runlog
 from aiperf_mpi.score import ScoreInputs, active_times
 
-EPOCH_COLUMNS = ("task", "group", "epoch", "start", "end", "ops", "val_accuracy", "data_wait", "compute", "evaluation")
+EPOCH_COLUMNS = ("task", "group", "epoch", "start", "end", "ops", "val_accuracy", "data_wait", "compute", "evaluation",
+                 "compile")
 """the fields of an epoch the analyses use (as float64: display only — the score keeps exact integers)"""
 MONITOR_COLUMNS = ("time", "node", "group", "device", "utilization", "memory_used", "memory_total")
 _HEAD = re.compile(r'\s*\{\s*"event"\s*:\s*"([A-Za-z_]+)"')

@@ -68,6 +68,8 @@ class GroupTime:
     """from a model's proposal to its first epoch (build, weight transfer, compile) or its failure"""
     failures: np.ndarray
     """active times of this group's failed tasks"""
+    compile: tuple[np.ndarray, np.ndarray]
+    """(start, end) of each epoch's compilation, drawn at the epoch's start (where a new model traces)"""
     idle_start: np.ndarray
     idle_end: np.ndarray
     """holes longer than :data:`IDLE_GAP_MIN_SECONDS` in epochs ∪ searches ∪ set-ups"""
@@ -89,6 +91,8 @@ def group_times(run: RunLog, active_time: float) -> list[GroupTime]:
     task_col = run.column("task").astype(int)
     start = run.active(run.column("start"))
     end = run.active(run.column("end"))
+    compiling = np.nan_to_num(run.column("compile"))
+    traced = compiling > 0
 
     first_start: dict[int, float] = {}
     if len(task_col):
@@ -135,6 +139,7 @@ def group_times(run: RunLog, active_time: float) -> list[GroupTime]:
                 search=(s_start, s_end),
                 setup=(u_start, u_end),
                 failures=failure_times[failure_group == group],
+                compile=(start[mine][traced[mine]], start[mine][traced[mine]] + compiling[mine][traced[mine]]),
                 idle_start=idle_start[long_enough],
                 idle_end=idle_end[long_enough],
                 models=int(np.sum(model_groups == group)),
@@ -152,6 +157,7 @@ class TimeSplit:
     compute: float
     evaluation: float
     data_wait: float
+    compile: float
     other_in_epochs: float
     search: float
     setup: float
@@ -163,7 +169,9 @@ class TimeSplit:
             ("training compute", self.compute, "training steps (the epochs' `compute`)"),
             ("evaluation", self.evaluation, "validation after each epoch"),
             ("data wait", self.data_wait, "steps waiting for the input pipeline"),
-            ("other, within epochs", self.other_in_epochs, "epoch wall time not in the three above"),
+            ("compilation", self.compile, "steps and validation batches that traced or compiled a new function "
+             "(logs before this field: inside training compute)"),
+            ("other, within epochs", self.other_in_epochs, "epoch wall time not in the four above"),
             ("search", self.search, "leaders generating the next model (network morphism + tuner), on CPUs"),
             ("set-up", self.setup, "from a model's proposal to its first epoch: build, weight transfer, compile"),
             ("idle", self.idle, f"no epoch, search or set-up (holes > {IDLE_GAP_MIN_SECONDS:g} s)"),
@@ -179,11 +187,12 @@ def time_split(run: RunLog, groups: list[GroupTime], active_time: float) -> Time
     compute = float(np.nansum(run.column("compute")))
     evaluation = float(np.nansum(run.column("evaluation")))
     data_wait = float(np.nansum(run.column("data_wait")))
-    other = max(0.0, float(np.nansum(duration)) - compute - evaluation - data_wait)
+    compiling = float(np.nansum(run.column("compile")))
+    other = max(0.0, float(np.nansum(duration)) - compute - evaluation - data_wait - compiling)
     search = float(sum(float(np.sum(g.search[1] - g.search[0])) for g in groups))
     setup = float(sum(float(np.sum(g.setup[1] - g.setup[0])) for g in groups))
     idle = float(sum(g.idle for g in groups))
-    return TimeSplit(len(groups) * active_time, compute, evaluation, data_wait, other, search, setup, idle)
+    return TimeSplit(len(groups) * active_time, compute, evaluation, data_wait, compiling, other, search, setup, idle)
 
 
 @dataclass

@@ -35,7 +35,7 @@ MAX_POINTS = 5_000
 """scatter plots keep at most this many points (evenly thinned)"""
 COLOURS = MappingProxyType({
     "epoch": ("#1f77b4", "#6baed6"), "search": "#ff7f0e", "setup": "#969696", "idle": "#f4c7c3",
-    "failure": "#d62728", "score": "#1f77b4", "regulated": "#2ca02c",
+    "failure": "#d62728", "score": "#1f77b4", "regulated": "#2ca02c", "compile": "#9467bd",
 })  # fmt: skip
 
 
@@ -223,7 +223,8 @@ def busy_fraction(starts: np.ndarray, ends: np.ndarray, edges: np.ndarray) -> np
 
 
 def plot_timeline(groups: list[GroupTime], active_time: float, boundaries: list[float], path: Path) -> Path:
-    """Per group: epochs (alternating shades per model), searches, set-ups, idle gaps, failures."""
+    """Per group: epochs (alternating shades per model) with their compilation, searches, set-ups, idle gaps,
+    failures."""
     unit, unit_name = time_unit(active_time)
     span = active_time if active_time > 0 else 1.0
     pixel = span / WIDTH_PX
@@ -255,6 +256,8 @@ def plot_timeline(groups: list[GroupTime], active_time: float, boundaries: list[
             if np.any(mine):
                 _bars(ax, g.epoch_start[mine], g.epoch_end[mine], row, pixel, unit, COLOURS["epoch"][parity], 0.6,
                       label("epochs (shade alternates per model)") if parity == 0 else None)  # fmt: skip
+        if len(g.compile[0]):
+            _bars(ax, *g.compile, row, pixel, unit, COLOURS["compile"], 0.6, label("compilation (within epochs)"))
         if len(g.failures):
             ax.plot(g.failures / unit, np.full(len(g.failures), row), "x", color=COLOURS["failure"], markersize=9,
                     markeredgewidth=2, label=label("failed model"))  # fmt: skip

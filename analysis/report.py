@@ -140,7 +140,7 @@ class _Builder:
         regulated = (si(score.regulated_score, "OPS") if score.regulated_score is not None
                      else "not defined (no validation accuracy: synthetic data or no epoch)")  # fmt: skip
         split = s.split
-        busy = split.compute + split.evaluation + split.data_wait + split.other_in_epochs
+        busy = split.compute + split.evaluation + split.data_wait + split.compile + split.other_in_epochs
         rows = [
             ["score", f"**{si(score.score, 'OPS')}** ({score.score:.6g} operations/s)"],
             ["regulated score", regulated],
@@ -156,7 +156,8 @@ class _Builder:
             ["time in epochs", f"{percent(split.share(busy))} of group time "
                                f"(training {percent(split.share(split.compute))}, "
                                f"evaluation {percent(split.share(split.evaluation))}, "
-                               f"data wait {percent(split.share(split.data_wait))})"],
+                               f"data wait {percent(split.share(split.data_wait))}, "
+                               f"compilation {percent(split.share(split.compile))})"],
             ["time in search / set-up / idle",
              f"{percent(split.share(split.search))} / {percent(split.share(split.setup))} / "
              f"{percent(split.share(split.idle))}"],

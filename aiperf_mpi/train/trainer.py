@@ -116,10 +116,16 @@ class EpochResult:
     validation_samples: int
     data_wait: float
     compute: float
+    """seconds in training steps, tracing and compilation excluded"""
     evaluation: float
+    """seconds validating, tracing excluded"""
     learning_rate: float
     xla: bool = False
     """the step was compiled with XLA (provenance: which path produced this epoch's time)"""
+    compile: float = 0.0
+    """seconds of the steps and validation batches that traced (and, with XLA, compiled) a function:
+    a new model's first step, a validation batch of a new shape.  Apart from ``compute`` and
+    ``evaluation`` so that neither is charged for it; the epoch's operations are counted as ever."""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -329,39 +335,53 @@ class GroupTrainer:
                 apply_fn(grads)
                 return loss
 
-            return step
+            functions = (compiled, apply_fn)
+        else:
 
-        @tf.function
-        def step(x, y):
-            loss, grads = gradients(x, y)
-            apply(grads)
-            return loss
+            @tf.function
+            def step(x, y):
+                loss, grads = gradients(x, y)
+                apply(grads)
+                return loss
 
+            functions = (step,)
+        step.traces = lambda: sum(f.experimental_get_tracing_count() for f in functions)  # compile accounting
         return step
 
-    def _validate(self, evaluate, batch: int) -> tuple[float, int]:
-        """Top-1 accuracy over the whole group's validation split, and the samples it covered."""
+    def _validate(self, evaluate, batch: int) -> tuple[float, int, float]:
+        """Top-1 accuracy over the whole group's validation split, the samples it covered, and the
+        seconds of batches that traced ``evaluate`` (the first batch, and a short last one)."""
         correct = seen = 0
+        tracing = 0.0
         for x, y in self.shard.validation(batch):
+            traces = evaluate.experimental_get_tracing_count()
+            started = time.perf_counter()
             predicted = tf.argmax(evaluate(x), axis=-1, output_type=tf.int32)
             correct += int(tf.reduce_sum(tf.cast(predicted == y, tf.int32)))
+            if evaluate.experimental_get_tracing_count() != traces:
+                tracing += time.perf_counter() - started
             seen += int(y.shape[0])
         totals = self.comm.allreduce(np.array([correct, seen], dtype=np.int64), op=MPI.SUM)
-        return float(totals[0]) / max(int(totals[1]), 1), int(totals[1])
+        return float(totals[0]) / max(int(totals[1]), 1), int(totals[1]), tracing
 
     def _epoch(self, epoch, model, train_step, evaluate, optimizer, counts, batch, steps) -> EpochResult:
         start = time.time()
         data_wait = compute = 0.0
         losses = []
         iterator = iter(self.shard.train(batch, self.config.seed, epoch))
+        compiling = 0.0
         for _ in range(steps):
             t0 = time.perf_counter()
             x, y = next(iterator)
             t1 = time.perf_counter()
+            traces = train_step.traces()
             losses.append(float(train_step(x, y)))
             t2 = time.perf_counter()
             data_wait += t1 - t0
-            compute += t2 - t1
+            if train_step.traces() != traces:  # this step traced (and compiled) the step function
+                compiling += t2 - t1
+            else:
+                compute += t2 - t1
         self._agree(None)  # every rank reached the end of the epoch
         loss_sum = self.comm.allreduce(float(np.sum(losses)), op=MPI.SUM)
         mean_loss = loss_sum / (steps * self.size)
@@ -370,8 +390,8 @@ class GroupTrainer:
         self._average_statistics(model)
 
         t3 = time.perf_counter()
-        accuracy, validated = self._validate(evaluate, batch)
-        evaluation = time.perf_counter() - t3
+        accuracy, validated, eval_compile = self._validate(evaluate, batch)
+        evaluation = time.perf_counter() - t3 - eval_compile
         train_samples = steps * batch * self.size
         ops = epoch_ops(counts, train_samples, validated, batch * self.size)
         return EpochResult(
@@ -390,6 +410,7 @@ class GroupTrainer:
             data_wait=data_wait,
             compute=compute,
             evaluation=evaluation,
+            compile=compiling + eval_compile,
             learning_rate=float(keras.ops.convert_to_numpy(optimizer.learning_rate)),
             xla=self.config.xla,
         )

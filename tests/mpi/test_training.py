@@ -41,6 +41,10 @@ def test_two_ranks_keep_identical_weights_and_the_loss_falls(tmp_path, path: str
     # 256 samples over 2 ranks at batch 16: 8 steps × 16 × 2 = 256 trained samples per epoch
     assert by_rank[0]["samples"] == [256, 256, 256]
     assert by_rank[0]["ops"][0] > 0
+    # tracing (and XLA's compilation) is the first epoch's, apart from compute; later epochs reuse it
+    compile_seconds, compute = by_rank[0]["compile"], by_rank[0]["compute"]
+    assert compile_seconds[0] > 0.5 and compile_seconds[1:] == [0.0, 0.0], compile_seconds
+    assert compute[0] < 2 * max(compute[1:]) + 0.5, (compute, compile_seconds)  # the trace is not in compute
 
 
 def test_digits_reaches_90_percent_and_a_child_inherits_its_parents_accuracy() -> None:

@@ -37,12 +37,13 @@ def start(t: float, **config: object) -> dict:
 
 
 def epoch(task: int, group: int, number: int, start_: float, end: float, ops: int, accuracy: float | None,
-          compute: float = 0.0, evaluation: float = 0.0, data_wait: float = 0.0) -> dict:  # fmt: skip
+          compute: float = 0.0, evaluation: float = 0.0, data_wait: float = 0.0, compile_: float | None = None,
+          ) -> dict:  # fmt: skip
     return {"event": runlog.EPOCH, "time": end + 0.5, "task": task, "group": group, "epoch": number,
             "train_loss": 1.0, "val_accuracy": accuracy, "start": start_, "end": end, "ops": ops,
             "ops_train": ops, "ops_update": 0, "ops_validation": 0, "steps": 1, "train_samples": 1,
             "validation_samples": 1, "data_wait": data_wait, "compute": compute, "evaluation": evaluation,
-            "learning_rate": 0.1}  # fmt: skip
+            "learning_rate": 0.1, **({} if compile_ is None else {"compile": compile_})}  # fmt: skip
 
 
 def proposed(task: int, group: int, t: float, search_seconds: float) -> dict:
@@ -85,7 +86,7 @@ def known_run(run_dir: Path, monitor: bool = True, peaks: bool = True, tail: str
       set-up 12 s, epochs 140 s (compute 20 + 25 + 80 = 125, evaluation
       3 + 4 + 4 = 11, data wait 1 + 0 + 0.5 = 1.5, other 2.5) of 200 group-seconds.
     """
-    e1 = epoch(0, 0, 1, 1005, 1030, 600, 0.5, compute=20, evaluation=3, data_wait=1)
+    e1 = epoch(0, 0, 1, 1005, 1030, 600, 0.5, compute=20, evaluation=3, data_wait=1, compile_=0.75)
     e2 = epoch(0, 0, 2, 1040, 1070, 900, 0.75, compute=25, evaluation=4)
     e3 = epoch(1, 1, 1, 1010, 1095, 300, 0.7, compute=80, evaluation=4, data_wait=0.5)
     events = [

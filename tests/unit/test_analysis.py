@@ -88,7 +88,9 @@ def test_efficiency_time_split_and_group_times(tmp_path) -> None:
     split = time_split(run, groups, score.active_time)
     assert split.group_seconds == 200.0
     assert (split.compute, split.evaluation, split.data_wait) == (125.0, 11.0, 1.5)
-    assert split.other_in_epochs == pytest.approx(2.5)
+    assert split.compile == 0.75  # one epoch carries it; the others predate the field
+    assert split.other_in_epochs == pytest.approx(1.75)
+    assert groups[0].compile[1].tolist() == [5.75] and len(groups[1].compile[0]) == 0
     assert (split.search, split.setup, split.idle) == (3.0, 12.0, 45.0)
 
 

@@ -55,7 +55,8 @@ def rank_main(comm: MPI.Comm, mode: str, args: list[str]) -> int:
             trainer._epoch = epoch_with_checksum
             result = trainer.train(tiny_resnet(), HParams(16, 3), max_epochs=3)
             emit(rank=comm.Get_rank(), losses=[e.train_loss for e in result.epochs], sums=captured["sums"],
-                 ops=[e.ops for e in result.epochs], samples=[e.train_samples for e in result.epochs])  # fmt: skip
+                 ops=[e.ops for e in result.epochs], samples=[e.train_samples for e in result.epochs],
+                 compile=[e.compile for e in result.epochs], compute=[e.compute for e in result.epochs])  # fmt: skip
         elif mode == "digits":
             source = open_source("digits")
             config = TrainConfig(max_epochs=int(args[0]), patience=10, seed=0, base_lr=1.0)
