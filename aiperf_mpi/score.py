@@ -203,7 +203,7 @@ def score_inputs(inputs: ScoreInputs, step: float = DEFAULT_STEP, truncated: boo
         rate = ops / t if t > 0 else 0.0
         regulated = None
         if best is not None:
-            regulated = rate * -math.log(max(1.0 - best, ERROR_FLOOR))
+            regulated = rate * -math.log(max(1.0 - best, ERROR_FLOOR)) + 0.0  # + 0.0: E = 1 gives 0, not -0
         samples.append(ScoreSample(t, ops, rate, best, regulated))
 
     final = samples[-1]

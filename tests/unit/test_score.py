@@ -94,3 +94,14 @@ def test_a_model_stopped_before_its_first_epoch_is_not_counted_as_trained() -> N
     failed = {"event": runlog.MODEL_FAILED, "time": 95, "model": 2}
     score = compute_score([start(0), epoch(40, 100, 0.5), done, empty, failed, stop(100)], step=50)
     assert score.models_trained == 1 and score.models_failed == 1
+
+
+def test_a_best_accuracy_of_zero_gives_a_regulated_score_of_plus_zero() -> None:
+    import math
+
+    from aiperf_mpi.score import compute_score
+    from tests.support.event_logs import epoch, start
+
+    events = [start(0.0, score_step=10), epoch(0, 0, 1, 1.0, 5.0, 1000, 0.0), {"event": "run_stop", "time": 20.0}]
+    score = compute_score(events, step=10)
+    assert score.regulated_score == 0.0 and math.copysign(1.0, score.regulated_score) == 1.0
