@@ -126,15 +126,35 @@ def _write(h5py, tmp: Path, kind: str, src: str, source, chunks) -> None:
                 raise DataError(f"{kind}: {split} yielded {offset} samples, expected {total}")
 
 
+def _image_size(text: str) -> int:
+    """argparse type: a whole number of pixels the run accepts too (config.NUMERIC_RANGES)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if not 1 <= value <= 4096:
+        raise argparse.ArgumentTypeError(f"must be between 1 and 4096, got {value}")
+    return value
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """Bad options are one line, like every other error of the converter (not usage + error)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        print(f"aiperf_mpi.data: error: {message} (see python -m aiperf_mpi.data convert --help)", file=sys.stderr)
+        raise SystemExit(2)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m aiperf_mpi.data", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser = _OneLineParser(prog="python -m aiperf_mpi.data", description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     commands = parser.add_subparsers(dest="command", required=True)
     conv = commands.add_parser("convert", help="convert a data set to one HDF5 file")
     conv.add_argument("--from", dest="kind", required=True, choices=["cifar10", "imagenet", "digits"])
     conv.add_argument("src", nargs="?", default="", help="source directory (not needed for digits)")
     conv.add_argument("--to", dest="dst", required=True, type=Path, help="the HDF5 file to write")
-    conv.add_argument("--image-size", type=int, default=224, help="resize ImageNet images to this size")
+    conv.add_argument("--image-size", type=_image_size, default=224,
+                      help="resize ImageNet images to this size (1 to 4096)")  # fmt: skip
     options = parser.parse_args(argv)
     try:
         convert(options.kind, options.src, options.dst, options.image_size)

@@ -67,6 +67,14 @@ CASES = {
         ["--from", "cifar10", str(cifar(t, lambda c: os.mkfifo(c / "data_batch_3.bin"))), "--to", str(t / "c.h5")],
         [str(t / "c" / "data_batch_3.bin"), "is a named pipe (FIFO), not a regular file"],
     ),
+    "image size of zero": lambda t: (
+        ["--from", "digits", "--to", str(t / "d.h5"), "--image-size", "0"],
+        ["--image-size", "must be between 1 and 4096, got 0"],
+    ),
+    "unknown source format": lambda t: (
+        ["--from", "mnist", "--to", str(t / "d.h5")],
+        ["--from", "invalid choice: 'mnist'"],
+    ),
     "source file truncated": lambda t: (
         ["--from", "cifar10", str(cifar(t, truncate_test_batch)), "--to", str(t / "c.h5")],
         [str(t / "c" / "test_batch.bin"), "is truncated or not CIFAR-10 binary"],
