@@ -1,12 +1,16 @@
 """Bayesian search over architectures: GP + upper confidence bound + simulated annealing.
 
 ``ask()`` proposes (parent id, child graph, transfer plan); results reach the
-search through the :class:`~aiperf_mpi.search.history.History` it reads
-(``tell()`` appends to it).  Cost per proposal is bounded independently of
-the history's length:
+search through the history it reads (``tell()`` appends to it): a complete
+:class:`~aiperf_mpi.search.history.History` in tests, a leader's bounded
+:class:`~aiperf_mpi.search.view.SearchView` in a run — the search reads only
+``best``, ``recent``, the members of those, ``len`` and ``contains_graph``,
+which both answer alike.  Cost per proposal is bounded independently of the
+history's length:
 
 * each model's signature and embedding are computed once, when it first
-  enters the GP's working set, and cached;
+  enters the GP's working set, cached while it stays there and dropped when
+  it leaves (a model never re-enters: see :mod:`aiperf_mpi.search.view`);
 * the GP is fitted on a capped working set: the best models and the most
   recent ones (``working_set`` in all);
 * the annealing walk evaluates a fixed number of candidates.
@@ -32,6 +36,7 @@ from aiperf_mpi.graph.morph import Morphed, MorphError, compose, random_morph
 from aiperf_mpi.search.distance import Signature, distances, signature
 from aiperf_mpi.search.gp import FitStatus, GaussianProcess
 from aiperf_mpi.search.history import History, ModelRecord, graph_hash
+from aiperf_mpi.search.view import SearchView, ViewBounds
 
 LOG = logging.getLogger("aiperf_mpi.search")
 
@@ -52,6 +57,23 @@ class SearchConfig:
     """UCB exploration weight"""
     temperature: float = 1.0
     cooling: float = 0.85
+
+    def view_bounds(self) -> ViewBounds:
+        """The view that holds everything this search reads: its parents, its working set."""
+        half = self.working_set // 2
+        return ViewBounds(top=max(self.parents, half, 1), recent=half)
+
+
+def candidate_parents(kind: str, config: SearchConfig, best_ids: list[int], view_ids: list[int]) -> list[int]:
+    """The models a search of ``kind`` may choose as the next parent: whose weights must be kept.
+
+    ``best_ids`` are the view's best (at least ``config.parents``), ``view_ids``
+    all its members.  The Bayesian search starts its walks from the
+    ``parents`` best; the random baseline picks any member of the view.
+    """
+    if kind == "random":
+        return list(view_ids)
+    return list(best_ids[: config.parents])
 
 
 @dataclass(frozen=True)
@@ -77,7 +99,7 @@ class _Cache:
 class BayesianSearch:
     """GP-guided network-morphism search over a :class:`History`."""
 
-    def __init__(self, history: History, seed: int, config: SearchConfig | None = None) -> None:
+    def __init__(self, history: History | SearchView, seed: int, config: SearchConfig | None = None) -> None:
         self.history = history
         self.config = config or SearchConfig()
         self.rng = random.Random(seed)
@@ -99,6 +121,7 @@ class BayesianSearch:
         trained = self.history.best(self.config.parents)
         if not trained:
             raise RuntimeError("the search needs at least one trained model in the history")
+        self._forget_departed()
         if len(self.history.best(2)) < 2:
             return self._explore(trained, kernel, "warm start: fewer than two trained models")
         status = self._fit()
@@ -131,21 +154,24 @@ class BayesianSearch:
         half = self.config.working_set // 2
         chosen = [r.id for r in self.history.best(half)]
         taken = set(chosen)
-        for record in reversed(list(self._recent_trained(half))):
+        for record in reversed(self.history.recent(half)):
             if record.id not in taken:
                 chosen.append(record.id)
                 taken.add(record.id)
         return chosen
 
-    def _recent_trained(self, count: int):
-        found = []
-        index = len(self.history) - 1
-        while index >= 0 and len(found) < count:
-            record = self.history[index]
-            if record.search_accuracy is not None:
-                found.append(record)
-            index -= 1
-        return reversed(found)
+    def _forget_departed(self) -> None:
+        """Drop cached graphs, signatures and embeddings of models no longer in the working set.
+
+        Without this the caches would hold every model the leader ever saw:
+        O(N) parsed graphs over a long run.  A model that left the working
+        set never returns to it (records only push it further out), so
+        nothing dropped here is needed again.
+        """
+        keep = set(self._working_set()) | {r.id for r in self.history.best(self.config.parents)}
+        for cache in (self._cache.graphs, self._cache.signatures, self._cache.embeddings):
+            for model_id in [m for m in cache if m not in keep]:
+                del cache[model_id]
 
     def _refresh_anchors(self, members: list[int]) -> None:
         """Farthest-point anchors from the working set, re-chosen only when the history doubles."""
@@ -243,17 +269,25 @@ class BayesianSearch:
 
 
 class RandomSearch:
-    """The baseline: a random morph of a random trained model."""
+    """The baseline: a random morph of a random model of the view (the best and the most recent trained).
 
-    def __init__(self, history: History, seed: int) -> None:
+    The view rather than every trained model, so that a leader needs no
+    replica of the history and the master knows which weights a parent may
+    come from (:func:`candidate_parents`).  Up to ``working_set / 2``
+    models the two are the same.
+    """
+
+    def __init__(self, history: History | SearchView, seed: int, config: SearchConfig | None = None) -> None:
         self.history = history
         self.rng = random.Random(seed)
+        self.bounds = (config or SearchConfig()).view_bounds()
 
     def tell(self, record: ModelRecord) -> None:
         self.history.append(record)
 
     def ask(self, kernel: int = 3) -> Proposal:
-        trained = [r for r in self.history if r.search_accuracy is not None]
+        pool = {r.id: r for r in [*self.history.best(self.bounds.top), *self.history.recent(self.bounds.recent)]}
+        trained = [pool[i] for i in sorted(pool)]
         if not trained:
             raise RuntimeError("the search needs at least one trained model in the history")
         for _ in range(20):

@@ -1,20 +1,24 @@
 """The append-only record of every model the benchmark trained (or failed to).
 
-The master holds the authoritative history; each group leader keeps a
-replica by applying the entries it has not seen yet (:meth:`History.since` on
-the master, :meth:`History.extend` on the leader).  A record is immutable and
-appended once its outcome is known, so replicas can never disagree about an
-entry, only lag behind.
+A record is immutable and appended once its outcome is known.  The run's
+complete history lives in the event log (``model_done`` / ``model_failed``);
+in memory, the master keeps only what it still needs of each record and a
+group leader only the records its search reads (:mod:`aiperf_mpi.search.view`).
+:class:`History` is the complete in-memory form: what tests and the
+benchmarks drive the search with, and what :mod:`~aiperf_mpi.search.view`
+is checked against.
 """
 
 from __future__ import annotations
 
 import bisect
 import hashlib
+import math
 import pickle
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
+from dataclasses import fields as dataclass_fields
 
 TRAINED = "trained"
 FAILED = "failed"
@@ -48,10 +52,16 @@ class ModelRecord:
 
     @property
     def search_accuracy(self) -> float | None:
-        """What the search learns from: the prediction when there is one, else the observation."""
+        """What the search learns from: the prediction when there is one, else the observation.
+
+        None for a failed model and for a non-finite value (a NaN loss can
+        give a NaN accuracy): such a model is never ranked, since one NaN
+        would break the order every ranking here relies on.
+        """
         if self.status != TRAINED:
             return None
-        return self.predicted_accuracy if self.predicted_accuracy is not None else self.accuracy
+        value = self.predicted_accuracy if self.predicted_accuracy is not None else self.accuracy
+        return value if value is not None and math.isfinite(value) else None
 
     @property
     def graph_hash(self) -> str:
@@ -60,9 +70,16 @@ class ModelRecord:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    def fields(self) -> dict:
+        """The fields as a dict without copying them (``to_dict`` deep-copies): to serialise at once, not to keep."""
+        return {name: getattr(self, name) for name in _FIELDS}
+
     @classmethod
     def from_dict(cls, data: dict) -> ModelRecord:
         return cls(**data)
+
+
+_FIELDS = tuple(f.name for f in dataclass_fields(ModelRecord))
 
 
 def graph_hash(graph_json: str) -> str:
@@ -116,6 +133,17 @@ class History:
     def best(self, count: int = 1) -> list[ModelRecord]:
         """The ``count`` trained models with the highest search accuracy."""
         return [self._records[i] for _, i in self._ranked[:count]]
+
+    def recent(self, count: int) -> list[ModelRecord]:
+        """The ``count`` most recent trained models, oldest first."""
+        found: list[ModelRecord] = []
+        index = len(self._records) - 1
+        while index >= 0 and len(found) < count:
+            record = self._records[index]
+            if record.search_accuracy is not None:
+                found.append(record)
+            index -= 1
+        return found[::-1]
 
     def since(self, index: int) -> list[dict]:
         """Entries ``index…`` as plain dicts: the delta a replica has not seen (do not modify them)."""

@@ -1,0 +1,391 @@
+"""The search's view of the history: bounded on a leader, sent as a delta whose size does not grow.
+
+What the search reads (:mod:`aiperf_mpi.search.bayesian`) is the *view*
+
+    V(t) = top-K trained models by search accuracy  ∪  the R most recent trained models
+
+(K = max(parents, working_set / 2), R = working_set / 2: :class:`ViewBounds`),
+the members' records, the history's length (the anchors are re-chosen when
+it doubles) and whether a graph was seen before.  Nothing else of the
+history is read, so a leader keeps V and the length, not a replica, and the
+master sends each group only the members of V it lacks.
+
+Why the delta is "the members of V(now) with id ≥ what the group has seen".
+Records are immutable and only appended, the ranking key (−score, id) and
+the recency key (id) are strict total orders, and a failed model is in
+neither ranking.  So membership is monotone: a record can enter V only when
+it is appended, and once K better or R newer trained records exist it is
+out for good — it never re-enters.
+
+Claim: if a leader held L = V(t₀) after its previous update (at history
+length n₀ = the group's ``seen``), then adding D = {r ∈ V(t) : r.id ≥ n₀}
+and pruning to the top-K ∪ recent-R *of what it holds* leaves exactly V(t).
+Proof.  Let S = L ∪ D.  (i) V(t) ⊆ S: a member of V(t) with id ≥ n₀ is in D;
+one with id < n₀ existed at t₀ and, being in V at t and never re-entering,
+was in V at t₀, so it is in L.  (ii) S ⊆ H(t), the whole history at t.  A
+set that lies between the global top-K (⊆ V(t) ⊆ S) and H(t) has that same
+top-K, because its K best elements under a total order are the global K
+best; likewise its R newest trained records are the global R newest.  So
+prune(S) = top-K(H(t)) ∪ recent-R(H(t)) = V(t).  By induction from the empty
+view (seen = 0), every update leaves the leader's view equal to the master's.
+Adding D one record at a time in id order with eviction gives the same
+result as pruning once, since an evicted record only falls further behind.
+
+Cost: the master finds D by walking V from its newest member down to
+``seen`` — O(K + R) per message, never the O(G) records appended since the
+group's last update — and a record's compressed form is made once, on its
+first send.  The hash of every graph ever proposed stays only on the master,
+which decides duplicates; a leader remembers a bounded set
+(:attr:`SearchView.KNOWN_HASHES`) so that most are caught before asking.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import pickle
+import zlib
+from collections import Counter, OrderedDict, deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from aiperf_mpi.search.history import FAILED, TRAINED, ModelRecord, graph_hash
+
+T = TypeVar("T")
+LEVEL = 6
+"""zlib level of a wire record: made once per record; 6 costs ≈ 20 % more time than 1 for ≈ 20 % fewer bytes"""
+
+
+@dataclass(frozen=True)
+class ViewBounds:
+    """How many best (``top``) and most recent (``recent``) trained models the view holds."""
+
+    top: int
+    recent: int
+
+    def __post_init__(self) -> None:
+        if self.top < 1 or self.recent < 0:
+            raise ValueError(f"a view needs top ≥ 1 and recent ≥ 0, got {self.top} and {self.recent}")
+
+
+@dataclass(frozen=True)
+class ViewUpdate:
+    """What a leader applies: the view members it lacks (compressed) and the history's length."""
+
+    records: list[bytes] = field(default_factory=list)
+    """wire records (:meth:`WireCodec.encode` of :func:`search_fields`), in id order"""
+    length: int = 0
+    """records in the whole history (the search re-chooses its anchors when this doubles)"""
+    dictionary: bytes = b""
+    """the compression dictionary, sent once per group (with its first update that needs it)"""
+
+
+class WireCodec:
+    """zlib with an optional preset dictionary: the run's first trained graph.
+
+    Children are a few morphisms away from the models before them, so a
+    ResNet-50 record (17 kB of graph JSON) compresses to ≈ 2 kB alone but to
+    ≈ 0.5 kB against the seed's graph.  A stream made with the dictionary
+    names it (zlib's FDICT flag), so decoding one without it fails loudly.
+    """
+
+    def __init__(self, dictionary: bytes = b"") -> None:
+        self.dictionary = dictionary
+        # loading a 17 kB dictionary costs more than compressing one record: load it once, copy the state
+        self._primed = zlib.compressobj(LEVEL, zdict=dictionary) if dictionary else None
+
+    def encode(self, value: object) -> bytes:
+        data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        if self._primed is None:
+            return zlib.compress(data, LEVEL)
+        compressor = self._primed.copy()
+        return compressor.compress(data) + compressor.flush()
+
+    def decode(self, blob: bytes) -> object:
+        try:
+            if self.dictionary:
+                decompressor = zlib.decompressobj(zdict=self.dictionary)
+                data = decompressor.decompress(blob) + decompressor.flush()
+            else:
+                data = zlib.decompress(blob)
+        except zlib.error as exc:
+            raise ValueError(f"a wire record does not decode ({exc}): was its dictionary sent?") from None
+        return pickle.loads(data)
+
+
+def search_fields(record: ModelRecord, key: str | None = None) -> tuple:
+    """What the search and the leader read of a record: id, parent, graph, outcome, weights file, hash.
+
+    Epochs, timings, operation counts, hyper-parameters and the description
+    stay in the event log: nothing on a leader reads them.
+    """
+    return (record.id, record.parent, record.graph, record.status, record.accuracy, record.predicted_accuracy,
+            record.weights, key or record.graph_hash)  # fmt: skip
+
+
+def from_search_fields(fields: tuple) -> tuple[ModelRecord, str]:
+    """A record with the fields :func:`search_fields` kept (the rest empty), and its graph hash."""
+    model_id, parent, graph, status, accuracy, predicted, weights, key = fields
+    record = ModelRecord(id=model_id, parent=parent, graph=graph, status=status, accuracy=accuracy,
+                         predicted_accuracy=predicted, weights=weights)  # fmt: skip
+    return record, key
+
+
+class ViewIndex(Generic[T]):
+    """Membership of the view over records added in id order, with a payload per member.
+
+    ``add`` returns the ids that left the view; by the monotonicity argued
+    in the module docstring they never come back.  Members iterate in id
+    order (a dict keeps insertion order, and ids arrive ascending).
+    """
+
+    def __init__(self, bounds: ViewBounds) -> None:
+        self.bounds = bounds
+        self._top: list[tuple[float, int]] = []  # (-score, id), sorted, at most bounds.top
+        self._top_ids: set[int] = set()
+        self._recent: deque[int] = deque()  # ids, ascending, at most bounds.recent
+        self._members: dict[int, T] = {}
+        self._last = -1
+
+    def __len__(self) -> int:
+        return len(self._members)
+
+    def __contains__(self, model_id: int) -> bool:
+        return model_id in self._members
+
+    def __getitem__(self, model_id: int) -> T:
+        return self._members[model_id]
+
+    def ids(self) -> list[int]:
+        """Member ids, ascending."""
+        return list(self._members)
+
+    def add(self, model_id: int, score: float | None, payload: T) -> list[int]:
+        """Add the next record (ids ascending); an unranked one (score None) never enters."""
+        if model_id <= self._last:
+            raise ValueError(f"view records arrive in id order: {model_id} after {self._last}")
+        self._last = model_id
+        if score is None:
+            return []
+        self._members[model_id] = payload
+        out: list[int] = []
+        self._recent.append(model_id)
+        if len(self._recent) > self.bounds.recent:
+            out.append(self._recent.popleft())
+        bisect.insort(self._top, (-score, model_id))
+        self._top_ids.add(model_id)
+        if len(self._top) > self.bounds.top:
+            out.append(self._top.pop()[1])
+            self._top_ids.discard(out[-1])
+        # recent holds the newest trained ids, so a trained id is in it exactly when it is ≥ its first
+        oldest = self._recent[0] if self._recent else model_id + 1
+        leaving = [i for i in dict.fromkeys(out) if i not in self._top_ids and i < oldest]
+        for dropped in leaving:
+            del self._members[dropped]
+        return leaving
+
+    def best(self, count: int) -> list[int]:
+        """The ``count`` best member ids, best first (``count`` ≤ ``bounds.top``)."""
+        return [model_id for _, model_id in self._top[:count]]
+
+    def recent(self, count: int) -> list[int]:
+        """The ``count`` newest member ids, oldest first (``count`` ≤ ``bounds.recent``)."""
+        return list(self._recent)[-count:] if count > 0 else []
+
+    def since(self, seen: int) -> Iterator[tuple[int, T]]:
+        """Members with id ≥ ``seen``, ascending: walks down from the newest, stops at ``seen``."""
+        found = []
+        for model_id in reversed(self._members):
+            if model_id < seen:
+                break
+            found.append((model_id, self._members[model_id]))
+        return reversed(found)
+
+
+class _Entry:
+    """A view member on the master: its search fields and, once sent, their compressed form."""
+
+    __slots__ = ("blob", "fields")
+
+    def __init__(self, fields: tuple) -> None:
+        self.fields = fields
+        self.blob: bytes | None = None
+
+
+class MasterHistory:
+    """The master's history: O(1) state per record, the view in full, and every graph hash.
+
+    Per record the master keeps only its graph hash (duplicates are decided
+    here, for the whole run); the records themselves are in the event log.
+    The view's members keep their search fields until they leave it.
+    """
+
+    def __init__(self, bounds: ViewBounds) -> None:
+        self.view: ViewIndex[_Entry] = ViewIndex(bounds)
+        self.length = 0
+        self.trained = 0
+        self.failed = 0
+        self.best_observed: tuple[float, int] | None = None
+        """(accuracy, id) of the model with the best observed validation accuracy"""
+        self.codec = WireCodec()
+        self._hashes: set[str] = set()
+
+    def __len__(self) -> int:
+        return self.length
+
+    @property
+    def next_id(self) -> int:
+        return self.length
+
+    def append(self, record: ModelRecord, key: str | None = None) -> list[int]:
+        """Add the next record (``key``: its graph hash, if known); returns the ids that left the view."""
+        if record.id != self.length:
+            raise ValueError(f"history is append-only: expected id {self.length}, got {record.id}")
+        if record.parent is not None and not 0 <= record.parent < record.id:
+            raise ValueError(f"model {record.id}: parent {record.parent} is not an earlier model")
+        self.length += 1
+        key = key or record.graph_hash
+        self._hashes.add(key)
+        if record.status == TRAINED:
+            self.trained += 1
+            observed = record.accuracy
+            if observed is not None and math.isfinite(observed):
+                if self.best_observed is None or observed > self.best_observed[0]:
+                    self.best_observed = (observed, record.id)
+        elif record.status == FAILED:
+            self.failed += 1
+        score = record.search_accuracy
+        if score is not None and not self.codec.dictionary:
+            self.codec = WireCodec(record.graph.encode())  # the run's first trained graph, fixed from now on
+        return self.view.add(record.id, score, _Entry(search_fields(record, key)))
+
+    def add_hash(self, key: str) -> None:
+        self._hashes.add(key)
+
+    def has_hash(self, key: str) -> bool:
+        return key in self._hashes
+
+    @property
+    def hashes(self) -> int:
+        return len(self._hashes)
+
+    def update(self, seen: int, with_dictionary: bool) -> ViewUpdate:
+        """The view members with id ≥ ``seen``, compressed, and the length (see the module docstring)."""
+        if not 0 <= seen <= self.length:
+            raise ValueError(f"no update since {seen}: the history has {self.length}")
+        records = []
+        for _, entry in self.view.since(seen):
+            if entry.blob is None:
+                entry.blob = self.codec.encode(entry.fields)
+            records.append(entry.blob)
+        dictionary = self.codec.dictionary if with_dictionary else b""
+        return ViewUpdate(records, self.length, dictionary)
+
+    def best_ids(self, count: int) -> list[int]:
+        return self.view.best(count)
+
+    def record(self, model_id: int) -> ModelRecord:
+        """A view member's search fields as a record (for tests and the resume check)."""
+        return from_search_fields(self.view[model_id].fields)[0]
+
+
+class SearchView:
+    """A leader's bounded view of the history: what the search reads, nothing more.
+
+    The search uses it like a :class:`~aiperf_mpi.search.history.History`:
+    ``best``, ``recent``, ``[id]`` (members only), ``len`` (the whole
+    history's length, from the master) and ``contains_graph``.  What a
+    leader does not see: models outside the view (the search never reads
+    them), the records' epochs, timings and op counts (never read either) and
+    the hashes of every graph ever proposed — the master decides duplicates
+    and answers Duplicate; :meth:`remember` keeps the leader's own proposals
+    and the master's refusals, so the search skips them next time.
+    """
+
+    KNOWN_HASHES = 4096
+    """graph hashes a leader remembers beyond its view's (its proposals, the master's refusals)"""
+
+    def __init__(self, bounds: ViewBounds) -> None:
+        self.bounds = bounds
+        self._index: ViewIndex[ModelRecord] = ViewIndex(bounds)
+        self._length = 0
+        self._hash_of: dict[int, str] = {}
+        self._member_hashes: Counter[str] = Counter()
+        self._known: OrderedDict[str, None] = OrderedDict()
+        self.codec = WireCodec()
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __getitem__(self, model_id: int) -> ModelRecord:
+        try:
+            return self._index[model_id]
+        except KeyError:
+            raise KeyError(f"model {model_id} is not in this leader's view") from None
+
+    def __iter__(self) -> Iterator[ModelRecord]:
+        """The members, in id order."""
+        return (self._index[i] for i in self._index.ids())
+
+    @property
+    def next_id(self) -> int:
+        return self._length
+
+    def ids(self) -> list[int]:
+        return self._index.ids()
+
+    def apply(self, update: ViewUpdate) -> int:
+        """Add the records of an update and prune; returns how many were new."""
+        if update.dictionary:
+            self.codec = WireCodec(update.dictionary)
+        added = 0
+        for blob in update.records:
+            record, key = from_search_fields(self.codec.decode(blob))
+            if record.id in self._index:
+                continue
+            self._add(record, key)
+            added += 1
+        self._length = max(self._length, update.length)
+        return added
+
+    def append(self, record: ModelRecord) -> ModelRecord:
+        """Add one complete record directly (``tell()`` in tests and benchmarks)."""
+        if record.id < self._length:
+            raise ValueError(f"view is append-only: expected id ≥ {self._length}, got {record.id}")
+        self._add(record, record.graph_hash)
+        self._length = record.id + 1
+        return record
+
+    def _add(self, record: ModelRecord, key: str) -> None:
+        for dropped in self._index.add(record.id, record.search_accuracy, record):
+            if dropped != record.id:
+                self._forget(dropped)
+        if record.id in self._index:
+            self._hash_of[record.id] = key
+            self._member_hashes[key] += 1
+        else:  # never entered (a failed model): its graph is still known
+            self.remember(key)
+
+    def _forget(self, model_id: int) -> None:
+        key = self._hash_of.pop(model_id)
+        self._member_hashes[key] -= 1
+        if self._member_hashes[key] <= 0:
+            del self._member_hashes[key]
+
+    def remember(self, key: str) -> None:
+        """Remember a graph hash (a proposal of ours, a Duplicate answer), the oldest forgotten first."""
+        self._known[key] = None
+        self._known.move_to_end(key)
+        while len(self._known) > self.KNOWN_HASHES:
+            self._known.popitem(last=False)
+
+    def contains_graph(self, graph_json: str) -> bool:
+        key = graph_hash(graph_json)
+        return key in self._member_hashes or key in self._known
+
+    def best(self, count: int = 1) -> list[ModelRecord]:
+        return [self._index[i] for i in self._index.best(count)]
+
+    def recent(self, count: int) -> list[ModelRecord]:
+        return [self._index[i] for i in self._index.recent(count)]
