@@ -120,6 +120,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--search", help="architecture search: bayesian (default) or random")
     run.add_argument("--no-inherit", dest="inherit", action="store_const", const=False,
                      help="train every child from scratch instead of inheriting its parent's weights")  # fmt: skip
+    run.add_argument("--keep-weights", metavar="WHICH",
+                     help="trained weights kept in the run directory: parents (default: only those a child may "
+                     "still inherit, and the best model's) or all")  # fmt: skip
     run.add_argument("--xla", choices=("auto", "on", "off"),
                      help="compile the training step with XLA: auto (default: on for GPUs, off for CPUs, where "
                      "TensorFlow's own kernels train faster), on or off")  # fmt: skip
@@ -142,7 +145,8 @@ def build_parser() -> argparse.ArgumentParser:
 RUN_OPTIONS = (
     "time_limit", "max_models", "dataset", "data_path", "stage_dir", "image_size", "seed_model", "precision", "run_dir",
     "score_step", "max_epochs", "patience", "min_delta", "batch_size", "base_lr", "hpo", "search", "inherit",
-    "xla", "seed", "grace", "progress_interval", "device_memory_gb", "monitor_interval", "peak_probe", "peak_seconds",
+    "keep_weights", "xla", "seed", "grace", "progress_interval", "device_memory_gb", "monitor_interval", "peak_probe",
+    "peak_seconds",
 )  # fmt: skip
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from aiperf_mpi.data.sources import DATASETS
 from aiperf_mpi.errors import UsageError
 from aiperf_mpi.graph.seeds import SEED_MODELS
+from aiperf_mpi.job.retention import KEEP_WEIGHTS
 from aiperf_mpi.search.hpo import HPO_KINDS
 
 SEARCHES = ("bayesian", "random")
@@ -51,6 +52,9 @@ class RunConfig:
     hpo: str = "tpe"
     search: str = "bayesian"
     inherit: bool = True
+    keep_weights: str = "parents"
+    """which trained weights stay in the run directory: parents (those a child may still inherit, and the
+    best model) or all"""
     xla: str = "auto"
     """compile the training step with XLA: auto (on GPUs, off on CPUs: measured in BENCHMARKS.md), on, off"""
     seed: int = 0
@@ -106,6 +110,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "hpo": HPO_KINDS,
     "search": SEARCHES,
     "xla": XLA_SETTINGS,
+    "keep_weights": KEEP_WEIGHTS,
 }
 
 

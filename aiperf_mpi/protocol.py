@@ -1,8 +1,8 @@
 """The typed messages between the master and the group leaders, and their MPI tags.
 
 Leader → master: Ready, Proposed, EpochDone, Result, Failed (and MonitorSample
-from a node's monitor thread); master →
-leader: Work, Stop.  Each is a dataclass sent with mpi4py's
+from a node's monitor thread); master → leader: Work, Accepted or Duplicate
+(the answer to each Proposed), Stop.  Each is a dataclass sent with mpi4py's
 pickle-based ``isend``/``recv`` under its own tag, so the master can probe by
 tag and a message is never parsed from a string.
 """
@@ -10,6 +10,8 @@ tag and a message is never parsed from a string.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+from aiperf_mpi.search.view import ViewUpdate
 
 
 @dataclass(frozen=True)
@@ -25,11 +27,11 @@ class Ready:
 
 @dataclass(frozen=True)
 class Work:
-    """Train one model: the history entries the leader has not seen, and the round number."""
+    """Train one model: the view members the leader lacks, and the round number."""
 
     task_id: int
-    history_delta: list[bytes]
-    """history entries the leader has not seen, compressed (``History.since_wire``)"""
+    view: ViewUpdate
+    """the search's view members the leader has not seen, and the history's length (``MasterHistory.update``)"""
     round: int
     seed_model: bool = False
     """no trained model exists yet: train the seed architecture"""
@@ -37,7 +39,12 @@ class Work:
 
 @dataclass(frozen=True)
 class Proposed:
-    """The leader chose the task's model (sent before training starts)."""
+    """The leader chose the task's model; it trains it only once the master answers Accepted.
+
+    The master holds the hash of every graph of the run and answers
+    Duplicate for one it has seen (the seed, parent None, is always
+    accepted); the leader then asks its search again.
+    """
 
     task_id: int
     parent: int | None
@@ -45,6 +52,20 @@ class Proposed:
     hparams: dict
     description: str
     search_info: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """The master's answer to a Proposed: a new architecture, train it."""
+
+    task_id: int
+
+
+@dataclass(frozen=True)
+class Duplicate:
+    """The master's answer to a Proposed: this architecture was proposed before in the run."""
+
+    task_id: int
 
 
 @dataclass(frozen=True)
@@ -91,10 +112,10 @@ class Failed:
 
 @dataclass(frozen=True)
 class Stop:
-    """No more work: the group finishes and leaves the loop (with the last history entries it lacks)."""
+    """No more work: the group finishes and leaves the loop (with the last view members it lacks)."""
 
     reason: str
-    history_delta: list[bytes] = field(default_factory=list)
+    view: ViewUpdate = field(default_factory=ViewUpdate)
 
 
 @dataclass(frozen=True)
@@ -113,6 +134,7 @@ class MonitorSample:
 
 TAGS: dict[type, int] = {
     Ready: 11, Work: 12, Proposed: 17, EpochDone: 13, Result: 14, Failed: 15, Stop: 16, MonitorSample: 18,
+    Accepted: 19, Duplicate: 20,
 }  # fmt: skip
 TO_MASTER = (Ready, Proposed, EpochDone, Result, Failed, MonitorSample)
-TO_LEADER = (Work, Stop)
+TO_LEADER = (Work, Accepted, Duplicate, Stop)

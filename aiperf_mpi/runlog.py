@@ -43,6 +43,8 @@ STAGING = "staging"
 MONITOR = "monitor"
 PEAK = "peak"
 GP_FAILURE = "gp_failure"
+WEIGHTS_REMOVED = "weights_removed"
+"""weights files the search can no longer inherit from, removed (models, files); see job/retention.py"""
 RUN_STOP = "run_stop"
 SCORE = "score"
 
@@ -83,6 +85,21 @@ class EventLog:
         if self._dirty:
             os.fsync(self._handle.fileno())
             self._dirty = False
+
+    def take_sync(self) -> bool:
+        """Whether an event since the last call asked for stable storage; for a writer that fsyncs elsewhere.
+
+        The master's loop hands the fsync to its I/O thread (:meth:`fsync`),
+        which may run it while the loop writes the next events: every event
+        written before this call is already flushed to the OS, so that fsync
+        covers them.
+        """
+        dirty, self._dirty = self._dirty, False
+        return dirty
+
+    def fsync(self) -> None:
+        """fsync now (from any thread)."""
+        os.fsync(self._handle.fileno())
 
     def close(self) -> None:
         if not self._handle.closed:

@@ -1,10 +1,14 @@
-"""A group leader's loop: replica of the history, search, tuning, training, reporting.
+"""A group leader's loop: the search's view of the history, search, tuning, training, reporting.
 
-The leader asks the master for work, applies the history delta it receives,
-chooses the child (the seed while nothing is trained yet, else the search's
-``ask()``), chooses the hyper-parameters (the tuner's ``ask()``), tells the
-master what it chose, has its group train it (reporting every epoch as it
-completes) and sends the result.  What trains is a *runner*:
+The leader asks the master for work, applies the view update it receives
+(:class:`~aiperf_mpi.search.view.SearchView`: the models its search reads,
+not a replica of the history), chooses the child (the seed while nothing is
+trained yet, else the search's ``ask()``), chooses the hyper-parameters (the
+tuner's ``ask()``), proposes the child to the master and trains it once the
+master accepts it (the master knows every graph of the run and answers
+Duplicate for one seen before: the leader then asks its search again), has
+its group train it (reporting every epoch as it completes) and sends the
+result.  What trains is a *runner*:
 :class:`GroupRunner` (real Horovod training on the group) in a run; tests
 substitute a fast simulated one — the loop, the search, the tuner and the
 transport stay real.
@@ -26,11 +30,19 @@ from mpi4py import MPI
 from aiperf_mpi.config import RunConfig, xla_enabled
 from aiperf_mpi.graph.model import from_json, to_json, with_kernel_size
 from aiperf_mpi.graph.ops import count_ops
-from aiperf_mpi.protocol import EpochDone, Failed, Proposed, Ready, Result, Stop, Work
+from aiperf_mpi.protocol import Accepted, Duplicate, EpochDone, Failed, Proposed, Ready, Result, Stop, Work
 from aiperf_mpi.search.bayesian import BayesianSearch, RandomSearch, SearchConfig
-from aiperf_mpi.search.history import History
+from aiperf_mpi.search.history import graph_hash
 from aiperf_mpi.search.hpo import WARMUP_ROUNDS, HParams, Tuner, batch_choices
 from aiperf_mpi.search.predict import predict_final_accuracy
+from aiperf_mpi.search.view import SearchView
+
+PROPOSALS = 5
+"""proposals per task at most: after this many Duplicate answers in a row the task fails"""
+
+
+class ProtocolError(Exception):
+    """The master sent what the protocol does not allow here: fatal, never a failed trial."""
 
 
 @dataclass
@@ -71,23 +83,26 @@ def leader_loop(
     seed_graph: nx.DiGraph,
     runner: Runner,
     external_stop: Callable[[], str] = lambda: "",
-    history: History | None = None,
+    view: SearchView | None = None,
     peak: dict | None = None,
     max_batch: int | None = None,
+    search_config: SearchConfig | None = None,
 ) -> None:
-    """Serve the master until it says Stop; ``history`` is the (empty) replica to keep.
+    """Serve the master until it says Stop; ``view`` is the (empty) view to keep, for a caller to inspect.
 
     ``peak`` is the group's measured matrix-multiply throughput, reported
     with Ready so the master logs it before any work.  ``max_batch`` is the
     largest per-rank batch the data allows (training samples per rank): the
     tuner never proposes more, since such a trial could not take one step.
+    ``search_config`` must be the master's (it decides which weights it keeps).
     """
-    history = History() if history is None else history
+    search_config = search_config or SearchConfig()
+    view = SearchView(search_config.view_bounds()) if view is None else view
     seed = config.seed * 100_003 + group
     if config.search == "bayesian":
-        search = BayesianSearch(history, seed, SearchConfig())
+        search = BayesianSearch(view, seed, search_config)
     else:
-        search = RandomSearch(history, seed)
+        search = RandomSearch(view, seed, search_config)
     batches = [b for b in batch_choices(seed_graph, int(config.device_memory_gb * 2**30))
                if max_batch is None or b <= max_batch]  # fmt: skip
     default = HParams(config.batch_size, 3)
@@ -100,36 +115,27 @@ def leader_loop(
     while True:
         message = channel.recv()
         if isinstance(message, Stop):
-            history.extend_wire(message.history_delta)
+            view.apply(message.view)
             runner.finish()
             return
         if not isinstance(message, Work):
             raise RuntimeError(f"leader of group {group} got an unexpected {type(message).__name__}")
-        history.extend_wire(message.history_delta)
+        view.apply(message.view)
         hparams = tuner.ask()
         started = time.monotonic()
-        if message.seed_model or not history.best(1):
-            graph, parent, plan, description, info = seed_graph, None, [], "seed", {"strategy": "seed"}
-        else:
-            try:
-                proposal = search.ask(kernel=hparams.kernel_size)
-            except (RuntimeError, ValueError) as exc:  # no new architecture found, a bad morph: this task fails
-                tuner.tell(hparams, None)
-                channel.send(Failed(message.task_id, MPI.COMM_WORLD.Get_rank(), socket.gethostname(),
-                                    f"the search found no child: {type(exc).__name__}: {exc}",
-                                    traceback.format_exc()))  # fmt: skip
-                continue
-            graph, parent, plan, description, info = (
-                proposal.graph, proposal.parent, proposal.plan, proposal.description, proposal.info
-            )  # fmt: skip
-        tuned = with_kernel_size(graph, hparams.kernel_size)
-        graph_json = to_json(tuned)
+        try:
+            chosen = _choose(channel, message, view, search, seed_graph, hparams)
+        except (RuntimeError, ValueError) as exc:  # no new architecture found, a bad morph: this task fails
+            tuner.tell(hparams, None)
+            channel.send(Failed(message.task_id, MPI.COMM_WORLD.Get_rank(), socket.gethostname(),
+                                f"the search found no child: {type(exc).__name__}: {exc}",
+                                traceback.format_exc()))  # fmt: skip
+            continue
+        graph_json, parent, plan, description, info = chosen
         search_time = time.monotonic() - started
-        channel.send(Proposed(message.task_id, parent, graph_json, hparams.to_dict(), description,
-                              {**info, "search_seconds": search_time}))  # fmt: skip
         parent_weights = ""
         if parent is not None and config.inherit:
-            parent_weights = history[parent].weights
+            parent_weights = view[parent].weights
         task = Task(message.task_id, message.round, graph_json, hparams, parent, plan, parent_weights)
 
         def report(epoch: dict, task_id: int = message.task_id) -> None:
@@ -161,6 +167,51 @@ def leader_loop(
         channel.send(Result(message.task_id, parent, graph_json, hparams.to_dict(), outcome.epochs, accuracy,
                             predicted, ops, timings, description, outcome.stop_reason, outcome.weights_file,
                             info))  # fmt: skip
+
+
+def _choose(channel, work: Work, view: SearchView, search, seed_graph: nx.DiGraph, hparams: HParams) -> tuple:
+    """The task's model, accepted by the master: (graph JSON, parent, plan, description, search info).
+
+    Each proposal goes to the master, which answers Accepted or Duplicate;
+    a duplicate's hash is remembered so the search skips it, and the search
+    is asked again, :data:`PROPOSALS` times at most.  Raises RuntimeError
+    when every proposal was a duplicate (the task fails, the run goes on).
+    """
+    started = time.monotonic()
+    duplicates = 0
+    for _ in range(PROPOSALS):
+        if work.seed_model or not view.best(1):
+            graph, parent, plan, description, info = seed_graph, None, [], "seed", {"strategy": "seed"}
+        else:
+            proposal = search.ask(kernel=hparams.kernel_size)
+            graph, parent, plan, description, info = (
+                proposal.graph, proposal.parent, proposal.plan, proposal.description, proposal.info
+            )  # fmt: skip
+        graph_json = to_json(with_kernel_size(graph, hparams.kernel_size))
+        info = {**info, "search_seconds": time.monotonic() - started}
+        if duplicates:
+            info["duplicates"] = duplicates
+        channel.send(Proposed(work.task_id, parent, graph_json, hparams.to_dict(), description, info))
+        if isinstance(_answer(channel, work.task_id), Accepted):
+            view.remember(graph_hash(graph_json))
+            return graph_json, parent, plan, description, info
+        duplicates += 1
+        view.remember(graph_hash(graph_json))  # the tuned graph the master refused
+        view.remember(graph_hash(to_json(graph)))  # and the search's untuned form of it, which it checks
+    raise RuntimeError(f"no new architecture: the master had seen all {PROPOSALS} proposals for this task")
+
+
+def _answer(channel, task_id: int) -> Accepted | Duplicate:
+    """The master's answer to our proposal; a Stop that comes first is held for the loop to find."""
+    held = []
+    while True:
+        message = channel.recv()
+        if isinstance(message, Accepted | Duplicate) and message.task_id == task_id:
+            channel.hold(held)
+            return message
+        if not isinstance(message, Stop):
+            raise ProtocolError(f"a leader waiting for the answer to task {task_id} got {type(message).__name__}")
+        held.append(message)
 
 
 def _has_gpu() -> bool:

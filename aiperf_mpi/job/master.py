@@ -1,11 +1,19 @@
 """The master's scheduler: MPI-free, driven one message at a time.
 
-:class:`Master` keeps the authoritative, append-only history, decides who
-gets work, writes the event log, and knows when the run is over.  It never
-blocks: :meth:`Master.handle` takes one message and returns the replies;
-:meth:`Master.tick` is called between messages and starts the stop (time
-limit, signal, model budget).  A transport (MPI or in-process) moves the
-messages; :func:`master_loop` ties them together.
+:class:`Master` keeps the authoritative history, decides who gets work,
+decides duplicates, writes the event log, decides which weights files can
+go, and knows when the run is over.  It never blocks: :meth:`Master.handle`
+takes one message and returns the replies; :meth:`Master.tick` is called
+between messages and starts the stop (time limit, signal, model budget).  A
+transport (MPI or in-process) moves the messages; :func:`master_loop` ties
+them together.
+
+Cost per message does not grow with the number of groups G or of models N:
+the history keeps O(1) per record plus the search's view
+(:class:`~aiperf_mpi.search.view.MasterHistory`), a Work carries only the
+view members its group lacks (at most the view's size), and every count the
+loop or the progress line needs is kept as a counter rather than found by a
+walk over the groups or the history.
 """
 
 from __future__ import annotations
@@ -18,8 +26,23 @@ from pathlib import Path
 
 from aiperf_mpi import runlog
 from aiperf_mpi.config import RunConfig
-from aiperf_mpi.protocol import EpochDone, Failed, MonitorSample, Proposed, Ready, Result, Stop, Work
-from aiperf_mpi.search.history import FAILED, TRAINED, History, ModelRecord
+from aiperf_mpi.job.batchio import BatchWork
+from aiperf_mpi.job.retention import Retention
+from aiperf_mpi.protocol import (
+    Accepted,
+    Duplicate,
+    EpochDone,
+    Failed,
+    MonitorSample,
+    Proposed,
+    Ready,
+    Result,
+    Stop,
+    Work,
+)
+from aiperf_mpi.search.bayesian import SearchConfig, candidate_parents
+from aiperf_mpi.search.history import FAILED, TRAINED, ModelRecord, graph_hash
+from aiperf_mpi.search.view import MasterHistory, ViewUpdate
 
 
 @dataclass
@@ -28,12 +51,14 @@ class GroupState:
 
     index: int
     seen: int = 0
-    """history entries already sent to this group's leader"""
+    """history length at this group's last update: it holds the view as it was then"""
     task: int | None = None
     rounds: int = 0
     stopped: bool = False
     ranks: int = 0
     host: str = ""
+    has_dictionary: bool = False
+    """the wire records' compression dictionary was sent to this group"""
 
 
 @dataclass
@@ -42,26 +67,43 @@ class Master:
 
     config: RunConfig
     log: runlog.EventLog
-    history: History
+    history: MasterHistory
     groups: int
     run_dir: Path
     clock: Callable[[], float] = time.monotonic
     next_task: int = 0
     mllog: object | None = None
+    search_config: SearchConfig = field(default_factory=SearchConfig)
+    """the leaders' search settings: which models are candidate parents"""
+    weights: dict[int, str] = field(default_factory=dict)
+    """weights files already in the run directory (a resumed run's), by model id"""
     state: dict[int, GroupState] = field(default_factory=dict)
     started: float = 0.0
     stopping: str = ""
     stop_started: float = 0.0
-    tasks: dict[int, dict] = field(default_factory=dict)
+    tasks: dict[int, int] = field(default_factory=dict)
+    """task in flight → its group"""
     ops_done: int = 0
     epochs_done: int = 0
-    failed: int = 0
     best_accuracy: float | None = None
     handled: int = 0
+    failed: int = 0
+    """tasks reported Failed"""
+    duplicates: int = 0
+    """proposals answered Duplicate"""
+    stopped_groups: int = 0
+    retention: Retention = field(init=False)
 
     def __post_init__(self) -> None:
         self.state = {g: GroupState(g) for g in range(self.groups)}
         self.started = self.clock()
+        self._stops_sent = False
+        self._graphs: list[tuple[Path, str]] = []
+        self.retention = Retention(keep_all=self.config.keep_weights == "all")
+        for model_id, weights in sorted(self.weights.items()):
+            self.retention.added(model_id, weights)
+        self._candidates: list[int] = []
+        self._update_candidates()
         (self.run_dir / "graphs").mkdir(parents=True, exist_ok=True)
 
     # ------------------------------------------------------------------ messages
@@ -74,24 +116,23 @@ class Master:
             self.log.write(runlog.MONITOR, time=message.time, group=group, host=message.host, node=message.node,
                            source=message.source, devices=message.devices)  # fmt: skip
             return []
+        if isinstance(message, EpochDone):
+            self._epoch(group, message)
+            return []
+        if isinstance(message, Proposed):
+            return [(group, self._proposed(group, message))]
         if isinstance(message, Ready):
             state.ranks, state.host = message.ranks, message.host
             if message.peak is not None:
                 self.log.write(runlog.PEAK, sync=True, group=group, host=message.host, **message.peak)
             return self._next(state)
-        if isinstance(message, Proposed):
-            self._proposed(group, message)
-            return []
-        if isinstance(message, EpochDone):
-            self._epoch(group, message)
-            return []
         if isinstance(message, Result):
             self._result(group, message)
-            state.task = None
+            self._task_ended(state)
             return self._next(state)
         if isinstance(message, Failed):
             self._failed(group, message)
-            state.task = None
+            self._task_ended(state)
             return self._next(state)
         raise TypeError(f"the master cannot handle {type(message).__name__}")
 
@@ -105,30 +146,42 @@ class Master:
                 self._begin_stop("time limit")
             elif self.config.max_models and len(self.history) >= self.config.max_models:
                 self._begin_stop("max models")
-            elif all(s.stopped for s in self.state.values()) and not self.busy:
+            elif self.stopped_groups == self.groups and not self.tasks:
                 self._begin_stop("max models")
-        if not self.stopping:
+        if not self.stopping or self._stops_sent:
             return []
-        replies = []
-        for state in self.state.values():
-            if not state.stopped:
-                state.stopped = True
-                replies.append((state.index, self._stop(state, self.stopping)))
-        return replies
+        self._stops_sent = True  # one walk over the groups, once per run
+        return [(s.index, self._stop(s, self.stopping)) for s in self.state.values() if not s.stopped]
 
-    def _stop(self, state: GroupState, reason: str) -> Stop:
-        delta = self.history.since_wire(state.seen)
-        state.seen = len(self.history)
-        return Stop(reason, delta)
+    def take_batch(self) -> BatchWork:
+        """The file work of the messages handled since the last call; to be done before their replies leave.
+
+        The graph files of accepted proposals, whether the log needs an
+        fsync, and the weights files no longer inheritable — logged here as
+        one ``weights_removed`` event, so that the fsync puts the reason on
+        disk before the files go (:mod:`aiperf_mpi.job.batchio`).
+        """
+        gone = self.retention.sweep()
+        if gone:
+            self.log.write(runlog.WEIGHTS_REMOVED, sync=True, models=[m for m, _ in gone], files=[f for _, f in gone])
+        work = BatchWork(self._graphs, self.log.take_sync(), [self.run_dir / f for _, f in gone])
+        self._graphs = []
+        return work
+
+    @property
+    def running(self) -> int:
+        """Tasks in flight."""
+        return len(self.tasks)
 
     @property
     def busy(self) -> list[int]:
-        return [g for g, s in self.state.items() if s.task is not None]
+        """Groups with a task in flight (a walk over them: for the end of the run, not per message)."""
+        return sorted(set(self.tasks.values()))
 
     @property
     def done(self) -> bool:
         """Every group was told to stop and no task is still running."""
-        return bool(self.stopping) and all(s.stopped for s in self.state.values()) and not self.busy
+        return bool(self.stopping) and self.stopped_groups == self.groups and not self.tasks
 
     @property
     def grace_expired(self) -> bool:
@@ -140,29 +193,64 @@ class Master:
         self.stopping = reason
         self.stop_started = self.clock()
 
+    def _update(self, state: GroupState) -> ViewUpdate:
+        update = self.history.update(state.seen, with_dictionary=not state.has_dictionary)
+        state.seen = len(self.history)
+        state.has_dictionary = state.has_dictionary or bool(update.dictionary)
+        return update
+
+    def _stop(self, state: GroupState, reason: str) -> Stop:
+        state.stopped = True
+        self.stopped_groups += 1
+        self.retention.release(state.index)
+        return Stop(reason, self._update(state))
+
     def _next(self, state: GroupState) -> list[tuple[int, object]]:
         budget_spent = bool(self.config.max_models) and self.next_task >= self.config.max_models
         if self.stopping or budget_spent:
             if state.stopped:
                 return []
-            state.stopped = True
             return [(state.index, self._stop(state, self.stopping or "max models"))]
-        delta = self.history.since_wire(state.seen)
-        state.seen = len(self.history)
+        update = self._update(state)
+        self.retention.refer(state.index, self._candidates)
         state.rounds += 1
         task = self.next_task
         self.next_task += 1
         state.task = task
-        trained = any(r.status == TRAINED for r in self.history)
-        self.tasks[task] = {"group": state.index, "round": state.rounds}
-        return [(state.index, Work(task, delta, state.rounds, seed_model=not trained))]
+        self.tasks[task] = state.index
+        return [(state.index, Work(task, update, state.rounds, seed_model=not self.history.trained))]
 
-    def _proposed(self, group: int, message: Proposed) -> None:
+    def _task_ended(self, state: GroupState) -> None:
+        if state.task is not None:
+            self.tasks.pop(state.task, None)
+            self.retention.task_ended(state.task)
+        state.task = None
+
+    def _update_candidates(self) -> None:
+        """The search's candidate parents and the best observed model, after the history changed."""
+        view = self.history.view
+        if self.config.inherit:
+            self._candidates = candidate_parents(self.config.search, self.search_config,
+                                                 view.best(self.search_config.parents), view.ids())  # fmt: skip
+        else:
+            self._candidates = []  # no child loads a parent's weights
+        best = self.history.best_observed
+        self.retention.candidates(self._candidates, None if best is None else best[1])
+
+    def _proposed(self, group: int, message: Proposed) -> Accepted | Duplicate:
+        """Accept a new architecture (log it, keep its graph) or refuse one the run has seen."""
+        key = graph_hash(message.graph)
+        if message.parent is not None and self.history.has_hash(key):
+            self.duplicates += 1
+            return Duplicate(message.task_id)
+        self.history.add_hash(key)
         graph_file = f"graphs/task-{message.task_id}.json"
-        (self.run_dir / graph_file).write_text(message.graph)
+        self._graphs.append((self.run_dir / graph_file, message.graph))
         self.log.write(runlog.MODEL_PROPOSED, task=message.task_id, group=group, parent=message.parent,
                        hparams=message.hparams, description=message.description, graph_file=graph_file,
                        search=message.search_info)  # fmt: skip
+        self.retention.task_started(message.task_id, message.parent)
+        return Accepted(message.task_id)
 
     def _epoch(self, group: int, message: EpochDone) -> None:
         epoch = message.epoch
@@ -174,6 +262,16 @@ class Master:
             self.best_accuracy = accuracy if self.best_accuracy is None else max(self.best_accuracy, accuracy)
         if self.mllog is not None:
             self.mllog.epoch(message.task_id, epoch)
+
+    def append(self, record: ModelRecord) -> None:
+        """Add a finished model to the history and the retention state (it is not logged here).
+
+        :meth:`handle` logs each Result and Failed, then calls this; the
+        master benchmark calls it alone to load a history of 10⁵ models.
+        """
+        self.history.append(record, graph_hash(record.graph))
+        self.retention.added(record.id, record.weights)
+        self._update_candidates()
 
     def _result(self, group: int, message: Result) -> None:
         record = ModelRecord(
@@ -190,29 +288,28 @@ class Master:
             description=message.description,
             weights=message.weights_file,
         )
-        self.history.append(record)
-        self.log.write(runlog.MODEL_DONE, sync=True, model=record.to_dict(), task=message.task_id, group=group)
+        self.append(record)
+        self.log.write(runlog.MODEL_DONE, sync=True, model=record.fields(), task=message.task_id, group=group)
 
     def _failed(self, group: int, message: Failed) -> None:
-        self.failed += 1
         record = ModelRecord(
             id=self.history.next_id, parent=message.parent, graph=message.graph or "{}", status=FAILED,
             hparams=message.hparams, epochs=message.epochs,
             timings={"task": message.task_id, "group": group, "error": message.reason},
         )  # fmt: skip
-        self.history.append(record)
+        self.failed += 1
+        self.append(record)
         self.log.write(runlog.MODEL_FAILED, sync=True, task=message.task_id, group=group, model=record.id,
-                       rank=message.rank, host=message.host, reason=message.reason,
-                       traceback=message.traceback)  # fmt: skip
+                       rank=message.rank, host=message.host, reason=message.reason, traceback=message.traceback,
+                       graph_hash=record.graph_hash)  # fmt: skip
 
     def progress_line(self) -> str:
         elapsed = self.clock() - self.started
         rate = self.ops_done / elapsed if elapsed > 0 else 0.0
         best = "-" if self.best_accuracy is None else f"{self.best_accuracy:.4f}"
-        trained = sum(1 for r in self.history if r.status == TRAINED)
         return (
-            f"[{_clock(elapsed)}] models {trained} done, {self.failed} failed, {len(self.busy)} running | "
-            f"epochs {self.epochs_done} | OPS {rate / 1e9:.3f} G/s | best accuracy {best}"
+            f"[{_clock(elapsed)}] models {self.history.trained} done, {self.failed} failed, "
+            f"{self.running} running | epochs {self.epochs_done} | OPS {rate / 1e9:.3f} G/s | best accuracy {best}"
             + (f" | stopping: {self.stopping}" if self.stopping else "")
         )
 

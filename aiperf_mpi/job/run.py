@@ -24,6 +24,7 @@ from aiperf_mpi.data.sources import DataError, DataSource, open_source
 from aiperf_mpi.errors import EXIT_GRACE_EXPIRED, EXIT_TERMINATED, UsageError
 from aiperf_mpi.graph.model import GraphError
 from aiperf_mpi.graph.seeds import seed_model
+from aiperf_mpi.job.batchio import BatchIO
 from aiperf_mpi.job.leader import GroupRunner, leader_loop
 from aiperf_mpi.job.master import Master
 from aiperf_mpi.job.mllog import MLLogWriter
@@ -32,11 +33,13 @@ from aiperf_mpi.job.transport import MpiLeaderChannel, MpiMasterTransport
 from aiperf_mpi.mpi.horovod import horovod_on
 from aiperf_mpi.mpi.layout import build_layout
 from aiperf_mpi.score import score_run
-from aiperf_mpi.search.history import History, ModelRecord
+from aiperf_mpi.search.bayesian import SearchConfig
+from aiperf_mpi.search.history import FAILED, ModelRecord
+from aiperf_mpi.search.view import MasterHistory, ViewBounds
 from aiperf_mpi.signals import StopFlag
 
 BATCH = 64
-"""messages the master handles between two fsyncs of the event log, at most"""
+"""messages the master handles before it hands their file work (fsync included) and replies to its I/O thread"""
 
 
 @dataclass(frozen=True)
@@ -264,23 +267,50 @@ def _stage(comm: MPI.Comm, layout, config: RunConfig) -> tuple[RunConfig, list[d
     return staged, [r[1] for r in reports if r] if comm.Get_rank() == 0 else []
 
 
-def _history_from_log(run_dir: Path) -> tuple[History, int]:
-    events = runlog.read_events(run_dir).events
-    records = sorted(
-        (e["model"] for e in events if e[runlog.EVENT] == runlog.MODEL_DONE),
-        key=lambda m: m["id"],
-    )
-    failed = {e["model"]: e for e in events if e[runlog.EVENT] == runlog.MODEL_FAILED}
-    history = History()
-    by_id = {m["id"]: m for m in records}
-    for model_id in range(max([*by_id, *failed, -1]) + 1):
-        if model_id in by_id:
-            history.append(ModelRecord.from_dict(by_id[model_id]))
-        elif model_id in failed:
-            entry = failed[model_id]
-            history.append(ModelRecord(model_id, None, "{}", status="failed", timings={"error": entry["reason"]}))
-    tasks = [e.get("task", -1) for e in events if "task" in e]
-    return history, max(tasks, default=-1) + 1
+@dataclass
+class Resumed:
+    """The master's state rebuilt from a run's log (``--resume``)."""
+
+    history: MasterHistory
+    next_task: int
+    weights: dict[int, str]
+    """model id → weights file the log says is still in the run directory"""
+
+
+def _history_from_log(run_dir: Path, bounds: ViewBounds | None = None) -> Resumed:
+    """Rebuild the master's history, task count and kept weights files by streaming the log.
+
+    Memory is what the master holds in a run (the view, every graph hash),
+    not the records: the log of a long run has 10⁵ models.  A weights file
+    is still there unless a ``weights_removed`` event says otherwise; the
+    master's first sweep removes the ones no longer inheritable (a resumed
+    run has no task in flight and no group holding candidates).
+    """
+    history = MasterHistory(bounds or SearchConfig().view_bounds())
+    weights: dict[int, str] = {}
+    waiting: dict[int, tuple[ModelRecord, str | None]] = {}  # a record ahead of its predecessor (none, normally)
+    next_task = 0
+    for event in runlog.EventStream(run_dir):
+        kind = event.get(runlog.EVENT)
+        if "task" in event:
+            next_task = max(next_task, int(event["task"]) + 1)
+        if kind == runlog.MODEL_DONE:
+            record = ModelRecord.from_dict(event["model"])
+            waiting[record.id] = (record, None)
+        elif kind == runlog.MODEL_FAILED:
+            record = ModelRecord(event["model"], None, "{}", status=FAILED, timings={"error": event["reason"]})
+            waiting[record.id] = (record, event.get("graph_hash"))
+        elif kind == runlog.WEIGHTS_REMOVED:
+            for model_id in event.get("models", []):
+                weights.pop(model_id, None)
+        while history.next_id in waiting:
+            record, key = waiting.pop(history.next_id)
+            history.append(record, key)
+            if record.weights:
+                weights[record.id] = record.weights
+    if waiting:
+        raise UsageError(f"--resume {run_dir}: the log has no model {history.next_id} but has model {min(waiting)}")
+    return Resumed(history, next_task, weights)
 
 
 def _run_master(comm, layout, config, prepared, run_dir, system, stop_flag, staging) -> int:
@@ -291,7 +321,8 @@ def _run_master(comm, layout, config, prepared, run_dir, system, stop_flag, stag
         print(tail.message(), flush=True)
     log = runlog.EventLog(run_dir)
     mllog = MLLogWriter(run_dir)
-    history, next_task = _history_from_log(run_dir) if prepared.resumed else (History(), 0)
+    bounds = SearchConfig().view_bounds()  # the leaders' search reads this view
+    resumed = _history_from_log(run_dir, bounds) if prepared.resumed else Resumed(MasterHistory(bounds), 0, {})
     log.write(runlog.RUN_START, sync=True, segment=prepared.segment, resumed=prepared.resumed,
               config=config.to_dict(), **({"cut_tail": tail.to_dict()} if tail.changed else {}))  # fmt: skip
     log.write(runlog.SYSTEM, **system)
@@ -306,7 +337,8 @@ def _run_master(comm, layout, config, prepared, run_dir, system, stop_flag, stag
               f"{sum(r['bytes'] for r in staging) / 1e6:.1f} MB in {max(r['seconds'] for r in staging):.1f} s",
               flush=True)  # fmt: skip
     groups = layout.plan.groups
-    master = Master(config, log, history, len(groups), run_dir, next_task=next_task, mllog=mllog)
+    master = Master(config, log, resumed.history, len(groups), run_dir, next_task=resumed.next_task, mllog=mllog,
+                    weights=resumed.weights)  # fmt: skip
     transport = MpiMasterTransport(comm, {g.index: g.leader for g in groups})
     print(f"aiperf_mpi: run directory {run_dir} (segment {prepared.segment}); {comm.Get_size()} ranks, "
           f"{len(groups)} group(s); time limit {config.time_limit:.0f} s", flush=True)  # fmt: skip
@@ -357,28 +389,32 @@ def master_loop(
     last_progress = time.monotonic()
     for group, message in master.tick(stop_flag()):
         transport.send(group, message)
-    while not master.done:
-        replies: list[tuple[int, object]] = []
-        item = transport.poll(0.2)
-        handled = 0
-        while item is not None and handled < BATCH:  # a burst of messages shares one fsync
-            replies += master.handle(*item)
-            handled += 1
-            item = transport.poll(0.0) if handled < BATCH else None
-            if item is None:
-                break
-        replies += master.tick(stop_flag())
-        master.log.sync()  # what was reported is on disk before anyone hears back
-        for group, message in replies:
-            transport.send(group, message)
-        now = time.monotonic()
-        if now - last_progress >= progress_interval:
-            last_progress = now
-            print(master.progress_line(), flush=True)
-        if master.stopping and master.busy and urgent():
-            return "terminated"
-        if master.grace_expired and master.busy:
-            return "grace expired"
+    with BatchIO(master.log.fsync) as io:  # graph files, fsyncs and removals, off this thread
+        while not master.done or io.pending:
+            replies: list[tuple[int, object]] = []
+            item = transport.poll(0.001 if io.pending else 0.2)  # replies may be released any moment
+            handled = 0
+            while item is not None and handled < BATCH:  # a burst of messages shares one fsync
+                replies += master.handle(*item)
+                handled += 1
+                item = transport.poll(0.0) if handled < BATCH else None
+                if item is None:
+                    break
+            replies += master.tick(stop_flag())
+            io.submit(master.take_batch(), replies)  # what was reported is on disk before anyone hears back
+            for group, message in io.completed():
+                transport.send(group, message)
+            now = time.monotonic()
+            if now - last_progress >= progress_interval:
+                last_progress = now
+                print(master.progress_line(), flush=True)
+            if master.stopping and master.running and urgent():
+                return "terminated"
+            if master.grace_expired and master.running:
+                return "grace expired"
+        for failure in io.close()[:1]:
+            print(f"aiperf_mpi: warning: {len(io.failures)} weights file(s) could not be removed, e.g. {failure}",
+                  flush=True)  # fmt: skip
     return "done"
 
 

@@ -14,8 +14,6 @@ from __future__ import annotations
 import bisect
 import hashlib
 import math
-import pickle
-import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from dataclasses import fields as dataclass_fields
@@ -93,7 +91,6 @@ class History:
     def __init__(self, records: Iterable[ModelRecord] = ()) -> None:
         self._records: list[ModelRecord] = []
         self._dicts: list[dict] = []  # records are immutable: their dict form is made once
-        self._wire: list[bytes] = []  # ... and so is their compressed form for replication
         self._ranked: list[tuple[float, int]] = []  # (-accuracy, id), sorted
         self._hashes: set[str] = set()
         for record in records:
@@ -120,7 +117,6 @@ class History:
             raise ValueError(f"model {record.id}: parent {record.parent} is not an earlier model")
         self._records.append(record)
         self._dicts.append(record.to_dict())
-        self._wire.append(zlib.compress(pickle.dumps(self._dicts[-1], protocol=pickle.HIGHEST_PROTOCOL), 1))
         self._hashes.add(record.graph_hash)
         score = record.search_accuracy
         if score is not None:
@@ -150,20 +146,6 @@ class History:
         if not 0 <= index <= len(self._records):
             raise ValueError(f"no entries since {index}: the history has {len(self._records)}")
         return self._dicts[index:]
-
-    def since_wire(self, index: int) -> list[bytes]:
-        """Entries ``index…`` compressed (≈ 3 kB for a ResNet-50 record instead of ≈ 20 kB).
-
-        What the master sends: made once per record, so a Work to one of
-        4,096 groups costs a list of byte strings, not 4,096 fresh pickles.
-        """
-        if not 0 <= index <= len(self._records):
-            raise ValueError(f"no entries since {index}: the history has {len(self._records)}")
-        return self._wire[index:]
-
-    def extend_wire(self, delta: Iterable[bytes]) -> int:
-        """Apply a delta from :meth:`since_wire`."""
-        return self.extend(pickle.loads(zlib.decompress(blob)) for blob in delta)
 
     def extend(self, delta: Iterable[dict]) -> int:
         """Apply a delta from :meth:`since`; entries already held are checked, not duplicated."""

@@ -9,7 +9,9 @@ import time
 
 from aiperf_mpi import runlog
 from aiperf_mpi.score import score_run
+from aiperf_mpi.search.bayesian import SearchConfig
 from tests.support.mpirun import SCRIPTS, mpi_env, mpirun_command
+from tests.unit.test_scheduler import logged_records, view_of
 
 SCRIPT = str(SCRIPTS / "fake_run.py")
 
@@ -48,7 +50,7 @@ def wait_for_epochs(run_dir, count: int, timeout: float = 60) -> None:
     raise AssertionError(f"no {count} epochs in the log after {timeout} s")
 
 
-def test_two_groups_every_work_answered_replicas_agree_slow_group_not_lost(tmp_path) -> None:
+def test_two_groups_every_work_answered_views_agree_slow_group_not_lost(tmp_path) -> None:
     run_dir = tmp_path / "run"
     code, output = finish(launch(run_dir, "2", "8", "3"), timeout=120)  # groups (1,2) and (3); rank 3 slow
     assert code == 0, output
@@ -57,12 +59,15 @@ def test_two_groups_every_work_answered_replicas_agree_slow_group_not_lost(tmp_p
     answered = [e["task"] for e in events if e["event"] in (runlog.MODEL_DONE, runlog.MODEL_FAILED)]
     assert sorted(answered) == sorted(proposed) and len(answered) == len(set(answered)) >= 6
     assert {e["group"] for e in events if e["event"] == runlog.MODEL_DONE} == {0, 1}
-    master = [e["model"] for e in events if e["event"] == runlog.MODEL_DONE]
-    replicas = [json.loads(line.split("REPLICA ", 1)[1]) for line in output.splitlines() if "REPLICA " in line]
-    assert sorted(r["rank"] for r in replicas) == [1, 3]  # the two leaders
-    for replica in replicas:
-        assert replica["history"] == master[: len(replica["history"])]
-        assert len(replica["history"]) >= len(master) - 2
+    records = logged_records(run_dir)
+    views = [json.loads(line.split("VIEW ", 1)[1]) for line in output.splitlines() if "VIEW " in line]
+    assert sorted(v["rank"] for v in views) == [1, 3]  # the two leaders
+    for view in views:  # each holds the search's view as it was when it got Stop
+        assert len(records) - 2 <= view["length"] <= len(records)
+        assert [int(i) for i in view["members"]] == view_of(records[: view["length"]], SearchConfig().view_bounds())
+        for model_id, (graph, accuracy, weights) in view["members"].items():
+            logged = records[int(model_id)]
+            assert [graph, accuracy, weights] == [logged.graph, logged.accuracy, logged.weights]
     score = json.loads((run_dir / "score.json").read_text())
     assert score["score"] == score_run(run_dir).score > 0
 

@@ -2,13 +2,17 @@
 
 Epochs take ``epoch_seconds`` (×``slow_factor`` on slow groups), report a
 synthetic accuracy of the graph and a fixed operation count.  Tasks whose id
-is in ``fail_tasks`` fail as a trial does (TrialFailed-shaped dict).
+is in ``fail_tasks`` fail as a trial does (TrialFailed-shaped dict).  Given a
+``run_dir``, a trained task writes a small weights file where the real runner
+writes its own (``weights/task-N.npz``), and a task whose parent's file is
+not there when it starts or ends is recorded in ``missing_parents``.
 """
 
 from __future__ import annotations
 
 import socket
 import time
+from pathlib import Path
 
 from mpi4py import MPI
 
@@ -18,15 +22,27 @@ from benchmarks.synthetic_objective import synthetic_accuracy
 
 
 class FakeRunner:
-    def __init__(self, group: int, epoch_seconds: float = 0.05, epochs: int = 2, slow_groups=(), fail_tasks=()):
+    def __init__(self, group: int, epoch_seconds: float = 0.05, epochs: int = 2, slow_groups=(), fail_tasks=(),
+                 run_dir: Path | None = None):  # fmt: skip
         self.group, self.epochs, self.fail_tasks = group, epochs, set(fail_tasks)
         self.epoch_seconds = epoch_seconds * (5 if group in slow_groups else 1)
+        self.run_dir = None if run_dir is None else Path(run_dir)
+        self.missing_parents: list[str] = []
+        self.loaded: list[str] = []
+
+    def _check_parent(self, task: Task, when: str) -> None:
+        if self.run_dir is not None and task.parent_weights:
+            if (self.run_dir / task.parent_weights).is_file():
+                self.loaded.append(task.parent_weights)
+            else:
+                self.missing_parents.append(f"task {task.task_id} {when}: {task.parent_weights}")
 
     def run(self, task: Task, on_epoch, should_stop) -> Outcome:
         if task.task_id in self.fail_tasks:
             failure = {"reason": f"injected failure in task {task.task_id}", "rank": MPI.COMM_WORLD.Get_rank(),
                        "host": socket.gethostname(), "traceback": "Traceback: injected"}  # fmt: skip
             return Outcome([], "failed", failure=failure)
+        self._check_parent(task, "at start")
         accuracy = synthetic_accuracy(from_json(task.graph))
         epochs = []
         for epoch in range(1, self.epochs + 1):
@@ -38,7 +54,13 @@ class FakeRunner:
                       "start": start, "end": time.time(), "ops": 1_000_000 * task.hparams.batch_size}  # fmt: skip
             epochs.append(result)
             on_epoch(result)
-        return Outcome(epochs, "epoch limit", timings={"train": self.epoch_seconds * len(epochs)})
+        self._check_parent(task, "at end")
+        weights_file = ""
+        if self.run_dir is not None and epochs:
+            weights_file = f"weights/task-{task.task_id}.npz"
+            (self.run_dir / "weights").mkdir(parents=True, exist_ok=True)
+            (self.run_dir / weights_file).write_bytes(b"fake weights of task %d" % task.task_id)
+        return Outcome(epochs, "epoch limit", weights_file, timings={"train": self.epoch_seconds * len(epochs)})
 
     def finish(self) -> None:
         pass

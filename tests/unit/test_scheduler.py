@@ -4,6 +4,8 @@ The same contract as tests/mpi/test_protocol.py, which runs it over MPI.
 """
 
 import threading
+from collections import deque
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -11,28 +13,45 @@ import pytest
 from aiperf_mpi import runlog
 from aiperf_mpi.config import RunConfig, load_config
 from aiperf_mpi.errors import UsageError
+from aiperf_mpi.graph.model import to_json
 from aiperf_mpi.graph.seeds import tiny_resnet
-from aiperf_mpi.job.leader import leader_loop
+from aiperf_mpi.job.batchio import do_work
+from aiperf_mpi.job.leader import PROPOSALS, leader_loop
 from aiperf_mpi.job.master import Master
 from aiperf_mpi.job.run import master_loop
 from aiperf_mpi.job.transport import LocalHub
+from aiperf_mpi.protocol import Accepted, Duplicate, Failed, Proposed, Ready, Result, Stop, Work
 from aiperf_mpi.score import score_run
-from aiperf_mpi.search.history import TRAINED, History
+from aiperf_mpi.search.bayesian import SearchConfig
+from aiperf_mpi.search.history import ModelRecord
+from aiperf_mpi.search.view import MasterHistory, SearchView, ViewBounds, ViewIndex
 from tests.support.fake_runner import FakeRunner
 
 
-def run_local(tmp_path: Path, groups: int, time_limit: float, slow=(), fail=(), max_models=0):
+@dataclass
+class LocalRun:
+    master: Master
+    views: dict[int, SearchView]
+    runners: dict[int, FakeRunner]
+    outcome: str
+
+
+def run_local(tmp_path: Path, groups: int, time_limit: float, slow=(), fail=(), max_models=0,
+              search: SearchConfig | None = None, **options) -> LocalRun:  # fmt: skip
     config = RunConfig(time_limit=time_limit, seed_model="tiny", score_step=0.5, run_dir=str(tmp_path),
-                       max_models=max_models, grace=30)  # fmt: skip
+                       max_models=max_models, grace=30, **options)  # fmt: skip
+    search = search or SearchConfig()
     hub = LocalHub(groups)
     log = runlog.EventLog(tmp_path)
     log.write(runlog.RUN_START, sync=True, segment=1, config=config.to_dict())
-    master = Master(config, log, History(), groups, tmp_path)
-    replicas = {group: History() for group in range(groups)}
+    master = Master(config, log, MasterHistory(search.view_bounds()), groups, tmp_path, search_config=search)
+    views = {group: SearchView(search.view_bounds()) for group in range(groups)}
+    runners = {group: FakeRunner(group, epoch_seconds=0.02, slow_groups=slow, fail_tasks=fail, run_dir=tmp_path)
+               for group in range(groups)}  # fmt: skip
 
     def leader(group: int) -> None:
-        runner = FakeRunner(group, epoch_seconds=0.02, slow_groups=slow, fail_tasks=fail)
-        leader_loop(hub.channel(group), group, 1, config, tiny_resnet(), runner, history=replicas[group])
+        leader_loop(hub.channel(group), group, 1, config, tiny_resnet(), runners[group], view=views[group],
+                    search_config=search)  # fmt: skip
 
     threads = [threading.Thread(target=leader, args=(group,), daemon=True) for group in range(groups)]
     for thread in threads:
@@ -42,27 +61,54 @@ def run_local(tmp_path: Path, groups: int, time_limit: float, slow=(), fail=(), 
         thread.join(timeout=30)
     log.write(runlog.RUN_STOP, sync=True, reason=master.stopping)
     log.close()
-    return master, replicas, outcome
+    return LocalRun(master, views, runners, outcome)
 
 
-def test_every_work_gets_one_result_and_replicas_agree(tmp_path) -> None:
-    master, replicas, outcome = run_local(tmp_path, groups=3, time_limit=3.0, slow=(1,))
-    assert outcome == "done" and master.done
+def logged_records(run_dir: Path) -> list[ModelRecord]:
+    """Every model of the log, in id order (failed ones as placeholders)."""
+    records = {}
+    for event in runlog.read_events(run_dir).events:
+        if event["event"] == runlog.MODEL_DONE:
+            records[event["model"]["id"]] = ModelRecord.from_dict(event["model"])
+        elif event["event"] == runlog.MODEL_FAILED:
+            records[event["model"]] = ModelRecord(event["model"], None, "{}", status="failed")
+    assert sorted(records) == list(range(len(records)))
+    return [records[i] for i in range(len(records))]
+
+
+def view_of(records: list[ModelRecord], bounds: ViewBounds) -> list[int]:
+    """The view of the first records, computed from scratch: the top by search accuracy and the most recent."""
+    index: ViewIndex[None] = ViewIndex(bounds)
+    for record in records:
+        index.add(record.id, record.search_accuracy, None)
+    return index.ids()
+
+
+def test_every_work_gets_one_result_and_views_agree(tmp_path) -> None:
+    run = run_local(tmp_path, groups=3, time_limit=3.0, slow=(1,))
+    master = run.master
+    assert run.outcome == "done" and master.done
     events = runlog.read_events(tmp_path).events
     works = {e["task"] for e in events if e["event"] == runlog.MODEL_PROPOSED}
     finished = [e["task"] for e in events if e["event"] in (runlog.MODEL_DONE, runlog.MODEL_FAILED)]
     assert sorted(finished) == sorted(works) and len(finished) == len(set(finished))
     assert len(finished) >= 6
     assert {e["group"] for e in events if e["event"] == runlog.MODEL_DONE} == {0, 1, 2}  # the slow group too
-    for replica in replicas.values():
-        assert replica.to_list() == master.history.to_list()[: len(replica)]
-        assert len(replica) >= len(master.history) - 3  # only results that arrived after its Stop are missing
-    trained = [r for r in master.history if r.status == TRAINED]  # a task stopped before its first epoch is not
-    assert score_run(tmp_path).models_trained == len(trained) >= 6
+    records = logged_records(tmp_path)
+    bounds = SearchConfig().view_bounds()
+    for view in run.views.values():  # each leader holds exactly the view as it was at its Stop
+        assert len(master.history) - 3 <= len(view) <= len(master.history)  # results after its Stop are missing
+        assert view.ids() == view_of(records[: len(view)], bounds)
+        for model_id in view.ids():
+            logged = records[model_id]
+            assert (view[model_id].graph, view[model_id].accuracy, view[model_id].weights) == (
+                logged.graph, logged.accuracy, logged.weights)  # fmt: skip
+    trained = [r for r in records if r.status == "trained"]  # a task stopped before its first epoch is not
+    assert score_run(tmp_path).models_trained == len(trained) == master.history.trained >= 6
 
 
 def test_failed_trials_are_recorded_and_the_run_goes_on(tmp_path) -> None:
-    master, _, _ = run_local(tmp_path, groups=2, time_limit=2.0, fail=(1, 3))
+    run_local(tmp_path, groups=2, time_limit=2.0, fail=(1, 3))
     events = runlog.read_events(tmp_path).events
     failed = [e for e in events if e["event"] == runlog.MODEL_FAILED]
     assert {e["task"] for e in failed} == {1, 3}
@@ -71,7 +117,7 @@ def test_failed_trials_are_recorded_and_the_run_goes_on(tmp_path) -> None:
 
 
 def test_max_models_ends_the_run(tmp_path) -> None:
-    master, _, _ = run_local(tmp_path, groups=2, time_limit=60, max_models=5)
+    master = run_local(tmp_path, groups=2, time_limit=60, max_models=5).master
     assert len(master.history) == 5 and master.stopping == "max models"
 
 
@@ -111,8 +157,106 @@ def test_a_search_that_finds_no_child_fails_the_task_not_the_run(tmp_path, monke
         return original(self, kernel)
 
     monkeypatch.setattr(BayesianSearch, "ask", flaky)
-    master, _, outcome = run_local(tmp_path, groups=1, time_limit=2.0)
-    assert outcome == "done"
+    run = run_local(tmp_path, groups=1, time_limit=2.0)
+    assert run.outcome == "done"
     failed = [e for e in runlog.read_events(tmp_path).events if e["event"] == runlog.MODEL_FAILED]
     assert len(failed) == 1 and "the search found no child" in failed[0]["reason"]
-    assert sum(1 for r in master.history if r.status == "trained") >= 3
+    assert run.master.history.trained >= 3
+
+
+# --------------------------------------------------------------------------- duplicates
+
+
+def epoch_of(accuracy: float) -> dict:
+    return {"epoch": 1, "val_accuracy": accuracy, "ops": 1000, "start": 0.0, "end": 1.0}
+
+
+def result(task: int, parent, graph: str, accuracy: float) -> Result:
+    return Result(task, parent, graph, {}, [epoch_of(accuracy)], accuracy, None, {"total": 1000}, {}, "", "epoch limit")
+
+
+def test_the_master_refuses_a_graph_it_has_seen_and_keeps_no_trace_of_the_refusal(tmp_path) -> None:
+    config = RunConfig(time_limit=60, seed_model="tiny", run_dir=str(tmp_path))
+    log = runlog.EventLog(tmp_path)
+    master = Master(config, log, MasterHistory(SearchConfig().view_bounds()), 2, tmp_path)
+    [(_, first)] = master.handle(0, Ready(0, 1, "host"))
+    [(_, second)] = master.handle(1, Ready(1, 1, "host"))
+    assert first.seed_model and second.seed_model
+    seed, child = to_json(tiny_resnet()), to_json(tiny_resnet(width=12))
+    # both groups train the seed: the seed (no parent) is always accepted
+    assert master.handle(0, Proposed(first.task_id, None, seed, {}, "seed")) == [(0, Accepted(first.task_id))]
+    assert master.handle(1, Proposed(second.task_id, None, seed, {}, "seed")) == [(1, Accepted(second.task_id))]
+    [(_, third)] = master.handle(0, result(first.task_id, None, seed, 0.5))
+    assert not third.seed_model and len(third.view.records) == 1 and third.view.dictionary
+    assert master.handle(0, Proposed(third.task_id, 0, child, {}, "child")) == [(0, Accepted(third.task_id))]
+    [(_, fourth)] = master.handle(1, result(second.task_id, None, seed, 0.4))
+    # group 1 proposes the child group 0 is training, then a morph of the seed that is the seed: both refused
+    assert master.handle(1, Proposed(fourth.task_id, 0, child, {}, "child")) == [(1, Duplicate(fourth.task_id))]
+    assert master.handle(1, Proposed(fourth.task_id, 1, seed, {}, "seed")) == [(1, Duplicate(fourth.task_id))]
+    assert master.duplicates == 2
+    do_work([master.take_batch()], log.fsync)  # what the loop's I/O thread does before the replies leave
+    log.close()
+    proposed = [e for e in runlog.read_events(tmp_path).events if e["event"] == runlog.MODEL_PROPOSED]
+    assert [e["task"] for e in proposed] == [first.task_id, second.task_id, third.task_id]
+    assert sorted(p.name for p in (tmp_path / "graphs").iterdir()) == [f"task-{t}.json" for t in range(3)]
+
+
+class ScriptedMaster:
+    """Plays the master for one leader: a Work, then answers each Proposed from ``answers``; Stop after the task."""
+
+    def __init__(self, work: Work, answers: list[str]) -> None:
+        self.inbox: deque = deque([work])
+        self.answers = answers
+        self.sent: list = []
+
+    def send(self, message) -> None:
+        self.sent.append(message)
+        if isinstance(message, Proposed):
+            answer = self.answers.pop(0)
+            if answer == "stop, then accepted":
+                self.inbox.extend([Stop("time limit"), Accepted(message.task_id)])
+            else:
+                self.inbox.append((Accepted if answer == "accepted" else Duplicate)(message.task_id))
+        elif isinstance(message, Result | Failed):
+            self.inbox.append(Stop("done"))
+
+    def recv(self):
+        return self.inbox.popleft()
+
+    def hold(self, messages) -> None:
+        self.inbox.extendleft(reversed(messages))
+
+    def stop_pending(self) -> bool:
+        return any(isinstance(m, Stop) for m in self.inbox)
+
+
+def scripted_leader(tmp_path: Path, answers: list[str]) -> list:
+    history = MasterHistory(SearchConfig().view_bounds())
+    seed = tiny_resnet()
+    history.append(ModelRecord(0, None, to_json(seed), accuracy=0.5))
+    channel = ScriptedMaster(Work(1, history.update(0, with_dictionary=True), round=5), answers)
+    config = RunConfig(time_limit=60, seed_model="tiny", run_dir=str(tmp_path))
+    leader_loop(channel, 0, 1, config, seed, FakeRunner(0, epoch_seconds=0.001))
+    return channel.sent
+
+
+def test_a_leader_asks_its_search_again_after_a_duplicate(tmp_path) -> None:
+    sent = scripted_leader(tmp_path, ["duplicate", "accepted"])
+    proposed = [m for m in sent if isinstance(m, Proposed)]
+    [done] = [m for m in sent if isinstance(m, Result)]
+    assert len(proposed) == 2 and proposed[0].graph != proposed[1].graph
+    assert proposed[1].search_info["duplicates"] == 1 and done.graph == proposed[1].graph and done.epochs
+
+
+def test_a_leader_fails_the_task_when_every_proposal_is_a_duplicate(tmp_path) -> None:
+    sent = scripted_leader(tmp_path, ["duplicate"] * PROPOSALS)
+    assert sum(isinstance(m, Proposed) for m in sent) == PROPOSALS
+    [failed] = [m for m in sent if isinstance(m, Failed)]
+    assert "the search found no child" in failed.reason and "no new architecture" in failed.reason
+    assert len({m.graph for m in sent if isinstance(m, Proposed)}) == PROPOSALS  # never the same twice
+
+
+def test_a_stop_before_the_answer_is_kept_and_the_task_ends_at_once(tmp_path) -> None:
+    sent = scripted_leader(tmp_path, ["stop, then accepted"])
+    [done] = [m for m in sent if isinstance(m, Result)]
+    assert done.epochs == [] and isinstance(sent[-1], Result)  # stopped before its first epoch; then the loop left

@@ -2,7 +2,7 @@
 
 Usage: fake_run.py RUN_DIR GROUP_SIZE TIME_LIMIT [SLOW_GROUP] [FAIL_TASK]
 (FAKE_RUN_CONFIG in the environment: a JSON object of further run options)
-Prints, from each leader, its final history replica as JSON for comparison.
+Prints, from each leader, its final view of the history as JSON for comparison.
 """
 
 import json
@@ -16,7 +16,8 @@ from aiperf_mpi.job import leader as leader_module
 from aiperf_mpi.job import run as run_module
 from aiperf_mpi.job.run import run_benchmark
 from aiperf_mpi.mpi.guard import run_guarded
-from aiperf_mpi.search.history import History
+from aiperf_mpi.search.bayesian import SearchConfig
+from aiperf_mpi.search.view import SearchView
 from tests.support.fake_runner import FakeRunner
 
 
@@ -29,23 +30,24 @@ def rank_main(comm: MPI.Comm) -> int:
                "score_step": 1.0, "progress_interval": 1.0,
                "monitor_interval": 1.0, "peak_probe": False}  # fmt: skip
     config = load_config(None, {**options, **extra})
-    replicas = []
+    views = []
     original = leader_module.leader_loop
 
-    def recording_loop(*args, **kwargs):  # keep a handle on the leader's replica to print it at the end
-        history = History()
-        replicas.append(history)
-        return original(*args, history=history, **kwargs)
+    def recording_loop(*args, **kwargs):  # keep a handle on the leader's view to print it at the end
+        view = SearchView(SearchConfig().view_bounds())
+        views.append(view)
+        return original(*args, view=view, **kwargs)
 
     run_module.leader_loop = recording_loop
 
     def factory(hvd, group_comm, source, cfg, directory):
         group = comm.Get_rank()  # identifies the leader; FakeRunner only uses it for slowness
-        return FakeRunner(group, slow_groups=slow, fail_tasks=fail)
+        return FakeRunner(group, slow_groups=slow, fail_tasks=fail, run_dir=directory)
 
     status = run_benchmark(comm, config, runner_factory=factory, horovod=False)
-    for history in replicas:
-        print("REPLICA " + json.dumps({"rank": comm.Get_rank(), "history": history.to_list()}), flush=True)
+    for view in views:
+        members = {i: [view[i].graph, view[i].accuracy, view[i].weights] for i in view.ids()}
+        print("VIEW " + json.dumps({"rank": comm.Get_rank(), "length": len(view), "members": members}), flush=True)
     return status
 
 

@@ -1,0 +1,147 @@
+"""The master's file work on a thread of its own: graph files, the log's fsync, weights removals.
+
+At the largest machines rank 0 hears about a thousand models a second.  A
+new file costs tens of microseconds on a local disk but a metadata round
+trip (a millisecond or more) on a parallel file system, an fsync costs
+milliseconds, and an unlink is another metadata operation: done on the loop's
+thread they would take all of rank 0's time.  Here the loop hands each
+batch's file work and its replies to one thread, and goes on handling
+messages; the thread does the work and then releases the replies, so the
+rule "what was reported is on disk before anyone hears back" holds as
+before.  Work that queued up while the thread was busy is done together, so
+one fsync covers every batch that waited for it (group commit).
+
+In order: a batch's graph files are written before its fsync, its removals
+come after the fsync (the ``weights_removed`` event that says why is on disk
+first), and replies leave in the order the loop produced them.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class BatchWork:
+    """One batch's file work (:meth:`aiperf_mpi.job.master.Master.take_batch`)."""
+
+    graphs: list[tuple[Path, str]] = field(default_factory=list)
+    """files to write: (path, text)"""
+    sync: bool = False
+    """the event log must reach stable storage"""
+    removals: list[Path] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.graphs or self.sync or self.removals)
+
+
+def do_work(works: list[BatchWork], fsync: Callable[[], None]) -> list[str]:
+    """Do batches' file work in order (graphs, one fsync, removals); returns the removals that failed."""
+    for work in works:
+        for path, text in work.graphs:
+            path.write_text(text)
+    if any(work.sync for work in works):
+        fsync()
+    failures = []
+    for work in works:
+        for path in work.removals:
+            try:
+                path.unlink()
+            except FileNotFoundError:  # a resumed run may list a file an earlier segment removed
+                pass
+            except OSError as exc:
+                failures.append(f"{path}: {exc.strerror or exc}")
+    return failures
+
+
+class BatchIO:
+    """The I/O thread: ``submit`` a batch's work and replies; ``completed`` gives back releasable replies.
+
+    An error in the work (a full disk, a failed fsync) is raised again on
+    the loop's thread by the next :meth:`completed` or :meth:`close`: as
+    fatal as it was when the loop did the work itself.  A weights file that
+    cannot be removed is only counted (:attr:`failures`).
+    """
+
+    def __init__(self, fsync: Callable[[], None]) -> None:
+        self._fsync = fsync
+        self._lock = threading.Condition()
+        self._queue: list[tuple[BatchWork, list]] = []
+        self._released: deque = deque()
+        self._submitted = 0
+        self._finished = 0
+        self._closing = False
+        self._error: BaseException | None = None
+        self.failures: list[str] = []
+        self.busy_seconds = 0.0
+        """time the thread spent doing work (for the benchmark)"""
+        self.rounds = 0
+        """times it took the queued batches (= fsyncs, when every batch asked for one)"""
+        self._thread = threading.Thread(target=self._work, name="aiperf-master-io", daemon=True)
+        self._thread.start()
+
+    def __enter__(self) -> BatchIO:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close(raise_error=exc[0] is None)
+
+    @property
+    def pending(self) -> int:
+        """Batches submitted whose replies were not yet released."""
+        return self._submitted - self._finished
+
+    def submit(self, work: BatchWork, replies: list) -> None:
+        if not work and not replies:
+            return
+        with self._lock:
+            self._queue.append((work, replies))
+            self._submitted += 1
+            self._lock.notify()
+
+    def completed(self) -> list:
+        """The replies whose batches' work is done, in order."""
+        self._raise()
+        out = []
+        while self._released:
+            out.extend(self._released.popleft())
+        return out
+
+    def close(self, raise_error: bool = True) -> list[str]:
+        """Finish the queued work; returns the removals that failed."""
+        with self._lock:
+            self._closing = True
+            self._lock.notify()
+        self._thread.join()
+        if raise_error:
+            self._raise()
+        return self.failures
+
+    def _raise(self) -> None:
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+
+    def _work(self) -> None:
+        while True:
+            with self._lock:
+                while not self._queue and not self._closing:
+                    self._lock.wait()
+                if not self._queue:
+                    return
+                taken, self._queue = self._queue, []
+            started = time.perf_counter()
+            try:
+                self.failures += do_work([work for work, _ in taken], self._fsync)
+            except BaseException as exc:  # noqa: BLE001 - handed to the loop's thread, which raises it
+                self._error = exc
+            self.busy_seconds += time.perf_counter() - started
+            self.rounds += 1
+            for _, replies in taken:
+                self._released.append(replies)
+            self._finished += len(taken)
