@@ -5,6 +5,7 @@
 #   make test             install, then the whole test suite (what CI runs)
 #   make run              install, then a short benchmark on the embedded data
 #                         (NP=3 ranks, TIME=180 s; ARGS='...' adds options)
+#   make test-multinode   install, then the tests across several hosts made on this machine (root)
 #   make bench            install, then the benchmark scripts -> BENCHMARKS.md
 #   make lint             ruff
 #
@@ -93,6 +94,13 @@ test-mpi: install
 
 test-integration: install
 	$(PY) -m pytest tests/integration
+
+# Several nodes on this machine (README, "Multi-node tests on one machine"): hosts made of network,
+# UTS and mount namespaces, so as root; about 4 minutes, so not part of `make test` (setup.cfg
+# deselects the multinode marker there).
+.PHONY: test-multinode
+test-multinode: install
+	$(PY) -m pytest -m multinode tests/multinode
 
 bench: install
 	$(PY) -m benchmarks

@@ -150,6 +150,20 @@ def run_mpi(
         return _run(mpirun_command(n, argv, rank_files), rank_files, timeout, env, cwd)
 
 
+def run_command(
+    command: Sequence[str],
+    timeout: float,
+    env: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike | None = None,
+) -> MpiResult:
+    """Run a launch command already built (e.g. ``mpirun --host …`` inside a test host) like :func:`run_mpi`.
+
+    Open MPI's ``--tag-output`` is the caller's to add; on timeout the
+    launcher's process group is killed and :class:`MpiTimeout` carries what it printed.
+    """
+    return _run(list(command), None, timeout, env, cwd)
+
+
 def _run(
     command: list[str],
     rank_files: Path | None,

@@ -21,7 +21,6 @@ import contextlib
 import os
 import re
 import shutil
-import signal
 import socket
 import stat
 import subprocess
@@ -31,6 +30,9 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tests.support import procs
+from tests.support.procs import ensure_debian_packages, gone, missing_debian_packages, parent_pid, terminate
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MARKER = "AIPERF_SLURM_SCRATCH"
@@ -54,52 +56,17 @@ class SlurmUnavailable(RuntimeError):
     """The packages are missing and cannot be installed here (not root, not Debian)."""
 
 
+_HINT = "run pytest -m 'not slurm'"
+
+
 def missing_packages() -> list[str]:
     """The Debian packages of :data:`PACKAGES` that are not installed."""
-    if shutil.which("dpkg-query") is None:
-        raise SlurmUnavailable("no dpkg-query: the Slurm tests need Debian's slurm packages (or run -m 'not slurm')")
-    missing = []
-    for package in PACKAGES:
-        status = subprocess.run(
-            ["dpkg-query", "-W", "-f=${Status}", package], capture_output=True, text=True, check=False
-        ).stdout
-        if status.strip() != "install ok installed":
-            missing.append(package)
-    return missing
+    return missing_debian_packages(PACKAGES, SlurmUnavailable, _HINT)
 
 
 def ensure_packages() -> float:
-    """Install the missing packages with apt-get; return the seconds it took (0 when none were missing).
-
-    Debian's maintainer scripts would start system-wide munge and Slurm
-    daemons; a ``policy-rc.d`` that says no is put in place for the install
-    when the machine has none (container images usually do).
-    """
-    missing = missing_packages()
-    if not missing:
-        return 0.0
-    if os.geteuid() != 0:
-        raise SlurmUnavailable(f"Slurm packages missing ({' '.join(missing)}) and not root to install them; "
-                               "install them or run pytest -m 'not slurm'")  # fmt: skip
-    start = time.monotonic()
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    policy = Path("/usr/sbin/policy-rc.d")
-    own_policy = not policy.exists()
-    if own_policy:
-        policy.write_text("#!/bin/sh\n# aiperf_mpi tests: no service starts while Slurm is installed\nexit 101\n")
-        policy.chmod(0o755)
-    try:
-        install = ["apt-get", "install", "-y", "-q", "--no-install-recommends", *missing]
-        done = subprocess.run(install, env=env, capture_output=True, text=True, check=False)
-        if done.returncode != 0:  # a fresh machine may have no package lists yet
-            subprocess.run(["apt-get", "update", "-q"], env=env, capture_output=True, text=True, check=False)
-            done = subprocess.run(install, env=env, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            raise SlurmUnavailable(f"apt-get install {' '.join(missing)} failed:\n{done.stdout[-2000:]}{done.stderr}")
-    finally:
-        if own_policy:
-            policy.unlink(missing_ok=True)
-    return time.monotonic() - start
+    """Install the missing packages with apt-get; return the seconds it took (0 when none were missing)."""
+    return ensure_debian_packages(PACKAGES, SlurmUnavailable, _HINT)
 
 
 def free_port() -> int:
@@ -111,18 +78,7 @@ def free_port() -> int:
 
 def marked_pids(scratch: str | os.PathLike) -> list[int]:
     """Every process (but this one) whose environment carries this cluster's marker."""
-    needle = f"{MARKER}={scratch}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-        except OSError:  # gone meanwhile, or a zombie
-            continue
-        if needle in environ.split(b"\0"):
-            found.append(int(entry.name))
-    return found
+    return procs.marked_pids(MARKER, scratch)
 
 
 def job_pids(scratch: str | os.PathLike, job_id: str) -> list[int]:
@@ -135,7 +91,7 @@ def job_pids(scratch: str | os.PathLike, job_id: str) -> list[int]:
         except OSError:
             continue
         if f"SLURM_JOB_ID={job_id}".encode() in environ or cmdline.startswith(f"slurmstepd: [{job_id}.".encode()):
-            if not _gone(pid):
+            if not gone(pid):
                 found.append(pid)
     return found
 
@@ -364,39 +320,7 @@ class SlurmCluster:
 
     def _job_processes(self, daemons: set[int]) -> list[int]:
         """Marked processes that are neither a daemon nor a daemon's helper (slurmctld's slurmscriptd)."""
-        return [pid for pid in marked_pids(self.scratch) if pid not in daemons and _parent(pid) not in daemons]
-
-
-def _parent(pid: int) -> int | None:
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def terminate(pids: Sequence[int], grace: float = 2.0) -> None:
-    """SIGTERM, wait up to ``grace`` s, then SIGKILL the given processes (by PID, nothing else)."""
-    alive = list(pids)
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in alive:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, sig)
-        deadline = time.monotonic() + grace
-        while True:
-            alive = [pid for pid in alive if not _gone(pid)]
-            if not alive or time.monotonic() > deadline:
-                break
-            time.sleep(0.05)
-        if not alive:
-            return
-
-
-def _gone(pid: int) -> bool:
-    """Exited, or a zombie (dead, waiting for its parent to reap it)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except (OSError, IndexError):
-        return True
+        return [pid for pid in marked_pids(self.scratch) if pid not in daemons and parent_pid(pid) not in daemons]
 
 
 SLURM_CONF = """\
@@ -473,11 +397,7 @@ def start_cluster(extra_env: Mapping[str, str] | None = None) -> SlurmCluster:
         if name.startswith(("SLURM_", "SBATCH_", "SRUN_", "SALLOC_")) and name != "SLURM_CONF":
             del env[name]
     cluster = SlurmCluster(scratch=scratch, conf=conf, node=node, env=env, timings=timings)
-    watchdog_env = {k: v for k, v in os.environ.items() if k != MARKER}
-    watchdog_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), watchdog_env.get("PYTHONPATH")]))
-    cluster.watchdog = subprocess.Popen([sys.executable, "-m", "tests.support.slurm", "--watchdog", str(scratch)],
-                                        stdin=subprocess.PIPE, env=watchdog_env, cwd=REPO_ROOT,
-                                        start_new_session=True)  # fmt: skip
+    cluster.watchdog = procs.start_watchdog("tests.support.slurm", MARKER, scratch)
     try:
         cluster.start()
     except BaseException:
@@ -487,15 +407,5 @@ def start_cluster(extra_env: Mapping[str, str] | None = None) -> SlurmCluster:
     return cluster
 
 
-def _watchdog(scratch: str) -> None:
-    """Block until the test process closes our stdin (or dies), then kill what is left of the cluster."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C of the session must not take the watchdog first
-    sys.stdin.buffer.read()
-    if marked_pids(scratch):
-        terminate(marked_pids(scratch))
-        terminate(marked_pids(scratch), grace=0.5)  # what was forked while the first round ran
-        shutil.rmtree(scratch, ignore_errors=True)
-
-
 if __name__ == "__main__" and sys.argv[1:2] == ["--watchdog"]:
-    _watchdog(sys.argv[2])
+    procs.watch(MARKER, sys.argv[2])

@@ -1,0 +1,179 @@
+"""A real two-node Slurm on the test hosts of :mod:`tests.support.multihost`: one slurmd per host.
+
+Debian's Slurm is built without ``--enable-multiple-slurmd``, but it does not
+need it here: each host has its own host name, network stack and mount
+namespace, so each runs an ordinary slurmd that registers as that host.
+What a real cluster has per node, each host gets:
+
+- its own munged (a single munged for both nodes refuses the second decode of
+  a job's credential as a replay), its socket at the same path on every host
+  — in the host's node-local tmpfs — which is what ``AuthInfo`` names;
+- its own PMIx client directory (``mpi.conf``: ``PMIxCliTmpDirBase`` in the
+  node-local tmpfs; in a shared ``/tmp`` the second node's step fails with
+  "Cannot create directory /tmp/spmix_appdir_…: File exists").
+
+slurmctld runs on node1, the client commands too (they reach the controller
+at node1's address on the bridge); the configuration is the single-node one
+of :mod:`tests.support.slurm` with those lines changed.  Every process carries
+both fixtures' markers; stopping cancels the jobs, shuts Slurm down, and
+stops the hosts, which sweeps whatever is left.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from tests.support import slurm
+from tests.support.multihost import VirtualCluster, start_cluster
+from tests.support.slurm import SlurmCluster
+
+CPUS = 4
+"""CPUs each node announces (2 cores here; ``config_overrides`` lets slurmd accept more)"""
+
+
+def two_node_conf(cluster: VirtualCluster, ctld_port: int = 6817, slurmd_port: int = 6818) -> str:
+    """The single-node configuration with the controller on node1, one NodeName per host, node-local paths."""
+    scratch, head = cluster.scratch, cluster.head
+    text = slurm.SLURM_CONF.format(s=scratch, node=head.name, ctld_port=ctld_port, slurmd_port=slurmd_port,
+                                   kill_wait=slurm.KILL_WAIT, gpus=0, ctld_debug="info")  # fmt: skip
+    changes = {
+        "SlurmctldHost": f"{head.name}({head.address})",
+        "AuthInfo": f"socket={cluster.node_local}/munge/munge.socket",
+        "SlurmdSpoolDir": f"{cluster.node_local}/slurmd",
+        "SlurmdPidFile": f"{scratch}/run/slurmd-%n.pid",
+        "SlurmdLogFile": f"{scratch}/log/slurmd-%n.log",
+        "GresTypes": None,
+        "NodeName": None,
+    }
+    lines = []
+    for line in text.splitlines():
+        key = line.split("=", 1)[0]
+        if key not in changes:
+            lines.append(line)
+        elif changes[key] is not None:
+            lines.append(f"{key}={changes[key]}")
+    nodes = [f"NodeName={h.name} NodeAddr={h.address} CPUs={CPUS} RealMemory=1000 State=UNKNOWN"
+             for h in cluster.hosts]  # fmt: skip
+    partition = next(i for i, line in enumerate(lines) if line.startswith("PartitionName="))
+    return "\n".join([*lines[:partition], f"TmpFS={cluster.node_local}", *nodes, *lines[partition:]]) + "\n"
+
+
+@dataclass
+class HostsSlurm(SlurmCluster):
+    """The Slurm of :class:`tests.support.slurm.SlurmCluster`, its daemons and commands on the test hosts."""
+
+    hosts: VirtualCluster | None = None
+
+    def command(self, argv: Sequence[str], timeout: float = 30, check: bool = True,
+                env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:  # fmt: skip
+        """A client command, run on the head host (where the controller's address is reachable)."""
+        done = self.hosts.on_host(self.hosts.head.name, argv, timeout=timeout, check=False,
+                                  env={**self.env, **(env or {})})  # fmt: skip
+        if check and done.returncode != 0:
+            raise RuntimeError(f"{' '.join(argv)} exited {done.returncode}: {done.stderr.strip()}")
+        return done
+
+    def _spawn_on(self, name: str, host: str, argv: Sequence[str]) -> subprocess.Popen:
+        prefix = ["nsenter", "-t", str(self.hosts.host(host).pid), "--net", "--uts", "--mount", f"--wd={self.scratch}",
+                  "--"]  # fmt: skip
+        return self._spawn(name, [*prefix, *argv])
+
+    def start(self) -> None:
+        """A munged on every host, slurmctld on the head host, then a slurmd on every host (until all are idle)."""
+        start = time.monotonic()
+        names = [h.name for h in self.hosts.hosts]
+        for host in names:
+            self.hosts.on_host(host, ["mkdir", "-p", "-m", "700", f"{self.hosts.node_local}/munge"])
+            self.hosts.on_host(host, ["mkdir", "-p", f"{self.hosts.node_local}/slurmd"])
+            munge = f"{self.hosts.node_local}/munge"
+            self._spawn_on(f"munged-{host}", host, [
+                "munged", "-F", "--force", f"--key-file={self.scratch / 'munge' / 'munge.key'}",
+                f"--socket={munge}/munge.socket", f"--pid-file={munge}/munged.pid",
+                f"--log-file={self.scratch / 'log' / f'munged-{host}.log'}", f"--seed-file={munge}/munged.seed",
+            ])  # fmt: skip
+
+        def sockets() -> bool:
+            return all(self.hosts.on_host(h, ["test", "-S", f"{self.hosts.node_local}/munge/munge.socket"],
+                                          check=False).returncode == 0 for h in names)  # fmt: skip
+
+        self._wait_for("every host's munged", sockets, 10)
+        self._spawn_on("slurmctld", self.hosts.head.name, ["slurmctld", "-D", "-c", "-f", str(self.conf)])
+        self._wait_for("slurmctld", lambda: " is UP" in self.command(["scontrol", "ping"], check=False).stdout, 20)
+        for host in names:
+            self._spawn_on(f"slurmd-{host}", host, ["slurmd", "-D", "-N", host, "-f", str(self.conf)])
+
+        def all_idle() -> bool:
+            states = self.command(["sinfo", "-h", "-N", "-o", "%N %T"], check=False).stdout.split("\n")
+            return sorted(line.strip() for line in states if line.strip()) == [f"{h} idle" for h in names]
+
+        self._wait_for("every node to be idle", all_idle, 30)
+        self.timings["start"] = time.monotonic() - start
+
+    def stop(self) -> list[int]:
+        """Cancel the jobs, shut Slurm down (10 s), then stop the hosts, which kills whatever is left."""
+        start = time.monotonic()
+        try:
+            queued = self.command(["squeue", "-h", "-o", "%i"], check=False, timeout=10).stdout.split()
+            if queued:
+                self.command(["scancel", *queued], check=False, timeout=10)
+            self.command(["scontrol", "shutdown"], check=False, timeout=10)
+        except (subprocess.SubprocessError, OSError):
+            pass  # stopping the hosts below does not need the controller
+        deadline = time.monotonic() + 10
+        while any(p.poll() is None for n, p in self.processes.items() if not n.startswith("munged")):
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        left = self.hosts.stop()
+        for proc in self.processes.values():
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        self.timings["stop"] = time.monotonic() - start
+        return left
+
+
+def job_environment() -> dict[str, str]:
+    """What every job sees besides the submitter's environment: this venv, root MPI, quiet TensorFlow."""
+    return {
+        "PATH": os.pathsep.join([str(os.path.dirname(sys.executable)), os.environ.get("PATH", "")]),
+        "AIPERF_VENV": sys.prefix,
+        "OMPI_ALLOW_RUN_AS_ROOT": "1",
+        "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+        "TF_CPP_MIN_LOG_LEVEL": "2",
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+def start_slurm(count: int = 2) -> HostsSlurm:
+    """``count`` test hosts, and a Slurm with one slurmd on each; :meth:`HostsSlurm.stop` ends both."""
+    timings = {"apt_install": slurm.ensure_packages()}
+    hosts = start_cluster(count)
+    try:
+        scratch = hosts.scratch
+        for sub in ("munge", "state", "run", "log", "jobs"):
+            (scratch / sub).mkdir(parents=True, exist_ok=True)
+        (scratch / "munge").chmod(0o700)
+        key = scratch / "munge" / "munge.key"
+        key.write_bytes(os.urandom(1024))
+        key.chmod(0o400)
+        conf = scratch / "slurm.conf"
+        conf.write_text(two_node_conf(hosts))  # Slurm's own ports: each host's network stack is the cluster's own
+        (scratch / "mpi.conf").write_text(f"PMIxCliTmpDirBase={hosts.node_local}\n")
+        env = {**hosts.env(job_environment()), "SLURM_CONF": str(conf), slurm.MARKER: str(scratch)}
+        for name in list(env):  # a test session inside a Slurm job must not talk to that job's Slurm
+            if re.match(r"(SLURM|SBATCH|SRUN|SALLOC)_", name) and name != "SLURM_CONF":
+                del env[name]
+        cluster = HostsSlurm(scratch=scratch, conf=conf, node=hosts.head.name, env=env, timings=timings, hosts=hosts)
+        cluster.start()
+    except BaseException:
+        hosts.stop()
+        raise
+    return cluster
