@@ -79,7 +79,9 @@ class BatchIO:
         self._error: BaseException | None = None
         self.failures: list[str] = []
         self.busy_seconds = 0.0
-        """time the thread spent doing work (for the benchmark)"""
+        """time the thread spent doing work, waiting for the disk included (for the benchmark)"""
+        self.cpu_seconds = 0.0
+        """CPU time the thread spent (for the benchmark)"""
         self.rounds = 0
         """times it took the queued batches (= fsyncs, when every batch asked for one)"""
         self._thread = threading.Thread(target=self._work, name="aiperf-master-io", daemon=True)
@@ -135,12 +137,13 @@ class BatchIO:
                 if not self._queue:
                     return
                 taken, self._queue = self._queue, []
-            started = time.perf_counter()
+            started, started_cpu = time.perf_counter(), time.thread_time()
             try:
                 self.failures += do_work([work for work, _ in taken], self._fsync)
             except BaseException as exc:  # noqa: BLE001 - handed to the loop's thread, which raises it
                 self._error = exc
             self.busy_seconds += time.perf_counter() - started
+            self.cpu_seconds += time.thread_time() - started_cpu
             self.rounds += 1
             for _, replies in taken:
                 self._released.append(replies)

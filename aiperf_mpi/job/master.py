@@ -230,8 +230,9 @@ class Master:
         """The search's candidate parents and the best observed model, after the history changed."""
         view = self.history.view
         if self.config.inherit:
+            members = view.ids() if self.config.search == "random" else []  # only the random baseline needs them
             self._candidates = candidate_parents(self.config.search, self.search_config,
-                                                 view.best(self.search_config.parents), view.ids())  # fmt: skip
+                                                 view.best(self.search_config.parents), members)  # fmt: skip
         else:
             self._candidates = []  # no child loads a parent's weights
         best = self.history.best_observed

@@ -48,7 +48,7 @@ def inheritable_at_the_end(run_dir: Path) -> set[str]:
 
 
 def test_the_run_directory_keeps_only_weights_a_child_may_still_inherit(tmp_path) -> None:
-    run = run_local(tmp_path, groups=GROUPS, time_limit=120, max_models=24, search=SEARCH)
+    run = run_local(tmp_path, groups=GROUPS, time_limit=120, max_models=24, search_config=SEARCH)
     records = logged_records(tmp_path)
     assert len(records) == 24 and run.master.history.trained == 24
     on_disk = {f"weights/{p.name}" for p in (tmp_path / "weights").iterdir()}
@@ -64,14 +64,22 @@ def test_the_run_directory_keeps_only_weights_a_child_may_still_inherit(tmp_path
     assert sum(len(r.loaded) for r in run.runners.values()) >= 10
 
 
+def test_the_random_baseline_inherits_from_any_model_of_the_view_and_finds_its_file(tmp_path) -> None:
+    run = run_local(tmp_path, groups=GROUPS, time_limit=120, max_models=16, search_config=SEARCH, search="random")
+    assert all(runner.missing_parents == [] for runner in run.runners.values())
+    assert sum(len(r.loaded) for r in run.runners.values()) >= 10
+    bounds = SEARCH.view_bounds()
+    assert len(list((tmp_path / "weights").iterdir())) <= bounds.top + bounds.recent + 1  # the view and the best
+
+
 def test_keep_weights_all_keeps_every_file(tmp_path) -> None:
-    run_local(tmp_path, groups=GROUPS, time_limit=120, max_models=12, search=SEARCH, keep_weights="all")
+    run_local(tmp_path, groups=GROUPS, time_limit=120, max_models=12, search_config=SEARCH, keep_weights="all")
     assert len(list((tmp_path / "weights").iterdir())) == 12
     assert not any(e["event"] == runlog.WEIGHTS_REMOVED for e in runlog.read_events(tmp_path).events)
 
 
 def test_resume_rebuilds_the_master_from_the_log_and_sweeps_what_a_new_segment_cannot_inherit(tmp_path) -> None:
-    run = run_local(tmp_path, groups=GROUPS, time_limit=120, max_models=14, search=SEARCH, keep_weights="all")
+    run = run_local(tmp_path, groups=GROUPS, time_limit=120, max_models=14, search_config=SEARCH, keep_weights="all")
     master = run.master
     resumed = _history_from_log(tmp_path, SEARCH.view_bounds())
     history = resumed.history

@@ -37,10 +37,10 @@ class LocalRun:
 
 
 def run_local(tmp_path: Path, groups: int, time_limit: float, slow=(), fail=(), max_models=0,
-              search: SearchConfig | None = None, **options) -> LocalRun:  # fmt: skip
+              search_config: SearchConfig | None = None, **options) -> LocalRun:  # fmt: skip
     config = RunConfig(time_limit=time_limit, seed_model="tiny", score_step=0.5, run_dir=str(tmp_path),
                        max_models=max_models, grace=30, **options)  # fmt: skip
-    search = search or SearchConfig()
+    search = search_config or SearchConfig()
     hub = LocalHub(groups)
     log = runlog.EventLog(tmp_path)
     log.write(runlog.RUN_START, sync=True, segment=1, config=config.to_dict())
