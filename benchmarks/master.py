@@ -1,117 +1,413 @@
-"""The master alone against simulated groups: per-message handling time at 64, 512 and 4,096 groups.
+"""Rank 0 against simulated groups: cost per message, bytes per model and memory, flat in groups and models.
 
 The real :class:`~aiperf_mpi.job.master.Master` (history, event log with its
-fsyncs, graph files) handles a synthetic stream: every group sends Ready,
-then per task Proposed, three EpochDone and a Result; each reply is pickled
-as the MPI transport would.  A model of ResNet-50's graph JSON travels in
-every message and history entry.  "Keeps up" compares the mean handling time
-with the arrival rate of groups that each finish a model every 60 s.
+fsyncs, graph files, duplicate check, weights retention) handles a synthetic
+stream of messages; every message is pickled by its sender and unpickled
+before it is handled, and every reply is pickled, as mpi4py does.
+
+Steady state without simulating whole rounds: the master first holds a
+history of N models (ResNet-50 32² graphs, from a pool of real morph chains,
+each made distinct) appended directly, and each of the G groups got its
+current Work as the last G of those arrived (group g when the history had
+N − G + g models), as when every group finishes one model a minute.  Then
+a fixed number of models are timed: per model the group's Proposed, three
+EpochDone and the Result whose reply is its next Work, which carries the
+view members appended since the group's previous one.  So each size costs
+seconds, not the G models of a round.
+
+A leader's memory is measured apart: a view fed by the master's updates
+while the history grows to 100,000 models, with the Bayesian search asking
+on it (ResNet-50 graphs) — its objects by tracemalloc, and the process's
+RSS (this process imports neither TensorFlow nor Horovod).
 """
 
 from __future__ import annotations
 
+import gc
+import json
+import multiprocessing
+import os
 import pickle
+import random
+import resource
 import statistics
 import tempfile
 import time
+import tracemalloc
 from pathlib import Path
 
 from aiperf_mpi import runlog
 from aiperf_mpi.config import RunConfig
 from aiperf_mpi.graph.model import to_json
+from aiperf_mpi.graph.morph import MorphError, random_morph
 from aiperf_mpi.graph.seeds import resnet50
+from aiperf_mpi.job.batchio import BatchIO
 from aiperf_mpi.job.master import Master
 from aiperf_mpi.job.run import BATCH
 from aiperf_mpi.protocol import EpochDone, Proposed, Ready, Result
-from aiperf_mpi.search.history import History
+from aiperf_mpi.search.bayesian import BayesianSearch, SearchConfig
+from aiperf_mpi.search.history import ModelRecord
+from aiperf_mpi.search.view import MasterHistory, SearchView, ViewUpdate
 
-GROUPS = (64, 512, 4096)
-ROUNDS = 3
+GROUPS = (4_096, 16_384, 65_536)
+HISTORY = 100_000
+HISTORY_SWEEP = (1_000, 10_000)
+"""further history sizes, at the smallest machine"""
+TIMED_MODELS = 2_000
+TIMED_SECONDS = 15.0
+"""at most this much arrival time per size: fewer models at the smaller machines, whose messages come slower"""
 EPOCHS = 3
 MODEL_SECONDS = 60.0
+POOL = 96
+LEADER_HISTORY = 100_000
+LEADER_ASKS = 4
+RUNS = Path(__file__).resolve().parents[1] / "runs"
+"""where the simulated run directories go, as a real run's (here /tmp creates a file 20× slower than runs/)"""
 
 
-def simulate(groups: int) -> dict:
-    graph = to_json(resnet50(32, 3, 10))
-    with tempfile.TemporaryDirectory() as scratch:
+def graph_pool(size: int, seed: int = 0) -> list[str]:
+    """Distinct ResNet-50 32² architectures: random morph chains from the seed, 1 to 12 morphs long."""
+    rng = random.Random(seed)
+    base = resnet50(32, 3, 10)
+    pool = [to_json(base)]
+    current, depth = base, 0
+    while len(pool) < size:
+        if depth >= rng.randint(1, 12):
+            current, depth = base, 0
+        try:
+            current = random_morph(current, rng).graph
+        except MorphError:
+            continue
+        depth += 1
+        pool.append(to_json(current))
+    return pool
+
+
+def variant(pool: list[str], index: int) -> str:
+    """A distinct graph per model: a pool member tagged with the model's number (graph attribute)."""
+    base = pool[index % len(pool)]
+    return base.replace('"graph":{', f'"graph":{{"variant":{index},', 1)
+
+
+def accuracy_of(model_id: int, rng: random.Random) -> float:
+    """The search's progress: accuracy rising towards a plateau, with noise."""
+    return 0.55 + 0.35 * (1.0 - 2.718281828 ** (-model_id / 30_000)) + rng.gauss(0.0, 0.02)
+
+
+def timed_models(groups: int) -> int:
+    """Models timed at ``groups`` groups: TIMED_MODELS, or what arrives in TIMED_SECONDS when that is fewer."""
+    return min(TIMED_MODELS, int(TIMED_SECONDS * groups / MODEL_SECONDS))
+
+
+def rss_mb() -> float:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def simulate(groups: int, history_size: int) -> dict:
+    """One machine size and history size, in a process of its own (so that its RSS is its own)."""
+    pool = graph_pool(POOL)
+    rng = random.Random(groups + history_size)
+    base_rss = rss_mb()
+    RUNS.mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=RUNS, prefix="bench-master-") as scratch:
         run_dir = Path(scratch)
+        (run_dir / "weights").mkdir()
         log = runlog.EventLog(run_dir)
-        master = Master(RunConfig(time_limit=1e9), log, History(), groups, run_dir)
-        times: list[float] = []
+        bounds = SearchConfig().view_bounds()
+        master = Master(RunConfig(time_limit=1e9), log, MasterHistory(bounds), groups, run_dir)
         tasks: dict[int, int] = {}
 
-        pending: list[tuple[int, object]] = []
-        syncs: list[float] = []
+        def ready(group: int) -> None:
+            [(_, work)] = master.handle(group, Ready(group, 4, "node"))
+            tasks[group] = work.task_id
 
-        def deliver(group: int, message: object) -> None:
-            start = time.perf_counter()
-            for target, reply in master.handle(group, message):
-                pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
-                if hasattr(reply, "task_id"):
-                    tasks[target] = reply.task_id
-            times.append(time.perf_counter() - start)
-            pending.append((group, message))
-            if len(pending) >= min(BATCH, groups):  # the loop's batch: one fsync per burst of messages
-                start = time.perf_counter()
-                log.sync()
-                syncs.append(time.perf_counter() - start)
-                pending.clear()
+        def model(model_id: int) -> ModelRecord:
+            parent = master.history.best_ids(1)[0] if model_id else None
+            # no weights file: the retention of the timed models' files is what is measured
+            return ModelRecord(model_id, parent, variant(pool, model_id), accuracy=accuracy_of(model_id, rng))
 
-        for group in range(groups):
-            deliver(group, Ready(group, 4, "node"))
-        for _ in range(ROUNDS):
-            for group in range(groups):
+        # the history, with each group's current Work handed out as the last G models arrived
+        first_ready = max(0, history_size - groups)
+        group = 0
+        for model_id in range(history_size):
+            while group < groups and model_id >= first_ready + (group if history_size >= groups
+                                                                else group * history_size // groups):  # fmt: skip
+                ready(group)
+                group += 1
+            master.append(model(model_id))
+        while group < groups:
+            ready(group)
+            group += 1
+        master.take_batch()
+        log.sync()
+        gc.collect()
+        preload_rss = rss_mb()
+
+        wall: list[float] = []
+        cpu: list[float] = []
+        handing: list[float] = []
+        handing_cpu: list[float] = []
+        sent = {"bytes": 0, "works": 0, "records": 0}
+        io = BatchIO(log.fsync)
+        timed = timed_models(groups)
+        rate = groups * (EPOCHS + 2) / MODEL_SECONDS
+
+        def stream():
+            """The timed messages in arrival order: per model its Proposed, epochs and Result."""
+            for number in range(timed):
+                group = number % groups
                 task = tasks[group]
-                now = time.time()
-                deliver(group, Proposed(task, None, graph, {"batch_size": 64, "kernel_size": 3}, "bench"))
+                graph = variant(pool, history_size + number)
+                parent = master.history.best_ids(1)[0]
+                hparams = {"batch_size": 64, "kernel_size": 3}
+                yield group, Proposed(task, parent, graph, hparams, "bench", {"strategy": "gp-ucb"})
                 epochs = []
-                for number in range(1, EPOCHS + 1):
-                    epoch = {"epoch": number, "train_loss": 1.0, "val_accuracy": 0.5 + 0.01 * number, "start": now,
-                             "end": now, "ops": 10**15, "steps": 100, "train_samples": 6400}  # fmt: skip
-                    epochs.append(epoch)
-                    deliver(group, EpochDone(task, epoch))
-                deliver(group, Result(task, None, graph, {"batch_size": 64, "kernel_size": 3}, epochs, 0.53, None,
-                                      {"total": 3 * 10**15}, {"train": 60.0}, "bench", "epoch limit"))  # fmt: skip
+                now = time.time()
+                for epoch in range(1, EPOCHS + 1):
+                    epochs.append({"epoch": epoch, "train_loss": 1.0, "val_accuracy": 0.5 + 0.01 * epoch,
+                                   "start": now, "end": now, "ops": 10**15, "steps": 100,
+                                   "train_samples": 6400})  # fmt: skip
+                    yield group, EpochDone(task, epochs[-1])
+                weights = f"weights/task-{task}.npz"
+                (run_dir / weights).write_bytes(b"")  # the leader wrote it before its Result
+                accuracy = accuracy_of(history_size + number, rng)
+                yield group, Result(task, parent, graph, hparams, epochs, accuracy, None, {"total": 3 * 10**15},
+                                    {"train": 60.0}, "bench", "epoch limit", weights)  # fmt: skip
+
+        def deliver(group: int, message: object, replies: list) -> None:
+            data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)  # the leader's side: not timed
+            start, start_cpu = time.perf_counter(), time.thread_time()
+            answer = master.handle(group, pickle.loads(data))
+            for _, reply in answer:
+                sent["bytes"] += len(pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL))
+            wall.append(time.perf_counter() - start)
+            cpu.append(time.thread_time() - start_cpu)
+            for target, reply in answer:
+                replies.append((target, reply))
+                if hasattr(reply, "view"):
+                    sent["works"] += 1
+                    sent["records"] += len(reply.view.records)
+                    tasks[target] = reply.task_id
+
+        # as master_loop: take what has arrived (at most BATCH), hand the batch to the I/O thread, send what
+        # it released; messages arrive at the machine's rate, one every 1/rate seconds
+        arrivals = stream()
+        upcoming = next(arrivals, None)
+        begin = time.perf_counter()
+        load = os.getloadavg()[0]
+        number = 0
+        while upcoming is not None or io.pending:
+            replies: list = []
+            handled = 0
+            while upcoming is not None and handled < BATCH and time.perf_counter() - begin >= number / rate:
+                deliver(*upcoming, replies)
+                number += 1
+                handled += 1
+                upcoming = next(arrivals, None)
+            if handled:
+                start, start_cpu = time.perf_counter(), time.thread_time()
+                io.submit(master.take_batch(), replies)
+                io.completed()
+                handing.append(time.perf_counter() - start)
+                handing_cpu.append(time.thread_time() - start_cpu)
+            else:
+                io.completed()
+                wait = number / rate - (time.perf_counter() - begin) if upcoming is not None else 0.001
+                time.sleep(min(max(wait, 0.0), 0.001) if io.pending else max(wait, 0.0))
+        elapsed = time.perf_counter() - begin
+        load = max(load, os.getloadavg()[0])
+        io.close()
         log.close()
-    ordered = sorted(times)
-    messages_per_second = groups * (EPOCHS + 2) / MODEL_SECONDS
-    mean = (sum(times) + sum(syncs)) / len(times)  # fsyncs amortised over the messages they covered
+        end_rss = rss_mb()
+        weights_left = sum(1 for _ in (run_dir / "weights").iterdir())
+        log_bytes = (run_dir / runlog.EVENTS_FILE).stat().st_size
+        event_bytes: dict[str, list[int]] = {}
+        with open(run_dir / runlog.EVENTS_FILE, "rb") as events:
+            for line in events:
+                kind = json.loads(line)[runlog.EVENT]
+                event_bytes.setdefault(kind, [0, 0])
+                event_bytes[kind][0] += len(line)
+                event_bytes[kind][1] += 1
+        graphs = [path.stat().st_size for path in (run_dir / "graphs").iterdir()]
+    messages = len(wall)
+    ordered_wall, ordered_cpu = sorted(wall), sorted(cpu)
+    window = messages / rate  # the time the messages take to arrive: what rank 0 must keep up with
     return {
-        "messages": len(times),
-        "fsync": statistics.median(syncs) if syncs else 0.0,
-        "p50": ordered[len(ordered) // 2],
-        "p99": ordered[int(len(ordered) * 0.99)],
-        "max": ordered[-1],
-        "mean": mean,
-        "rate": messages_per_second,
-        "keeps_up": mean * messages_per_second < 1.0,
-        "load": mean * messages_per_second,
+        "groups": groups,
+        "history": history_size,
+        "timed": timed,
+        "messages": messages,
+        "p50": ordered_wall[messages // 2],
+        "p99": ordered_wall[int(messages * 0.99)],
+        "max": ordered_wall[-1],
+        "cpu_p50": ordered_cpu[messages // 2],
+        "cpu_p99": ordered_cpu[int(messages * 0.99)],
+        "cpu_max": ordered_cpu[-1],
+        "cpu_mean": statistics.mean(cpu),
+        "rate": rate,
+        "lag": elapsed - window,
+        "busy": (sum(wall) + sum(handing)) / window,
+        "busy_cpu": (sum(cpu) + sum(handing_cpu)) / window,
+        "io_cpu": io.cpu_seconds / window,
+        "io_wall": io.busy_seconds / window,
+        "fsyncs": io.rounds,
+        "load": load,
+        "bytes_per_model": sent["bytes"] / timed,
+        "records_per_work": sent["records"] / max(1, sent["works"]),
+        "base_rss": base_rss,
+        "preload_rss": preload_rss,
+        "rss": end_rss,
+        "weights_left": weights_left,
+        "log_bytes_per_model": log_bytes / timed,
+        "event_bytes": {kind: total / count for kind, (total, count) in event_bytes.items()},
+        "graph_bytes": statistics.mean(graphs) if graphs else 0.0,
+        "hashes": master.history.hashes,
     }
 
 
+def leader_updates() -> list[tuple[int, ViewUpdate, bool]]:
+    """What one group's leader receives while the history grows to 100,000 models: an update per 4,096 models.
+
+    Made apart (in a process of its own) so that the master's memory does not
+    count as the leader's; each entry says whether the leader asks its search
+    after applying it.
+    """
+    pool = graph_pool(POOL)
+    rng = random.Random(1)
+    master = MasterHistory(SearchConfig().view_bounds())
+    ask_at = {LEADER_HISTORY * (i + 1) // LEADER_ASKS for i in range(LEADER_ASKS)}
+    updates, seen = [], 0
+    for model_id in range(LEADER_HISTORY):
+        parent = master.best_ids(1)[0] if model_id else None
+        master.append(ModelRecord(model_id, parent, variant(pool, model_id), accuracy=accuracy_of(model_id, rng)))
+        if (model_id + 1) % 4_096 == 0 or model_id + 1 in ask_at:
+            updates.append((len(master), master.update(seen, with_dictionary=not seen), model_id + 1 in ask_at))
+            seen = len(master)
+    return updates
+
+
+def leader_memory(updates: list[tuple[int, ViewUpdate, bool]]) -> dict:
+    """A leader's view and Bayesian search fed ``updates``: its objects (tracemalloc) and its process's RSS."""
+    gc.collect()
+    start_rss = rss_mb()
+    tracemalloc.start()
+    config = SearchConfig()
+    view = SearchView(config.view_bounds())
+    search = BayesianSearch(view, seed=0, config=config)
+    samples = []
+    for length, update, ask in updates:
+        view.apply(update)
+        if ask:
+            search.ask()
+            gc.collect()
+            samples.append((length, tracemalloc.get_traced_memory()[0] / 2**20))
+    current, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return {"samples": samples, "current": current / 2**20, "peak": peak / 2**20, "start_rss": start_rss,
+            "rss": rss_mb(), "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "members": len(view.ids()), "cached": len(search._cache.graphs)}  # fmt: skip
+
+
+def _in_child(function, *args):
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(1, maxtasksperchild=1) as workers:
+        return workers.apply(function, args)
+
+
 def run() -> str:
-    rows = ["| groups | messages | p50 | p99 | max | fsync per batch | arrival rate | busy fraction | keeps up |",
-            "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
-    verdict = ""
-    for groups in GROUPS:
-        r = simulate(groups)
+    rows = ["| groups | history | per message, CPU: p50 / p99 / max | wall: p50 / p99 / max | arrival rate "
+            "| busy: CPU (wall) | I/O thread: CPU (wall) | bytes per model | records per Work "
+            "| master RSS: imports → loaded → end | load |",
+            "|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    results = []
+    for groups, history in [*((g, HISTORY) for g in GROUPS), *((GROUPS[0], h) for h in HISTORY_SWEEP)]:
+        r = _in_child(simulate, groups, history)
+        results.append(r)
         rows.append(
-            f"| {groups:,} | {r['messages']:,} | {r['p50'] * 1e3:.2f} ms | {r['p99'] * 1e3:.2f} ms | "
-            f"{r['max'] * 1e3:.1f} ms | {r['fsync'] * 1e3:.2f} ms | {r['rate']:.0f} msg/s | {r['load']:.0%} | "
-            f"{'yes' if r['keeps_up'] else 'NO'} |"
+            f"| {groups:,} | {history:,} | {r['cpu_p50'] * 1e3:.3f} / {r['cpu_p99'] * 1e3:.2f} / "
+            f"{r['cpu_max'] * 1e3:.1f} ms | {r['p50'] * 1e3:.3f} / {r['p99'] * 1e3:.2f} / {r['max'] * 1e3:.0f} ms "
+            f"| {r['rate']:,.0f} msg/s | {r['busy_cpu']:.0%} ({r['busy']:.0%}) "
+            f"| {r['io_cpu']:.0%} ({r['io_wall']:.0%}) "
+            f"| {r['bytes_per_model'] / 1e3:.1f} kB | {r['records_per_work']:.1f} "
+            f"| {r['base_rss']:.0f} → {r['preload_rss']:.0f} → {r['rss']:.0f} MB | {r['load']:.1f} |"
         )
         print(rows[-1], flush=True)
-        if groups == GROUPS[-1]:
-            verdict = f"p99 at {groups:,} groups: {r['p99'] * 1e3:.2f} ms ({'meets' if r['p99'] < 0.005 else 'MISSES'})"
+    leader = _in_child(leader_memory, _in_child(leader_updates))
+    by_groups = [r for r in results if r["history"] == HISTORY]
+    largest = by_groups[-1]
+    by_history = sorted((r for r in results if r["groups"] == GROUPS[0]), key=lambda r: r["history"])
+
+    def spread(values: list[float]) -> float:
+        return max(values) / min(values) - 1
+
+    def verdict(ok: bool) -> str:
+        return "meets" if ok else "MISSES"
+
+    groups_spread = spread([r["bytes_per_model"] for r in by_groups])
+    history_spread = spread([r["bytes_per_model"] for r in by_history])
+    bounds = SearchConfig().view_bounds()
+    bound = max(r["bytes_per_model"] / r["records_per_work"] for r in results) * (bounds.top + bounds.recent)
+    sizes = largest["event_bytes"]
+    leader_lines = ", ".join(f"{mb:.1f} MB at {n:,} models" for n, mb in leader["samples"])
+    goals = [
+        f"p99 < 5 ms at {largest['groups']:,} groups — CPU {largest['cpu_p99'] * 1e3:.2f} ms "
+        f"({verdict(largest['cpu_p99'] < 0.005)}); wall {largest['p99'] * 1e3:.2f} ms at load "
+        f"{largest['load']:.0f} ({verdict(largest['p99'] < 0.005)})",
+        f"busy < 70 % — CPU {largest['busy_cpu']:.0%} ({verdict(largest['busy_cpu'] < 0.7)}); wall "
+        f"{largest['busy']:.0%} ({verdict(largest['busy'] < 0.7)})",
+        f"bytes per model flat within 10 % from {GROUPS[0]:,} to {GROUPS[-1]:,} groups — "
+        f"{by_groups[0]['bytes_per_model'] / 1e3:.1f} to {largest['bytes_per_model'] / 1e3:.1f} kB, spread "
+        f"{groups_spread:.0%} ({verdict(groups_spread <= 0.1)}); from {by_history[0]['history']:,} to "
+        f"{by_history[-1]['history']:,} models — {by_history[0]['bytes_per_model'] / 1e3:.1f} to "
+        f"{by_history[-1]['bytes_per_model'] / 1e3:.1f} kB, spread {history_spread:.0%} "
+        f"({verdict(history_spread <= 0.1)}); never above the whole view, ≈ {bound / 1e3:.0f} kB, at any G or N",
+        f"leader < 300 MB beyond TensorFlow's — {leader['rss']:.0f} MB RSS (peak {leader['peak_rss']:.0f} MB) "
+        f"with no TensorFlow loaded ({verdict(leader['peak_rss'] < 300)})",
+    ]
     return "\n".join(
         [
             *rows,
             "",
-            f"Each group: Ready, then {ROUNDS} tasks of Proposed + {EPOCHS} EpochDone + Result; one model per group "
-            f"every {MODEL_SECONDS:.0f} s sets the arrival rate. Per-message times include writing the event log "
-            f"and pickling the replies (a Work carries the history delta); the fsync runs once per batch of up to "
-            f"{BATCH} messages, as in the master's loop, and is amortised into the busy fraction.",
+            "Per size: a history of the stated number of ResNet-50 32² models (graph JSON ≈ 17 kB each), then "
+            f"{TIMED_MODELS:,} models timed, or those that arrive in {TIMED_SECONDS:.0f} s when fewer (each: Proposed, "
+            f"{EPOCHS} EpochDone, Result and its reply Work); one model per group every {MODEL_SECONDS:.0f} s sets "
+            "the arrival rate, and messages arrive at that rate. Each group's previous Work went out as the last G "
+            "models of the history arrived, so a Work carries the view members appended since (steady state) "
+            "without simulating whole rounds. A message's time is unpickling it, handling it (event log, duplicate "
+            "check, view, retention) and pickling the replies, on the loop's thread: CPU is that thread's time, "
+            "wall the clock. As in the master's loop, what has arrived (up to "
+            f"{BATCH} messages) is handled, then its file work (graph files, the fsync, weights removals) and its "
+            "replies go to the I/O thread. Busy: the loop thread's time (messages and handing over batches) over "
+            "the time the messages take to arrive; the I/O thread's likewise (its wall time is mostly waiting "
+            "for the disk). Bytes per model: every reply rank 0 pickled (Accepted and Work), per model. Records "
+            f"per Work: view members the group lacked — the {bounds.recent} most recent, plus the models that "
+            f"entered the {bounds.top} best since its previous Work (more of them the more groups finish between "
+            "two of its Works, and the faster the accuracy improves), never more than the whole view. Accuracy "
+            "rises towards a plateau with noise, as in a search that makes progress. The run directory is under "
+            "runs/, as a real run's. Load: the machine's 1-minute load average during the timed part; this "
+            "machine is shared, and at a load above its 2 cores the wall times are mostly waiting for a core.",
             "",
-            f"Goal: p99 < 5 ms at 4,096 groups — {verdict}.",
+            f"Run directory per model ({EPOCHS} epochs each): event log {largest['log_bytes_per_model'] / 1e3:.1f} kB "
+            f"— model_done {sizes['model_done'] / 1e3:.1f} kB (the whole record, its graph JSON escaped once more), "
+            f"epoch {sizes['epoch'] / 1e3:.2f} kB each, model_proposed {sizes['model_proposed'] / 1e3:.2f} kB, "
+            f"weights_removed {sizes.get('weights_removed', 0.0) / 1e3:.2f} kB per batch of removals; graph file "
+            f"{largest['graph_bytes'] / 1e3:.1f} kB. So a run of N models and E epochs writes ≈ "
+            f"N × {(sizes['model_done'] + sizes['model_proposed'] + largest['graph_bytes']) / 1e3:.0f} kB + "
+            f"E × {sizes['epoch'] / 1e3:.2f} kB besides weights. Weights files left after {largest['timed']:,} models "
+            f"at {largest['groups']:,} groups: {largest['weights_left']} (the preloaded models had none; what stays "
+            "is the candidate parents', the best model's and the running tasks' parents'). Master memory at "
+            f"{HISTORY:,} models: the view and one graph hash per model ({largest['hashes']:,} hashes).",
+            "",
+            f"A leader (Bayesian search, default settings, ResNet-50 32² graphs; an update every 4,096 models, "
+            f"{LEADER_ASKS} asks as the history grows to {LEADER_HISTORY:,}): view and search objects "
+            f"{leader_lines} (tracemalloc; {leader['peak']:.0f} MB at the peak of an ask); view {leader['members']} "
+            f"models, {leader['cached']} parsed graphs cached; process RSS {leader['start_rss']:.0f} MB after imports, "
+            f"{leader['rss']:.0f} MB at the end (no TensorFlow in this process).",
+            "",
+            "Goals: " + "; ".join(goals) + ".",
         ]
     )
