@@ -31,7 +31,7 @@ def rank_main(comm: MPI.Comm, argv: Sequence[str] | None, stop_flag: StopFlag) -
         finally:
             layout.free()
     from aiperf_mpi.config import load_config
-    from aiperf_mpi.job.run import agree, run_benchmark
+    from aiperf_mpi.mpi.run import agree, run_benchmark
 
     config = agree(comm, lambda: load_config(options.config, run_overrides(options)))
     return run_benchmark(comm, config, resume=options.resume, stop_flag=stop_flag)

@@ -14,12 +14,14 @@ from pathlib import Path
 from aiperf_mpi.data.sources import DATASETS
 from aiperf_mpi.errors import UsageError
 from aiperf_mpi.graph.seeds import SEED_MODELS
-from aiperf_mpi.job.retention import KEEP_WEIGHTS
+from aiperf_mpi.results.score import DEFAULT_STEP
+from aiperf_mpi.results.score import VALID_PRECISIONS as PRECISIONS
 from aiperf_mpi.search.hpo import HPO_KINDS
 
 SEARCHES = ("bayesian", "random")
+KEEP_WEIGHTS = ("parents", "all")
+"""which trained weights stay in the run directory (see :mod:`aiperf_mpi.job.retention`)"""
 XLA_SETTINGS = ("auto", "on", "off")
-PRECISIONS = ("fp32", "fp16", "bf16")
 
 
 @dataclass(frozen=True)
@@ -42,7 +44,7 @@ class RunConfig:
     """0: one group per node"""
     run_dir: str = ""
     """'' : runs/run-<date>-<time>"""
-    score_step: float = 360.0
+    score_step: float = DEFAULT_STEP
     max_epochs: int = 60
     patience: int = 5
     min_delta: float = 0.001

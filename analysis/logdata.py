@@ -3,14 +3,14 @@
 The report must stay quick and small on the log of a long run on a large
 machine — 10,000 models and 500,000 epochs is half a gigabyte of JSON, and a
 list of the epochs' dicts alone would take more than a gigabyte — so the log
-is streamed once (:class:`aiperf_mpi.runlog.EventStream`) and kept as:
+is streamed once (:class:`aiperf_mpi.results.runlog.EventStream`) and kept as:
 
 * epochs: one row of :data:`EPOCH_COLUMNS` floats each, in a flat array;
 * monitor samples: one row per device and sample, same idea;
 * models, proposals, failures, peaks, staging: small records (thousands);
 * the graph of the best model only (the others are dropped as they pass);
 * what the score needs, gathered by the score module's own
-  :class:`aiperf_mpi.score.ScoreInputs`, so the score is computed exactly as
+  :class:`aiperf_mpi.results.score.ScoreInputs`, so the score is computed exactly as
   the run computed it.
 
 A ``model_done`` record repeats every epoch of its model (the epochs are
@@ -47,8 +47,8 @@ except ImportError:  # optional at run time: the standard library gives the same
     orjson = None
     _fast_loads = json.loads
 
-from aiperf_mpi import runlog
-from aiperf_mpi.score import ScoreInputs, active_times
+from aiperf_mpi.results import runlog
+from aiperf_mpi.results.score import ScoreInputs, active_times
 
 EPOCH_COLUMNS = ("task", "group", "epoch", "start", "end", "ops", "val_accuracy", "data_wait", "compute", "evaluation",
                  "compile")
@@ -56,7 +56,7 @@ EPOCH_COLUMNS = ("task", "group", "epoch", "start", "end", "ops", "val_accuracy"
 MONITOR_COLUMNS = ("time", "node", "group", "device", "utilization", "memory_used", "memory_total")
 _HEAD = re.compile(r'\s*\{\s*"event"\s*:\s*"([A-Za-z_]+)"')
 _EPOCH_PREFIX = '{"event":"epoch",'
-"""how :class:`aiperf_mpi.runlog.EventLog` starts an epoch line (other spellings take the generic path)"""
+"""how :class:`aiperf_mpi.results.runlog.EventLog` starts an epoch line (other spellings take the generic path)"""
 _ROW = itemgetter(runlog.TIME, *EPOCH_COLUMNS)
 """an epoch's row while it waits in a block: its time, then the columns"""
 _ROW_NAMES = (runlog.TIME, *EPOCH_COLUMNS)
@@ -205,7 +205,7 @@ class RunLog:
     truncated_bytes: int = 0
     cut_tails: list[dict] = field(default_factory=list)
     """the ``cut_tail`` of each resumed ``run_start``: a cut end that ``--resume`` set aside
-    (:func:`aiperf_mpi.runlog.repair_tail`), with its segment"""
+    (:func:`aiperf_mpi.results.runlog.repair_tail`), with its segment"""
 
     @property
     def run_dir(self) -> Path:

@@ -3,7 +3,7 @@
 Everything is on the score's *active* time axis (seconds since the run
 started, the gaps between resumed segments cut out), so the timeline, the
 utilisation and the score over time line up.  The score itself comes from
-:mod:`aiperf_mpi.score` and nowhere else.
+:mod:`aiperf_mpi.results.score` and nowhere else.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from aiperf_mpi.score import Score, score_inputs
+from aiperf_mpi.results.score import Score, score_inputs
 from analysis.logdata import RunLog
 
 IDLE_GAP_MIN_SECONDS = 1.0

@@ -19,7 +19,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
-from aiperf_mpi.score import Score
+from aiperf_mpi.results.score import Score
 from analysis.logdata import RunLog
 from analysis.metrics import GroupTime, union
 

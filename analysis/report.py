@@ -24,7 +24,7 @@ import numpy as np
 
 from aiperf_mpi.graph.model import GraphError, from_json
 from aiperf_mpi.graph.ops import count_ops
-from aiperf_mpi.score import Score
+from aiperf_mpi.results.score import Score
 from analysis import plots
 from analysis.document import Document
 from analysis.logdata import RunLog, load_run
@@ -119,7 +119,7 @@ class _Builder:
             f"{nodes} node(s), {run.groups} training group(s); {self.score.segments} segment(s), "
             f"{duration(self.score.active_time)} of active time.  Everything below comes from the event log "
             f"(`{run.path.name}`, {run.lines:,} lines, {si(run.bytes, 'B')}); the score is computed by "
-            "`aiperf_mpi.score`, as the run computed it."
+            "`aiperf_mpi.results.score`, as the run computed it."
         )
         if run.truncated_tail:
             self.doc.paragraph(

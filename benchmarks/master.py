@@ -36,15 +36,14 @@ import time
 import tracemalloc
 from pathlib import Path
 
-from aiperf_mpi import runlog
 from aiperf_mpi.config import RunConfig
 from aiperf_mpi.graph.model import to_json
 from aiperf_mpi.graph.morph import MorphError, random_morph
 from aiperf_mpi.graph.seeds import resnet50
 from aiperf_mpi.job.batchio import BatchIO
-from aiperf_mpi.job.master import Master
-from aiperf_mpi.job.run import BATCH
-from aiperf_mpi.protocol import EpochDone, Proposed, Ready, Result
+from aiperf_mpi.job.master import BATCH, Master
+from aiperf_mpi.job.messages import EpochDone, Proposed, Ready, Result
+from aiperf_mpi.results import runlog
 from aiperf_mpi.search.bayesian import BayesianSearch, SearchConfig
 from aiperf_mpi.search.history import ModelRecord
 from aiperf_mpi.search.view import MasterHistory, SearchView, ViewUpdate

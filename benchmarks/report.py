@@ -24,10 +24,10 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from aiperf_mpi import runlog
 from aiperf_mpi.graph.model import from_json, to_json
 from aiperf_mpi.graph.ops import count_ops
 from aiperf_mpi.graph.seeds import resnet50, tiny_resnet
+from aiperf_mpi.results import runlog
 from analysis.logdata import orjson
 
 MODELS = 10_000

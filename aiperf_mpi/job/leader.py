@@ -9,7 +9,7 @@ master accepts it (the master knows every graph of the run and answers
 Duplicate for one seen before: the leader then asks its search again), has
 its group train it (reporting every epoch as it completes) and sends the
 result.  What trains is a *runner*:
-:class:`GroupRunner` (real Horovod training on the group) in a run; tests
+:class:`~aiperf_mpi.train.runner.GroupRunner` (real Horovod training on the group) in a run; tests
 substitute a fast simulated one — the loop, the search, the tuner and the
 transport stay real.
 """
@@ -21,16 +21,15 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Protocol
 
 import networkx as nx
-from mpi4py import MPI
 
-from aiperf_mpi.config import RunConfig, xla_enabled
+from aiperf_mpi.config import RunConfig
 from aiperf_mpi.graph.model import from_json, to_json, with_kernel_size
 from aiperf_mpi.graph.ops import count_ops
-from aiperf_mpi.protocol import Accepted, Duplicate, EpochDone, Failed, Proposed, Ready, Result, Stop, Work
+from aiperf_mpi.job.messages import Accepted, Duplicate, EpochDone, Failed, Proposed, Ready, Result, Stop, Work
+from aiperf_mpi.job.transport import LeaderChannel
 from aiperf_mpi.search.bayesian import BayesianSearch, RandomSearch, SearchConfig
 from aiperf_mpi.search.history import graph_hash
 from aiperf_mpi.search.hpo import WARMUP_ROUNDS, HParams, Tuner, batch_choices
@@ -76,7 +75,7 @@ class Runner(Protocol):
 
 
 def leader_loop(
-    channel,
+    channel: LeaderChannel,
     group: int,
     ranks: int,
     config: RunConfig,
@@ -87,6 +86,7 @@ def leader_loop(
     peak: dict | None = None,
     max_batch: int | None = None,
     search_config: SearchConfig | None = None,
+    rank: int = 0,
 ) -> None:
     """Serve the master until it says Stop; ``view`` is the (empty) view to keep, for a caller to inspect.
 
@@ -95,67 +95,95 @@ def leader_loop(
     largest per-rank batch the data allows (training samples per rank): the
     tuner never proposes more, since such a trial could not take one step.
     ``search_config`` must be the master's (it decides which weights it keeps).
+    ``rank`` is the leader's world rank, named in the failures it reports.
     """
-    search_config = search_config or SearchConfig()
-    view = SearchView(search_config.view_bounds()) if view is None else view
-    seed = config.seed * 100_003 + group
-    if config.search == "bayesian":
-        search = BayesianSearch(view, seed, search_config)
-    else:
-        search = RandomSearch(view, seed, search_config)
-    batches = [b for b in batch_choices(seed_graph, int(config.device_memory_gb * 2**30))
-               if max_batch is None or b <= max_batch]  # fmt: skip
-    default = HParams(config.batch_size, 3)
-    tuner = Tuner(config.hpo, sorted(set(batches) | {config.batch_size}), seed, default)
-    channel.send(Ready(group, ranks, socket.gethostname(), peak))
+    Leader(channel, group, config, seed_graph, runner, external_stop, view, max_batch, search_config, rank).serve(
+        Ready(group, ranks, socket.gethostname(), peak)
+    )
 
-    def should_stop() -> bool:
-        return channel.stop_pending() or bool(external_stop())
 
-    while True:
-        message = channel.recv()
-        if isinstance(message, Stop):
-            view.apply(message.view)
-            runner.finish()
-            return
-        if not isinstance(message, Work):
-            raise RuntimeError(f"leader of group {group} got an unexpected {type(message).__name__}")
-        view.apply(message.view)
-        hparams = tuner.ask()
+class Leader:
+    """One group leader: each Work goes through three steps, :meth:`propose`, :meth:`train`, :meth:`report`."""
+
+    def __init__(self, channel: LeaderChannel, group: int, config: RunConfig, seed_graph: nx.DiGraph, runner: Runner,
+                 external_stop: Callable[[], str], view: SearchView | None, max_batch: int | None,
+                 search_config: SearchConfig | None, rank: int) -> None:  # fmt: skip
+        search_config = search_config or SearchConfig()
+        self.channel, self.group, self.config, self.seed_graph, self.runner = channel, group, config, seed_graph, runner
+        self.external_stop, self.rank = external_stop, rank
+        self.view = SearchView(search_config.view_bounds()) if view is None else view
+        seed = config.seed * 100_003 + group
+        search_class = BayesianSearch if config.search == "bayesian" else RandomSearch
+        self.search = search_class(self.view, seed, search_config)
+        batches = [b for b in batch_choices(seed_graph, int(config.device_memory_gb * 2**30))
+                   if max_batch is None or b <= max_batch]  # fmt: skip
+        self.tuner = Tuner(config.hpo, sorted(set(batches) | {config.batch_size}), seed, HParams(config.batch_size, 3))
+
+    def serve(self, ready: Ready) -> None:
+        """Say Ready, then take Work until Stop."""
+        self.channel.send(ready)
+        while True:
+            message = self.channel.recv()
+            if isinstance(message, Stop):
+                self.view.apply(message.view)
+                self.runner.finish()
+                return
+            if not isinstance(message, Work):
+                raise RuntimeError(f"leader of group {self.group} got an unexpected {type(message).__name__}")
+            self.view.apply(message.view)
+            proposal = self.propose(message)
+            if proposal is None:
+                continue
+            task, outcome = self.train(message, proposal)
+            self.report(message, proposal, task, outcome)
+
+    def should_stop(self) -> bool:
+        return self.channel.stop_pending() or bool(self.external_stop())
+
+    def propose(self, work: Work) -> _Proposal | None:
+        """The child and its hyper-parameters, accepted by the master; None (reported) when none was found."""
+        hparams = self.tuner.ask()
         started = time.monotonic()
         try:
-            chosen = _choose(channel, message, view, search, seed_graph, hparams)
+            chosen = _choose(self.channel, work, self.view, self.search, self.seed_graph, hparams)
         except (RuntimeError, ValueError) as exc:  # no new architecture found, a bad morph: this task fails
-            tuner.tell(hparams, None)
-            channel.send(Failed(message.task_id, MPI.COMM_WORLD.Get_rank(), socket.gethostname(),
-                                f"the search found no child: {type(exc).__name__}: {exc}",
-                                traceback.format_exc()))  # fmt: skip
-            continue
-        graph_json, parent, plan, description, info = chosen
-        search_time = time.monotonic() - started
+            self.tuner.tell(hparams, None)
+            self.channel.send(Failed(work.task_id, self.rank, socket.gethostname(),
+                                     f"the search found no child: {type(exc).__name__}: {exc}",
+                                     traceback.format_exc()))  # fmt: skip
+            return None
+        return _Proposal(hparams, *chosen, search_seconds=time.monotonic() - started)
+
+    def train(self, work: Work, proposal: _Proposal) -> tuple[Task, Outcome]:
+        """The group trains the proposal; every epoch is sent to the master as it completes."""
         parent_weights = ""
-        if parent is not None and config.inherit:
-            parent_weights = view[parent].weights
-        task = Task(message.task_id, message.round, graph_json, hparams, parent, plan, parent_weights)
+        if proposal.parent is not None and self.config.inherit:
+            parent_weights = self.view[proposal.parent].weights
+        task = Task(work.task_id, work.round, proposal.graph_json, proposal.hparams, proposal.parent, proposal.plan,
+                    parent_weights)  # fmt: skip
 
-        def report(epoch: dict, task_id: int = message.task_id) -> None:
-            channel.send(EpochDone(task_id, epoch))
+        def report_epoch(epoch: dict, task_id: int = work.task_id) -> None:
+            self.channel.send(EpochDone(task_id, epoch))
 
-        outcome = runner.run(task, report, should_stop)
-        timings = {**outcome.timings, "search": search_time}
+        return task, self.runner.run(task, report_epoch, self.should_stop)
+
+    def report(self, work: Work, proposal: _Proposal, task: Task, outcome: Outcome) -> None:
+        """Tell the tuner and the master how the task ended (Failed or Result)."""
+        hparams, parent, graph_json = proposal.hparams, proposal.parent, proposal.graph_json
+        timings = {**outcome.timings, "search": proposal.search_seconds}
         if outcome.failure is not None:
-            tuner.tell(hparams, None)
+            self.tuner.tell(hparams, None)
             failure = outcome.failure
-            channel.send(Failed(message.task_id, failure["rank"], failure["host"], failure["reason"],
-                                failure.get("traceback", ""), parent, graph_json, hparams.to_dict(),
-                                outcome.epochs))  # fmt: skip
-            continue
+            self.channel.send(Failed(work.task_id, failure["rank"], failure["host"], failure["reason"],
+                                     failure.get("traceback", ""), parent, graph_json, hparams.to_dict(),
+                                     outcome.epochs))  # fmt: skip
+            return
         accuracies = [e["val_accuracy"] for e in outcome.epochs]
         accuracy = max(accuracies) if accuracies else None
         predicted = None
-        if accuracies and message.round <= WARMUP_ROUNDS:
-            predicted = predict_final_accuracy(accuracies, config.max_epochs)
-        tuner.tell(hparams, accuracy)
+        if accuracies and work.round <= WARMUP_ROUNDS:
+            predicted = predict_final_accuracy(accuracies, self.config.max_epochs)
+        self.tuner.tell(hparams, accuracy)
         counts = count_ops(from_json(graph_json))
         ops = {
             "total": sum(e["ops"] for e in outcome.epochs),
@@ -164,9 +192,22 @@ def leader_loop(
             "update_per_step": counts.update,
             "params": counts.params,
         }
-        channel.send(Result(message.task_id, parent, graph_json, hparams.to_dict(), outcome.epochs, accuracy,
-                            predicted, ops, timings, description, outcome.stop_reason, outcome.weights_file,
-                            info))  # fmt: skip
+        self.channel.send(Result(work.task_id, parent, graph_json, hparams.to_dict(), outcome.epochs, accuracy,
+                                 predicted, ops, timings, proposal.description, outcome.stop_reason,
+                                 outcome.weights_file, proposal.info))  # fmt: skip
+
+
+@dataclass
+class _Proposal:
+    """A child the master accepted, with how it was found."""
+
+    hparams: HParams
+    graph_json: str
+    parent: int | None
+    plan: list[dict]
+    description: str
+    info: dict
+    search_seconds: float
 
 
 def _choose(channel, work: Work, view: SearchView, search, seed_graph: nx.DiGraph, hparams: HParams) -> tuple:
@@ -212,76 +253,3 @@ def _answer(channel, task_id: int) -> Accepted | Duplicate:
         if not isinstance(message, Stop):
             raise ProtocolError(f"a leader waiting for the answer to task {task_id} got {type(message).__name__}")
         held.append(message)
-
-
-def _has_gpu() -> bool:
-    """Whether TensorFlow sees a GPU on this rank (after the rank was pinned to its own)."""
-    import tensorflow as tf
-
-    return bool(tf.config.list_physical_devices("GPU"))
-
-
-class GroupRunner:
-    """Real training: the leader broadcasts each task to its group, and every rank trains it."""
-
-    def __init__(self, hvd, group_comm, source, config: RunConfig, run_dir: Path) -> None:
-        from aiperf_mpi.train.trainer import GroupTrainer, TrainConfig
-
-        self.comm = group_comm
-        self.run_dir = run_dir
-        self.trainer = GroupTrainer(
-            hvd, group_comm, source,
-            TrainConfig(max_epochs=config.max_epochs, patience=config.patience, min_delta=config.min_delta,
-                        base_lr=config.base_lr, precision=config.precision, seed=config.seed,
-                        xla=xla_enabled(config.xla, _has_gpu())),
-        )  # fmt: skip
-
-    def run(self, task: Task, on_epoch: Callable[[dict], None], should_stop: Callable[[], bool]) -> Outcome:
-        """On the leader: hand the task to the group and train it together."""
-        self.comm.bcast(task, root=0)
-        return self._execute(task, on_epoch, should_stop)
-
-    def finish(self) -> None:
-        self.comm.bcast(None, root=0)
-
-    def serve(self) -> None:
-        """On the other ranks of the group: train whatever the leader broadcasts, until None."""
-        while True:
-            task = self.comm.bcast(None, root=0)
-            if task is None:
-                return
-            self._execute(task, None, lambda: False)
-
-    def _execute(self, task: Task, on_epoch, should_stop) -> Outcome:
-        from aiperf_mpi.train.trainer import TrialFailed
-        from aiperf_mpi.train.transfer import load_weights, save_weights
-
-        started = time.monotonic()
-        parent = None
-        note = ""
-        if self.comm.Get_rank() == 0 and task.parent_weights:
-            path = self.run_dir / task.parent_weights
-            if path.is_file():
-                parent = (load_weights(path), task.plan)
-            else:
-                note = f"parent weights {task.parent_weights} not readable here: trained from scratch"
-        epochs: list[dict] = []
-
-        def collect(result) -> None:
-            epochs.append(result.to_dict())
-            if on_epoch is not None:
-                on_epoch(result.to_dict())
-
-        try:
-            result = self.trainer.train(from_json(task.graph), task.hparams, parent, collect, should_stop)
-        except TrialFailed as failed:
-            return Outcome(epochs, "failed", failure=failed.to_dict(), timings={"train": time.monotonic() - started})
-        weights_file = ""
-        if self.comm.Get_rank() == 0 and result.weights is not None and result.epochs:
-            weights_file = f"weights/task-{task.task_id}.npz"
-            (self.run_dir / "weights").mkdir(parents=True, exist_ok=True)
-            save_weights(self.run_dir / weights_file, result.weights)
-        timings = {"train": time.monotonic() - started, "fresh_layers": len(result.fresh_layers)}
-        if note:
-            timings["note"] = note
-        return Outcome(epochs, result.stop_reason, weights_file, None, timings)

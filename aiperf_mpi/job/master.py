@@ -24,11 +24,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aiperf_mpi import runlog
 from aiperf_mpi.config import RunConfig
-from aiperf_mpi.job.batchio import BatchWork
-from aiperf_mpi.job.retention import Retention
-from aiperf_mpi.protocol import (
+from aiperf_mpi.job.batchio import BatchIO, BatchWork
+from aiperf_mpi.job.messages import (
     Accepted,
     Duplicate,
     EpochDone,
@@ -40,6 +38,9 @@ from aiperf_mpi.protocol import (
     Stop,
     Work,
 )
+from aiperf_mpi.job.retention import Retention
+from aiperf_mpi.job.transport import MasterTransport
+from aiperf_mpi.results import runlog
 from aiperf_mpi.search.bayesian import SearchConfig, candidate_parents
 from aiperf_mpi.search.history import FAILED, TRAINED, ModelRecord, graph_hash
 from aiperf_mpi.search.view import MasterHistory, ViewUpdate
@@ -318,3 +319,56 @@ class Master:
 def _clock(seconds: float) -> str:
     seconds = int(seconds)
     return f"{seconds // 3600:02d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
+BATCH = 64
+"""messages the master handles before it hands their file work (fsync included) and replies to its I/O thread"""
+
+
+def master_loop(
+    master: Master,
+    transport: MasterTransport,
+    stop_flag: Callable[[], str],
+    progress_interval: float,
+    urgent: Callable[[], bool] = lambda: False,
+) -> str:
+    """Poll leaders, hand out work, stop; ``'done'``, ``'grace expired'`` or ``'terminated'``.
+
+    ``urgent()`` true (SIGTERM: the kill is under way) ends the loop as soon
+    as the stop has begun, without waiting for the groups' running epochs.
+
+    Progress is printed as plain periodic lines, never as a refreshing line:
+    Open MPI gives rank 0 a pseudo-terminal even when mpirun's output goes to
+    a file, so ``isatty()`` cannot tell, and carriage returns garbled the
+    batch logs (seen here).
+    """
+    last_progress = time.monotonic()
+    for group, message in master.tick(stop_flag()):
+        transport.send(group, message)
+    with BatchIO(master.log.fsync) as io:  # graph files, fsyncs and removals, off this thread
+        while not master.done or io.pending:
+            replies: list[tuple[int, object]] = []
+            item = transport.poll(0.001 if io.pending else 0.2)  # replies may be released any moment
+            handled = 0
+            while item is not None and handled < BATCH:  # a burst of messages shares one fsync
+                replies += master.handle(*item)
+                handled += 1
+                item = transport.poll(0.0) if handled < BATCH else None
+                if item is None:
+                    break
+            replies += master.tick(stop_flag())
+            io.submit(master.take_batch(), replies)  # what was reported is on disk before anyone hears back
+            for group, message in io.completed():
+                transport.send(group, message)
+            now = time.monotonic()
+            if now - last_progress >= progress_interval:
+                last_progress = now
+                print(master.progress_line(), flush=True)
+            if master.stopping and master.running and urgent():
+                return "terminated"
+            if master.grace_expired and master.running:
+                return "grace expired"
+        for failure in io.close()[:1]:
+            print(f"aiperf_mpi: warning: {len(io.failures)} weights file(s) could not be removed, e.g. {failure}",
+                  flush=True)  # fmt: skip
+    return "done"

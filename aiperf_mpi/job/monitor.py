@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from aiperf_mpi.protocol import MonitorSample
+from aiperf_mpi.job.messages import MonitorSample
 
 
 class CpuSampler:

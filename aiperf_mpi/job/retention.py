@@ -25,9 +25,6 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-KEEP_WEIGHTS = ("parents", "all")
-"""``--keep-weights``: only what can still be inherited (and the best), or every file"""
-
 
 class Retention:
     """Reference counts of the models whose weights may still be read."""

@@ -1,151 +1,43 @@
-"""Moving protocol messages: over MPI, or between threads of one process.
+"""The job's transport contract: what the master and a leader need from whatever moves messages.
 
-The master side polls without blocking on any one leader (``Iprobe`` on any
-source, with an exponential back-off from 0.5 ms to 50 ms); a leader blocks
-on its next instruction and can peek for a pending Stop between epochs.  A
-leader waiting for the answer to its proposal may receive a Stop first: it
-``hold``s it, and ``recv``/``stop_pending`` see held messages first.
-The in-process transport has the same interface, so the same scheduler and
-leader loop run in tests and on a laptop without ``mpirun``.
+Two backends implement it: :mod:`aiperf_mpi.mpi.transport` (MPI, the real
+job) and :mod:`aiperf_mpi.job.local` (threads of one process, for tests and
+laptops).  The scheduler and the leader loop are written against these
+Protocols only, so neither imports MPI.
 """
 
 from __future__ import annotations
 
-import queue
-import time
-from collections import deque
-
-from mpi4py import MPI
-
-from aiperf_mpi.protocol import TAGS, MonitorSample, Stop
-
-MASTER = 0
-TAG_TYPES = {tag: kind for kind, tag in TAGS.items()}
+from typing import Protocol
 
 
-class MpiMasterTransport:
-    """Rank 0's side: send to a group's leader, poll all leaders."""
+class MasterTransport(Protocol):
+    """Rank 0's side: send to a group's leader without waiting, poll every leader."""
 
-    KEEP = 64
-    """pending sends below which completed ones are not looked for"""
-
-    def __init__(self, comm: MPI.Comm, leaders: dict[int, int]) -> None:
-        self.comm = comm
-        self.leaders = dict(leaders)  # group → world rank
-        self.group_of = {rank: group for group, rank in leaders.items()}
-        self._pending: list[MPI.Request] = []
-        self._limit = self.KEEP
-
-    def send(self, group: int, message: object) -> None:
-        """Send without waiting; completed sends are collected when the pending ones have doubled.
-
-        Testing every pending request on every send cost O(pending) per
-        message: at the stop, 65,536 Stops made that 2·10⁹ tests.  Collecting
-        only when the list has doubled since the last collection is O(1)
-        per send, amortised, and keeps at most twice the incomplete sends.
-        """
-        self._pending.append(self.comm.isend(message, dest=self.leaders[group], tag=TAGS[type(message)]))
-        if len(self._pending) >= self._limit:
-            self._pending = [r for r in self._pending if not r.Test()]
-            self._limit = max(self.KEEP, 2 * len(self._pending))
+    def send(self, group: int, message: object) -> None: ...
 
     def poll(self, timeout: float) -> tuple[int, object] | None:
-        deadline = time.monotonic() + timeout
-        pause = 0.0005
-        status = MPI.Status()
-        while True:
-            if self.comm.Iprobe(source=MPI.ANY_SOURCE, tag=MPI.ANY_TAG, status=status):
-                source, tag = status.Get_source(), status.Get_tag()
-                message = self.comm.recv(source=source, tag=tag)
-                if source not in self.group_of or not isinstance(message, TAG_TYPES.get(tag, ())):
-                    raise RuntimeError(f"unexpected message {type(message).__name__} (tag {tag}) from rank {source}")
-                return self.group_of[source], message
-            if time.monotonic() >= deadline:
-                return None
-            time.sleep(pause)
-            pause = min(pause * 2, 0.05)
+        """The next (group, message), or None after ``timeout`` seconds."""
+        ...
 
     def close(self) -> None:
-        for request in self._pending:
-            request.Wait()
-        self._pending = []
+        """Wait for the sends still under way."""
+        ...
 
 
-class MpiLeaderChannel:
-    """A leader's side: talk to rank 0."""
+class LeaderChannel(Protocol):
+    """A leader's side: talk to the master."""
 
-    def __init__(self, comm: MPI.Comm) -> None:
-        self.comm = comm
-        self._held: deque = deque()
-
-    def send(self, message: object) -> None:
-        self.comm.send(message, dest=MASTER, tag=TAGS[type(message)])
-
-    def send_monitor(self, sample: MonitorSample) -> None:
-        """From the monitor thread (needs MPI_THREAD_MULTIPLE): a small message, sent eagerly."""
-        self.comm.send(sample, dest=MASTER, tag=TAGS[MonitorSample])
+    def send(self, message: object) -> None: ...
 
     def recv(self) -> object:
-        if self._held:
-            return self._held.popleft()
-        return self.comm.recv(source=MASTER, tag=MPI.ANY_TAG)
+        """The master's next instruction (blocks)."""
+        ...
 
     def hold(self, messages: list) -> None:
         """Put received messages back, in order, ahead of anything not yet received."""
-        self._held.extendleft(reversed(messages))
+        ...
 
     def stop_pending(self) -> bool:
-        return any(isinstance(m, Stop) for m in self._held) or bool(self.comm.Iprobe(source=MASTER, tag=TAGS[Stop]))
-
-
-class LocalHub:
-    """In-process transport: the master and the leaders are threads of one process."""
-
-    def __init__(self, groups: int) -> None:
-        self.to_master: queue.Queue = queue.Queue()
-        self.to_leader = {g: queue.Queue() for g in range(groups)}
-
-    # master side
-    def send(self, group: int, message: object) -> None:
-        self.to_leader[group].put(message)
-
-    def poll(self, timeout: float) -> tuple[int, object] | None:
-        try:
-            return self.to_master.get(timeout=timeout)
-        except queue.Empty:
-            return None
-
-    def close(self) -> None:
-        pass
-
-    def channel(self, group: int) -> LocalChannel:
-        return LocalChannel(self, group)
-
-
-class LocalChannel:
-    """A leader thread's side of :class:`LocalHub`."""
-
-    def __init__(self, hub: LocalHub, group: int) -> None:
-        self.hub, self.group = hub, group
-        self._buffer: deque = deque()
-
-    def send(self, message: object) -> None:
-        self.hub.to_master.put((self.group, message))
-
-    def recv(self) -> object:
-        if self._buffer:
-            return self._buffer.popleft()
-        return self.hub.to_leader[self.group].get()
-
-    def hold(self, messages: list) -> None:
-        """Put received messages back, in order, ahead of anything not yet received."""
-        self._buffer.extendleft(reversed(messages))
-
-    def stop_pending(self) -> bool:
-        inbox = self.hub.to_leader[self.group]
-        while True:
-            try:
-                self._buffer.append(inbox.get_nowait())
-            except queue.Empty:
-                break
-        return any(isinstance(m, Stop) for m in self._buffer)
+        """Whether a Stop has arrived (without consuming it)."""
+        ...

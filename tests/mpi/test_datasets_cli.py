@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from aiperf_mpi import runlog
 from aiperf_mpi.data.sources import CIFAR_RECORD
+from aiperf_mpi.results import runlog
 from tests.support.imagenet_shards import (
     example,
     foreign_example,

@@ -7,8 +7,8 @@ import subprocess
 import sys
 import time
 
-from aiperf_mpi import runlog
-from aiperf_mpi.score import score_run
+from aiperf_mpi.results import runlog
+from aiperf_mpi.results.score import score_run
 from aiperf_mpi.search.bayesian import SearchConfig
 from tests.support.mpirun import SCRIPTS, mpi_env, mpirun_command
 from tests.unit.test_scheduler import logged_records, view_of

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from aiperf_mpi import runlog
-from aiperf_mpi.score import score_run
+from aiperf_mpi.results import runlog
+from aiperf_mpi.results.score import score_run
 from tests.support.mpirun import run_mpi
 
 pytestmark = [pytest.mark.slow, pytest.mark.horovod, pytest.mark.tf]

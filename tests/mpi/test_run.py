@@ -4,8 +4,9 @@ import json
 
 import pytest
 
-from aiperf_mpi import runlog
-from aiperf_mpi.score import score_run
+from aiperf_mpi.results import runlog
+from aiperf_mpi.results.schema import check_event
+from aiperf_mpi.results.score import score_run
 from tests.support.mpirun import run_mpi
 
 pytestmark = [pytest.mark.slow, pytest.mark.horovod, pytest.mark.tf]
@@ -22,6 +23,8 @@ def test_a_real_run_scores_and_resumes_with_new_ids(tmp_path) -> None:
     done = [e["model"] for e in events if e["event"] == runlog.MODEL_DONE]
     assert len(done) >= 3, [e["event"] for e in events]
     assert all(e["ops"] > 0 for e in events if e["event"] == runlog.EPOCH)
+    assert [p for e in events for p in check_event(e)] == []  # the log keeps to its schema, as read back
+    assert {"compile", "xla"} <= set(next(e for e in events if e["event"] == runlog.EPOCH))
     [peak] = [e for e in events if e["event"] == runlog.PEAK]  # one group, probed once at start-up
     assert peak["ranks"] == 2 and peak["ops_per_second"] > 1e8 and peak["precision"] == "fp32"
     monitor = [e for e in events if e["event"] == runlog.MONITOR]

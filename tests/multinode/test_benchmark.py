@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from aiperf_mpi import runlog
-from aiperf_mpi.score import score_run
+from aiperf_mpi.results import runlog
+from aiperf_mpi.results.score import score_run
 from tests.support.mpirun import REPO_ROOT, mpi_env
 
 pytestmark = [pytest.mark.multinode, pytest.mark.mpi, pytest.mark.slow, pytest.mark.tf, pytest.mark.horovod]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from aiperf_mpi import runlog
+from aiperf_mpi.results import runlog
 from tests.support.multihost import MARKER, live_namespaces
 from tests.support.multihost_slurm import HostsSlurm, start_slurm
 from tests.support.procs import marked_pids

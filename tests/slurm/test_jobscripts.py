@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from aiperf_mpi import runlog
+from aiperf_mpi.results import runlog
 from tests.support.slurm import KILL_WAIT, JobEnd, SlurmCluster, job_pids, read_batch_script
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]

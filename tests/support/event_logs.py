@@ -3,7 +3,7 @@
 :func:`known_run` is a two-group run of 100 s whose score, regulated score,
 validity, efficiency and time split are computed in its docstring; the
 tests assert those exact numbers.  The lines are written the way
-:class:`aiperf_mpi.runlog.EventLog` writes them (compact JSON), so the
+:class:`aiperf_mpi.results.runlog.EventLog` writes them (compact JSON), so the
 report's fast paths are the ones exercised.
 """
 
@@ -12,10 +12,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from aiperf_mpi import runlog
 from aiperf_mpi.graph.model import to_json
 from aiperf_mpi.graph.ops import count_ops
 from aiperf_mpi.graph.seeds import tiny_resnet
+from aiperf_mpi.results import runlog
 
 
 def line(event: dict) -> str:

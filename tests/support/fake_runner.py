@@ -14,8 +14,6 @@ import socket
 import time
 from pathlib import Path
 
-from mpi4py import MPI
-
 from aiperf_mpi.graph.model import from_json
 from aiperf_mpi.job.leader import Outcome, Task
 from benchmarks.synthetic_objective import synthetic_accuracy
@@ -23,8 +21,8 @@ from benchmarks.synthetic_objective import synthetic_accuracy
 
 class FakeRunner:
     def __init__(self, group: int, epoch_seconds: float = 0.05, epochs: int = 2, slow_groups=(), fail_tasks=(),
-                 run_dir: Path | None = None):  # fmt: skip
-        self.group, self.epochs, self.fail_tasks = group, epochs, set(fail_tasks)
+                 run_dir: Path | None = None, rank: int = 0):  # fmt: skip
+        self.group, self.epochs, self.fail_tasks, self.rank = group, epochs, set(fail_tasks), rank
         self.epoch_seconds = epoch_seconds * (5 if group in slow_groups else 1)
         self.run_dir = None if run_dir is None else Path(run_dir)
         self.missing_parents: list[str] = []
@@ -39,7 +37,7 @@ class FakeRunner:
 
     def run(self, task: Task, on_epoch, should_stop) -> Outcome:
         if task.task_id in self.fail_tasks:
-            failure = {"reason": f"injected failure in task {task.task_id}", "rank": MPI.COMM_WORLD.Get_rank(),
+            failure = {"reason": f"injected failure in task {task.task_id}", "rank": self.rank,
                        "host": socket.gethostname(), "traceback": "Traceback: injected"}  # fmt: skip
             return Outcome([], "failed", failure=failure)
         self._check_parent(task, "at start")
@@ -50,8 +48,12 @@ class FakeRunner:
                 break
             start = time.time()
             time.sleep(self.epoch_seconds)
+            ops = 1_000_000 * task.hparams.batch_size
             result = {"epoch": epoch, "train_loss": 1.0 / epoch, "val_accuracy": accuracy * epoch / self.epochs,
-                      "start": start, "end": time.time(), "ops": 1_000_000 * task.hparams.batch_size}  # fmt: skip
+                      "start": start, "end": time.time(), "ops": ops, "ops_train": ops, "ops_update": 0,
+                      "ops_validation": 0, "steps": 1, "train_samples": task.hparams.batch_size,
+                      "validation_samples": 1, "data_wait": 0.0, "compute": self.epoch_seconds, "evaluation": 0.0,
+                      "learning_rate": 0.1}  # every field a real epoch has (the log's schema)  # fmt: skip
             epochs.append(result)
             on_epoch(result)
         self._check_parent(task, "at end")

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from matplotlib.image import imread
 
-from aiperf_mpi import runlog
-from aiperf_mpi.score import active_times, compute_score, score_run
+from aiperf_mpi.results import runlog
+from aiperf_mpi.results.score import active_times, compute_score, score_run
 from analysis import compare, report, scaling
 from analysis.logdata import load_run, parse_line
 from analysis.metrics import group_times, load_summary, measured_peak, no_monitor_reason, run_score, time_split

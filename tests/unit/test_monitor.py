@@ -4,8 +4,8 @@ import os
 import threading
 from pathlib import Path
 
+from aiperf_mpi.job.messages import MonitorSample
 from aiperf_mpi.job.monitor import CpuSampler, MonitorThread
-from aiperf_mpi.protocol import MonitorSample
 
 
 def write_proc(root: Path, busy: int, idle: int, rss_kb: dict[int, int]) -> None:

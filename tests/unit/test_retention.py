@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from aiperf_mpi import runlog
 from aiperf_mpi.config import RunConfig, load_config
 from aiperf_mpi.errors import UsageError
 from aiperf_mpi.job.batchio import do_work
 from aiperf_mpi.job.master import Master
+from aiperf_mpi.job.resume import history_from_log
 from aiperf_mpi.job.retention import Retention
-from aiperf_mpi.job.run import _history_from_log
+from aiperf_mpi.results import runlog
 from aiperf_mpi.search.bayesian import SearchConfig
 from aiperf_mpi.search.view import ViewIndex
 from tests.unit.test_scheduler import logged_records, run_local
@@ -81,7 +81,7 @@ def test_keep_weights_all_keeps_every_file(tmp_path) -> None:
 def test_resume_rebuilds_the_master_from_the_log_and_sweeps_what_a_new_segment_cannot_inherit(tmp_path) -> None:
     run = run_local(tmp_path, groups=GROUPS, time_limit=120, max_models=14, search_config=SEARCH, keep_weights="all")
     master = run.master
-    resumed = _history_from_log(tmp_path, SEARCH.view_bounds())
+    resumed = history_from_log(tmp_path, SEARCH.view_bounds())
     history = resumed.history
     assert (len(history), history.trained, history.failed, history.hashes, history.best_observed) == (
         len(master.history), master.history.trained, master.history.failed, master.history.hashes,
@@ -99,7 +99,7 @@ def test_resume_rebuilds_the_master_from_the_log_and_sweeps_what_a_new_segment_c
     log.close()
     on_disk = {f"weights/{p.name}" for p in (tmp_path / "weights").iterdir()}
     assert on_disk == inheritable_at_the_end(tmp_path)
-    assert set(_history_from_log(tmp_path, SEARCH.view_bounds()).weights.values()) == on_disk
+    assert set(history_from_log(tmp_path, SEARCH.view_bounds()).weights.values()) == on_disk
 
 
 def test_a_file_stays_while_a_group_may_choose_it_or_a_task_loads_it() -> None:

@@ -4,7 +4,7 @@ A killed run is cut at every byte offset of its last three lines — inside
 multi-byte UTF-8 characters, exactly at newlines, just before a newline —
 and with NUL or whitespace tails; each cut log is read (events, score,
 report data), repaired as ``--resume`` repairs it, continued by a new
-segment written with :class:`aiperf_mpi.runlog.EventLog` as the master
+segment written with :class:`aiperf_mpi.results.runlog.EventLog` as the master
 writes it, and read again: nothing complete before the cut is lost, the cut
 bytes are kept in the side file, and every reader takes the whole log.
 """
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from aiperf_mpi import runlog
-from aiperf_mpi.score import score_run
+from aiperf_mpi.results import runlog
+from aiperf_mpi.results.score import score_run
 from analysis.logdata import load_run
 from tests.support.event_logs import epoch, model_done, proposed, start
 
@@ -28,7 +28,7 @@ HOST = "nœud-1"
 def killed_run_lines() -> list[bytes]:
     """The lines of a killed one-group run (no run_stop), UTF-8 written raw, non-ASCII in its last lines.
 
-    :class:`~aiperf_mpi.runlog.EventLog` escapes non-ASCII (``json.dumps``'
+    :class:`~aiperf_mpi.results.runlog.EventLog` escapes non-ASCII (``json.dumps``'
     default), but a log may come from elsewhere, and the readers must not
     depend on it.
     """

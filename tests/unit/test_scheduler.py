@@ -10,18 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from aiperf_mpi import runlog
 from aiperf_mpi.config import RunConfig, load_config
 from aiperf_mpi.errors import UsageError
 from aiperf_mpi.graph.model import to_json
 from aiperf_mpi.graph.seeds import tiny_resnet
 from aiperf_mpi.job.batchio import do_work
 from aiperf_mpi.job.leader import PROPOSALS, leader_loop
-from aiperf_mpi.job.master import Master
-from aiperf_mpi.job.run import master_loop
-from aiperf_mpi.job.transport import LocalHub
-from aiperf_mpi.protocol import Accepted, Duplicate, Failed, Proposed, Ready, Result, Stop, Work
-from aiperf_mpi.score import score_run
+from aiperf_mpi.job.local import LocalHub
+from aiperf_mpi.job.master import Master, master_loop
+from aiperf_mpi.job.messages import Accepted, Duplicate, Failed, Proposed, Ready, Result, Stop, Work
+from aiperf_mpi.results import runlog
+from aiperf_mpi.results.score import score_run
 from aiperf_mpi.search.bayesian import SearchConfig
 from aiperf_mpi.search.history import ModelRecord
 from aiperf_mpi.search.view import MasterHistory, SearchView, ViewBounds, ViewIndex
@@ -43,7 +42,7 @@ def run_local(tmp_path: Path, groups: int, time_limit: float, slow=(), fail=(), 
     search = search_config or SearchConfig()
     hub = LocalHub(groups)
     log = runlog.EventLog(tmp_path)
-    log.write(runlog.RUN_START, sync=True, segment=1, config=config.to_dict())
+    log.write(runlog.RUN_START, sync=True, segment=1, resumed=False, config=config.to_dict())
     master = Master(config, log, MasterHistory(search.view_bounds()), groups, tmp_path, search_config=search)
     views = {group: SearchView(search.view_bounds()) for group in range(groups)}
     runners = {group: FakeRunner(group, epoch_seconds=0.02, slow_groups=slow, fail_tasks=fail, run_dir=tmp_path)
@@ -59,7 +58,7 @@ def run_local(tmp_path: Path, groups: int, time_limit: float, slow=(), fail=(), 
     outcome = master_loop(master, hub, lambda: "", progress_interval=1000)
     for thread in threads:
         thread.join(timeout=30)
-    log.write(runlog.RUN_STOP, sync=True, reason=master.stopping)
+    log.write(runlog.RUN_STOP, sync=True, reason=master.stopping, discarded_tasks=[], segment=1)
     log.close()
     return LocalRun(master, views, runners, outcome)
 

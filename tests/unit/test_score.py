@@ -5,8 +5,8 @@ import math
 
 import pytest
 
-from aiperf_mpi import runlog
-from aiperf_mpi.score import compute_score, score_run
+from aiperf_mpi.results import runlog
+from aiperf_mpi.results.score import compute_score, score_run
 
 
 def start(t: float, dataset: str = "imagenet", precision: str = "fp16", **extra) -> dict:
@@ -79,8 +79,13 @@ def test_truncated_last_line_is_tolerated_and_reported(tmp_path) -> None:
 
 def test_event_log_writer_round_trips(tmp_path) -> None:
     log = runlog.EventLog(tmp_path)
-    log.write(runlog.RUN_START, sync=True, config={"dataset": "digits"})
-    log.write(runlog.EPOCH, sync=True, end=1.0, ops=5, val_accuracy=0.5)
+    log.write(runlog.RUN_START, sync=True, segment=1, resumed=False, config={"dataset": "digits"})
+    from tests.support.event_logs import epoch as full_epoch
+
+    fields = {k: v for k, v in full_epoch(0, 0, 1, 0.5, 1.0, 5, 0.5).items() if k != "event"}
+    log.write(runlog.EPOCH, sync=True, **fields)
+    with pytest.raises(ValueError, match="epoch: missing steps"):  # the writer keeps to the schema
+        log.write(runlog.EPOCH, end=1.0, ops=5, val_accuracy=0.5)
     log.close()
     events = runlog.read_events(tmp_path).events
     assert [e["event"] for e in events] == ["run_start", "epoch"]
@@ -99,7 +104,7 @@ def test_a_model_stopped_before_its_first_epoch_is_not_counted_as_trained() -> N
 def test_a_best_accuracy_of_zero_gives_a_regulated_score_of_plus_zero() -> None:
     import math
 
-    from aiperf_mpi.score import compute_score
+    from aiperf_mpi.results.score import compute_score
     from tests.support.event_logs import epoch, start
 
     events = [start(0.0, score_step=10), epoch(0, 0, 1, 1.0, 5.0, 1000, 0.0), {"event": "run_stop", "time": 20.0}]

@@ -13,9 +13,9 @@ from mpi4py import MPI
 
 from aiperf_mpi.config import load_config
 from aiperf_mpi.job import leader as leader_module
-from aiperf_mpi.job import run as run_module
-from aiperf_mpi.job.run import run_benchmark
+from aiperf_mpi.mpi import run as run_module
 from aiperf_mpi.mpi.guard import run_guarded
+from aiperf_mpi.mpi.run import run_benchmark
 from aiperf_mpi.search.bayesian import SearchConfig
 from aiperf_mpi.search.view import SearchView
 from tests.support.fake_runner import FakeRunner
@@ -42,7 +42,7 @@ def rank_main(comm: MPI.Comm) -> int:
 
     def factory(hvd, group_comm, source, cfg, directory):
         group = comm.Get_rank()  # identifies the leader; FakeRunner only uses it for slowness
-        return FakeRunner(group, slow_groups=slow, fail_tasks=fail, run_dir=directory)
+        return FakeRunner(group, slow_groups=slow, fail_tasks=fail, run_dir=directory, rank=comm.Get_rank())
 
     status = run_benchmark(comm, config, runner_factory=factory, horovod=False)
     for view in views:

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from aiperf_mpi import runlog
+from aiperf_mpi.results import runlog
 
 DEFAULT_STEP = 360.0
 ERROR_FLOOR = 1e-6

@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from aiperf_mpi.results.schema import check_event
+
 EVENTS_FILE = "events.jsonl"
 CUT_FILE = EVENTS_FILE + ".cut-{segment}"
 """where :func:`repair_tail` keeps the cut end of the log that segment ``segment`` found"""
@@ -42,7 +44,6 @@ MODEL_FAILED = "model_failed"
 STAGING = "staging"
 MONITOR = "monitor"
 PEAK = "peak"
-GP_FAILURE = "gp_failure"
 WEIGHTS_REMOVED = "weights_removed"
 """weights files the search can no longer inherit from, removed (models, files); see job/retention.py"""
 RUN_STOP = "run_stop"
@@ -75,6 +76,9 @@ class EventLog:
         hears from the master again, and a burst of epochs costs one fsync.
         """
         record = {EVENT: event, TIME: fields.pop(TIME, time.time()), **fields}
+        problems = check_event(record)
+        if problems:  # a writer that drifted from the schema breaks every reader: fail here, in the tests
+            raise ValueError(f"event {event!r} does not match its schema: {'; '.join(problems)}")
         self._handle.write(json.dumps(record, separators=(",", ":"), allow_nan=False, default=_jsonable) + "\n")
         self._handle.flush()
         self._dirty = self._dirty or sync

@@ -18,28 +18,27 @@ from pathlib import Path
 
 from mpi4py import MPI
 
-from aiperf_mpi import runlog
 from aiperf_mpi.config import RunConfig
 from aiperf_mpi.data.sources import DataError, DataSource, open_source
 from aiperf_mpi.errors import EXIT_GRACE_EXPIRED, EXIT_TERMINATED, UsageError
 from aiperf_mpi.graph.model import GraphError
 from aiperf_mpi.graph.seeds import seed_model
-from aiperf_mpi.job.batchio import BatchIO
-from aiperf_mpi.job.leader import GroupRunner, leader_loop
-from aiperf_mpi.job.master import Master
+from aiperf_mpi.job.finish import print_score, write_report
+from aiperf_mpi.job.leader import leader_loop
+from aiperf_mpi.job.master import Master, master_loop
 from aiperf_mpi.job.mllog import MLLogWriter
-from aiperf_mpi.job.system import system_description
-from aiperf_mpi.job.transport import MpiLeaderChannel, MpiMasterTransport
+from aiperf_mpi.job.resume import Resumed, history_from_log
 from aiperf_mpi.mpi.horovod import horovod_on
 from aiperf_mpi.mpi.layout import build_layout
-from aiperf_mpi.score import score_run
+from aiperf_mpi.mpi.staging import stage_on_nodes
+from aiperf_mpi.mpi.system import system_description
+from aiperf_mpi.mpi.transport import MpiLeaderChannel, MpiMasterTransport
+from aiperf_mpi.results import runlog
+from aiperf_mpi.results.score import score_run
 from aiperf_mpi.search.bayesian import SearchConfig
-from aiperf_mpi.search.history import FAILED, ModelRecord
-from aiperf_mpi.search.view import MasterHistory, ViewBounds
+from aiperf_mpi.search.view import MasterHistory
 from aiperf_mpi.signals import StopFlag
-
-BATCH = 64
-"""messages the master handles before it hands their file work (fsync included) and replies to its I/O thread"""
+from aiperf_mpi.train.runner import GroupRunner
 
 
 @dataclass(frozen=True)
@@ -57,8 +56,6 @@ class Prepared:
     resumed: bool
     data_sizes: dict[str, int]
     """samples per split, as rank 0 found them"""
-
-
 
 
 def agree(comm: MPI.Comm, decide: Callable[[], object]) -> object:
@@ -176,7 +173,7 @@ def run_benchmark(
     run_dir = Path(prepared.run_dir)
     layout = build_layout(comm, config.group_size or None)
     try:
-        local, staging = _stage(comm, layout, config)  # ``local`` reads the staged copy; the log keeps ``config``
+        local, staging = stage_on_nodes(comm, layout, config)  # ``local`` reads the staged copy; the log: ``config``
         agree(comm, lambda: _create_run_dir(prepared, layout.plan))
     except UsageError:
         layout.free()
@@ -209,7 +206,7 @@ def run_benchmark(
             monitor = _start_monitor(layout, config, channel, node_pids)
             try:
                 leader_loop(channel, layout.group.index, layout.group.horovod_size, config, graph, runner,
-                            stop_flag, peak=peak,
+                            stop_flag, peak=peak, rank=layout.rank,
                             max_batch=prepared.data_sizes["train"] // layout.group.horovod_size)  # fmt: skip
             finally:
                 if monitor is not None:
@@ -240,79 +237,6 @@ def _start_monitor(layout, config: RunConfig, channel: MpiLeaderChannel, node_pi
                          layout.group.host, layout.group.node).start()  # fmt: skip
 
 
-def _stage(comm: MPI.Comm, layout, config: RunConfig) -> tuple[RunConfig, list[dict]]:
-    """Collective: the first rank of each node copies the data to ``stage_dir``; all use the copy.
-
-    Returns the configuration pointing at the staged data, and on rank 0 the
-    report of every node.  A staging failure on any node ends the run on
-    every rank with one line.
-    """
-    if not config.stage_dir:
-        return config, []
-    from aiperf_mpi.data.staging import stage
-
-    outcome: tuple[str, object] | None = None
-    if layout.node_comm.Get_rank() == 0:
-        try:
-            report = stage(config.dataset, config.data_path, config.stage_dir)
-            outcome = ("ok", {**report.__dict__, "host": layout.plan.hosts[layout.rank]})
-        except DataError as exc:
-            outcome = ("error", str(exc))
-    outcome = layout.node_comm.bcast(outcome, root=0)
-    reports = comm.gather(outcome if layout.node_comm.Get_rank() == 0 else None, root=0)
-    failures = comm.bcast([r[1] for r in reports if r and r[0] == "error"] if comm.Get_rank() == 0 else None, root=0)
-    if failures:
-        raise UsageError(failures[0])
-    staged = replace(config, data_path=outcome[1]["staged"])
-    return staged, [r[1] for r in reports if r] if comm.Get_rank() == 0 else []
-
-
-@dataclass
-class Resumed:
-    """The master's state rebuilt from a run's log (``--resume``)."""
-
-    history: MasterHistory
-    next_task: int
-    weights: dict[int, str]
-    """model id → weights file the log says is still in the run directory"""
-
-
-def _history_from_log(run_dir: Path, bounds: ViewBounds | None = None) -> Resumed:
-    """Rebuild the master's history, task count and kept weights files by streaming the log.
-
-    Memory is what the master holds in a run (the view, every graph hash),
-    not the records: the log of a long run has 10⁵ models.  A weights file
-    is still there unless a ``weights_removed`` event says otherwise; the
-    master's first sweep removes the ones no longer inheritable (a resumed
-    run has no task in flight and no group holding candidates).
-    """
-    history = MasterHistory(bounds or SearchConfig().view_bounds())
-    weights: dict[int, str] = {}
-    waiting: dict[int, tuple[ModelRecord, str | None]] = {}  # a record ahead of its predecessor (none, normally)
-    next_task = 0
-    for event in runlog.EventStream(run_dir):
-        kind = event.get(runlog.EVENT)
-        if "task" in event:
-            next_task = max(next_task, int(event["task"]) + 1)
-        if kind == runlog.MODEL_DONE:
-            record = ModelRecord.from_dict(event["model"])
-            waiting[record.id] = (record, None)
-        elif kind == runlog.MODEL_FAILED:
-            record = ModelRecord(event["model"], None, "{}", status=FAILED, timings={"error": event["reason"]})
-            waiting[record.id] = (record, event.get("graph_hash"))
-        elif kind == runlog.WEIGHTS_REMOVED:
-            for model_id in event.get("models", []):
-                weights.pop(model_id, None)
-        while history.next_id in waiting:
-            record, key = waiting.pop(history.next_id)
-            history.append(record, key)
-            if record.weights:
-                weights[record.id] = record.weights
-    if waiting:
-        raise UsageError(f"--resume {run_dir}: the log has no model {history.next_id} but has model {min(waiting)}")
-    return Resumed(history, next_task, weights)
-
-
 def _run_master(comm, layout, config, prepared, run_dir, system, stop_flag, staging) -> int:
     # a resumed log may end in a cut line (killed mid-write): set it aside first, or the new segment's
     # first event would be glued onto it; here, after every check, so a start that fails touches nothing
@@ -322,7 +246,7 @@ def _run_master(comm, layout, config, prepared, run_dir, system, stop_flag, stag
     log = runlog.EventLog(run_dir)
     mllog = MLLogWriter(run_dir)
     bounds = SearchConfig().view_bounds()  # the leaders' search reads this view
-    resumed = _history_from_log(run_dir, bounds) if prepared.resumed else Resumed(MasterHistory(bounds), 0, {})
+    resumed = history_from_log(run_dir, bounds) if prepared.resumed else Resumed(MasterHistory(bounds), 0, {})
     log.write(runlog.RUN_START, sync=True, segment=prepared.segment, resumed=prepared.resumed,
               config=config.to_dict(), **({"cut_tail": tail.to_dict()} if tail.changed else {}))  # fmt: skip
     log.write(runlog.SYSTEM, **system)
@@ -352,8 +276,8 @@ def _run_master(comm, layout, config, prepared, run_dir, system, stop_flag, stag
     (run_dir / "score.json").write_text(json.dumps(score.to_dict(), indent=2))
     log.close()
     mllog.close()
-    _print_score(score, run_dir)
-    _write_report(run_dir)
+    print_score(score, run_dir)
+    write_report(run_dir)
     if outcome == "terminated":
         print(f"aiperf_mpi: terminated by SIGTERM with {len(discarded)} group(s) still training; their running "
               "epochs are not counted; ending the job", file=sys.stderr, flush=True)  # fmt: skip
@@ -367,80 +291,3 @@ def _run_master(comm, layout, config, prepared, run_dir, system, stop_flag, stag
     return 0
 
 
-def master_loop(
-    master: Master,
-    transport,
-    stop_flag: Callable[[], str],
-    progress_interval: float,
-    urgent: Callable[[], bool] = lambda: False,
-) -> str:
-    """Poll leaders, hand out work, stop; ``'done'``, ``'grace expired'`` or ``'terminated'``.
-
-    ``urgent()`` true (SIGTERM: the kill is under way) ends the loop as soon
-    as the stop has begun, without waiting for the groups' running epochs.
-
-    Progress is printed as plain periodic lines, never as a refreshing line:
-    Open MPI gives rank 0 a pseudo-terminal even when mpirun's output goes to
-    a file, so ``isatty()`` cannot tell, and carriage returns garbled the
-    batch logs (seen here).
-    """
-    import time
-
-    last_progress = time.monotonic()
-    for group, message in master.tick(stop_flag()):
-        transport.send(group, message)
-    with BatchIO(master.log.fsync) as io:  # graph files, fsyncs and removals, off this thread
-        while not master.done or io.pending:
-            replies: list[tuple[int, object]] = []
-            item = transport.poll(0.001 if io.pending else 0.2)  # replies may be released any moment
-            handled = 0
-            while item is not None and handled < BATCH:  # a burst of messages shares one fsync
-                replies += master.handle(*item)
-                handled += 1
-                item = transport.poll(0.0) if handled < BATCH else None
-                if item is None:
-                    break
-            replies += master.tick(stop_flag())
-            io.submit(master.take_batch(), replies)  # what was reported is on disk before anyone hears back
-            for group, message in io.completed():
-                transport.send(group, message)
-            now = time.monotonic()
-            if now - last_progress >= progress_interval:
-                last_progress = now
-                print(master.progress_line(), flush=True)
-            if master.stopping and master.running and urgent():
-                return "terminated"
-            if master.grace_expired and master.running:
-                return "grace expired"
-        for failure in io.close()[:1]:
-            print(f"aiperf_mpi: warning: {len(io.failures)} weights file(s) could not be removed, e.g. {failure}",
-                  flush=True)  # fmt: skip
-    return "done"
-
-
-def _write_report(run_dir: Path) -> None:
-    """The report (analysis.report) after the score: a failure here costs the report, never the score."""
-    try:
-        from analysis.report import write_report
-
-        path = write_report(run_dir)
-    except Exception as exc:  # noqa: BLE001 - the score is written; say what went wrong in one line
-        print(f"aiperf_mpi: warning: no report: {type(exc).__name__}: {' '.join(str(exc).split())}",
-              file=sys.stderr, flush=True)  # fmt: skip
-        return
-    print(f"aiperf_mpi: report in {path} (and {path.with_suffix('.html').name} beside it)", flush=True)
-
-
-def _print_score(score, run_dir: Path) -> None:
-    print(f"aiperf_mpi: score {score.score / 1e9:.4f} GOPS (analytic operations per second) over "
-          f"{score.active_time:.0f} s of active time, {score.models_trained} models, {score.epochs} epochs",
-          flush=True)  # fmt: skip
-    if score.regulated_score is not None:
-        print(f"aiperf_mpi: regulated score {score.regulated_score / 1e9:.4f} GOPS "
-              f"(best accuracy {score.best_accuracy:.4f})", flush=True)  # fmt: skip
-    else:
-        print("aiperf_mpi: regulated score not defined (no accuracy: synthetic data or no epoch)", flush=True)
-    broken = [f"{name} {rule['value']} (needs {rule['need']})" for name, rule in score.rules.items() if not rule["ok"]]
-    verdict = "valid run" if score.valid else "unofficial run: " + "; ".join(broken)
-    print(f"aiperf_mpi: {verdict}", flush=True)
-    print(f"aiperf_mpi: results in {run_dir}/score.json and {run_dir}/{runlog.EVENTS_FILE}", flush=True)

@@ -1,0 +1,103 @@
+"""One schema per event of ``events.jsonl``: the fields each must carry, and their JSON types.
+
+The schema is data, versioned with :data:`SCHEMA_VERSION`, and serves four
+readers at once: the writer (:class:`~aiperf_mpi.results.runlog.EventLog`
+checks every event it writes, so a field renamed in the code fails the tests
+instead of silently breaking other people's tools), the readers
+(:func:`check_event`), ``analysis/`` (``docs/events.md`` is generated from
+it) and a test that checks a real run's log against it.  Only required
+fields are listed with a type; an event may carry more (new optional fields
+do not break readers), and optional ones known today are listed apart.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Mapping
+
+SCHEMA_VERSION = 1
+
+INT, NUM, STR, BOOL, LIST, DICT, NULL = numbers.Integral, numbers.Real, str, bool, (list, tuple), dict, type(None)
+"""JSON types: as ``json.loads`` gives them, and as the writer holds them (NumPy scalars are numbers, tuples
+arrays)"""
+
+COMMON = {"event": STR, "time": NUM}
+
+REQUIRED: dict[str, dict[str, object]] = {
+    "run_start": {"segment": INT, "resumed": BOOL, "config": DICT},
+    "system": {"ranks": INT, "nodes": INT, "hosts": LIST},
+    "layout": {"world_size": INT, "master_rank": INT, "hosts": LIST, "nodes": LIST, "groups": LIST},
+    "staging": {"source": STR, "staged": STR, "seconds": NUM, "bytes": INT, "files": INT, "copied": INT,
+                "host": STR},
+    "peak": {"group": INT, "host": STR, "precision": STR, "ranks": INT, "ops_per_second": NUM},
+    "monitor": {"group": INT, "host": STR, "node": INT, "source": STR, "devices": LIST},
+    "model_proposed": {"task": INT, "group": INT, "parent": (INT, NULL), "hparams": DICT, "description": STR,
+                       "graph_file": STR, "search": DICT},
+    "epoch": {"task": INT, "group": INT, "epoch": INT, "train_loss": NUM, "val_accuracy": NUM, "start": NUM,
+              "end": NUM, "ops": INT, "ops_train": INT, "ops_update": INT, "ops_validation": INT, "steps": INT,
+              "train_samples": INT, "validation_samples": INT, "data_wait": NUM, "compute": NUM,
+              "evaluation": NUM, "learning_rate": NUM},
+    "model_done": {"task": INT, "group": INT, "model": DICT},
+    "model_failed": {"task": INT, "group": INT, "model": INT, "rank": INT, "host": STR, "reason": STR,
+                     "traceback": STR},
+    "weights_removed": {"models": LIST, "files": LIST},
+    "run_stop": {"reason": STR, "discarded_tasks": LIST, "segment": INT},
+    "score": {"score": NUM, "regulated_score": (NUM, NULL), "active_time": NUM, "total_ops": INT,
+              "best_accuracy": (NUM, NULL), "models_trained": INT, "models_failed": INT, "epochs": INT,
+              "segments": INT, "valid": BOOL, "rules": DICT},
+}  # fmt: skip
+OPTIONAL: dict[str, dict[str, object]] = {
+    "run_start": {"cut_tail": DICT},
+    "epoch": {"compile": NUM, "xla": BOOL},
+    "model_failed": {"graph_hash": (STR, NULL)},
+}
+"""fields some events carry (newer than the first logs, or only in some runs): typed when present"""
+
+
+def _type_name(kind: object) -> str:
+    kinds = _flat(kind)
+    names = {numbers.Integral: "integer", numbers.Real: "number", str: "string", bool: "boolean", list: "array",
+             tuple: "array", dict: "object", type(None): "null"}  # fmt: skip
+    return " or ".join(dict.fromkeys(names[k] for k in kinds))
+
+
+def _flat(kind: object) -> tuple:
+    """A type or a (nested) tuple of types as one flat tuple."""
+    if not isinstance(kind, tuple):
+        return (kind,)
+    return tuple(k for part in kind for k in _flat(part))
+
+
+def _is(value: object, kind: object) -> bool:
+    kinds = _flat(kind)
+    if isinstance(value, bool) and bool not in kinds:  # JSON true is not a number
+        return False
+    return isinstance(value, kinds)
+
+
+def check_event(event: Mapping) -> list[str]:
+    """What is wrong with ``event`` against its schema (empty when nothing); unknown event names pass."""
+    problems = [f"{name} must be {_type_name(kind)}" for name, kind in COMMON.items()
+                if not _is(event.get(name), kind)]  # fmt: skip
+    name = event.get("event")
+    for field, kind in REQUIRED.get(name, {}).items():
+        if field not in event:
+            problems.append(f"{name}: missing {field}")
+        elif not _is(event[field], kind):
+            problems.append(f"{name}: {field} must be {_type_name(kind)}, got {type(event[field]).__name__}")
+    for field, kind in OPTIONAL.get(name, {}).items():
+        if field in event and not _is(event[field], kind):
+            problems.append(f"{name}: {field} must be {_type_name(kind)}, got {type(event[field]).__name__}")
+    return problems
+
+
+def markdown() -> str:
+    """The schema as a Markdown table (``docs/events.md``)."""
+    lines = [f"Event schema, version {SCHEMA_VERSION} (`aiperf_mpi/results/schema.py`). Every event has "
+             "`event` (string) and `time` (number, Unix seconds).", "",
+             "| event | required fields | optional fields |", "|---|---|---|"]  # fmt: skip
+    for name, fields in REQUIRED.items():
+        required = ", ".join(f"`{f}` ({_type_name(k)})" for f, k in fields.items())
+        optional = ", ".join(f"`{f}` ({_type_name(k)})" for f, k in OPTIONAL.get(name, {}).items()) or "–"
+        lines.append(f"| `{name}` | {required} | {optional} |")
+    return "\n".join(lines) + "\n"

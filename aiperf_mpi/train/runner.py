@@ -1,0 +1,86 @@
+"""Real training for a leader: the group's ranks train each task together with Horovod.
+
+The leader loop (:mod:`aiperf_mpi.job.leader`) only needs a *runner*; this
+one broadcasts each task to the group, loads the parent's weights on the
+group's first rank, trains with :class:`~aiperf_mpi.train.trainer.GroupTrainer`
+and writes the trained weights for children to inherit.  TensorFlow is
+imported only when a runner is built.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from aiperf_mpi.config import RunConfig
+from aiperf_mpi.graph.model import from_json
+from aiperf_mpi.job.leader import Outcome, Task
+
+
+def _has_gpu() -> bool:
+    """Whether TensorFlow sees a GPU on this rank (after the rank was pinned to its own)."""
+    import tensorflow as tf
+
+    return bool(tf.config.list_physical_devices("GPU"))
+
+
+class GroupRunner:
+    """Real training: the leader broadcasts each task to its group, and every rank trains it."""
+
+    def __init__(self, hvd, group_comm, source, config: RunConfig, run_dir: Path) -> None:
+        from aiperf_mpi.train.trainer import GroupTrainer, TrainConfig
+
+        self.comm = group_comm
+        self.run_dir = run_dir
+        self.trainer = GroupTrainer(hvd, group_comm, source, TrainConfig.from_run(config, accelerator=_has_gpu()))
+
+    def run(self, task: Task, on_epoch: Callable[[dict], None], should_stop: Callable[[], bool]) -> Outcome:
+        """On the leader: hand the task to the group and train it together."""
+        self.comm.bcast(task, root=0)
+        return self._execute(task, on_epoch, should_stop)
+
+    def finish(self) -> None:
+        self.comm.bcast(None, root=0)
+
+    def serve(self) -> None:
+        """On the other ranks of the group: train whatever the leader broadcasts, until None."""
+        while True:
+            task = self.comm.bcast(None, root=0)
+            if task is None:
+                return
+            self._execute(task, None, lambda: False)
+
+    def _execute(self, task: Task, on_epoch, should_stop) -> Outcome:
+        from aiperf_mpi.train.trainer import TrialFailed
+        from aiperf_mpi.train.transfer import load_weights, save_weights
+
+        started = time.monotonic()
+        parent = None
+        note = ""
+        if self.comm.Get_rank() == 0 and task.parent_weights:
+            path = self.run_dir / task.parent_weights
+            if path.is_file():
+                parent = (load_weights(path), task.plan)
+            else:
+                note = f"parent weights {task.parent_weights} not readable here: trained from scratch"
+        epochs: list[dict] = []
+
+        def collect(result) -> None:
+            epochs.append(result.to_dict())
+            if on_epoch is not None:
+                on_epoch(result.to_dict())
+
+        try:
+            result = self.trainer.train(from_json(task.graph), task.hparams, parent, collect, should_stop)
+        except TrialFailed as failed:
+            return Outcome(epochs, "failed", failure=failed.to_dict(), timings={"train": time.monotonic() - started})
+        weights_file = ""
+        if self.comm.Get_rank() == 0 and result.weights is not None and result.epochs:
+            weights_file = f"weights/task-{task.task_id}.npz"
+            (self.run_dir / "weights").mkdir(parents=True, exist_ok=True)
+            save_weights(self.run_dir / weights_file, result.weights)
+        timings = {"train": time.monotonic() - started, "fresh_layers": len(result.fresh_layers)}
+        if note:
+            timings["note"] = note
+        return Outcome(epochs, result.stop_reason, weights_file, None, timings)

@@ -1,0 +1,96 @@
+"""The package's one-way rules, checked: pure logic below, MPI and TensorFlow in thin layers above.
+
+Layers, lowest first: ``graph`` and ``search`` (models, counting, the search),
+then ``results`` (the log contract and the score), then ``job`` (the master's
+scheduler, the leader loop, the messages and the transport contract), then
+``mpi`` and ``train`` (mpi4py, Horovod, TensorFlow).  A module may import its
+own layer and the ones below.  Entry points (``__main__``) may use anything.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "aiperf_mpi"
+MPI_FREE = [
+    "aiperf_mpi.graph.model", "aiperf_mpi.graph.ops", "aiperf_mpi.graph.morph", "aiperf_mpi.graph.seeds",
+    "aiperf_mpi.search.bayesian", "aiperf_mpi.search.view", "aiperf_mpi.search.hpo",
+    "aiperf_mpi.job.master", "aiperf_mpi.job.leader", "aiperf_mpi.job.local", "aiperf_mpi.job.resume",
+    "aiperf_mpi.results.runlog", "aiperf_mpi.results.score", "aiperf_mpi.results.schema", "aiperf_mpi.config",
+    "analysis.report", "analysis.scaling", "analysis.compare",
+]  # fmt: skip
+# what each room may import from the package (besides itself); the rest of the package is above it
+ALLOWED = {
+    "graph": {"errors"},
+    "search": {"graph", "errors"},
+    "results": {"errors"},
+    "data": {"errors"},
+    "job": {"graph", "search", "results", "data", "config", "errors"},
+}
+
+
+def test_the_pure_layers_import_neither_mpi4py_nor_tensorflow() -> None:
+    code = (
+        "import importlib, sys\n"
+        f"for name in {MPI_FREE!r}: importlib.import_module(name)\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('mpi4py', 'tensorflow', 'horovod', 'keras'))\n"
+        "print(','.join(bad))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          cwd=PACKAGE.parent)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "", f"imported: {done.stdout.strip()}"
+
+
+def _package_imports(path: Path) -> set[str]:
+    """The aiperf_mpi rooms a module imports, anywhere in it (function-level imports count too)."""
+    rooms = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+        for name in names:
+            parts = name.split(".")
+            if parts[0] == "aiperf_mpi" and len(parts) > 1:
+                rooms.add(parts[1])
+    return rooms
+
+
+@pytest.mark.parametrize("room", sorted(ALLOWED))
+def test_each_room_imports_only_its_layer_and_below(room: str) -> None:
+    offenders = {}
+    for path in sorted((PACKAGE / room).glob("*.py")):
+        if path.name == "__main__.py":
+            continue
+        extra = _package_imports(path) - ALLOWED[room] - {room}
+        if extra:
+            offenders[path.name] = sorted(extra)
+    assert not offenders, f"aiperf_mpi/{room} imports from rooms above it: {offenders}"
+
+
+def test_unit_tests_import_neither_mpi4py_nor_tensorflow() -> None:
+    """tests/unit runs without MPI: none of its modules (or what they import) loads mpi4py or TensorFlow."""
+    tests = sorted(p.stem for p in Path(__file__).parent.glob("test_*.py"))
+    code = (
+        "import importlib, sys\n"
+        f"for name in {tests!r}: importlib.import_module('tests.unit.' + name)\n"
+        "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in ('mpi4py', 'tensorflow', 'horovod'))))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          cwd=PACKAGE.parent)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "", f"tests/unit imports: {done.stdout.strip()}"
+
+
+def test_no_module_at_the_package_root_without_a_reason() -> None:
+    """The root holds the entry point, the options, the errors, the signals and the ops command's old name."""
+    assert sorted(p.name for p in PACKAGE.glob("*.py")) == [
+        "__init__.py", "__main__.py", "cli.py", "config.py", "errors.py", "ops.py", "signals.py",
+    ]  # fmt: skip
