@@ -98,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: one group per node; the last group of a node may be smaller)",
     )
     run = parser.add_argument_group("the run")
-    run.add_argument("--config", metavar="FILE", help="a TOML file of run options (see README)")
+    run.add_argument("--config", metavar="FILE", help="a TOML file of run options (see docs/running.md)")
     run.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its event log")
     run.add_argument("--time-limit", type=float, metavar="SECONDS", help="the benchmark's wall clock (default 3600)")
     run.add_argument("--max-models", type=int, metavar="N", help="stop after N models (default: no limit)")
@@ -112,6 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--run-dir", metavar="DIR", help="where the run writes (default runs/run-DATE-TIME)")
     run.add_argument("--score-step", type=float, metavar="SECONDS", help="the score's time grid (default 360)")
     run.add_argument("--max-epochs", type=int, metavar="N", help="epoch limit of one model (default 60)")
+    run.add_argument("--warmup-epochs", type=int, metavar="N",
+                     help="epochs of each model in a group's first three rounds, whose final accuracy the search "
+                     "then predicts from the curve (default 0: up to --max-epochs)")  # fmt: skip
     run.add_argument("--patience", type=int, metavar="N", help="early stop after N epochs without gain (default 5)")
     run.add_argument("--min-delta", type=float, metavar="X", help="accuracy gain that counts (default 0.001)")
     run.add_argument("--batch-size", type=int, metavar="N", help="per-rank batch of the warm-up rounds (default 32)")
@@ -144,9 +147,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 RUN_OPTIONS = (
     "time_limit", "max_models", "dataset", "data_path", "stage_dir", "image_size", "seed_model", "precision", "run_dir",
-    "score_step", "max_epochs", "patience", "min_delta", "batch_size", "base_lr", "hpo", "search", "inherit",
-    "keep_weights", "xla", "seed", "grace", "progress_interval", "device_memory_gb", "monitor_interval", "peak_probe",
-    "peak_seconds",
+    "score_step", "max_epochs", "warmup_epochs", "patience", "min_delta", "batch_size", "base_lr", "hpo", "search",
+    "inherit", "keep_weights", "xla", "seed", "grace", "progress_interval", "device_memory_gb", "monitor_interval",
+    "peak_probe", "peak_seconds",
 )  # fmt: skip
 
 

@@ -46,6 +46,9 @@ class RunConfig:
     """'' : runs/run-<date>-<time>"""
     score_step: float = DEFAULT_STEP
     max_epochs: int = 60
+    warmup_epochs: int = 0
+    """epochs each model of a group's first three rounds trains at most, its final accuracy then predicted
+    for the search (0: as many as max_epochs allow; never more than max_epochs)"""
     patience: int = 5
     min_delta: float = 0.001
     batch_size: int = 32
@@ -94,6 +97,7 @@ NUMERIC_RANGES: dict[str, tuple[float, float, bool]] = {
     "group_size": (0, 2**20, True),
     "score_step": (1.0, 31 * 86400.0, True),
     "max_epochs": (1, 10**6, True),
+    "warmup_epochs": (0, 10**6, True),
     "patience": (1, 10**6, True),
     "min_delta": (0.0, 1.0, True),
     "batch_size": (1, 2**20, True),

@@ -55,6 +55,8 @@ class Task:
     parent: int | None = None
     plan: list[dict] = field(default_factory=list)
     parent_weights: str = ""
+    max_epochs: int | None = None
+    """a warm-up round's shorter limit (``--warmup-epochs``); None: the run's ``max_epochs``"""
 
 
 @dataclass
@@ -159,8 +161,10 @@ class Leader:
         parent_weights = ""
         if proposal.parent is not None and self.config.inherit:
             parent_weights = self.view[proposal.parent].weights
+        brief = work.round <= WARMUP_ROUNDS and self.config.warmup_epochs > 0
+        limit = min(self.config.warmup_epochs, self.config.max_epochs) if brief else None
         task = Task(work.task_id, work.round, proposal.graph_json, proposal.hparams, proposal.parent, proposal.plan,
-                    parent_weights)  # fmt: skip
+                    parent_weights, limit)  # fmt: skip
 
         def report_epoch(epoch: dict, task_id: int = work.task_id) -> None:
             self.channel.send(EpochDone(task_id, epoch))

@@ -72,7 +72,8 @@ class GroupRunner:
                 on_epoch(result.to_dict())
 
         try:
-            result = self.trainer.train(from_json(task.graph), task.hparams, parent, collect, should_stop)
+            result = self.trainer.train(from_json(task.graph), task.hparams, parent, collect, should_stop,
+                                        max_epochs=task.max_epochs)  # fmt: skip
         except TrialFailed as failed:
             return Outcome(epochs, "failed", failure=failed.to_dict(), timings={"train": time.monotonic() - started})
         weights_file = ""

@@ -43,7 +43,7 @@ class FakeRunner:
         self._check_parent(task, "at start")
         accuracy = synthetic_accuracy(from_json(task.graph))
         epochs = []
-        for epoch in range(1, self.epochs + 1):
+        for epoch in range(1, min(self.epochs, task.max_epochs or self.epochs) + 1):
             if should_stop():
                 break
             start = time.time()

@@ -259,3 +259,12 @@ def test_a_stop_before_the_answer_is_kept_and_the_task_ends_at_once(tmp_path) ->
     sent = scripted_leader(tmp_path, ["stop, then accepted"])
     [done] = [m for m in sent if isinstance(m, Result)]
     assert done.epochs == [] and isinstance(sent[-1], Result)  # stopped before its first epoch; then the loop left
+
+
+def test_warm_up_rounds_train_briefly_and_feed_the_search_a_prediction(tmp_path) -> None:
+    """--warmup-epochs: a group's first three models train that many epochs; their accuracy is also predicted."""
+    run_local(tmp_path, groups=1, time_limit=60, max_models=5, warmup_epochs=1)
+    done = [e["model"] for e in runlog.read_events(tmp_path).events if e["event"] == runlog.MODEL_DONE]
+    assert [len(m["epochs"]) for m in done] == [1, 1, 1, 2, 2]  # the fake runner trains 2 epochs at most
+    assert all(m["predicted_accuracy"] is not None for m in done[:3])
+    assert all(m["predicted_accuracy"] is None for m in done[3:])
