@@ -12,6 +12,7 @@ import datetime
 import json
 import os
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -181,24 +182,26 @@ def run_benchmark(
     system = system_description(comm)
     node_pids = layout.node_comm.allgather(os.getpid())  # the benchmark's processes on this node, for the monitor
     try:
+        peak = None
+        if not layout.is_master:
+            stop_flag.leave_after_term()
+            if runner_factory is None:  # real training: one accelerator per rank, before TensorFlow claims them all
+                from aiperf_mpi.train.devices import pin_device
+
+                pin_device(layout.plan.device_index(layout.rank))
+            if config.peak_probe:
+                from aiperf_mpi.train.peak import group_peak
+
+                peak = group_peak(layout.group_comm, config.precision, config.peak_seconds)
+        _start_line(comm, stop_flag)
         if layout.is_master:
             return _run_master(comm, layout, config, prepared, run_dir, system, stop_flag, staging)
-        stop_flag.leave_after_term()
-        if runner_factory is None:  # real training: one accelerator per rank, before TensorFlow claims them all
-            from aiperf_mpi.train.devices import pin_device
-
-            pin_device(layout.plan.device_index(layout.rank))
         source = open_data(local, prepared.data_sizes)
         graph = seed_model(config.seed_model, source.image_shape[0], source.image_shape[2], source.classes)
         factory = runner_factory or GroupRunner
 
         def serve(hvd) -> None:
             runner = factory(hvd, layout.group_comm, source, config, run_dir)
-            peak = None
-            if config.peak_probe:
-                from aiperf_mpi.train.peak import group_peak
-
-                peak = group_peak(layout.group_comm, config.precision, config.peak_seconds)
             if not layout.is_leader:
                 runner.serve()
                 return
@@ -220,6 +223,23 @@ def run_benchmark(
         return 0
     finally:
         layout.free()
+
+
+def _start_line(comm: MPI.Comm, stop_flag: StopFlag) -> None:
+    """Collective: every rank waits here until all have finished the peak probe.
+
+    The probe is a measurement, not workload: the master writes ``run_start``
+    (where the score's active time begins) and starts its clock only after
+    this line, so the probe's seconds (and the TensorFlow start-up it needs)
+    are not charged to the score.  The wait polls, so a SIGTERM during
+    start-up ends the job at once instead of leaving rank 0 inside a barrier.
+    """
+    request = comm.Ibarrier()
+    while not request.Test():
+        if stop_flag.urgent:
+            print("aiperf_mpi: terminated during start-up; nothing was measured", file=sys.stderr, flush=True)
+            comm.Abort(EXIT_TERMINATED)
+        time.sleep(0.01)
 
 
 def _start_monitor(layout, config: RunConfig, channel: MpiLeaderChannel, node_pids: list[int]):
