@@ -13,7 +13,7 @@ FFT convolutions, no skipped zero padding).  Conventions:
   output element).  A layer needs an input gradient only when something
   upstream of it has parameters — so the first convolution has none;
 * element-wise layers cost the per-element constants of
-  :data:`ELEMENT_OPS`, the one table of such constants (also in the README);
+  :data:`ELEMENT_OPS`, the one table of such constants (also in docs/counting.md);
 * a tensor consumed by *k* layers receives *k* gradients in the backward
   pass, summed with ``k − 1`` adds per element (:data:`GRADIENT_SUM_OPS`);
 * the optimiser (SGD with momentum) runs once per **step**, not per sample:

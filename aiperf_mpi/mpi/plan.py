@@ -1,6 +1,6 @@
 """Pure planning of the process layout: who is master, which ranks form groups.
 
-The benchmark's shape (DESIGN.md §1): world rank 0 is the master; every other
+The benchmark's shape (docs/design.md): world rank 0 is the master; every other
 rank belongs to exactly one *group*; a group never spans two nodes (Horovod's
 all-reduce inside a group then runs over shared memory / the node's fabric),
 and a node's workers may be cut into groups of ``group_size`` ranks.  A group's

@@ -94,3 +94,10 @@ def test_no_module_at_the_package_root_without_a_reason() -> None:
     assert sorted(p.name for p in PACKAGE.glob("*.py")) == [
         "__init__.py", "__main__.py", "cli.py", "config.py", "errors.py", "ops.py", "signals.py",
     ]  # fmt: skip
+
+
+def test_the_event_docs_are_generated_from_the_schema() -> None:
+    from aiperf_mpi.results.schema import markdown
+
+    text = (PACKAGE.parent / "docs" / "events.md").read_text()
+    assert markdown() in text, "docs/events.md is stale: regenerate it from aiperf_mpi/results/schema.py"
