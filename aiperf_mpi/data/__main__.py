@@ -56,7 +56,7 @@ def _array_chunks(source, split: str) -> Iterator[tuple[np.ndarray, np.ndarray]]
 def _imagenet_chunks(source, split: str) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     import tensorflow as tf
 
-    from aiperf_mpi.train.pipeline import imagenet_split
+    from aiperf_mpi.data.tfdata import imagenet_split
 
     try:
         for images, labels in imagenet_split(source, split, 0, 1, CHUNK, None):

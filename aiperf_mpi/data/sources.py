@@ -3,9 +3,9 @@
 A :class:`DataSource` knows its image shape, class count and split sizes and
 yields a rank's shard of a split as uint8 NHWC arrays; the TensorFlow side
 (:mod:`aiperf_mpi.train.pipeline`) turns that into a ``tf.data`` pipeline.
-ImageNet TFRecords need TensorFlow to decode JPEGs and live in
-:mod:`aiperf_mpi.train.pipeline` too; here they are found, counted and
-checked without TensorFlow (:mod:`aiperf_mpi.data.tfrecord`).
+ImageNet TFRecords need TensorFlow to decode JPEGs (:mod:`aiperf_mpi.data.tfdata`);
+here they are found, counted and checked without TensorFlow
+(:mod:`aiperf_mpi.data.tfrecord`).
 
 Only regular files are read (symbolic links to one are fine): a named pipe
 blocks a read for ever and a character device like ``/dev/zero`` never
