@@ -187,8 +187,9 @@ def run_benchmark(
             stop_flag.leave_after_term()
             if runner_factory is None:  # real training: one accelerator per rank, before TensorFlow claims them all
                 from aiperf_mpi.train.devices import pin_device
+                from aiperf_mpi.train.threads import use_cpu_share  # on a CPU, TensorFlow's threads: its share of cores
 
-                pin_device(layout.plan.device_index(layout.rank))
+                use_cpu_share(pin_device(layout.plan.device_index(layout.rank)), layout.plan, layout.rank, node_pids)
             if config.peak_probe:
                 from aiperf_mpi.train.peak import group_peak
 

@@ -48,6 +48,7 @@ REQUIRED: dict[str, dict[str, object]] = {
 }  # fmt: skip
 OPTIONAL: dict[str, dict[str, object]] = {
     "run_start": {"cut_tail": DICT},
+    "peak": {"threads": LIST},
     "epoch": {"compile": NUM, "xla": BOOL},
     "model_failed": {"graph_hash": (STR, NULL)},
 }

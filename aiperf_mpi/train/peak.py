@@ -38,6 +38,8 @@ def measure_peak(precision: str, seconds: float) -> dict:
     """
     import tensorflow as tf
 
+    from aiperf_mpi.train.threads import current_threads
+
     dtype = getattr(tf, DTYPES[precision])
     device = "GPU:0" if tf.config.list_logical_devices("GPU") else "CPU:0"
     with tf.device(device):
@@ -69,11 +71,16 @@ def measure_peak(precision: str, seconds: float) -> dict:
         "products": products,
         "seconds": elapsed,
         "ops_per_second": matmul_ops(size) * products / elapsed,
+        "threads": current_threads(),
     }
 
 
 def group_peak(group_comm, precision: str, seconds: float) -> dict | None:
-    """Collective over the group: every rank measures at once; the leader gets the sum (others None)."""
+    """Collective over the group: every rank measures at once; the leader gets the sum (others None).
+
+    ``threads`` lists each rank's TensorFlow pools (intra-op, inter-op: :mod:`aiperf_mpi.train.threads`),
+    the ones it trains with, so the ``peak`` event says what the run chose.
+    """
     group_comm.Barrier()  # all ranks multiply together, as they train together
     mine = measure_peak(precision, seconds)
     measured = group_comm.gather(mine, root=0)
@@ -87,4 +94,5 @@ def group_peak(group_comm, precision: str, seconds: float) -> dict | None:
         "seconds": max(m["seconds"] for m in measured),
         "ops_per_second": sum(m["ops_per_second"] for m in measured),
         "per_rank": [m["ops_per_second"] for m in measured],
+        "threads": [m["threads"] for m in measured],
     }

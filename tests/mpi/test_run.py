@@ -1,6 +1,7 @@
 """The real benchmark, end to end: mpirun -n 3 python -m aiperf_mpi on the embedded digits."""
 
 import json
+import os
 
 import pytest
 
@@ -27,6 +28,9 @@ def test_a_real_run_scores_and_resumes_with_new_ids(tmp_path) -> None:
     assert {"compile", "xla"} <= set(next(e for e in events if e["event"] == runlog.EPOCH))
     [peak] = [e for e in events if e["event"] == runlog.PEAK]  # one group, probed once at start-up
     assert peak["ranks"] == 2 and peak["ops_per_second"] > 1e8 and peak["precision"] == "fp32"
+    share = max(1, len(os.sched_getaffinity(0)) // 2)  # 2 unbound training ranks share this machine's cores
+    assert peak["threads"] == [{"intra": share, "inter": share}] * 2, peak
+    assert "TensorFlow threads per training rank: intra-op" in first.output
     monitor = [e for e in events if e["event"] == runlog.MONITOR]
     assert len(monitor) >= 5 and all(m["devices"][0]["memory_used"] > 0 for m in monitor)
     system = next(e for e in events if e["event"] == runlog.SYSTEM)
