@@ -18,8 +18,9 @@ from benchmarks.common import machine
 BENCHMARKS = {
     "opcount": "Operation counter: 1,000-layer graph",
     "search": "Architecture search: proposal latency against history size",
-    "trainer": "Trainer against Keras model.fit (ResNet-50 32×32, batch 64)",
+    "trainer": "Trainer against Keras model.fit, compiled alike (ResNet-50 32×32, batch 64)",
     "xla": "XLA against tf.function on CPU: training efficiency per shape",
+    "threads": "TensorFlow's threads, ranks, batch and precision on CPU: training efficiency",
     "master": "The master against simulated groups",
     "report": "The run report on a 10,000-model, 500,000-epoch log",
 }
