@@ -168,8 +168,11 @@ def simulate(groups: int, history_size: int) -> dict:
                 now = time.time()
                 for epoch in range(1, EPOCHS + 1):
                     epochs.append({"epoch": epoch, "train_loss": 1.0, "val_accuracy": 0.5 + 0.01 * epoch,
-                                   "start": now, "end": now, "ops": 10**15, "steps": 100,
-                                   "train_samples": 6400})  # fmt: skip
+                                   "start": now, "end": now, "ops": 10**15, "ops_train": 9 * 10**14,
+                                   "ops_update": 10**12, "ops_validation": 99 * 10**12, "steps": 100,
+                                   "train_samples": 6400, "validation_samples": 1000, "data_wait": 0.1,
+                                   "compute": 50.0, "evaluation": 2.0, "compile": 0.0, "xla": False,
+                                   "learning_rate": 0.1})  # every field of a real epoch (the log's schema)  # fmt: skip
                     yield group, EpochDone(task, epochs[-1])
                 weights = f"weights/task-{task}.npz"
                 (run_dir / weights).write_bytes(b"")  # the leader wrote it before its Result
