@@ -8,12 +8,48 @@ the master alone.
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 from mlperf_logging import mllog
 from mlperf_logging.mllog import constants
 
 MLLOG_FILE = "mllog.log"
+CUT_FILE = MLLOG_FILE + ".cut-{segment}"
+
+
+def repair_tail(run_dir: Path, segment: int) -> int:
+    """Before a resumed segment appends: set a cut last line aside, as the event log's repair does.
+
+    A kill mid-write can leave ``mllog.log`` without its last newline; the
+    next segment's first line would be glued onto it, and a reader of
+    ``:::MLLOG`` lines would refuse both.  The bytes after the last newline
+    go to ``mllog.log.cut-SEGMENT`` (fsync'd) and the file is ended there.
+    Returns the number of bytes set aside (0: nothing to do).
+    """
+    path = Path(run_dir) / MLLOG_FILE
+    if not path.is_file():
+        return 0
+    with open(path, "r+b") as handle:
+        size = handle.seek(0, 2)
+        start = max(0, size - 65536)
+        handle.seek(start)
+        tail = handle.read()
+        if not tail or tail.endswith(b"\n"):
+            return 0
+        newline = tail.rfind(b"\n")
+        keep = start + newline + 1 if newline >= 0 else (0 if start == 0 else size)
+        if keep == size:  # a last line longer than we read: leave it (an MLLOG line is short)
+            return 0
+        side = Path(run_dir) / CUT_FILE.format(segment=segment)
+        with open(side, "wb") as cut:
+            cut.write(tail[keep - start :])
+            cut.flush()
+            os.fsync(cut.fileno())
+        handle.truncate(keep)
+        handle.flush()
+        os.fsync(handle.fileno())
+        return size - keep
 
 
 class MLLogWriter:

@@ -28,6 +28,7 @@ from aiperf_mpi.job.finish import print_score, write_report
 from aiperf_mpi.job.leader import leader_loop
 from aiperf_mpi.job.master import Master, master_loop
 from aiperf_mpi.job.mllog import MLLogWriter
+from aiperf_mpi.job.mllog import repair_tail as repair_mllog_tail
 from aiperf_mpi.job.resume import Resumed, history_from_log
 from aiperf_mpi.mpi.horovod import horovod_on
 from aiperf_mpi.mpi.layout import build_layout
@@ -265,6 +266,9 @@ def _run_master(comm, layout, config, prepared, run_dir, system, stop_flag, stag
     if tail.changed:
         print(tail.message(), flush=True)
     log = runlog.EventLog(run_dir)
+    if prepared.resumed and (cut := repair_mllog_tail(run_dir, prepared.segment)):
+        print(f"aiperf_mpi: warning: mllog.log ended in a cut line ({cut} bytes, kept in mllog.log.cut-"
+              f"{prepared.segment}); resuming after the last complete line", flush=True)  # fmt: skip
     mllog = MLLogWriter(run_dir)
     bounds = SearchConfig().view_bounds()  # the leaders' search reads this view
     resumed = history_from_log(run_dir, bounds) if prepared.resumed else Resumed(MasterHistory(bounds), 0, {})

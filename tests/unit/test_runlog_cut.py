@@ -216,3 +216,25 @@ def test_bad_bytes_before_the_last_line_are_still_an_error(tmp_path) -> None:
             score_run(run_dir)
         with pytest.raises(ValueError, match="not a JSON line"):
             load_run(run_dir)
+
+
+def test_a_cut_mllog_line_is_set_aside_before_a_resumed_segment_appends(tmp_path) -> None:
+    """mllog.log gets the same care as the event log: no new line glued onto a cut one."""
+    from aiperf_mpi.job.mllog import MLLOG_FILE, MLLogWriter, repair_tail
+
+    writer = MLLogWriter(tmp_path)
+    writer.run_start({"dataset": "digits", "seed": 0, "batch_size": 32}, {"nodes": 1, "accelerators_per_node": 0}, 1)
+    writer.run_stop("time limit")
+    writer.close()
+    whole = (tmp_path / MLLOG_FILE).read_bytes()
+    assert whole.endswith(b"\n") and repair_tail(tmp_path, 2) == 0  # a whole file is left alone
+    last_start = whole.rstrip(b"\n").rfind(b"\n") + 1
+    for cut in (last_start + 1, last_start + 10, len(whole) - 2):
+        (tmp_path / MLLOG_FILE).write_bytes(whole[:cut])
+        assert repair_tail(tmp_path, 2) == cut - last_start
+        assert (tmp_path / MLLOG_FILE).read_bytes() == whole[:last_start]
+        assert (tmp_path / "mllog.log.cut-2").read_bytes() == whole[last_start:cut]
+    with open(tmp_path / MLLOG_FILE, "a") as handle:  # the next segment's first line, as its writer appends it
+        handle.write(whole[last_start:].decode())
+    lines = (tmp_path / MLLOG_FILE).read_text().splitlines()
+    assert all(line.startswith(":::MLLOG ") and json.loads(line[len(":::MLLOG "):]) for line in lines)
