@@ -44,7 +44,7 @@ def do_work(works: list[BatchWork], fsync: Callable[[], None]) -> list[str]:
     """Do batches' file work in order (graphs, one fsync, removals); returns the removals that failed."""
     for work in works:
         for path, text in work.graphs:
-            path.write_text(text)
+            path.write_bytes(text.encode("utf-8"))  # the bytes the log's graph_sha256 hashes, on any locale
     if any(work.sync for work in works):
         fsync()
     failures = []

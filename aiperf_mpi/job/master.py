@@ -18,6 +18,7 @@ walk over the groups or the history.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import time
 from collections.abc import Callable
@@ -248,9 +249,12 @@ class Master:
         self.history.add_hash(key)
         graph_file = f"graphs/task-{message.task_id}.json"
         self._graphs.append((self.run_dir / graph_file, message.graph))
+        # the file's bytes (written as UTF-8 by the I/O thread) are hashed here, so a verifier can tell
+        # whether the graph it recounts is the one the run trained
+        digest = hashlib.sha256(message.graph.encode("utf-8")).hexdigest()
         self.log.write(runlog.MODEL_PROPOSED, task=message.task_id, group=group, parent=message.parent,
                        hparams=message.hparams, description=message.description, graph_file=graph_file,
-                       search=message.search_info)  # fmt: skip
+                       search=message.search_info, graph_sha256=digest)  # fmt: skip
         self.retention.task_started(message.task_id, message.parent)
         return Accepted(message.task_id)
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from mpi4py import MPI
 
+from aiperf_mpi import __version__
 from aiperf_mpi.config import RunConfig
 from aiperf_mpi.data.sources import DataError, DataSource, open_source
 from aiperf_mpi.errors import EXIT_GRACE_EXPIRED, EXIT_TERMINATED, UsageError
@@ -35,7 +36,7 @@ from aiperf_mpi.mpi.layout import build_layout
 from aiperf_mpi.mpi.staging import stage_on_nodes
 from aiperf_mpi.mpi.system import system_description
 from aiperf_mpi.mpi.transport import MpiLeaderChannel, MpiMasterTransport
-from aiperf_mpi.results import runlog
+from aiperf_mpi.results import provenance, runlog
 from aiperf_mpi.results.score import score_run
 from aiperf_mpi.search.bayesian import SearchConfig
 from aiperf_mpi.search.view import MasterHistory
@@ -272,8 +273,10 @@ def _run_master(comm, layout, config, prepared, run_dir, system, stop_flag, stag
     mllog = MLLogWriter(run_dir)
     bounds = SearchConfig().view_bounds()  # the leaders' search reads this view
     resumed = history_from_log(run_dir, bounds) if prepared.resumed else Resumed(MasterHistory(bounds), 0, {})
+    origin = provenance.collect(__version__, system)  # before run_start: its git calls are not active time
     log.write(runlog.RUN_START, sync=True, segment=prepared.segment, resumed=prepared.resumed,
-              config=config.to_dict(), **({"cut_tail": tail.to_dict()} if tail.changed else {}))  # fmt: skip
+              config=config.to_dict(), provenance=origin,
+              **({"cut_tail": tail.to_dict()} if tail.changed else {}))  # fmt: skip
     log.write(runlog.SYSTEM, **system)
     log.write(runlog.LAYOUT, **layout.plan.to_dict())
     for report in staging:

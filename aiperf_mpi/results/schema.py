@@ -47,8 +47,9 @@ REQUIRED: dict[str, dict[str, object]] = {
               "segments": INT, "valid": BOOL, "rules": DICT},
 }  # fmt: skip
 OPTIONAL: dict[str, dict[str, object]] = {
-    "run_start": {"cut_tail": DICT},
+    "run_start": {"cut_tail": DICT, "provenance": DICT},
     "peak": {"threads": LIST},
+    "model_proposed": {"graph_sha256": STR},
     "epoch": {"compile": NUM, "xla": BOOL},
     "model_failed": {"graph_hash": (STR, NULL)},
 }
