@@ -1,0 +1,831 @@
+"""A reviewer's check of a run from its files alone: ``python -m analysis.verify RUN_DIR|BUNDLE``.
+
+A score is a claim; this recomputes it from what the run left behind — the
+event log, the graph files and ``score.json`` — without rerunning anything
+and without trusting any number that can be derived:
+
+* **ops recount**: every epoch's operations, recounted from the stored graph
+  of its task (with the kernel size of its hyper-parameters, as the trainer
+  built it), the epoch's logged samples and its group's global batch (the
+  batch size × the ranks of its group in the segment's ``layout``), by the
+  package's own counter (:func:`aiperf_mpi.graph.ops.epoch_ops`); ``ops``,
+  ``ops_train``, ``ops_update``, ``ops_validation`` and ``steps`` must be
+  equal as integers;
+* **model records**: each ``model_done`` repeats its model's epochs, best
+  accuracy, total and per-sample counts and graph: they must equal the epoch
+  events, the recount and the graph file (an accuracy edited in one place
+  is caught in the other);
+* **score**: the score and the regulated score recomputed from the log by
+  :mod:`aiperf_mpi.results.score` must equal ``score.json`` and every
+  ``score`` event of the log (integers exactly, floats to
+  :data:`REL_TOLERANCE`: another machine's NumPy may round the last bit);
+* **validity rules**: each rule recomputed, compared with what ``score.json``
+  says, and checked against the log's own evidence (the precision the peak
+  probe ran at, the search strategies of the proposals);
+* **integrity**: the log is JSON lines that keep to the schema, without a
+  cut tail; segments are numbered in order, each opened by ``run_start`` and
+  closed by one ``run_stop`` before its ``score``; every epoch lies inside
+  its segment and after its task's proposal, none after its task's
+  ``model_done``/``model_failed``; the graph files' sha256 equal the
+  ``graph_sha256`` logged at ``model_proposed``;
+* **provenance**: every ``run_start`` records the package version, the git
+  commit (or ``unknown``), the Python/TensorFlow/Horovod/MPI versions and
+  the sha256 of the package's source files, consistent with the segment's
+  ``system`` event and the same in every segment.
+
+A check is ``ok``, ``MISMATCH`` or ``not recorded`` (a log written before the
+field existed: nothing was tampered with, but nothing can be checked
+either).  A submission must be checkable, so *not recorded fails the
+verdict* like a mismatch does.  Exit status: 0 when every check is ``ok``,
+1 otherwise (each problem named by its epoch, task, segment or rule), 2 for
+bad input (no such path, not a run, not a bundle).
+
+The argument may also be a bundle (``python -m analysis.bundle``): its
+``MANIFEST`` is checked first — every file listed with its sha256, nothing
+unlisted — and the run inside it is then verified like a directory.
+Nothing here imports TensorFlow or MPI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import sys
+import tarfile
+import tempfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from aiperf_mpi.graph.model import GraphError, from_json, with_kernel_size
+from aiperf_mpi.graph.ops import ModelOps, count_ops, epoch_ops
+from aiperf_mpi.results import provenance as provenance_module
+from aiperf_mpi.results import runlog
+from aiperf_mpi.results.schema import SCHEMA_VERSION, check_event
+from aiperf_mpi.results.score import Score, ScoreInputs, run_step, score_inputs
+
+OK, MISMATCH, NOT_RECORDED = "ok", "MISMATCH", "not recorded"
+REL_TOLERANCE = 1e-12
+"""relative difference allowed between a recomputed float and the recorded one (integers: none)"""
+MANIFEST = "MANIFEST"
+"""the bundle's list of files: ``sha256sum`` lines, so ``sha256sum -c MANIFEST`` checks it too"""
+MAX_LINES = 20
+"""problem lines printed per check (the rest are counted)"""
+SCORE_FILE = "score.json"
+EPOCH_OPS_FIELDS = ("ops", "ops_train", "ops_update", "ops_validation", "steps")
+SCORE_FIELDS = ("score", "regulated_score", "active_time", "total_ops", "best_accuracy", "models_trained",
+                "models_failed", "epochs", "segments", "valid", "rules", "truncated_log")  # fmt: skip
+AFTER_STOP = (runlog.RUN_START, runlog.SCORE)
+"""what may follow a segment's run_stop: its score, then the next segment"""
+RESUME_MAY_CHANGE = ("time_limit", "run_dir")
+"""configuration a ``--resume`` may change (everything else is the first segment's)"""
+STRATEGIES = {"bayesian": {"seed", "explore", "gp-ucb"}, "random": {"seed", "random"}}
+"""the search strategies a proposal may name under each ``--search``"""
+
+
+class BadInput(Exception):
+    """Not something that can be verified (exit status 2)."""
+
+
+@dataclass
+class Check:
+    """One row of the verdict table: what was checked, and every problem found."""
+
+    name: str
+    summary: str = ""
+    problems: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    """what the log does not record (an older log)"""
+    notes: list[str] = field(default_factory=list)
+    """facts a reviewer may want that do not change the verdict"""
+
+    @property
+    def verdict(self) -> str:
+        if self.problems:
+            return MISMATCH
+        return NOT_RECORDED if self.missing else OK
+
+
+@dataclass
+class Verification:
+    """Every check of one run, in the table's order."""
+
+    source: str
+    checks: list[Check]
+    valid: bool | None = None
+    """the run's validity as recomputed (None: no score could be computed)"""
+    broken_rules: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(check.verdict == OK for check in self.checks)
+
+    def to_dict(self) -> dict:
+        return {"source": self.source, "verified": self.ok, "valid": self.valid, "broken_rules": self.broken_rules,
+                "checks": [{**asdict(c), "verdict": c.verdict} for c in self.checks]}  # fmt: skip
+
+    def text(self) -> str:
+        """The verdict table, then every problem line, then the verdict."""
+        width = max(len(c.name) for c in self.checks)
+        lines = [f"analysis.verify: {self.source}", "",
+                 f"{'check':<{width}}  {'verdict':<12}  what", f"{'-' * width}  {'-' * 12}  {'-' * 40}"]  # fmt: skip
+        lines += [f"{c.name:<{width}}  {c.verdict:<12}  {c.summary}" for c in self.checks]
+        details = []
+        for check in self.checks:
+            for kind, items in ((MISMATCH, check.problems), (NOT_RECORDED, check.missing), ("note", check.notes)):
+                details += [f"{kind:<12}  {check.name}: {item}" for item in items[:MAX_LINES]]
+                if len(items) > MAX_LINES:
+                    details.append(f"{kind:<12}  {check.name}: … and {len(items) - MAX_LINES} more")
+        if details:
+            lines += ["", *details]
+        lines += ["", self.verdict_line()]
+        return "\n".join(lines) + "\n"
+
+    def verdict_line(self) -> str:
+        if not self.ok:
+            bad = sum(c.verdict == MISMATCH for c in self.checks)
+            missing = sum(c.verdict == NOT_RECORDED for c in self.checks)
+            return f"verdict: NOT VERIFIED ({bad} check(s) with mismatches, {missing} not recorded)"
+        if self.valid:
+            return "verdict: VERIFIED, a valid run"
+        return f"verdict: VERIFIED, an unofficial run (rules not met: {', '.join(self.broken_rules) or '-'})"
+
+
+# --------------------------------------------------------------------------- comparisons
+
+
+def same(recorded: object, recomputed: object) -> bool:
+    """Equal as a verifier means it: integers and strings exactly, floats to :data:`REL_TOLERANCE`, deeply."""
+    if isinstance(recorded, bool) or isinstance(recomputed, bool):
+        return recorded is recomputed
+    if isinstance(recorded, int) and isinstance(recomputed, int):
+        return recorded == recomputed
+    if isinstance(recorded, int | float) and isinstance(recomputed, int | float):
+        if isinstance(recorded, int) != isinstance(recomputed, int) and float(recorded) != float(recomputed):
+            return False  # an integer field written as a float (or the reverse) must still be the same number
+        return math.isclose(recorded, recomputed, rel_tol=REL_TOLERANCE, abs_tol=0.0)
+    if isinstance(recorded, Mapping) and isinstance(recomputed, Mapping):
+        return recorded.keys() == recomputed.keys() and all(same(recorded[k], recomputed[k]) for k in recorded)
+    if isinstance(recorded, list | tuple) and isinstance(recomputed, list | tuple):
+        return len(recorded) == len(recomputed) and all(same(a, b) for a, b in zip(recorded, recomputed, strict=True))
+    return recorded == recomputed
+
+
+def differences(recorded: Mapping, recomputed: Mapping, fields: tuple[str, ...]) -> list[str]:
+    """'field: recorded X, recomputed Y' for each of ``fields`` that differs (a missing field differs)."""
+    out = []
+    for name in fields:
+        if name not in recorded:
+            out.append(f"{name}: not in the record (recomputed {_short(recomputed.get(name))})")
+        elif not same(recorded[name], recomputed.get(name)):
+            out.append(f"{name}: recorded {_short(recorded[name])}, recomputed {_short(recomputed.get(name))}")
+    return out
+
+
+def _short(value: object) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= 120 else text[:117] + "…"
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _is_hex(text: object, length: int) -> bool:
+    return isinstance(text, str) and len(text) == length and all(c in "0123456789abcdef" for c in text)
+
+
+# --------------------------------------------------------------------------- the walk over the log
+
+
+@dataclass
+class _Task:
+    """What the walk keeps of a task until its model's record has been checked."""
+
+    task: int
+    group: int
+    segment: int
+    hparams: dict
+    graph_file: str
+    graph_text: str | None = None
+    counts: ModelOps | None = None
+    count_error: str = ""
+    epochs: list[dict] = field(default_factory=list)
+    ended: bool = False
+
+
+@dataclass
+class _Segment:
+    number: int
+    start: float
+    config: dict
+    groups: dict[int, int] = field(default_factory=dict)
+    """group index → its ranks (from the segment's layout)"""
+    has_layout: bool = False
+    system: dict | None = None
+    provenance: dict | None = None
+    stopped: float | None = None
+    """time of the segment's run_stop (None: none yet)"""
+    scored: bool = False
+
+
+class _Walker:
+    """One pass over the log: every check that needs the events, in constant memory per finished task."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.log = Check("log", problems=[])
+        self.segments_check = Check("segments")
+        self.epochs_check = Check("epochs in segments")
+        self.graphs = Check("graph files")
+        self.ops = Check("ops recount")
+        self.records = Check("model records")
+        self.score_check = Check("score")
+        self.provenance = Check("provenance")
+        self.evidence: list[str] = []
+        """what the log says against its own validity claims (precision, search)"""
+        self.inputs = ScoreInputs()
+        self.segments: list[_Segment] = []
+        self.tasks: dict[int, _Task] = {}
+        self.finished: set[int] = set()
+        """tasks whose model record was checked (their state is dropped)"""
+        self.events = self.epoch_count = self.recounted = self.records_checked = 0
+        self.graph_count = self.graph_hashes = self.graph_unhashed = 0
+        self.graph_cross_checked = 0
+        self.score_events = 0
+        self.next_model_id = 0
+        self.peak_precisions: set[str] = set()
+        self.strategies: dict[str, int] = {}
+        self.truncated = False
+
+    # -- the stream
+
+    def walk(self) -> None:
+        stream = runlog.EventStream(self.run_dir)
+        try:
+            for event in stream:
+                self.events += 1
+                self.event(event)
+        except ValueError as exc:  # a bad line before the last: the log was edited or broken
+            self.log.problems.append(f"{exc} (the log cannot be read past it)")
+        if stream.truncated_tail:
+            self.log.problems.append(f"the log ends in a cut line ({stream.truncated_bytes} bytes: "
+                                     f"{stream.truncated_line[:60]!r}): the run was killed while writing")  # fmt: skip
+        self.truncated = stream.truncated_tail
+
+    def event(self, event: dict) -> None:
+        if not isinstance(event, dict):
+            self.log.problems.append(f"event {self.events}: not a JSON object")
+            return
+        problems = check_event(event)
+        if problems:
+            self.log.problems.append(f"event {self.events} ({event.get('event')}): {'; '.join(problems)}")
+            return
+        name = event[runlog.EVENT]
+        if name == runlog.RUN_START:
+            self.run_start(event)
+        elif not self.segments:
+            self.segments_check.problems.append(f"event {self.events} ({name}) comes before the first run_start")
+            return
+        segment = self.segments[-1]
+        if segment.stopped is not None and name not in AFTER_STOP:
+            self.segments_check.problems.append(f"event {self.events} ({name}{_task_of(event)}) comes after "
+                                                f"segment {segment.number}'s run_stop")  # fmt: skip
+        if name == runlog.SCORE:
+            self.score_event(event, segment)  # before it is added: a score covers the events before it
+        self.inputs.add(event)
+        handler = {
+            runlog.SYSTEM: self.system, runlog.LAYOUT: self.layout, runlog.PEAK: self.peak,
+            runlog.MODEL_PROPOSED: self.proposed, runlog.EPOCH: self.epoch, runlog.MODEL_DONE: self.done,
+            runlog.MODEL_FAILED: self.failed, runlog.RUN_STOP: self.run_stop,
+        }.get(name)  # fmt: skip
+        if handler is not None:
+            handler(event, segment)
+
+    # -- segments
+
+    def run_start(self, event: dict) -> None:
+        number = len(self.segments) + 1
+        if event["segment"] != number:
+            self.segments_check.problems.append(f"run_start of segment {event['segment']} is the log's "
+                                                f"run_start number {number}")  # fmt: skip
+        if event["resumed"] != (number > 1):
+            self.segments_check.problems.append(f"segment {number}: resumed is {event['resumed']}")
+        if self.segments:
+            previous = self.segments[-1]
+            if event[runlog.TIME] <= previous.start:
+                self.segments_check.problems.append(f"segment {number} starts before segment {previous.number}")
+            changed = sorted(k for k in set(previous.config) | set(event["config"]) if k not in RESUME_MAY_CHANGE
+                             and not same(previous.config.get(k), event["config"].get(k)))  # fmt: skip
+            if changed:
+                self.segments_check.problems.append(f"segment {number} runs another configuration: "
+                                                    f"{', '.join(changed)} changed")  # fmt: skip
+        self.segments.append(_Segment(number, event[runlog.TIME], event["config"],
+                                      provenance=event.get("provenance")))  # fmt: skip
+
+    def system(self, event: dict, segment: _Segment) -> None:
+        segment.system = event
+
+    def layout(self, event: dict, segment: _Segment) -> None:
+        segment.has_layout = True
+        for group in event["groups"]:
+            if isinstance(group, dict) and "index" in group:
+                ranks = group.get("horovod_size", len(group.get("ranks", ())))
+                segment.groups[group["index"]] = ranks
+
+    def peak(self, event: dict, segment: _Segment) -> None:
+        self.peak_precisions.add(event["precision"])
+
+    def run_stop(self, event: dict, segment: _Segment) -> None:
+        if segment.stopped is not None:
+            self.segments_check.problems.append(f"segment {segment.number} has a second run_stop")
+        if event["segment"] != segment.number:
+            self.segments_check.problems.append(f"the run_stop of segment {segment.number} says segment "
+                                                f"{event['segment']}")  # fmt: skip
+        segment.stopped = event[runlog.TIME]
+
+    def score_event(self, event: dict, segment: _Segment) -> None:
+        self.score_events += 1
+        if segment.stopped is None:
+            self.segments_check.problems.append(f"segment {segment.number}: a score event without a run_stop "
+                                                "before it (the run_stop was removed?)")  # fmt: skip
+        if segment.scored:
+            self.segments_check.problems.append(f"segment {segment.number} has a second score event")
+        segment.scored = True
+        try:
+            score = score_inputs(self.inputs, run_step(self.inputs.config))
+        except ValueError as exc:
+            self.score_check.problems.append(f"segment {segment.number}'s score event: {exc}")
+            return
+        fields = tuple(f for f in SCORE_FIELDS if f != "truncated_log")  # added to the event later than the score
+        for line in differences(event, score.to_dict(), fields):
+            self.score_check.problems.append(f"segment {segment.number}'s score event: {line}")
+
+    # -- tasks and epochs
+
+    def proposed(self, event: dict, segment: _Segment) -> None:
+        task = event["task"]
+        if task in self.tasks or task in self.finished:
+            self.epochs_check.problems.append(f"task {task} proposed twice")
+            return
+        state = _Task(task, event["group"], segment.number, event["hparams"], event["graph_file"])
+        self.tasks[task] = state
+        strategy = str((event.get("search") or {}).get("strategy", "?"))
+        self.strategies[strategy] = self.strategies.get(strategy, 0) + 1
+        self.graph_count += 1
+        path = self._graph_path(event["graph_file"], task)
+        if path is None:
+            return
+        data = path.read_bytes()
+        digest = hashlib.sha256(data).hexdigest()
+        logged = event.get("graph_sha256")
+        if logged is None:
+            self.graph_unhashed += 1
+        elif logged != digest:
+            self.graphs.problems.append(f"task {task}: {event['graph_file']} has sha256 {digest[:16]}…, the log "
+                                        f"recorded {str(logged)[:16]}… (the file was changed)")  # fmt: skip
+        else:
+            self.graph_hashes += 1
+        try:
+            state.graph_text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            self.graphs.problems.append(f"task {task}: {event['graph_file']} is not UTF-8 text")
+
+    def _graph_path(self, name: str, task: int) -> Path | None:
+        root = self.run_dir.resolve()
+        path = (root / name).resolve()
+        if root not in path.parents:
+            self.graphs.problems.append(f"task {task}: graph_file {name!r} lies outside the run directory")
+            return None
+        if not path.is_file():
+            self.graphs.problems.append(f"task {task}: {name} is missing")
+            return None
+        return path
+
+    def _counts(self, state: _Task) -> ModelOps | None:
+        """The task's per-sample counts, from its graph file, as the trainer built the model (once per task)."""
+        if state.counts is None and not state.count_error:
+            if state.graph_text is None:
+                state.count_error = "its graph file could not be read"
+                return None
+            try:
+                graph = from_json(state.graph_text)
+                kernel = state.hparams.get("kernel_size")
+                tuned = graph if kernel is None else with_kernel_size(graph, kernel)
+                state.counts = count_ops(tuned)
+                if kernel is not None and count_ops(graph).forward_eval != state.counts.forward_eval:
+                    self.graphs.problems.append(f"task {state.task}: the graph file's tunable kernels are not "
+                                                f"its hparams' kernel_size {kernel}")  # fmt: skip
+            except (GraphError, ValueError, KeyError, TypeError) as exc:
+                state.count_error = f"its graph cannot be counted: {' '.join(str(exc).split())[:200]}"
+                self.graphs.problems.append(f"task {state.task}: {state.count_error}")
+        return state.counts
+
+    def epoch(self, event: dict, segment: _Segment) -> None:
+        self.epoch_count += 1
+        task, number = event["task"], event["epoch"]
+        where = f"task {task} epoch {number}"
+        state = self.tasks.get(task)
+        if state is None:
+            ended = task in self.finished
+            self.epochs_check.problems.append(f"{where}: " + ("comes after its model_done/model_failed" if ended
+                                                             else "has no model_proposed before it"))  # fmt: skip
+            return
+        if state.segment != segment.number:
+            self.epochs_check.problems.append(f"{where}: logged in segment {segment.number}, its task was "
+                                              f"proposed in segment {state.segment}")  # fmt: skip
+        if event["group"] != state.group:
+            self.epochs_check.problems.append(f"{where}: group {event['group']}, its task was given to group "
+                                              f"{state.group}")  # fmt: skip
+        if number != len(state.epochs) + 1:
+            self.epochs_check.problems.append(f"{where}: follows epoch {len(state.epochs)} of its task")
+        if event[runlog.TIME] < segment.start:
+            self.epochs_check.problems.append(f"{where}: logged before its segment's run_start")
+        state.epochs.append(event)
+        self.recount(event, state, segment, where)
+
+    def recount(self, event: dict, state: _Task, segment: _Segment, where: str) -> None:
+        counts = self._counts(state)
+        if counts is None:
+            self.ops.problems.append(f"{where}: not recounted: {state.count_error}")
+            return
+        batch = state.hparams.get("batch_size")
+        ranks = segment.groups.get(state.group)
+        if not isinstance(batch, int) or ranks is None:
+            known = "not in its segment's layout" if segment.has_layout else "its segment has no layout"
+            self.ops.problems.append(f"{where}: the global batch is unknown (batch_size {batch!r}, group "
+                                     f"{state.group}: {known})")  # fmt: skip
+            return
+        try:
+            recounted = epoch_ops(counts, event["train_samples"], event["validation_samples"], batch * ranks)
+        except ValueError as exc:
+            self.ops.problems.append(f"{where}: {exc}")
+            return
+        expected = {"ops": recounted.total, "ops_train": recounted.train, "ops_update": recounted.update,
+                    "ops_validation": recounted.validation, "steps": recounted.steps}  # fmt: skip
+        wrong = differences(event, expected, EPOCH_OPS_FIELDS)
+        if wrong:
+            self.ops.problems.append(f"{where}: " + "; ".join(wrong))
+        else:
+            self.recounted += 1
+
+    def done(self, event: dict, segment: _Segment) -> None:
+        task, model = event["task"], event["model"]
+        state = self._end(task, event, "model_done")
+        self._model_id(model.get("id"), task)
+        if state is None:
+            return
+        where = f"task {task} (model {model.get('id')})"
+        problems = []
+        epochs = model.get("epochs")
+        epochs = [e for e in epochs if isinstance(e, dict)] if isinstance(epochs, list) else []
+        logged = state.epochs
+        if len(epochs) != len(logged):
+            problems.append(f"its record lists {len(epochs)} epochs, the log has {len(logged)}")
+        for recorded, epoch in zip(epochs, logged, strict=False):
+            shared = [k for k in recorded if k in epoch]
+            wrong = [k for k in shared if not same(epoch[k], recorded[k])]
+            lost = [k for k in ("val_accuracy", "ops", "end") if k not in recorded]
+            if wrong or lost:
+                problems.append(f"epoch {epoch['epoch']}: the epoch event and the model record differ in "
+                                f"{', '.join(wrong + lost)}")  # fmt: skip
+        accuracies = [e["val_accuracy"] for e in logged]
+        if not same(model.get("accuracy"), max(accuracies) if accuracies else None):
+            problems.append(f"accuracy {model.get('accuracy')} is not the best of its epochs "
+                            f"({max(accuracies) if accuracies else None})")  # fmt: skip
+        if model.get("status") != ("trained" if logged else "failed"):
+            problems.append(f"status {model.get('status')!r} with {len(logged)} epochs")
+        if not same(model.get("hparams"), state.hparams):
+            problems.append("its hparams differ from its proposal's")
+        ops = model.get("ops") if isinstance(model.get("ops"), dict) else {}
+        if ops and not same(ops.get("total"), sum(e["ops"] for e in logged)):
+            problems.append(f"ops total {ops.get('total')} is not the sum of its epochs' "
+                            f"({sum(e['ops'] for e in logged)})")  # fmt: skip
+        counts = self._counts(state)
+        if counts is not None and ops:
+            expected = {"forward_per_sample": counts.forward_eval, "backward_per_sample": counts.backward,
+                        "update_per_step": counts.update, "params": counts.params}  # fmt: skip
+            problems += [f"ops {line}" for line in differences(ops, expected, tuple(expected))]
+        graph = model.get("graph")
+        if isinstance(graph, str) and state.graph_text is not None:
+            self.graph_cross_checked += 1
+            if graph != state.graph_text:
+                self.graphs.problems.append(f"task {task}: {state.graph_file} is not the graph its model_done "
+                                            "records")  # fmt: skip
+        if problems:
+            self.records.problems += [f"{where}: {p}" for p in problems]
+        else:
+            self.records_checked += 1
+
+    def failed(self, event: dict, segment: _Segment) -> None:
+        self._model_id(event["model"], event["task"])
+        self._end(event["task"], event, "model_failed")
+
+    def _model_id(self, model_id: object, task: int) -> None:
+        if model_id != self.next_model_id:
+            self.records.problems.append(f"task {task}: model id {model_id}, the next id is {self.next_model_id}")
+        self.next_model_id = (model_id if isinstance(model_id, int) else self.next_model_id) + 1
+
+    def _end(self, task: int, event: dict, name: str) -> _Task | None:
+        state = self.tasks.pop(task, None)
+        if state is None:
+            self.epochs_check.problems.append(f"task {task}: {name} " + ("after its end" if task in self.finished
+                                                                          else "without a model_proposed"))  # fmt: skip
+            return None
+        if event["group"] != state.group:
+            self.epochs_check.problems.append(f"task {task}: {name} from group {event['group']}, its task was "
+                                              f"given to group {state.group}")  # fmt: skip
+        self.finished.add(task)
+        return state
+
+    # -- after the walk
+
+    def finish(self) -> None:
+        if not self.segments:
+            raise BadInput(f"{self.run_dir / runlog.EVENTS_FILE}: no run_start: not an aiperf_mpi event log")
+        last = self.segments[-1]
+        if last.stopped is None:
+            self.segments_check.problems.append(f"segment {last.number} has no run_stop: the run was killed or "
+                                                "its run_stop was removed")  # fmt: skip
+        elif not last.scored:
+            self.segments_check.problems.append(f"segment {last.number} has no score event after its run_stop")
+        for segment in self.segments[:-1]:
+            if segment.stopped is not None and not segment.scored:
+                self.segments_check.problems.append(f"segment {segment.number} stopped without a score event")
+        self.log.summary = (f"{self.events} events, schema version {SCHEMA_VERSION}, one JSON object a line"
+                            + ("" if not self.truncated else ", a cut tail"))  # fmt: skip
+        stops = sum(s.stopped is not None for s in self.segments)
+        self.segments_check.summary = (f"{len(self.segments)} segment(s), {stops} closed by run_stop, "
+                                       f"{self.score_events} score event(s)")  # fmt: skip
+        self.epochs_check.summary = (f"{self.epoch_count} epochs of {len(self.finished) + len(self.tasks)} tasks: "
+                                     "each inside its segment, after its proposal, none after its model's end")
+        self.graphs.summary = (f"{self.graph_count} graph files: {self.graph_hashes} sha256 as logged, "
+                               f"{self.graph_cross_checked} equal to their model_done's graph")  # fmt: skip
+        if self.graph_unhashed:
+            self.graphs.missing.append(f"{self.graph_unhashed} of {self.graph_count} model_proposed events have no "
+                                       "graph_sha256 (a log older than the field)")  # fmt: skip
+        self.ops.summary = (f"{self.recounted} of {self.epoch_count} epochs recounted exactly "
+                            f"({', '.join(EPOCH_OPS_FIELDS)})")  # fmt: skip
+        self.records.summary = f"{self.records_checked} model_done records equal their epochs, graphs and counts"
+        self.check_provenance()
+        config = self.inputs.config or {}
+        precision = config.get("precision", "fp32")
+        if self.peak_precisions - {precision}:
+            self.evidence.append(f"precision: the configuration says {precision}, the peak probe ran at "
+                                 f"{', '.join(sorted(self.peak_precisions))}")  # fmt: skip
+        search = config.get("search", "bayesian")
+        allowed = STRATEGIES.get(search)
+        foreign = {s: n for s, n in self.strategies.items() if allowed is not None and s not in allowed}
+        if foreign:
+            self.evidence.append(f"algorithms: the configuration says {search}, proposals name "
+                                 + ", ".join(f"{s} ({n})" for s, n in sorted(foreign.items())))  # fmt: skip
+
+    def check_provenance(self) -> None:
+        check, first = self.provenance, None
+        for segment in self.segments:
+            record = segment.provenance
+            name = f"segment {segment.number}"
+            if record is None:
+                check.missing.append(f"{name}'s run_start has no provenance (a log older than the field): a "
+                                     "submission must record its code and software stack")  # fmt: skip
+                continue
+            absent = [k for k in provenance_module.REQUIRED if record.get(k) is None]
+            if absent:
+                check.problems.append(f"{name}: provenance lacks {', '.join(absent)}")
+            if not _is_hex(record.get("source_sha256"), 64):
+                check.problems.append(f"{name}: source_sha256 {record.get('source_sha256')!r} is not a sha256")
+            commit = record.get("git_commit")
+            if commit != provenance_module.UNKNOWN and not _is_hex(commit, 40):
+                check.problems.append(f"{name}: git_commit {commit!r} is neither a commit nor 'unknown'")
+            system = segment.system or {}
+            for key in ("python", "tensorflow", "horovod", "mpi", "aiperf_mpi"):
+                if key in system and system[key] is not None and not same(system[key], record.get(key)):
+                    check.problems.append(f"{name}: provenance {key} {_short(record.get(key))}, its system event "
+                                          f"{_short(system[key])}")  # fmt: skip
+            if record.get("git_dirty"):
+                check.notes.append(f"{name}: the git checkout had local changes (the source hash says which "
+                                   "code ran)")  # fmt: skip
+            if first is None:
+                first = record
+            elif record.get("source_sha256") != first.get("source_sha256"):
+                check.problems.append(f"{name} ran other source code than segment 1 (source_sha256 differs)")
+        if first is None:
+            check.summary = "none recorded"
+            return
+        commit = first.get("git_commit")
+        check.summary = (f"aiperf_mpi {first.get('aiperf_mpi')}, commit {str(commit)[:12]}, source "
+                         f"{str(first.get('source_sha256'))[:12]}…, Python {first.get('python')}, "
+                         f"TensorFlow {first.get('tensorflow')}, Horovod {first.get('horovod')}, "
+                         f"MPI {_mpi_name(first.get('mpi'))}")  # fmt: skip
+        mine, _ = provenance_module.source_sha256()
+        if mine == first.get("source_sha256"):
+            check.notes.append("this verifier runs the same aiperf_mpi source as the run")
+        else:
+            check.notes.append(f"this verifier runs other aiperf_mpi source ({mine[:12]}…): its counter may "
+                               "differ from the run's")  # fmt: skip
+
+
+def _task_of(event: Mapping) -> str:
+    return f" of task {event['task']}" if "task" in event else ""
+
+
+def _mpi_name(mpi: object) -> str:
+    if isinstance(mpi, Mapping):
+        return f"{mpi.get('vendor', '?')} {mpi.get('version', '?')}"
+    return str(mpi)
+
+
+# --------------------------------------------------------------------------- the score file and the rules
+
+
+def _score_checks(walker: _Walker, run_dir: Path) -> tuple[list[Check], Score | None]:
+    """The score against score.json, then one row per validity rule."""
+    check = walker.score_check
+    score = None
+    try:
+        score = score_inputs(walker.inputs, run_step(walker.inputs.config), walker.truncated)
+    except ValueError as exc:
+        check.problems.append(f"the log cannot be scored: {exc}")
+    path = run_dir / SCORE_FILE
+    recorded: dict | None = None
+    if not path.is_file():
+        check.problems.append(f"{SCORE_FILE} is missing (a run that did not finish has no score to submit)")
+    else:
+        try:
+            recorded = json.loads(path.read_text(encoding="utf-8"))
+            if not isinstance(recorded, dict):
+                raise ValueError("not a JSON object")
+        except (ValueError, UnicodeDecodeError) as exc:
+            check.problems.append(f"{SCORE_FILE} is not readable: {' '.join(str(exc).split())[:200]}")
+            recorded = None
+    if score is not None and recorded is not None:
+        recomputed = score.to_dict()
+        fields = tuple(f for f in SCORE_FIELDS if f != "rules")  # the rules have a row each
+        check.problems += [f"{SCORE_FILE}: {line}" for line in differences(recorded, recomputed, fields)]
+        grid = recorded.get("grid")
+        if not isinstance(grid, list) or len(grid) != len(recomputed["grid"]):
+            check.problems.append(f"{SCORE_FILE}: its grid has {len(grid) if isinstance(grid, list) else 'no'} "
+                                  f"samples, recomputed {len(recomputed['grid'])}")  # fmt: skip
+        else:  # one line for the grid: a changed epoch moves every sample after it
+            wrong = [(index, differences(theirs, mine, tuple(mine)) if isinstance(theirs, dict) else ["not an object"])
+                     for index, (mine, theirs) in enumerate(zip(recomputed["grid"], grid, strict=True))]  # fmt: skip
+            wrong = [(index, lines) for index, lines in wrong if lines]
+            if wrong:
+                index, lines = wrong[0]
+                check.problems.append(f"{SCORE_FILE}: {len(wrong)} of {len(grid)} grid samples differ, the first at "
+                                      f"t = {recomputed['grid'][index]['active_time']:.1f} s: {'; '.join(lines)}")
+    if score is not None:
+        regulated = "–" if score.regulated_score is None else f"{score.regulated_score / 1e9:.4f} GOPS"
+        check.summary = (f"recomputed: {score.score / 1e9:.4f} GOPS, regulated {regulated}, {score.total_ops:,} "
+                         f"operations in {score.active_time:.1f} s; compared with {SCORE_FILE} and the log's "
+                         "score event(s)")  # fmt: skip
+    rows = []
+    evidence = {line.split(":", 1)[0]: line for line in walker.evidence}
+    for name, rule in (score.rules if score is not None else {}).items():
+        row = Check(f"rule {name}")
+        met = "met" if rule["ok"] else "not met"
+        row.summary = f"{_rule_value(rule['value'])} (needs {rule['need']}): {met}"
+        rules = (recorded or {}).get("rules")
+        theirs = rules.get(name) if isinstance(rules, dict) else None
+        if recorded is not None and not same(theirs, rule):
+            row.problems.append(f"{SCORE_FILE} says {_short(theirs)}, recomputed {_short(rule)}")
+        if name in evidence:
+            row.problems.append(evidence.pop(name))
+        rows.append(row)
+    for line in evidence.values():  # a rule the score no longer has: still a problem
+        check.problems.append(line)
+    return rows, score
+
+
+def _rule_value(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:.4f}"
+    return str(value)
+
+
+# --------------------------------------------------------------------------- directories and bundles
+
+
+def verify_dir(run_dir: Path, source: str | None = None, before: list[Check] | None = None) -> Verification:
+    """Every check of a run directory."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise BadInput(f"{run_dir}: no such run directory")
+    if not (run_dir / runlog.EVENTS_FILE).is_file():
+        raise BadInput(f"{run_dir}: not a run directory (no {runlog.EVENTS_FILE})")
+    walker = _Walker(run_dir)
+    walker.walk()
+    walker.finish()
+    rules, score = _score_checks(walker, run_dir)
+    checks = [*(before or []), walker.log, walker.segments_check, walker.epochs_check, walker.graphs, walker.ops,
+              walker.records, walker.score_check, *rules, walker.provenance]  # fmt: skip
+    result = Verification(source or str(run_dir), checks)
+    if score is not None:
+        result.valid = score.valid
+        result.broken_rules = [name for name, rule in score.rules.items() if not rule["ok"]]
+    return result
+
+
+def read_manifest(text: str) -> dict[str, str]:
+    """``sha256  path`` lines → {path: sha256}; ValueError on a line that is not one."""
+    entries = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        digest, sep, name = line.partition("  ")
+        if not sep or not _is_hex(digest, 64) or not name:
+            raise ValueError(f"{MANIFEST} line {number} is not 'sha256  path'")
+        entries[name] = digest
+    return entries
+
+
+def check_manifest(root: Path) -> Check:
+    """Every file under ``root`` listed in its MANIFEST with its sha256, and nothing listed that is absent."""
+    check = Check("bundle manifest")
+    manifest = root / MANIFEST
+    if not manifest.is_file():
+        check.problems.append(f"the bundle has no {MANIFEST}")
+        return check
+    try:
+        listed = read_manifest(manifest.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        check.problems.append(str(exc))
+        return check
+    present = {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()} - {MANIFEST}
+    for name in sorted(present - set(listed)):
+        check.problems.append(f"{name}: in the bundle, not in {MANIFEST} (added after the bundle was made)")
+    for name in sorted(set(listed) - present):
+        check.problems.append(f"{name}: in {MANIFEST}, not in the bundle")
+    good = 0
+    for name in sorted(present & set(listed)):
+        if sha256_file(root / name) != listed[name]:
+            check.problems.append(f"{name}: sha256 differs from {MANIFEST} (changed after the bundle was made)")
+        else:
+            good += 1
+    check.summary = f"{good} of {len(listed)} files as {MANIFEST} lists them"
+    return check
+
+
+@contextmanager
+def unpacked(archive: Path) -> Iterator[Path]:
+    """The bundle's files in a temporary folder (links, devices and paths outside it refused)."""
+    with tempfile.TemporaryDirectory(prefix="aiperf-verify-") as folder:
+        try:
+            with tarfile.open(archive, "r:*") as tar:
+                for member in tar.getmembers():
+                    if not (member.isfile() or member.isdir()):
+                        raise BadInput(f"{archive}: {member.name} is not a plain file (a bundle holds only files)")
+                tar.extractall(folder, filter="data")  # refuses absolute paths and ..
+        except (tarfile.TarError, OSError) as exc:
+            raise BadInput(f"{archive}: not a readable bundle: {' '.join(str(exc).split())[:200]}") from None
+        yield Path(folder)
+
+
+def bundle_root(folder: Path, archive: Path) -> Path:
+    """The one top folder of an unpacked bundle."""
+    tops = [p for p in folder.iterdir()]
+    if len(tops) != 1 or not tops[0].is_dir():
+        raise BadInput(f"{archive}: not a bundle (it must hold one folder with the run and its {MANIFEST})")
+    return tops[0]
+
+
+def verify(path: Path) -> Verification:
+    """Verify a run directory or a bundle archive."""
+    path = Path(path)
+    if path.is_dir():
+        return verify_dir(path)
+    if not path.exists():
+        raise BadInput(f"{path}: no such run directory or bundle")
+    if not tarfile.is_tarfile(path):
+        raise BadInput(f"{path}: neither a run directory nor a bundle archive")
+    with unpacked(path) as folder:
+        root = bundle_root(folder, path)
+        manifest = check_manifest(root)
+        return verify_dir(root, source=f"{path} (bundle)", before=[manifest])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m analysis.verify", description=__doc__.split("\n\n")[0])
+    parser.add_argument("run", type=Path, help="the run directory, or a bundle made by python -m analysis.bundle")
+    parser.add_argument("--json", type=Path, default=None, help="also write the checks as JSON to this file")
+    options = parser.parse_args(argv)
+    try:
+        result = verify(options.run)
+    except BadInput as exc:
+        print(f"analysis.verify: error: {exc}", file=sys.stderr)
+        return 2
+    sys.stdout.write(result.text())
+    if options.json is not None:
+        options.json.write_text(json.dumps(result.to_dict(), indent=2, ensure_ascii=False), encoding="utf-8")
+    return 0 if result.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,116 @@
+"""A hand-made run directory that is right in every detail the verifier checks, and ways to spoil it.
+
+:func:`consistent_run` writes what the benchmark writes — graph files and
+their hashes, epochs counted by the package's counter for their group's
+global batch, ``model_done`` records that repeat them, the score event and
+``score.json`` from the score module, the provenance of this checkout — for
+two small models on two groups, without TensorFlow or MPI, so the unit
+tests can tamper with one thing at a time and see it named.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from aiperf_mpi import __version__
+from aiperf_mpi.graph.model import from_json, to_json, with_kernel_size
+from aiperf_mpi.graph.ops import count_ops, epoch_ops
+from aiperf_mpi.graph.seeds import tiny_resnet
+from aiperf_mpi.results import provenance, runlog
+from aiperf_mpi.results.score import compute_score
+from tests.support.event_logs import write_log
+
+VERSIONS = {"python": "3.11.7", "tensorflow": "2.18.1", "horovod": "0.28.1", "mpi4py": "4.1.2",
+            "mpi": {"vendor": "Open MPI", "version": "5.0.11", "library": "Open MPI v5.0.11"}}  # fmt: skip
+RANKS = 2
+"""ranks of each group: the global batch is batch_size × 2"""
+STEPS, VALIDATION = 10, 100
+
+
+def _epoch(task: int, group: int, number: int, end: float, graph_json: str, batch: int, accuracy: float) -> dict:
+    ops = epoch_ops(count_ops(from_json(graph_json)), STEPS * batch * RANKS, VALIDATION, batch * RANKS)
+    return {"event": runlog.EPOCH, "time": end + 0.5, "task": task, "group": group, "epoch": number,
+            "train_loss": 1.0, "val_accuracy": accuracy, "start": end - 10, "end": end, "ops": ops.total,
+            "ops_train": ops.train, "ops_update": ops.update, "ops_validation": ops.validation, "steps": ops.steps,
+            "train_samples": STEPS * batch * RANKS, "validation_samples": VALIDATION, "data_wait": 0.1,
+            "compute": 8.0, "evaluation": 1.0, "learning_rate": 0.1, "compile": 0.0, "xla": False}  # fmt: skip
+
+
+def _done(task: int, group: int, t: float, graph_json: str, hparams: dict, epochs: list[dict]) -> dict:
+    counts = count_ops(from_json(graph_json))
+    record = {
+        "id": task, "parent": None, "graph": graph_json, "status": "trained", "hparams": hparams,
+        "epochs": [{k: v for k, v in e.items() if k not in ("event", "time", "task", "group")} for e in epochs],
+        "accuracy": max(e["val_accuracy"] for e in epochs), "predicted_accuracy": None,
+        "ops": {"total": sum(e["ops"] for e in epochs), "forward_per_sample": counts.forward_eval,
+                "backward_per_sample": counts.backward, "update_per_step": counts.update, "params": counts.params},
+        "timings": {"train": 20.0, "task": task, "group": group, "stop": "epoch limit"},
+        "description": "seed", "weights": f"weights/task-{task}.npz",
+    }  # fmt: skip
+    return {"event": runlog.MODEL_DONE, "time": t, "model": record, "task": task, "group": group}
+
+
+def consistent_run(run_dir: Path, dataset: str = "imagenet", precision: str = "fp16",
+                   with_provenance: bool = True) -> Path:  # fmt: skip
+    """Two groups, one model each (kernel 3 at batch 32, kernel 5 at batch 16), two epochs each, 100 s."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "graphs").mkdir(exist_ok=True)
+    config = {"dataset": dataset, "precision": precision, "search": "bayesian", "hpo": "tpe", "score_step": 50.0,
+              "seed_model": "tiny", "time_limit": 100.0, "run_dir": str(run_dir)}  # fmt: skip
+    start = {"event": runlog.RUN_START, "time": 1000.0, "segment": 1, "resumed": False, "config": config}
+    if with_provenance:
+        start["provenance"] = provenance.collect(__version__, VERSIONS)
+    events = [
+        start,
+        {"event": runlog.SYSTEM, "time": 1000.1, "ranks": 5, "nodes": 1, "hosts": [], **VERSIONS,
+         "aiperf_mpi": __version__},
+        {"event": runlog.LAYOUT, "time": 1000.2, "world_size": 5, "master_rank": 0, "hosts": ["h0"] * 5,
+         "nodes": [0] * 5, "groups": [{"index": 0, "node": 0, "host": "h0", "ranks": [1, 2], "leader": 1,
+                                       "horovod_size": RANKS},
+                                      {"index": 1, "node": 0, "host": "h0", "ranks": [3, 4], "leader": 3,
+                                       "horovod_size": RANKS}]},
+        {"event": runlog.PEAK, "time": 1000.3, "group": 0, "host": "h0", "precision": precision, "ranks": RANKS,
+         "ops_per_second": 1e9},
+    ]  # fmt: skip
+    graphs = {0: to_json(tiny_resnet(8, 1, 10)), 1: to_json(with_kernel_size(tiny_resnet(8, 1, 10), 5))}
+    hparams = {0: {"batch_size": 32, "kernel_size": 3}, 1: {"batch_size": 16, "kernel_size": 5}}
+    for task, graph_json in graphs.items():
+        name = f"graphs/task-{task}.json"
+        (run_dir / name).write_bytes(graph_json.encode("utf-8"))
+        events.append({"event": runlog.MODEL_PROPOSED, "time": 1001.0 + task, "task": task, "group": task,
+                       "parent": None, "hparams": hparams[task], "description": "seed", "graph_file": name,
+                       "search": {"strategy": "seed" if task == 0 else "explore"},
+                       "graph_sha256": hashlib.sha256(graph_json.encode("utf-8")).hexdigest()})  # fmt: skip
+    e01 = _epoch(0, 0, 1, 1030, graphs[0], 32, 0.5)
+    e11 = _epoch(1, 1, 1, 1050, graphs[1], 16, 0.6)
+    e02 = _epoch(0, 0, 2, 1070, graphs[0], 32, 0.75)
+    e12 = _epoch(1, 1, 2, 1090, graphs[1], 16, 0.7)
+    events += [e01, e11, e02, _done(0, 0, 1071, graphs[0], hparams[0], [e01, e02]), e12,
+               _done(1, 1, 1091, graphs[1], hparams[1], [e11, e12]),
+               {"event": runlog.RUN_STOP, "time": 1100.0, "reason": "time limit", "discarded_tasks": [],
+                "segment": 1}]  # fmt: skip
+    score = compute_score(events, step=50.0)
+    events.append({"event": runlog.SCORE, "time": 1100.1,
+                   **{k: v for k, v in score.to_dict().items() if k != "grid"}})  # fmt: skip
+    write_log(run_dir, events)
+    (run_dir / "score.json").write_text(json.dumps(score.to_dict(), indent=2))
+    return run_dir
+
+
+def read_log(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / runlog.EVENTS_FILE).read_text().splitlines() if line.strip()]
+
+
+def rewrite_log(run_dir: Path, change: Callable[[list[dict]], list[dict] | None]) -> None:
+    """Apply ``change`` to the list of events (in place, or returning a new list) and write the log again."""
+    events = read_log(run_dir)
+    events = change(events) or events
+    write_log(run_dir, events)
+
+
+def find(events: list[dict], name: str, **fields: object) -> dict:
+    """The first event named ``name`` whose fields have the values given."""
+    return next(e for e in events if e["event"] == name and all(e.get(k) == v for k, v in fields.items()))

@@ -1,0 +1,342 @@
+"""The verifier and the bundle on hand-made runs: a consistent run passes, each tamper is named, bad input is exit 2.
+
+The real run's version of these checks (a run made by ``mpirun … python -m
+aiperf_mpi``) is in tests/mpi/test_verify.py.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from aiperf_mpi.results import provenance, runlog
+from analysis import bundle, verify
+from tests.support.verify_runs import consistent_run, find, read_log, rewrite_log
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory) -> Path:
+    return consistent_run(tmp_path_factory.mktemp("verify") / "run")
+
+
+@pytest.fixture
+def run(pristine, tmp_path) -> Path:
+    """A fresh copy to tamper with."""
+    return Path(shutil.copytree(pristine, tmp_path / "run"))
+
+
+def problems(result: verify.Verification, check: str) -> list[str]:
+    return next(c for c in result.checks if c.name == check).problems
+
+
+def test_a_consistent_run_is_verified(pristine, capsys) -> None:
+    assert verify.main([str(pristine)]) == 0
+    out = capsys.readouterr().out
+    assert "verdict: VERIFIED, a valid run" in out
+    assert "4 of 4 epochs recounted exactly" in out and "2 graph files: 2 sha256 as logged" in out
+    for name in ("log", "segments", "epochs in segments", "graph files", "ops recount", "model records", "score",
+                 "rule dataset", "rule error", "rule precision", "rule algorithms", "provenance"):  # fmt: skip
+        assert any(line.startswith(name + " ") and " ok " in line for line in out.splitlines()), name
+    assert "this verifier runs the same aiperf_mpi source as the run" in out
+
+
+def test_an_unofficial_run_is_verified_as_unofficial(tmp_path, capsys) -> None:
+    run = consistent_run(tmp_path / "run", dataset="digits", precision="fp32")
+    assert verify.main([str(run)]) == 0
+    assert "verdict: VERIFIED, an unofficial run (rules not met: dataset)" in capsys.readouterr().out
+
+
+def _epoch(events: list[dict], task: int, number: int) -> dict:
+    return find(events, runlog.EPOCH, task=task, epoch=number)
+
+
+def _ops(events):
+    _epoch(events, 1, 2)["ops"] += 1
+
+
+def _steps(events):  # steps and ops_update changed together, so the total still adds up
+    epoch = _epoch(events, 0, 1)
+    epoch["steps"] += 1
+
+
+def _accuracy(events):  # not the best: the score does not move, the model record does not agree
+    _epoch(events, 0, 1)["val_accuracy"] = 0.55
+
+
+def _both_accuracies(events):  # the epoch and its model record agree, the score files do not
+    _epoch(events, 1, 2)["val_accuracy"] = 0.9
+    done = find(events, runlog.MODEL_DONE, task=1)["model"]
+    done["epochs"][1]["val_accuracy"] = done["accuracy"] = 0.9
+
+
+def _no_run_stop(events):
+    return [e for e in events if e["event"] != runlog.RUN_STOP]
+
+
+def _epoch_after_done(events):
+    late = dict(_epoch(events, 0, 2), epoch=3, time=1095.0)
+    events.insert(events.index(find(events, runlog.RUN_STOP)), late)
+
+
+def _epoch_before_proposal(events):
+    epoch = _epoch(events, 1, 1)
+    events.remove(epoch)
+    events.insert(events.index(find(events, runlog.MODEL_PROPOSED, task=1)), epoch)
+
+
+def _other_group(events):
+    _epoch(events, 1, 1)["group"] = 0
+
+
+def _second_segment_number(events):
+    events[0]["segment"] = 2
+
+
+def _provenance_python(events):
+    events[0]["provenance"]["python"] = "3.12.0"
+
+
+def _hash(events):
+    find(events, runlog.MODEL_PROPOSED, task=0)["graph_sha256"] = "0" * 64
+
+
+def _peak_precision(events):
+    find(events, runlog.PEAK)["precision"] = "int8"
+
+
+def _random_search(events):
+    find(events, runlog.MODEL_PROPOSED, task=1)["search"]["strategy"] = "random"
+
+
+TAMPERS = [
+    (_ops, "ops recount", "task 1 epoch 2: ops: recorded"),
+    (_steps, "ops recount", "task 0 epoch 1: steps: recorded 11, recomputed 10"),
+    (_accuracy, "model records", "task 0 (model 0): epoch 1: the epoch event and the model record differ in "
+                                 "val_accuracy"),
+    (_both_accuracies, "score", "score.json: best_accuracy: recorded 0.75, recomputed 0.9"),
+    (_no_run_stop, "segments", "segment 1: a score event without a run_stop before it"),
+    (_epoch_after_done, "epochs in segments", "task 0 epoch 3: comes after its model_done/model_failed"),
+    (_epoch_before_proposal, "epochs in segments", "task 1 epoch 1: has no model_proposed before it"),
+    (_other_group, "epochs in segments", "task 1 epoch 1: group 0, its task was given to group 1"),
+    (_second_segment_number, "segments", "run_start of segment 2 is the log's run_start number 1"),
+    (_provenance_python, "provenance", 'segment 1: provenance python "3.12.0", its system event "3.11.7"'),
+    (_hash, "graph files", "task 0: graphs/task-0.json has sha256"),
+    (_peak_precision, "rule precision", "precision: the configuration says fp16, the peak probe ran at int8"),
+    (_random_search, "rule algorithms", "algorithms: the configuration says bayesian, proposals name random (1)"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("tamper", "check", "line"), TAMPERS, ids=[t[0].__name__.strip("_") for t in TAMPERS])
+def test_each_tamper_of_the_log_is_named(run, tamper, check, line, capsys) -> None:
+    rewrite_log(run, tamper)
+    result = verify.verify(run)
+    assert not result.ok
+    assert any(line in p for p in problems(result, check)), problems(result, check)
+    assert verify.main([str(run)]) == 1
+    assert "verdict: NOT VERIFIED" in capsys.readouterr().out
+
+
+def test_a_changed_graph_file_is_caught_by_its_logged_hash(run) -> None:
+    path = run / "graphs" / "task-1.json"
+    path.write_text(path.read_text().replace('"kernel":5', '"kernel":7', 1))
+    found = problems(verify.verify(run), "graph files")
+    assert any("task 1: graphs/task-1.json has sha256" in p and "the file was changed" in p for p in found), found
+    assert any("task 1: graphs/task-1.json is not the graph its model_done records" in p for p in found), found
+
+
+def test_a_missing_graph_file_and_one_outside_the_run(run) -> None:
+    (run / "graphs" / "task-0.json").unlink()
+    rewrite_log(run, lambda events: find(events, runlog.MODEL_PROPOSED, task=1).update(graph_file="../task-1.json"))
+    result = verify.verify(run)
+    assert "task 0: graphs/task-0.json is missing" in problems(result, "graph files")
+    assert "task 1: graph_file '../task-1.json' lies outside the run directory" in problems(result, "graph files")
+    assert any(p.startswith("task 0 epoch 1: not recounted") for p in problems(result, "ops recount"))
+
+
+def test_a_changed_score_file_and_rule(run) -> None:
+    written = json.loads((run / "score.json").read_text())
+    written["score"] *= 1.0001
+    written["rules"]["dataset"]["ok"] = False
+    (run / "score.json").write_text(json.dumps(written))
+    result = verify.verify(run)
+    assert any(p.startswith("score.json: score: recorded") for p in problems(result, "score"))
+    assert any(p.startswith("score.json says") for p in problems(result, "rule dataset"))
+    (run / "score.json").unlink()
+    assert any("score.json is missing" in p for p in problems(verify.verify(run), "score"))
+
+
+def test_a_log_without_provenance_is_not_recorded_and_fails(tmp_path, capsys) -> None:
+    run = consistent_run(tmp_path / "run", with_provenance=False)
+    result = verify.verify(run)
+    row = next(c for c in result.checks if c.name == "provenance")
+    assert row.verdict == verify.NOT_RECORDED and not row.problems
+    assert verify.main([str(run)]) == 1
+    out = capsys.readouterr().out
+    assert "not recorded  provenance: segment 1's run_start has no provenance" in out
+    assert "verdict: NOT VERIFIED (0 check(s) with mismatches, 1 not recorded)" in out
+
+
+def test_a_log_without_graph_hashes_is_not_recorded(run) -> None:
+    def strip(events):
+        for event in events:
+            event.pop("graph_sha256", None)
+
+    rewrite_log(run, strip)
+    row = next(c for c in verify.verify(run).checks if c.name == "graph files")
+    assert row.verdict == verify.NOT_RECORDED
+    assert row.missing == ["2 of 2 model_proposed events have no graph_sha256 (a log older than the field)"]
+
+
+def test_a_resumed_segment_with_other_code_or_configuration(run) -> None:
+    def resume(events):
+        second = dict(events[0], time=2000.0, segment=2, resumed=True)
+        second["config"] = dict(second["config"], precision="fp32", time_limit=50.0)
+        second["provenance"] = dict(second["provenance"], source_sha256="1" * 64)
+        events += [second, dict(events[1], time=2000.1), dict(events[2], time=2000.2),
+                   {"event": runlog.RUN_STOP, "time": 2010.0, "reason": "time limit", "discarded_tasks": [],
+                    "segment": 2}]  # fmt: skip
+
+    rewrite_log(run, resume)
+    result = verify.verify(run)
+    assert "segment 2 runs another configuration: precision changed" in problems(result, "segments")
+    assert "segment 2 has no score event after its run_stop" in problems(result, "segments")
+    assert "segment 2 ran other source code than segment 1 (source_sha256 differs)" in problems(result, "provenance")
+
+
+def test_a_cut_tail_and_a_bad_line_inside(run) -> None:
+    with open(run / runlog.EVENTS_FILE, "a") as handle:
+        handle.write('{"event":"epoch","ti')
+    assert any("the log ends in a cut line" in p for p in problems(verify.verify(run), "log"))
+    lines = (run / runlog.EVENTS_FILE).read_text().splitlines(keepends=True)
+    lines[5] = "not json\n"
+    (run / runlog.EVENTS_FILE).write_text("".join(lines[:-1]))
+    assert any(":6: not a JSON line" in p for p in problems(verify.verify(run), "log"))
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys) -> None:
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "text").write_text("hello")
+    (tmp_path / "nostart").mkdir()
+    (tmp_path / "nostart" / runlog.EVENTS_FILE).write_text('{"event":"system","time":1}\n')
+    for path, message in ((tmp_path / "nothing", "no such run directory or bundle"),
+                          (tmp_path / "empty", "not a run directory (no events.jsonl)"),
+                          (tmp_path / "text", "neither a run directory nor a bundle archive"),
+                          (tmp_path / "nostart", "no run_start: not an aiperf_mpi event log")):  # fmt: skip
+        assert verify.main([str(path)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("analysis.verify: error: ") and message in err, err
+
+
+def test_the_source_hash_is_the_sha256sum_listing(tmp_path) -> None:
+    package = tmp_path / "aiperf_mpi"
+    (package / "sub" / "__pycache__").mkdir(parents=True)
+    (package / "__init__.py").write_text("x = 1\n")
+    (package / "sub" / "b.py").write_text("y = 2\n")
+    (package / "sub" / "__pycache__" / "b.cpython-311.pyc").write_bytes(b"\0")
+    (package / "README").write_text("not source")
+    listing = "".join(f"{hashlib.sha256((tmp_path / name).read_bytes()).hexdigest()}  {name}\n"
+                      for name in ("aiperf_mpi/__init__.py", "aiperf_mpi/sub/b.py"))  # fmt: skip
+    assert provenance.source_sha256(package) == (hashlib.sha256(listing.encode()).hexdigest(), 2)
+    assert provenance.git_state(package) == (provenance.UNKNOWN, None)  # not a git checkout: never an error
+
+
+def test_comparisons() -> None:
+    assert verify.same(1, 1) and not verify.same(1, 2) and not verify.same(True, 1)
+    assert verify.same(0.1 + 0.2, 0.3) and not verify.same(1.0, 1.0 + 1e-9)
+    assert verify.same({"a": [1, None]}, {"a": [1, None]}) and not verify.same({"a": 1}, {"a": 1, "b": 2})
+    assert verify.differences({"x": 1}, {"x": 2, "y": 3}, ("x", "y")) == [
+        "x: recorded 1, recomputed 2", "y: not in the record (recomputed 3)"]  # fmt: skip
+
+
+# --------------------------------------------------------------------------- the bundle
+
+
+def _members(archive: Path) -> dict[str, bytes]:
+    with tarfile.open(archive) as tar:
+        return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
+
+
+def test_a_bundle_holds_the_run_without_weights_and_verifies(run, tmp_path, capsys) -> None:
+    (run / "weights").mkdir()
+    (run / "weights" / "task-0.npz").write_bytes(b"w" * 1000)
+    (run / "best").mkdir()
+    (run / "best" / "model.keras").write_bytes(b"k" * 1000)
+    (run / "best" / "model_card.md").write_text("# best\n")
+    (run / "best" / "graph.json").write_text("{}")
+    (run / "report").mkdir()
+    (run / "report" / "report.md").write_text("# report\n")
+    out = tmp_path / "out" / "sub.tar.gz"
+    assert bundle.main([str(run), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert f"wrote {out}" in printed and "verdict: VERIFIED" in printed
+    assert "left out: weights/ (1 files" in printed and "left out: best/model.keras (a model file" in printed
+    files = _members(out)
+    assert sorted(files) == sorted(f"run/{name}" for name in (
+        "events.jsonl", "score.json", "graphs/task-0.json", "graphs/task-1.json", "report/report.md",
+        "best/graph.json", "best/model_card.md", "system.json", "verify.txt", "verify.json", "MANIFEST"))  # fmt: skip
+    manifest = verify.read_manifest(files["run/MANIFEST"].decode())
+    assert set(manifest) == {name[len("run/"):] for name in files} - {"MANIFEST"}
+    assert all(hashlib.sha256(files["run/" + n]).hexdigest() == digest for n, digest in manifest.items())
+    assert "verdict: VERIFIED, a valid run" in files["run/verify.txt"].decode()
+    system = json.loads(files["run/system.json"])
+    assert system["segments"][0]["provenance"]["source_sha256"] and system["segments"][0]["layout"]["groups"]
+    assert verify.main([str(out)]) == 0
+    assert "bundle manifest     ok            10 of 10 files as MANIFEST lists them" in capsys.readouterr().out
+
+
+def _repack(archive: Path, out: Path, change) -> None:
+    files = _members(archive)
+    change(files)
+    with tarfile.open(out, "w:gz") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            import io
+
+            tar.addfile(info, io.BytesIO(data))
+
+
+def test_a_tampered_bundle_is_caught_by_its_manifest(pristine, tmp_path) -> None:
+    archive = tmp_path / "b.tar.gz"
+    assert bundle.main([str(pristine), "--out", str(archive)]) == 0
+    changed = tmp_path / "changed.tar.gz"
+    _repack(archive, changed, lambda f: f.update({"run/graphs/task-1.json": f["run/graphs/task-1.json"] + b" "}))
+    assert "graphs/task-1.json: sha256 differs from MANIFEST (changed after the bundle was made)" in problems(
+        verify.verify(changed), "bundle manifest")
+    added = tmp_path / "added.tar.gz"
+    _repack(archive, added, lambda f: f.update({"run/extra.txt": b"x"}))
+    assert "extra.txt: in the bundle, not in MANIFEST (added after the bundle was made)" in problems(
+        verify.verify(added), "bundle manifest")
+    removed = tmp_path / "removed.tar.gz"
+    _repack(archive, removed, lambda f: f.pop("run/verify.json"))
+    assert "verify.json: in MANIFEST, not in the bundle" in problems(verify.verify(removed), "bundle manifest")
+    assert verify.main([str(removed)]) == 1
+
+
+def test_a_bundle_of_a_run_without_its_report_gets_one_and_bad_input(pristine, tmp_path, capsys) -> None:
+    archive = tmp_path / "b.tar.gz"
+    assert bundle.main([str(pristine), "--out", str(archive)]) == 0
+    assert "run/report/report.md" in _members(archive) and not (pristine / "report").exists()
+    assert bundle.main([str(tmp_path / "none")]) == 2
+    assert bundle.main([str(pristine), "--out", str(pristine / "in.tar.gz")]) == 2
+    err = capsys.readouterr().err
+    assert "no such run directory" in err and "cannot be written inside the run directory" in err
+
+
+def test_a_bundle_with_a_link_is_refused(pristine, tmp_path, capsys) -> None:
+    archive = tmp_path / "link.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        info = tarfile.TarInfo("run/events.jsonl")
+        info.type, info.linkname = tarfile.SYMTYPE, "/etc/passwd"
+        tar.addfile(info)
+    assert verify.main([str(archive)]) == 2
+    assert "is not a plain file" in capsys.readouterr().err
+
+
+def test_unit_logs_read_back(pristine) -> None:
+    assert [e["event"] for e in read_log(pristine)][-2:] == [runlog.RUN_STOP, runlog.SCORE]
