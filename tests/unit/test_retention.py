@@ -8,13 +8,16 @@ import pytest
 
 from aiperf_mpi.config import RunConfig, load_config
 from aiperf_mpi.errors import UsageError
+from aiperf_mpi.graph.model import to_json
+from aiperf_mpi.graph.seeds import tiny_resnet
 from aiperf_mpi.job.batchio import do_work
 from aiperf_mpi.job.master import Master
 from aiperf_mpi.job.resume import history_from_log
 from aiperf_mpi.job.retention import Retention
 from aiperf_mpi.results import runlog
 from aiperf_mpi.search.bayesian import SearchConfig
-from aiperf_mpi.search.view import ViewIndex
+from aiperf_mpi.search.history import ModelRecord
+from aiperf_mpi.search.view import MasterHistory, ViewIndex
 from tests.unit.test_scheduler import logged_records, run_local
 
 SEARCH = SearchConfig(parents=2, working_set=8)
@@ -126,3 +129,36 @@ def test_a_bad_keep_weights_is_one_line_and_exit_2(tmp_path) -> None:
     assert run.returncode == 2
     assert run.stderr.splitlines() == ["aiperf_mpi: error: keep_weights must be one of parents, all, got 'most'"]
     assert not (tmp_path / "r").exists()
+
+
+def test_the_best_models_file_stays_when_no_search_would_choose_it_at_the_end_and_after_resume(tmp_path) -> None:
+    """The published model (analysis.export) is the best by observed accuracy, but the search ranks warm-up models
+    by their predicted accuracy: the best can be no candidate parent, and only its own protection keeps its file."""
+    graph = to_json(tiny_resnet())
+    log = runlog.EventLog(tmp_path)
+    keep_all = RunConfig(time_limit=60, seed_model="tiny", run_dir=str(tmp_path), keep_weights="all")
+    master = Master(keep_all, log, MasterHistory(SEARCH.view_bounds()), GROUPS, tmp_path, search_config=SEARCH)
+    (tmp_path / "weights").mkdir()
+    for model_id in range(6):  # model 0: observed 0.9, predicted 0.1; the others: 0.50, 0.51, ... observed
+        weights = f"weights/task-{model_id}.npz"
+        (tmp_path / weights).write_bytes(b"")
+        first = model_id == 0
+        record = ModelRecord(model_id, None, graph, accuracy=0.9 if first else 0.5 + model_id / 100,
+                             predicted_accuracy=0.1 if first else None, weights=weights)  # fmt: skip
+        master.append(record)
+        log.write(runlog.MODEL_DONE, sync=True, model=record.fields(), task=model_id, group=0)
+    assert 0 not in master.history.best_ids(SEARCH.parents) and master.history.best_observed == (0.9, 0)
+    do_work([master.take_batch()], log.fsync)
+    assert len(list((tmp_path / "weights").iterdir())) == 6  # keep_weights all: nothing went
+
+    resumed = history_from_log(tmp_path, SEARCH.view_bounds())  # the next segment keeps only what it may need
+    config = RunConfig(time_limit=60, seed_model="tiny", run_dir=str(tmp_path))
+    again = Master(config, log, resumed.history, GROUPS, tmp_path, search_config=SEARCH, weights=resumed.weights)
+    do_work([again.take_batch()], log.fsync)
+    for group in range(GROUPS):  # the end of the run: every group stopped, no task in flight
+        again.retention.release(group)
+    do_work([again.take_batch()], log.fsync)
+    log.close()
+    parents = {f"weights/task-{i}.npz" for i in again.history.best_ids(SEARCH.parents)}
+    on_disk = {f"weights/{p.name}" for p in (tmp_path / "weights").iterdir()}
+    assert on_disk == parents | {"weights/task-0.npz"} and len(on_disk) == SEARCH.parents + 1
