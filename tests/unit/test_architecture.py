@@ -23,6 +23,7 @@ MPI_FREE = [
     "aiperf_mpi.job.master", "aiperf_mpi.job.leader", "aiperf_mpi.job.local", "aiperf_mpi.job.resume",
     "aiperf_mpi.results.runlog", "aiperf_mpi.results.score", "aiperf_mpi.results.schema", "aiperf_mpi.config",
     "analysis.report", "analysis.scaling", "analysis.compare", "analysis.verify", "analysis.bundle",
+    "analysis.export",
     "aiperf_mpi.results.provenance",
 ]  # fmt: skip
 # what each room may import from the package (besides itself); the rest of the package is above it
