@@ -28,7 +28,18 @@ import networkx as nx
 from aiperf_mpi.config import RunConfig
 from aiperf_mpi.graph.model import from_json, to_json, with_kernel_size
 from aiperf_mpi.graph.ops import count_ops
-from aiperf_mpi.job.messages import Accepted, Duplicate, EpochDone, Failed, Proposed, Ready, Result, Stop, Work
+from aiperf_mpi.job.messages import (
+    Accepted,
+    Duplicate,
+    EpochDone,
+    EpochStarted,
+    Failed,
+    Proposed,
+    Ready,
+    Result,
+    Stop,
+    Work,
+)
 from aiperf_mpi.job.transport import LeaderChannel
 from aiperf_mpi.search.bayesian import BayesianSearch, RandomSearch, SearchConfig
 from aiperf_mpi.search.history import graph_hash
@@ -71,7 +82,8 @@ class Outcome:
 
 
 class Runner(Protocol):
-    def run(self, task: Task, on_epoch: Callable[[dict], None], should_stop: Callable[[], bool]) -> Outcome: ...
+    def run(self, task: Task, on_epoch: Callable[[dict], None], should_stop: Callable[[], bool],
+            on_epoch_start: Callable[[int, float, int], None] | None = None) -> Outcome: ...
 
     def finish(self) -> None: ...
 
@@ -169,7 +181,10 @@ class Leader:
         def report_epoch(epoch: dict, task_id: int = work.task_id) -> None:
             self.channel.send(EpochDone(task_id, epoch))
 
-        return task, self.runner.run(task, report_epoch, self.should_stop)
+        def report_start(epoch: int, started: float, global_batch: int, task_id: int = work.task_id) -> None:
+            self.channel.send(EpochStarted(task_id, epoch, started, global_batch))
+
+        return task, self.runner.run(task, report_epoch, self.should_stop, on_epoch_start=report_start)
 
     def report(self, work: Work, proposal: _Proposal, task: Task, outcome: Outcome) -> None:
         """Tell the tuner and the master how the task ended (Failed or Result)."""

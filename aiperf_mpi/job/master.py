@@ -31,6 +31,7 @@ from aiperf_mpi.job.messages import (
     Accepted,
     Duplicate,
     EpochDone,
+    EpochStarted,
     Failed,
     MonitorSample,
     Proposed,
@@ -120,6 +121,10 @@ class Master:
             return []
         if isinstance(message, EpochDone):
             self._epoch(group, message)
+            return []
+        if isinstance(message, EpochStarted):
+            if self.mllog is not None:  # the event log records an epoch once, when it is done
+                self.mllog.epoch_start(message.task_id, message.epoch, message.time, message.global_batch)
             return []
         if isinstance(message, Proposed):
             return [(group, self._proposed(group, message))]
@@ -267,7 +272,7 @@ class Master:
         if accuracy is not None and math.isfinite(accuracy):
             self.best_accuracy = accuracy if self.best_accuracy is None else max(self.best_accuracy, accuracy)
         if self.mllog is not None:
-            self.mllog.epoch(message.task_id, epoch)
+            self.mllog.epoch_stop(message.task_id, epoch)
 
     def append(self, record: ModelRecord) -> None:
         """Add a finished model to the history and the retention state (it is not logged here).

@@ -1,6 +1,6 @@
 """The typed messages between the master and the group leaders, and their MPI tags.
 
-Leader → master: Ready, Proposed, EpochDone, Result, Failed (and MonitorSample
+Leader → master: Ready, Proposed, EpochStarted, EpochDone, Result, Failed (and MonitorSample
 from a node's monitor thread); master → leader: Work, Accepted or Duplicate
 (the answer to each Proposed), Stop.  Each is a dataclass sent with mpi4py's
 pickle-based ``isend``/``recv`` under its own tag, so the master can probe by
@@ -69,6 +69,24 @@ class Duplicate:
 
 
 @dataclass(frozen=True)
+class EpochStarted:
+    """A task's epoch has begun (sent as it begins), so MLLOG's ``epoch_start`` is written in time order.
+
+    Without it the master learns of an epoch only at its end, and an
+    ``epoch_start`` line written then goes back in time past the lines
+    logged meanwhile.  One small message per epoch per group: the same
+    rate as :class:`EpochDone`.
+    """
+
+    task_id: int
+    epoch: int
+    time: float
+    """Unix seconds on the leader when the epoch began (the ``start`` of its :class:`EpochDone`)"""
+    global_batch: int
+    """samples per optimizer step over the whole group: the rank batch times the group's ranks"""
+
+
+@dataclass(frozen=True)
 class EpochDone:
     """One completed epoch of a task (sent as soon as it completes, before the next starts)."""
 
@@ -134,7 +152,7 @@ class MonitorSample:
 
 TAGS: dict[type, int] = {
     Ready: 11, Work: 12, Proposed: 17, EpochDone: 13, Result: 14, Failed: 15, Stop: 16, MonitorSample: 18,
-    Accepted: 19, Duplicate: 20,
+    Accepted: 19, Duplicate: 20, EpochStarted: 21,
 }  # fmt: skip
-TO_MASTER = (Ready, Proposed, EpochDone, Result, Failed, MonitorSample)
+TO_MASTER = (Ready, Proposed, EpochStarted, EpochDone, Result, Failed, MonitorSample)
 TO_LEADER = (Work, Accepted, Duplicate, Stop)

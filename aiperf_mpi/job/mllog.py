@@ -1,18 +1,19 @@
 """MLPerf-style ``:::MLLOG`` lines, written with the ``mlperf-logging`` package.
 
-The package keeps one global logger; it is pointed at a dedicated Python
-logger that writes only to ``RUN_DIR/mllog.log`` (not to the console), from
-the master alone.
+Each writer has its own ``MLLogger`` (not the package's global one), on a
+dedicated Python logger that writes only to ``RUN_DIR/mllog.log`` (not to
+the console), from the master alone.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import time
 from pathlib import Path
 
-from mlperf_logging import mllog
 from mlperf_logging.mllog import constants
+from mlperf_logging.mllog.mllog import MLLogger
 
 MLLOG_FILE = "mllog.log"
 CUT_FILE = MLLOG_FILE + ".cut-{segment}"
@@ -53,7 +54,15 @@ def repair_tail(run_dir: Path, segment: int) -> int:
 
 
 class MLLogWriter:
-    """The master's MLLOG writer."""
+    """The master's MLLOG writer: every line in time order, with mlperf-logging's key names.
+
+    A line's ``time_ms`` is when its event happened (an epoch's start and end
+    on its leader, the run's start and stop as in ``events.jsonl``).  Events
+    reach the master a little after they happen, and from several nodes, so a
+    time can be earlier than a line already written; the line then keeps the
+    previous line's ``time_ms`` (the file never goes back in time, as MLLOG
+    readers expect) and carries the true time in ``metadata.event_time_ms``.
+    """
 
     def __init__(self, run_dir: Path) -> None:
         logger = logging.getLogger("aiperf_mpi.mllog")
@@ -64,30 +73,58 @@ class MLLogWriter:
             handler.close()
         self._handler = logging.FileHandler(Path(run_dir) / MLLOG_FILE, encoding="utf-8")
         logger.addHandler(self._handler)
-        mllog.config(logger=logger, default_stack_offset=2)
-        self.logger = mllog.get_mllogger()
+        # a logger of our own, not the package's global one (mllog.config refuses to be set twice in a process)
+        self.logger = MLLogger(logger=logger, default_stack_offset=3)
+        self._last_ms = 0
+        """the latest ``time_ms`` written: no line goes before it"""
 
-    def run_start(self, config: dict, system: dict, segment: int) -> None:
-        self.logger.event(key=constants.SUBMISSION_BENCHMARK, value="aiperf_mpi")
-        self.logger.event(key="number_of_nodes", value=system["nodes"])
-        self.logger.event(key="accelerators_per_node", value=system["accelerators_per_node"])
-        self.logger.event(key=constants.SEED, value=config["seed"])
-        self.logger.event(key=constants.GLOBAL_BATCH_SIZE, value=config["batch_size"],
-                          metadata={"per": "rank, warm-up rounds; tuned afterwards"})  # fmt: skip
-        self.logger.start(key=constants.RUN_START, metadata={"segment": segment})
+    def _write(self, kind: str, key: str, when: float, value: object = None, metadata: dict | None = None) -> None:
+        """One line at Unix time ``when`` (seconds), held at the last line's time if earlier."""
+        event_ms = int(when * 1000)
+        meta = dict(metadata or {})
+        if event_ms < self._last_ms:
+            meta["event_time_ms"] = event_ms
+        self._last_ms = max(self._last_ms, event_ms)
+        log = {"start": self.logger.start, "end": self.logger.end, "event": self.logger.event}[kind]
+        log(key=key, value=value, time_ms=self._last_ms, metadata=meta)
 
-    def epoch(self, task: int, epoch: dict) -> None:
-        meta = {"task": task, "epoch_num": epoch["epoch"]}
-        self.logger.start(key=constants.EPOCH_START, time_ms=int(epoch["start"] * 1000), metadata=meta)
-        self.logger.end(key=constants.EPOCH_STOP, time_ms=int(epoch["end"] * 1000),
-                        metadata={**meta, "ops": epoch["ops"]})  # fmt: skip
-        self.logger.event(key=constants.EVAL_ACCURACY, value=epoch["val_accuracy"], metadata=meta)
+    def staging(self, report: dict) -> None:
+        """A node's data staging, before the run starts (not part of the run's time)."""
+        meta = {"host": report["host"], "bytes": report["bytes"], "files": report["files"]}
+        started = report.get("start", time.time() - report["seconds"])
+        self._write("start", constants.STAGING_START, started, metadata=meta)
+        self._write("end", constants.STAGING_STOP, started + report["seconds"],
+                    metadata={**meta, "seconds": report["seconds"]})  # fmt: skip
 
-    def staging(self, seconds: float, nbytes: int, host: str) -> None:
-        self.logger.event(key="staging_time", value=seconds, metadata={"bytes": nbytes, "host": host})
+    def run_start(self, config: dict, system: dict, segment: int, when: float) -> None:
+        """The run's description, then ``run_start`` at the time of the event log's ``run_start``."""
+        self._write("event", constants.SUBMISSION_BENCHMARK, when, "aiperf_mpi")
+        self._write("event", "number_of_nodes", when, system["nodes"])  # MLPerf HPC's key names
+        self._write("event", "accelerators_per_node", when, system["accelerators_per_node"])
+        self._write("event", constants.SEED, when, config["seed"])
+        self._write("event", constants.OPT_NAME, when, constants.SGD)
+        self._write("event", constants.OPT_BASE_LR, when, config["base_lr"],
+                    metadata={"per": "256 samples of global batch"})  # fmt: skip
+        self._write("event", constants.OPT_LR_WARMUP_EPOCHS, when, config["warmup_epochs"])
+        self._write("start", constants.RUN_START, when, metadata={"segment": segment})
 
-    def run_stop(self, reason: str) -> None:
-        self.logger.end(key=constants.RUN_STOP, metadata={"status": "success", "reason": reason})
+    def epoch_start(self, task: int, epoch: int, when: float, global_batch: int) -> None:
+        """An epoch began on its group; its task's batch is logged before the task's first epoch."""
+        if epoch == 1:
+            self._write("event", constants.GLOBAL_BATCH_SIZE, when, global_batch, metadata={"task": task})
+        self._write("start", constants.EPOCH_START, when, metadata={"task": task, constants.EPOCH_NUM: epoch})
+
+    def epoch_stop(self, task: int, epoch: dict) -> None:
+        """An epoch ended: its stop (with the operations it counted) and its validation accuracy."""
+        meta = {"task": task, constants.EPOCH_NUM: epoch["epoch"]}
+        self._write("end", constants.EPOCH_STOP, epoch["end"], metadata={**meta, "ops": epoch["ops"],
+                    constants.TRAIN_SAMPLES: epoch["train_samples"]})  # fmt: skip
+        self._write("event", constants.EVAL_ACCURACY, epoch["end"], epoch["val_accuracy"],
+                    metadata={**meta, constants.EVAL_SAMPLES: epoch["validation_samples"]})  # fmt: skip
+
+    def run_stop(self, reason: str, when: float) -> None:
+        """``run_stop`` at the time of the event log's ``run_stop``."""
+        self._write("end", constants.RUN_STOP, when, metadata={"status": "success", "reason": reason})
         self._handler.flush()
 
     def close(self) -> None:

@@ -274,16 +274,16 @@ def _run_master(comm, layout, config, prepared, run_dir, system, stop_flag, stag
     bounds = SearchConfig().view_bounds()  # the leaders' search reads this view
     resumed = history_from_log(run_dir, bounds) if prepared.resumed else Resumed(MasterHistory(bounds), 0, {})
     origin = provenance.collect(__version__, system)  # before run_start: its git calls are not active time
-    log.write(runlog.RUN_START, sync=True, segment=prepared.segment, resumed=prepared.resumed,
+    started = log.write(runlog.RUN_START, sync=True, segment=prepared.segment, resumed=prepared.resumed,
               config=config.to_dict(), provenance=origin,
               **({"cut_tail": tail.to_dict()} if tail.changed else {}))  # fmt: skip
     log.write(runlog.SYSTEM, **system)
     log.write(runlog.LAYOUT, **layout.plan.to_dict())
     for report in staging:
         log.write(runlog.STAGING, **report)
-        mllog.staging(report["seconds"], report["bytes"], report["host"])
+        mllog.staging(report)
     log.sync()
-    mllog.run_start(config.to_dict(), system, prepared.segment)
+    mllog.run_start(config.to_dict(), system, prepared.segment, started[runlog.TIME])
     if staging:
         print(f"aiperf_mpi: data staged to {config.stage_dir} on {len(staging)} node(s): "
               f"{sum(r['bytes'] for r in staging) / 1e6:.1f} MB in {max(r['seconds'] for r in staging):.1f} s",
@@ -297,8 +297,9 @@ def _run_master(comm, layout, config, prepared, run_dir, system, stop_flag, stag
     outcome = master_loop(master, transport, stop_flag, config.progress_interval, urgent=lambda: stop_flag.urgent)
     reason = master.stopping or "done"
     discarded = master.busy
-    log.write(runlog.RUN_STOP, sync=True, reason=reason, discarded_tasks=discarded, segment=prepared.segment)
-    mllog.run_stop(reason)
+    stopped = log.write(runlog.RUN_STOP, sync=True, reason=reason, discarded_tasks=discarded,
+                        segment=prepared.segment)  # fmt: skip
+    mllog.run_stop(reason, stopped[runlog.TIME])
     score = score_run(run_dir)
     log.write(runlog.SCORE, sync=True, **{k: v for k, v in score.to_dict().items() if k != "grid"})
     (run_dir / "score.json").write_text(json.dumps(score.to_dict(), indent=2))

@@ -8,6 +8,7 @@ so the job ends with one line instead of a hang) and who logs the reports
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
 from mpi4py import MPI
@@ -31,8 +32,9 @@ def stage_on_nodes(comm: MPI.Comm, layout, config: RunConfig) -> tuple[RunConfig
     outcome: tuple[str, object] | None = None
     if layout.node_comm.Get_rank() == 0:
         try:
+            started = time.time()
             report = stage(config.dataset, config.data_path, config.stage_dir)
-            outcome = ("ok", {**report.__dict__, "host": layout.plan.hosts[layout.rank]})
+            outcome = ("ok", {**report.__dict__, "start": started, "host": layout.plan.hosts[layout.rank]})
         except DataError as exc:
             outcome = ("error", str(exc))
     outcome = layout.node_comm.bcast(outcome, root=0)

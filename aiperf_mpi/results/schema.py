@@ -48,6 +48,7 @@ REQUIRED: dict[str, dict[str, object]] = {
 }  # fmt: skip
 OPTIONAL: dict[str, dict[str, object]] = {
     "run_start": {"cut_tail": DICT, "provenance": DICT},
+    "staging": {"start": NUM},
     "peak": {"threads": LIST},
     "model_proposed": {"graph_sha256": STR},
     "epoch": {"compile": NUM, "xla": BOOL},

@@ -35,10 +35,11 @@ class GroupRunner:
         self.run_dir = run_dir
         self.trainer = GroupTrainer(hvd, group_comm, source, TrainConfig.from_run(config, accelerator=_has_gpu()))
 
-    def run(self, task: Task, on_epoch: Callable[[dict], None], should_stop: Callable[[], bool]) -> Outcome:
+    def run(self, task: Task, on_epoch: Callable[[dict], None], should_stop: Callable[[], bool],
+            on_epoch_start: Callable[[int, float, int], None] | None = None) -> Outcome:
         """On the leader: hand the task to the group and train it together."""
         self.comm.bcast(task, root=0)
-        return self._execute(task, on_epoch, should_stop)
+        return self._execute(task, on_epoch, should_stop, on_epoch_start)
 
     def finish(self) -> None:
         self.comm.bcast(None, root=0)
@@ -51,7 +52,7 @@ class GroupRunner:
                 return
             self._execute(task, None, lambda: False)
 
-    def _execute(self, task: Task, on_epoch, should_stop) -> Outcome:
+    def _execute(self, task: Task, on_epoch, should_stop, on_epoch_start=None) -> Outcome:
         from aiperf_mpi.train.trainer import TrialFailed
         from aiperf_mpi.train.transfer import load_weights, save_weights
 
@@ -73,7 +74,7 @@ class GroupRunner:
 
         try:
             result = self.trainer.train(from_json(task.graph), task.hparams, parent, collect, should_stop,
-                                        max_epochs=task.max_epochs)  # fmt: skip
+                                        max_epochs=task.max_epochs, on_epoch_start=on_epoch_start)  # fmt: skip
         except TrialFailed as failed:
             return Outcome(epochs, "failed", failure=failed.to_dict(), timings={"train": time.monotonic() - started})
         weights_file = ""

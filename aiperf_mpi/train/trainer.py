@@ -199,16 +199,20 @@ class GroupTrainer:
         should_stop: Callable[[], bool] | None = None,
         max_epochs: int | None = None,
         evaluate_first: bool = False,
+        on_epoch_start: Callable[[int, float, int], None] | None = None,
     ) -> TrialResult:
         """Train ``graph`` with ``hparams``; raise :class:`TrialFailed` if the trial fails.
 
         ``parent`` (weights and transfer plan) is needed on the group's first
         rank only.  ``should_stop`` is polled between epochs (time limit);
         its answer is taken from the group's first rank, so all ranks stop
-        together.
+        together.  ``on_epoch_start(epoch, start, global_batch)`` is called as
+        each epoch begins, with the ``start`` its result will carry (the
+        leader tells the master, for MLLOG's ``epoch_start``).
         """
         try:
-            return self._train(graph, hparams, parent, on_epoch, should_stop, max_epochs, evaluate_first)
+            return self._train(graph, hparams, parent, on_epoch, should_stop, max_epochs, evaluate_first,
+                               on_epoch_start)  # fmt: skip
         except TrialFailed:
             raise
         except Exception as exc:  # agree with the group, then fail the trial everywhere
@@ -247,7 +251,8 @@ class GroupTrainer:
         }
         self._agree(failure, timeout=self.config.agree_timeout)
 
-    def _train(self, graph, hparams, parent, on_epoch, should_stop, max_epochs, evaluate_first) -> TrialResult:
+    def _train(self, graph, hparams, parent, on_epoch, should_stop, max_epochs, evaluate_first,
+               on_epoch_start=None) -> TrialResult:
         config = self.config
         tuned = with_kernel_size(graph, hparams.kernel_size)
         counts = count_ops(tuned)
@@ -279,7 +284,7 @@ class GroupTrainer:
             if should_stop is not None and self.comm.bcast(bool(should_stop()), root=0):
                 reason = "time limit"
                 break
-            result = self._epoch(epoch, model, train_step, evaluate, optimizer, counts, batch, steps)
+            result = self._epoch(epoch, model, train_step, evaluate, optimizer, counts, batch, steps, on_epoch_start)
             epochs.append(result)
             if on_epoch is not None:
                 on_epoch(result)
@@ -364,8 +369,11 @@ class GroupTrainer:
         totals = self.comm.allreduce(np.array([correct, seen], dtype=np.int64), op=MPI.SUM)
         return float(totals[0]) / max(int(totals[1]), 1), int(totals[1]), tracing
 
-    def _epoch(self, epoch, model, train_step, evaluate, optimizer, counts, batch, steps) -> EpochResult:
+    def _epoch(self, epoch, model, train_step, evaluate, optimizer, counts, batch, steps,
+               on_start=None) -> EpochResult:
         start = time.time()
+        if on_start is not None:
+            on_start(epoch, start, batch * self.size)
         data_wait = compute = 0.0
         losses = []
         iterator = iter(self.shard.train(batch, self.config.seed, epoch))

@@ -158,6 +158,6 @@ def test_data_is_staged_once_per_node_and_reported(tmp_path) -> None:
     staging = [e for e in runlog.read_events(run_dir).events if e["event"] == runlog.STAGING]
     assert len(staging) == 1 and staging[0]["bytes"] == (tmp_path / "data.h5").stat().st_size
     assert (tmp_path / "local" / "data.h5").exists()
-    assert '"key": "staging_time"' in (run_dir / "mllog.log").read_text()
+    assert '"key": "staging_stop"' in (run_dir / "mllog.log").read_text()
     start = next(e for e in runlog.read_events(run_dir).events if e["event"] == runlog.RUN_START)
     assert start["config"]["data_path"] == data  # the log keeps the shared path, for --resume elsewhere

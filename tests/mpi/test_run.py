@@ -9,6 +9,7 @@ from aiperf_mpi.results import runlog
 from aiperf_mpi.results.schema import check_event
 from aiperf_mpi.results.score import score_run
 from tests.support.mpirun import run_mpi
+from tests.support.published_model import check_the_best_after_resume, check_the_published_model
 
 pytestmark = [pytest.mark.slow, pytest.mark.horovod, pytest.mark.tf]
 FAST = ["--seed-model", "tiny", "--max-epochs", "1", "--score-step", "10", "--progress-interval", "5",
@@ -43,6 +44,7 @@ def test_a_real_run_scores_and_resumes_with_new_ids(tmp_path) -> None:
         assert f'"key": "{key}"' in mllog, key
     assert all((run_dir / "graphs" / f"task-{e['task']}.json").exists() for e in events if "task" in e)
     check_the_report(run_dir, first.output)
+    check_the_published_model(run_dir, first.output, tmp_path / "published")
 
     second = run_mpi(3, ["-m", "aiperf_mpi", "--resume", str(run_dir), "--time-limit", "30"], timeout=240)
     assert second.returncode == 0, second.output
@@ -54,6 +56,45 @@ def test_a_real_run_scores_and_resumes_with_new_ids(tmp_path) -> None:
     resumed_score = score_run(run_dir)
     assert resumed_score.segments == 2
     assert resumed_score.active_time < 90 + 30 + 90  # active time only, not the gap between the runs
+    check_the_best_after_resume(run_dir, second.output)
+    check_mllog(run_dir, events)
+
+
+def check_mllog(run_dir, events: list[dict]) -> None:
+    """mllog.log, read by mlperf-logging's own parser, agrees with events.jsonl line for line, in time order."""
+    from mlperf_logging.compliance_checker.mlp_parser import parse_file
+
+    lines, errors = parse_file(str(run_dir / "mllog.log"), ruleset="6.1.0")
+    assert errors == []
+    times = [line.timestamp for line in lines]
+    assert times == sorted(times), "time_ms goes back"
+
+    def true_ms(line) -> int:
+        return line.value["metadata"].get("event_time_ms", int(line.timestamp))
+
+    def at(key: str) -> dict:
+        return {(line.value["metadata"]["task"], line.value["metadata"]["epoch_num"]): (index, line)
+                for index, line in enumerate(lines) if line.key == key}  # fmt: skip
+
+    starts, stops, accuracies = at("epoch_start"), at("epoch_stop"), at("eval_accuracy")
+    epochs = {(e["task"], e["epoch"]): e for e in events if e["event"] == runlog.EPOCH}
+    assert set(stops) == set(accuracies) == set(epochs)
+    discarded = {t for e in events if e["event"] == runlog.RUN_STOP for t in e["discarded_tasks"]}
+    assert {task for task, _ in set(starts) - set(epochs)} <= discarded  # begun, then cut by the time limit
+    for key, epoch in epochs.items():
+        (start_at, start), (stop_at, stop) = starts[key], stops[key]
+        assert start_at < stop_at and true_ms(start) == int(epoch["start"] * 1000), key
+        assert true_ms(stop) == int(epoch["end"] * 1000) and stop.value["metadata"]["ops"] == epoch["ops"], key
+        assert accuracies[key][1].value["value"] == epoch["val_accuracy"], key
+        if (key[0], key[1] + 1) in starts:
+            assert stop_at < starts[(key[0], key[1] + 1)][0], key
+    batches = {line.value["metadata"]["task"]: line.value["value"] for line in lines if line.key == "global_batch_size"}
+    assert batches and {t for t, _ in starts} == set(batches)
+    for (task, _), epoch in epochs.items():
+        assert batches[task] == epoch["train_samples"] // epoch["steps"], task  # the group's batch, not a rank's
+    segments = [e["time"] for e in events if e["event"] in (runlog.RUN_START, runlog.RUN_STOP)]
+    assert [int(line.timestamp) for line in lines if line.key in ("run_start", "run_stop")] == [
+        int(t * 1000) for t in segments]
 
 
 SECTIONS = ("Summary", "Validity", "Score over time", "Accuracy", "Timeline per group", "Time split",

@@ -35,7 +35,7 @@ class FakeRunner:
             else:
                 self.missing_parents.append(f"task {task.task_id} {when}: {task.parent_weights}")
 
-    def run(self, task: Task, on_epoch, should_stop) -> Outcome:
+    def run(self, task: Task, on_epoch, should_stop, on_epoch_start=None) -> Outcome:
         if task.task_id in self.fail_tasks:
             failure = {"reason": f"injected failure in task {task.task_id}", "rank": self.rank,
                        "host": socket.gethostname(), "traceback": "Traceback: injected"}  # fmt: skip
@@ -47,6 +47,8 @@ class FakeRunner:
             if should_stop():
                 break
             start = time.time()
+            if on_epoch_start is not None:
+                on_epoch_start(epoch, start, task.hparams.batch_size)
             time.sleep(self.epoch_seconds)
             ops = 1_000_000 * task.hparams.batch_size
             result = {"epoch": epoch, "train_loss": 1.0 / epoch, "val_accuracy": accuracy * epoch / self.epochs,

@@ -223,8 +223,9 @@ def test_a_cut_mllog_line_is_set_aside_before_a_resumed_segment_appends(tmp_path
     from aiperf_mpi.job.mllog import MLLOG_FILE, MLLogWriter, repair_tail
 
     writer = MLLogWriter(tmp_path)
-    writer.run_start({"dataset": "digits", "seed": 0, "batch_size": 32}, {"nodes": 1, "accelerators_per_node": 0}, 1)
-    writer.run_stop("time limit")
+    writer.run_start({"dataset": "digits", "seed": 0, "base_lr": 0.1, "warmup_epochs": 2},
+                     {"nodes": 1, "accelerators_per_node": 0}, 1, 1_796_000_000.0)  # fmt: skip
+    writer.run_stop("time limit", 1_796_000_060.0)
     writer.close()
     whole = (tmp_path / MLLOG_FILE).read_bytes()
     assert whole.endswith(b"\n") and repair_tail(tmp_path, 2) == 0  # a whole file is left alone
