@@ -25,7 +25,7 @@ from aiperf_mpi.data.sources import DataError, DataSource, open_source
 from aiperf_mpi.errors import EXIT_GRACE_EXPIRED, EXIT_TERMINATED, UsageError
 from aiperf_mpi.graph.model import GraphError
 from aiperf_mpi.graph.seeds import seed_model
-from aiperf_mpi.job.finish import print_score, write_report
+from aiperf_mpi.job.finish import export_best, print_score, write_report
 from aiperf_mpi.job.leader import leader_loop
 from aiperf_mpi.job.master import Master, master_loop
 from aiperf_mpi.job.mllog import MLLogWriter
@@ -307,6 +307,8 @@ def _run_master(comm, layout, config, prepared, run_dir, system, stop_flag, stag
     mllog.close()
     print_score(score, run_dir)
     write_report(run_dir)
+    if outcome == "done":  # a run ending in Abort (SIGTERM, grace expired) has no time for it: analysis.export later
+        export_best(run_dir, config.dataset)
     if outcome == "terminated":
         print(f"aiperf_mpi: terminated by SIGTERM with {len(discarded)} group(s) still training; their running "
               "epochs are not counted; ending the job", file=sys.stderr, flush=True)  # fmt: skip
