@@ -83,7 +83,7 @@ def _run_export(run_dir: Path, timeout: float) -> str:
         try:
             done = subprocess.run(command, stdout=out, stderr=err, stdin=subprocess.DEVNULL, timeout=timeout, env=env)
         except subprocess.TimeoutExpired:
-            return f"it took longer than {timeout:.0f} s and was stopped"
+            return f"it took longer than {timeout:g} s and was stopped"
         out.seek(0), err.seek(0)
         printed, errors = out.read().strip().splitlines(), [line for line in err.read().splitlines() if line.strip()]
     if done.returncode != 0:
