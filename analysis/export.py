@@ -74,7 +74,7 @@ DATASETS = {
     "imagenet": ("ImageNet TFRecord shards (the standard converter's): JPEG decoded to RGB, resized to the image size "
                  "(bilinear, antialiased, aspect ratio not kept, no crop), clipped to 0..255; validation: the "
                  "validation-*-of-* shards",
-                 "the converter's label − 1 (0..999, synsets in sorted order)"),
+                 "the converter's label − 1: 0..999 in the order of its synset list"),
     "synthetic": ("random uint8 images and labels (no accuracy: the score ignores it)", "random"),
 }  # fmt: skip
 """data set → (what the images are and which split validated, what a class index means)"""
