@@ -44,6 +44,7 @@ def test_a_real_run_scores_and_resumes_with_new_ids(tmp_path) -> None:
         assert f'"key": "{key}"' in mllog, key
     assert all((run_dir / "graphs" / f"task-{e['task']}.json").exists() for e in events if "task" in e)
     check_the_report(run_dir, first.output)
+    check_verified(run_dir)
     check_the_published_model(run_dir, first.output, tmp_path / "published")
 
     second = run_mpi(3, ["-m", "aiperf_mpi", "--resume", str(run_dir), "--time-limit", "30"], timeout=240)
@@ -56,8 +57,17 @@ def test_a_real_run_scores_and_resumes_with_new_ids(tmp_path) -> None:
     resumed_score = score_run(run_dir)
     assert resumed_score.segments == 2
     assert resumed_score.active_time < 90 + 30 + 90  # active time only, not the gap between the runs
+    check_verified(run_dir)  # two segments, each closed and scored, one code and configuration
     check_the_best_after_resume(run_dir, second.output)
     check_mllog(run_dir, events)
+
+
+def check_verified(run_dir) -> None:
+    """A reviewer's python -m analysis.verify finds every epoch, score and rule as the run logged it."""
+    from analysis.verify import verify
+
+    result = verify(run_dir)
+    assert result.ok, result.text()
 
 
 def check_mllog(run_dir, events: list[dict]) -> None:
