@@ -11,7 +11,7 @@ each made distinct) appended directly, and each of the G groups got its
 current Work as the last G of those arrived (group g when the history had
 N − G + g models), as when every group finishes one model a minute.  Then
 a fixed number of models are timed: per model the group's Proposed, three
-EpochDone and the Result whose reply is its next Work, which carries the
+EpochStarted and EpochDone and the Result whose reply is its next Work, which carries the
 view members appended since the group's previous one.  So each size costs
 seconds, not the G models of a round.
 
@@ -42,7 +42,8 @@ from aiperf_mpi.graph.morph import MorphError, random_morph
 from aiperf_mpi.graph.seeds import resnet50
 from aiperf_mpi.job.batchio import BatchIO
 from aiperf_mpi.job.master import BATCH, Master
-from aiperf_mpi.job.messages import EpochDone, Proposed, Ready, Result
+from aiperf_mpi.job.messages import EpochDone, EpochStarted, Proposed, Ready, Result
+from aiperf_mpi.job.mllog import MLLogWriter
 from aiperf_mpi.results import runlog
 from aiperf_mpi.search.bayesian import BayesianSearch, SearchConfig
 from aiperf_mpi.search.history import ModelRecord
@@ -117,7 +118,8 @@ def simulate(groups: int, history_size: int) -> dict:
         (run_dir / "weights").mkdir()
         log = runlog.EventLog(run_dir)
         bounds = SearchConfig().view_bounds()
-        master = Master(RunConfig(time_limit=1e9), log, MasterHistory(bounds), groups, run_dir)
+        mllog = MLLogWriter(run_dir)  # the real master writes MLLOG lines per epoch too
+        master = Master(RunConfig(time_limit=1e9), log, MasterHistory(bounds), groups, run_dir, mllog=mllog)
         tasks: dict[int, int] = {}
 
         def ready(group: int) -> None:
@@ -153,7 +155,7 @@ def simulate(groups: int, history_size: int) -> dict:
         sent = {"bytes": 0, "works": 0, "records": 0}
         io = BatchIO(log.fsync)
         timed = timed_models(groups)
-        rate = groups * (EPOCHS + 2) / MODEL_SECONDS
+        rate = groups * (2 * EPOCHS + 2) / MODEL_SECONDS
 
         def stream():
             """The timed messages in arrival order: per model its Proposed, epochs and Result."""
@@ -167,6 +169,7 @@ def simulate(groups: int, history_size: int) -> dict:
                 epochs = []
                 now = time.time()
                 for epoch in range(1, EPOCHS + 1):
+                    yield group, EpochStarted(task, epoch, now, 64)
                     epochs.append({"epoch": epoch, "train_loss": 1.0, "val_accuracy": 0.5 + 0.01 * epoch,
                                    "start": now, "end": now, "ops": 10**15, "ops_train": 9 * 10**14,
                                    "ops_update": 10**12, "ops_validation": 99 * 10**12, "steps": 100,
@@ -224,6 +227,7 @@ def simulate(groups: int, history_size: int) -> dict:
         load = max(load, os.getloadavg()[0])
         io.close()
         log.close()
+        mllog.close()
         end_rss = rss_mb()
         weights_left = sum(1 for _ in (run_dir / "weights").iterdir())
         log_bytes = (run_dir / runlog.EVENTS_FILE).stat().st_size
@@ -376,8 +380,9 @@ def run() -> str:
             "",
             "Per size: a history of the stated number of ResNet-50 32² models (graph JSON ≈ 17 kB each), then "
             f"{TIMED_MODELS:,} models timed, or those that arrive in {TIMED_SECONDS:.0f} s when fewer (each: Proposed, "
-            f"{EPOCHS} EpochDone, Result and its reply Work); one model per group every {MODEL_SECONDS:.0f} s sets "
-            "the arrival rate, and messages arrive at that rate. Each group's previous Work went out as the last G "
+            f"{EPOCHS} EpochStarted and EpochDone, Result and its reply Work; MLLOG written as in a run); one model "
+            f"per group every {MODEL_SECONDS:.0f} s sets the arrival rate, and messages arrive at that rate. "
+            "Each group's previous Work went out as the last G "
             "models of the history arrived, so a Work carries the view members appended since (steady state) "
             "without simulating whole rounds. A message's time is unpickling it, handling it (event log, duplicate "
             "check, view, retention) and pickling the replies, on the loop's thread: CPU is that thread's time, "
