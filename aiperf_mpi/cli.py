@@ -108,7 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="copy the data to this node-local directory before training (once per node)")  # fmt: skip
     run.add_argument("--image-size", type=int, metavar="PIXELS", help="image size for imagenet/synthetic")
     run.add_argument("--seed-model", help="the architecture the search starts from: resnet50 (default) or tiny")
-    run.add_argument("--precision", help="fp32 (default), fp16 or bf16; nothing narrower is allowed")
+    run.add_argument("--precision", help="auto (default: bf16 on GPUs with bf16 tensor cores, fp16 with loss "
+                     "scaling on older tensor-core GPUs, fp32 on CPUs), fp32, fp16 or bf16; nothing narrower")
     run.add_argument("--run-dir", metavar="DIR", help="where the run writes (default runs/run-DATE-TIME)")
     run.add_argument("--score-step", type=float, metavar="SECONDS", help="the score's time grid (default 360)")
     run.add_argument("--max-epochs", type=int, metavar="N", help="epoch limit of one model (default 60)")
@@ -130,6 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="compile the training step with XLA: auto (default: on for GPUs, off for CPUs, where "
                      "TensorFlow's own kernels train faster), on or off")  # fmt: skip
     run.add_argument("--no-xla", dest="xla", action="store_const", const="off", help="the same as --xla off")
+    run.add_argument("--device-prefetch", choices=("auto", "on", "off"),
+                     help="copy the next training batches to the device while a step runs: auto (default: on "
+                     "GPUs), on or off")  # fmt: skip
     run.add_argument("--seed", type=int, help="random seed of search, tuning and training (default 0)")
     run.add_argument("--grace", type=float, metavar="SECONDS",
                      help="after the time limit, how long running epochs may finish (default 120)")  # fmt: skip
@@ -148,8 +152,8 @@ def build_parser() -> argparse.ArgumentParser:
 RUN_OPTIONS = (
     "time_limit", "max_models", "dataset", "data_path", "stage_dir", "image_size", "seed_model", "precision", "run_dir",
     "score_step", "max_epochs", "warmup_epochs", "patience", "min_delta", "batch_size", "base_lr", "hpo", "search",
-    "inherit", "keep_weights", "xla", "seed", "grace", "progress_interval", "device_memory_gb", "monitor_interval",
-    "peak_probe", "peak_seconds",
+    "inherit", "keep_weights", "xla", "device_prefetch", "seed", "grace", "progress_interval", "device_memory_gb",
+    "monitor_interval", "peak_probe", "peak_seconds",
 )  # fmt: skip
 
 

@@ -22,6 +22,7 @@ SEARCHES = ("bayesian", "random")
 KEEP_WEIGHTS = ("parents", "all")
 """which trained weights stay in the run directory (see :mod:`aiperf_mpi.job.retention`)"""
 XLA_SETTINGS = ("auto", "on", "off")
+"""the values of the per-device switches (``xla``, ``device_prefetch``): auto decides by the device"""
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,9 @@ class RunConfig:
     image_size: int = 0
     """0: the data set's own size"""
     seed_model: str = "resnet50"
-    precision: str = "fp32"
+    precision: str = "auto"
+    """auto (bf16 on GPUs with bf16 tensor cores, fp16 on older tensor-core GPUs, fp32 on CPUs:
+    :func:`resolve_precision`), fp32, fp16 or bf16"""
     group_size: int = 0
     """0: one group per node"""
     run_dir: str = ""
@@ -62,6 +65,8 @@ class RunConfig:
     best model) or all"""
     xla: str = "auto"
     """compile the training step with XLA: auto (on GPUs, off on CPUs: measured in BENCHMARKS.md), on, off"""
+    device_prefetch: str = "auto"
+    """copy the next training batches to the device while a step runs: auto (on GPUs), on, off"""
     seed: int = 0
     grace: float = 120.0
     """seconds the master waits, after the time limit, for running epochs to finish"""
@@ -112,10 +117,11 @@ NUMERIC_RANGES: dict[str, tuple[float, float, bool]] = {
 CHOICES: dict[str, tuple[str, ...]] = {
     "dataset": DATASETS,
     "seed_model": SEED_MODELS,
-    "precision": PRECISIONS,
+    "precision": ("auto", *PRECISIONS),
     "hpo": HPO_KINDS,
     "search": SEARCHES,
     "xla": XLA_SETTINGS,
+    "device_prefetch": XLA_SETTINGS,
     "keep_weights": KEEP_WEIGHTS,
 }
 
@@ -177,6 +183,54 @@ def _validate(config: RunConfig, given: set[str], skip: set[str] = frozenset()) 
     return problems
 
 
+@dataclass(frozen=True)
+class DeviceCaps:
+    """What a training rank's device offers, for the precision ``auto`` chooses (no TensorFlow here)."""
+
+    kind: str
+    """'GPU' or 'CPU'"""
+    name: str = ""
+    compute_capability: tuple[int, int] | None = None
+    """NVIDIA's (major, minor); None where TensorFlow does not say (CPUs, other vendors)"""
+
+
+BF16_CAPABILITY = (8, 0)
+"""Ampere and later: bf16 tensor cores"""
+FP16_CAPABILITY = (7, 0)
+"""Volta and later: fp16 tensor cores"""
+
+
+def resolve_precision(setting: str, devices: list[DeviceCaps]) -> tuple[str, str]:
+    """The one precision a run trains at, and why: ``setting`` unless it is ``auto``.
+
+    ``auto`` takes what every training rank's device runs fast, so a run has
+    one precision (its validity rule and its peak probe name one): bf16 where
+    every rank has an NVIDIA GPU of compute capability 8.0 or more (bf16 has
+    fp32's range: no loss scaling), fp16 with dynamic loss scaling where every
+    rank has tensor cores (7.0 or more), fp32 otherwise — on CPUs (bf16 trained
+    ResNet-50 only 1.07× faster than fp32 here, and converges differently), on
+    GPUs without tensor cores, on GPUs whose capability TensorFlow does not
+    report, and in a run that mixes CPUs and GPUs.
+    """
+    if setting != "auto":
+        return setting, "set by the configuration"
+    if not devices:
+        return "fp32", "no training rank reported a device"
+    if any(d.kind != "GPU" for d in devices):
+        return "fp32", "a training rank has no GPU (CPUs train at fp32)"
+    capabilities = [d.compute_capability for d in devices]
+    if any(c is None for c in capabilities):
+        return "fp32", "a GPU's compute capability is unknown (set --precision to choose)"
+    lowest = min(capabilities)
+    shown = f"{lowest[0]}.{lowest[1]}"
+    if lowest >= BF16_CAPABILITY:
+        return "bf16", f"every training rank has a GPU with bf16 tensor cores (compute capability {shown} ≥ 8.0)"
+    if lowest >= FP16_CAPABILITY:
+        return "fp16", (f"the GPUs have fp16 tensor cores but not bf16 (lowest compute capability {shown}): fp16 with "
+                        "dynamic loss scaling")  # fmt: skip
+    return "fp32", f"the GPUs have no tensor cores (lowest compute capability {shown} < 7.0)"
+
+
 def xla_enabled(setting: str | bool, accelerator: bool) -> bool:
     """Whether a rank compiles its training step with XLA.
 
@@ -190,10 +244,19 @@ def xla_enabled(setting: str | bool, accelerator: bool) -> bool:
     return setting == "on" or (setting == "auto" and accelerator)
 
 
+def device_prefetch_enabled(setting: str, accelerator: bool) -> bool:
+    """Whether a rank's input pipeline prefetches batches onto its device (auto: where it has a GPU).
+
+    On a GPU the host→device copy of the next batches then overlaps the
+    running step; on a CPU the batch is already where the step runs.
+    """
+    return setting == "on" or (setting == "auto" and accelerator)
+
+
 def _coerce(name: str, value: object) -> object:
     """TOML/CLI value → the field's type, or a message."""
     kind = FIELD_TYPES[name]
-    if name == "xla" and isinstance(value, bool):  # xla = true/false in TOML
+    if name in ("xla", "device_prefetch") and isinstance(value, bool):  # xla = true/false in TOML
         return "on" if value else "off"
     if kind == "bool":
         if isinstance(value, bool):

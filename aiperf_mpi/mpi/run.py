@@ -20,7 +20,7 @@ from pathlib import Path
 from mpi4py import MPI
 
 from aiperf_mpi import __version__
-from aiperf_mpi.config import RunConfig
+from aiperf_mpi.config import RunConfig, resolve_precision
 from aiperf_mpi.data.sources import DataError, DataSource, open_source
 from aiperf_mpi.errors import EXIT_GRACE_EXPIRED, EXIT_TERMINATED, UsageError
 from aiperf_mpi.graph.model import GraphError
@@ -184,14 +184,17 @@ def run_benchmark(
     system = system_description(comm)
     node_pids = layout.node_comm.allgather(os.getpid())  # the benchmark's processes on this node, for the monitor
     try:
-        peak = None
+        peak, caps = None, None
         if not layout.is_master:
             stop_flag.leave_after_term()
             if runner_factory is None:  # real training: one accelerator per rank, before TensorFlow claims them all
-                from aiperf_mpi.train.devices import pin_device
+                from aiperf_mpi.train.devices import device_caps, pin_device
                 from aiperf_mpi.train.threads import use_cpu_share  # on a CPU, TensorFlow's threads: its share of cores
 
                 use_cpu_share(pin_device(layout.plan.device_index(layout.rank)), layout.plan, layout.rank, node_pids)
+                caps = device_caps()
+        config, system = _agree_precision(comm, config, caps, system)
+        if not layout.is_master:
             if config.peak_probe:
                 from aiperf_mpi.train.peak import group_peak
 
@@ -226,6 +229,27 @@ def run_benchmark(
         return 0
     finally:
         layout.free()
+
+
+def _agree_precision(comm: MPI.Comm, config: RunConfig, caps, system: dict | None) -> tuple[RunConfig, dict | None]:
+    """Collective: every rank takes the one precision the run trains at (``--precision auto`` resolved).
+
+    Each training rank's device is gathered to rank 0, which decides
+    (:func:`~aiperf_mpi.config.resolve_precision`) and tells every rank; so the
+    peak probe, the training and the logged configuration name the same
+    precision.  Rank 0 says what ``auto`` chose, and why, and the ``system``
+    event keeps it.
+    """
+    devices = comm.gather(caps, root=0)
+    decided = None
+    if comm.Get_rank() == 0:
+        precision, why = resolve_precision(config.precision, [d for d in devices if d is not None])
+        decided = (precision, why)
+        if config.precision == "auto":
+            print(f"aiperf_mpi: precision auto → {precision}: {why}", flush=True)
+            system = {**system, "precision": {"setting": "auto", "chosen": precision, "reason": why}}
+    precision, _ = comm.bcast(decided, root=0)
+    return replace(config, precision=precision), system
 
 
 def _start_line(comm: MPI.Comm, stop_flag: StopFlag) -> None:

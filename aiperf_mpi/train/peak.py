@@ -15,11 +15,29 @@ is 2 operations, so an n×n by n×n product is 2·n³.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
-SIZES = (256, 512, 1024, 2048, 4096, 8192)
+SIZES = {"CPU": (256, 512, 1024, 2048, 4096, 8192), "GPU": (8192, 12288, 16384)}
+"""the sizes tried on each kind of device, smallest first.  A GPU starts at 8192²: a tensor-core GEMM
+needs thousands of tiles in flight to fill a device of 100+ multiprocessors, and smaller products measure
+kernel launch and tail effects, not the peak (3 × 16384² bf16 matrices are 1.5 GiB)."""
 SIZE_TARGET_SECONDS = 0.05
 """the matrix grows until one product takes this long (or reaches the largest size)"""
+
+
+def choose_size(device_kind: str, seconds_per_product: Callable[[int], float]) -> int:
+    """The probe's matrix size: the first of :data:`SIZES` whose product takes :data:`SIZE_TARGET_SECONDS`.
+
+    ``seconds_per_product(size)`` times one product (after its warm-up).  Small
+    devices stop early rather than wait on one huge product; large ones grow
+    until dispatch is a small share of the time, up to the largest size.
+    """
+    sizes = SIZES["GPU" if device_kind == "GPU" else "CPU"]
+    for size in sizes:
+        if seconds_per_product(size) >= SIZE_TARGET_SECONDS:
+            return size
+    return sizes[-1]
 
 
 def matmul_ops(size: int) -> int:
@@ -30,9 +48,8 @@ def matmul_ops(size: int) -> int:
 def measure_peak(precision: str, seconds: float) -> dict:
     """Multiply for about ``seconds`` on this rank's device; the throughput reached.
 
-    The matrix size is chosen first (the smallest of :data:`SIZES` whose
-    product takes at least :data:`SIZE_TARGET_SECONDS`), so small devices are
-    not stuck on one huge product and large ones are not timing dispatch.
+    The matrix size is chosen first (:func:`choose_size`), so small devices
+    are not stuck on one huge product and large ones are not timing dispatch.
     The result is synchronised by reading one element back: GPUs run
     asynchronously.
     """
@@ -52,13 +69,17 @@ def measure_peak(precision: str, seconds: float) -> dict:
             float(product[0, 0])  # waits for the device
             return time.perf_counter() - started
 
-        size, a, b = SIZES[0], None, None
-        for size in SIZES:
-            a = tf.cast(tf.random.uniform((size, size), dtype=tf.float32, seed=1), dtype)
-            b = tf.cast(tf.random.uniform((size, size), dtype=tf.float32, seed=2), dtype)
-            timed(a, b, 1)  # warm-up: kernel selection, allocation
-            if timed(a, b, 1) >= SIZE_TARGET_SECONDS:
-                break
+        operands: dict[int, tuple] = {}
+
+        def one_product(size: int) -> float:
+            operands.clear()  # one pair of matrices in memory at a time
+            operands[size] = tuple(tf.cast(tf.random.uniform((size, size), dtype=tf.float32, seed=seed), dtype)
+                                   for seed in (1, 2))  # fmt: skip
+            timed(*operands[size], 1)  # warm-up: kernel selection, allocation
+            return timed(*operands[size], 1)
+
+        size = choose_size(device.split(":")[0], one_product)
+        a, b = operands[size]
         products, elapsed = 0, 0.0
         while elapsed < seconds:
             repeats = max(1, products)  # doubling batches: few host round trips

@@ -16,6 +16,9 @@ import tensorflow as tf
 from aiperf_mpi.data.sources import DataError, DataSource, TFRecordSource
 from aiperf_mpi.data.tfdata import imagenet_split, normalise, parallel_calls, prefetched
 
+DEVICE_BATCHES = 2
+"""training batches held on the device ahead of the step (with ``Shard.device``)"""
+
 
 @dataclass
 class Shard:
@@ -24,6 +27,8 @@ class Shard:
     source: DataSource
     rank: int
     size: int
+    device: str | None = None
+    """prefetch training batches onto this device (``/GPU:0``), so the copy overlaps the running step"""
 
     def __post_init__(self) -> None:
         self._arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}
@@ -46,11 +51,15 @@ class Shard:
                 f"are fewer than one batch of {batch} per rank"
             )
         if isinstance(self.source, TFRecordSource):
-            return imagenet_split(self.source, "train", self.rank, self.size, batch, seed + epoch).take(steps)
-        images, labels = self._split("train")
-        order = np.random.default_rng([seed, epoch, self.rank]).permutation(len(labels))[: steps * batch]
-        data = tf.data.Dataset.from_tensor_slices((images[order], labels[order]))
-        return prefetched(data.batch(batch, drop_remainder=True).map(_prepare, num_parallel_calls=parallel_calls()))
+            data = imagenet_split(self.source, "train", self.rank, self.size, batch, seed + epoch).take(steps)
+        else:
+            images, labels = self._split("train")
+            order = np.random.default_rng([seed, epoch, self.rank]).permutation(len(labels))[: steps * batch]
+            data = tf.data.Dataset.from_tensor_slices((images[order], labels[order]))
+            data = prefetched(data.batch(batch, drop_remainder=True).map(_prepare, num_parallel_calls=parallel_calls()))
+        if self.device is not None:  # must be the last transformation of the pipeline
+            data = data.apply(tf.data.experimental.prefetch_to_device(self.device, buffer_size=DEVICE_BATCHES))
+        return data
 
     def validation(self, batch: int) -> tf.data.Dataset:
         """This rank's whole validation shard (the last batch may be short)."""

@@ -36,7 +36,7 @@ import numpy as np
 import tensorflow as tf
 from mpi4py import MPI
 
-from aiperf_mpi.config import PRECISIONS, RunConfig, xla_enabled
+from aiperf_mpi.config import PRECISIONS, RunConfig, device_prefetch_enabled, xla_enabled
 from aiperf_mpi.data.sources import DataSource
 from aiperf_mpi.graph.model import output_node, with_kernel_size
 from aiperf_mpi.graph.ops import count_ops, epoch_ops
@@ -47,6 +47,27 @@ from aiperf_mpi.train.transfer import Weights, model_weights, transfer_weights
 
 KERAS_POLICIES = dict(zip(PRECISIONS, ("float32", "mixed_float16", "mixed_bfloat16"), strict=True))
 """the Keras dtype policy of each precision the run accepts (``config.PRECISIONS``)"""
+
+
+def make_optimizer(precision: str, learning_rate, momentum: float) -> keras.optimizers.Optimizer:
+    """SGD with momentum; at fp16 wrapped in dynamic loss scaling.
+
+    fp16's range ends at 65504 and its smallest normal is 6e-5: small
+    gradients underflow to zero unless the loss is scaled up first.  The
+    dynamic scale starts at 2¹⁵, halves (and the step is skipped) whenever a
+    gradient is not finite, and doubles after 2000 good steps.  bf16 has
+    fp32's exponent range and needs none.  Every rank of a group sees the
+    same averaged gradients, so all skip the same steps and keep the same scale.
+    """
+    optimizer = keras.optimizers.SGD(learning_rate=learning_rate, momentum=momentum)
+    if precision == "fp16":
+        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+    return optimizer
+
+
+def _train_device() -> str:
+    """Where this rank's steps run: its GPU (one per rank, ``train.devices.pin_device``), else the CPU."""
+    return "/GPU:0" if tf.config.list_logical_devices("GPU") else "/CPU:0"
 
 
 class TrialFailed(Exception):
@@ -82,12 +103,15 @@ class TrainConfig:
     """learning rate per 256 samples of global batch (scaled linearly with the group's global batch)"""
     momentum: float = 0.9
     warmup_epochs: float = 1.0
-    precision: str = RunConfig.precision
+    precision: str = "fp32"
+    """a concrete precision (a run's ``auto`` is resolved before training: ``config.resolve_precision``)"""
     seed: int = RunConfig.seed
     xla: bool = False
     """compile the forward/backward maths with XLA; Horovod's all-reduce stays outside the compiled
     function.  The run decides per device (``config.xla_enabled``: on for GPUs, off for CPUs, where
     it trained ResNet-50 2.8–3.8× slower, BENCHMARKS.md)"""
+    device_prefetch: bool = False
+    """the input pipeline ends in ``prefetch_to_device`` (``config.device_prefetch_enabled``: on GPUs)"""
     agree_timeout: float = 60.0
 
     @classmethod
@@ -95,7 +119,8 @@ class TrainConfig:
         """The training rules of a run: the one place a :class:`RunConfig` becomes a TrainConfig."""
         return cls(max_epochs=config.max_epochs, patience=config.patience, min_delta=config.min_delta,
                    base_lr=config.base_lr, precision=config.precision, seed=config.seed,
-                   xla=xla_enabled(config.xla, accelerator))  # fmt: skip
+                   xla=xla_enabled(config.xla, accelerator),
+                   device_prefetch=device_prefetch_enabled(config.device_prefetch, accelerator))  # fmt: skip
 
 
 @dataclass
@@ -186,7 +211,7 @@ class GroupTrainer:
         self.hvd, self.comm, self.source, self.config = hvd, comm, source, config
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
         self.host = socket.gethostname()
-        self.shard = Shard(source, self.rank, self.size)
+        self.shard = Shard(source, self.rank, self.size, device=_train_device() if config.device_prefetch else None)
 
     # ------------------------------------------------------------------ public
 
@@ -268,9 +293,7 @@ class GroupTrainer:
         global_batch = batch * self.size
         peak = config.base_lr * global_batch / 256.0
         schedule = _WarmupSchedule(peak, int(config.warmup_epochs * steps))
-        optimizer = keras.optimizers.SGD(learning_rate=schedule, momentum=config.momentum)
-        if config.precision == "fp16":
-            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+        optimizer = make_optimizer(config.precision, schedule, config.momentum)
         from_logits = tuned.nodes[output_node(tuned)]["type"] != "softmax"
         loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=from_logits)
         train_step = self._make_step(model, optimizer, loss_fn)

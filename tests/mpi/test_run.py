@@ -32,6 +32,8 @@ def test_a_real_run_scores_and_resumes_with_new_ids(tmp_path) -> None:
     share = max(1, len(os.sched_getaffinity(0)) // 2)  # 2 unbound training ranks share this machine's cores
     assert peak["threads"] == [{"intra": share, "inter": share}] * 2, peak
     assert "TensorFlow threads per training rank: intra-op" in first.output
+    assert "aiperf_mpi: precision auto → fp32: a training rank has no GPU" in first.output  # the default, on CPUs
+    assert next(e for e in events if e["event"] == runlog.RUN_START)["config"]["precision"] == "fp32"
     monitor = [e for e in events if e["event"] == runlog.MONITOR]
     assert len(monitor) >= 5 and all(m["devices"][0]["memory_used"] > 0 for m in monitor)
     system = next(e for e in events if e["event"] == runlog.SYSTEM)
