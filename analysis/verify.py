@@ -74,6 +74,8 @@ MANIFEST = "MANIFEST"
 """the bundle's list of files: ``sha256sum`` lines, so ``sha256sum -c MANIFEST`` checks it too"""
 MAX_LINES = 20
 """problem lines printed per check (the rest are counted)"""
+MAX_KEPT = 1000
+"""problem lines kept per check (in ``--json``; the rest are counted)"""
 SCORE_FILE = "score.json"
 EPOCH_OPS_FIELDS = ("ops", "ops_train", "ops_update", "ops_validation", "steps")
 SCORE_FIELDS = ("score", "regulated_score", "active_time", "total_ops", "best_accuracy", "models_trained",
@@ -86,6 +88,29 @@ STRATEGIES = {"bayesian": {"seed", "explore", "gp-ucb"}, "random": {"seed", "ran
 """the search strategies a proposal may name under each ``--search``"""
 
 
+class Lines(list):
+    """Problem lines, at most :data:`MAX_KEPT` kept: a log of 500,000 bad epochs must not fill the memory."""
+
+    def __init__(self, lines=()) -> None:
+        super().__init__()
+        self.dropped = 0
+        self.extend(lines)
+
+    def append(self, line: str) -> None:
+        if len(self) < MAX_KEPT:
+            super().append(line)
+        else:
+            self.dropped += 1
+
+    def extend(self, lines) -> None:
+        for line in lines:
+            self.append(line)
+
+    def __iadd__(self, lines):
+        self.extend(lines)
+        return self
+
+
 class BadInput(Exception):
     """Not something that can be verified (exit status 2)."""
 
@@ -96,8 +121,8 @@ class Check:
 
     name: str
     summary: str = ""
-    problems: list[str] = field(default_factory=list)
-    missing: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=lambda: Lines())
+    missing: list[str] = field(default_factory=lambda: Lines())
     """what the log does not record (an older log)"""
     notes: list[str] = field(default_factory=list)
     """facts a reviewer may want that do not change the verdict"""
@@ -125,7 +150,8 @@ class Verification:
 
     def to_dict(self) -> dict:
         return {"source": self.source, "verified": self.ok, "valid": self.valid, "broken_rules": self.broken_rules,
-                "checks": [{**asdict(c), "verdict": c.verdict} for c in self.checks]}  # fmt: skip
+                "checks": [{**asdict(c), "verdict": c.verdict, "problems_not_kept": c.problems.dropped}
+                           for c in self.checks]}  # fmt: skip
 
     def text(self) -> str:
         """The verdict table, then every problem line, then the verdict."""
@@ -137,8 +163,9 @@ class Verification:
         for check in self.checks:
             for kind, items in ((MISMATCH, check.problems), (NOT_RECORDED, check.missing), ("note", check.notes)):
                 details += [f"{kind:<12}  {check.name}: {item}" for item in items[:MAX_LINES]]
-                if len(items) > MAX_LINES:
-                    details.append(f"{kind:<12}  {check.name}: … and {len(items) - MAX_LINES} more")
+                more = len(items) - MAX_LINES + getattr(items, "dropped", 0)
+                if more > 0:
+                    details.append(f"{kind:<12}  {check.name}: … and {more} more")
         if details:
             lines += ["", *details]
         lines += ["", self.verdict_line()]
@@ -241,7 +268,7 @@ class _Walker:
 
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = run_dir
-        self.log = Check("log", problems=[])
+        self.log = Check("log")
         self.segments_check = Check("segments")
         self.epochs_check = Check("epochs in segments")
         self.graphs = Check("graph files")
@@ -418,11 +445,11 @@ class _Walker:
             try:
                 graph = from_json(state.graph_text)
                 kernel = state.hparams.get("kernel_size")
-                tuned = graph if kernel is None else with_kernel_size(graph, kernel)
-                state.counts = count_ops(tuned)
-                if kernel is not None and count_ops(graph).forward_eval != state.counts.forward_eval:
-                    self.graphs.problems.append(f"task {state.task}: the graph file's tunable kernels are not "
-                                                f"its hparams' kernel_size {kernel}")  # fmt: skip
+                state.counts = count_ops(graph if kernel is None else with_kernel_size(graph, kernel))
+                stored = sorted({data.get("kernel") for _, data in graph.nodes(data=True) if data.get("tunable")})
+                if kernel is not None and stored not in ([], [kernel]):  # the leader stores the graph it tuned
+                    self.graphs.problems.append(f"task {state.task}: the graph file's tunable kernels are "
+                                                f"{stored}, its hparams' kernel_size {kernel}")  # fmt: skip
             except (GraphError, ValueError, KeyError, TypeError) as exc:
                 state.count_error = f"its graph cannot be counted: {' '.join(str(exc).split())[:200]}"
                 self.graphs.problems.append(f"task {state.task}: {state.count_error}")

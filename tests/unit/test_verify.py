@@ -147,6 +147,7 @@ def test_a_changed_graph_file_is_caught_by_its_logged_hash(run) -> None:
     found = problems(verify.verify(run), "graph files")
     assert any("task 1: graphs/task-1.json has sha256" in p and "the file was changed" in p for p in found), found
     assert any("task 1: graphs/task-1.json is not the graph its model_done records" in p for p in found), found
+    assert "task 1: the graph file's tunable kernels are [5, 7], its hparams' kernel_size 5" in found, found
 
 
 def test_a_missing_graph_file_and_one_outside_the_run(run) -> None:
