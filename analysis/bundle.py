@@ -86,7 +86,8 @@ def select(run_dir: Path) -> tuple[list[str], list[str]]:
         else:
             left_out.append(f"{relative} (not part of a submission)")
     if weights[0]:
-        left_out.insert(0, f"weights/ ({weights[0]} files, {weights[1] / 1e6:.1f} MB: the bundle holds no weights)")
+        files = f"{weights[0]} file{'s' if weights[0] != 1 else ''}"
+        left_out.insert(0, f"weights/ ({files}, {weights[1] / 1e6:.1f} MB: the bundle holds no weights)")
     return chosen, left_out
 
 

@@ -275,7 +275,7 @@ def test_a_bundle_holds_the_run_without_weights_and_verifies(run, tmp_path, caps
     assert bundle.main([str(run), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert f"wrote {out}" in printed and "verdict: VERIFIED" in printed
-    assert "left out: weights/ (1 files" in printed and "left out: best/model.keras (a model file" in printed
+    assert "left out: weights/ (1 file, 0.0 MB" in printed and "left out: best/model.keras (a model file" in printed
     files = _members(out)
     assert sorted(files) == sorted(f"run/{name}" for name in (
         "events.jsonl", "score.json", "graphs/task-0.json", "graphs/task-1.json", "report/report.md",
