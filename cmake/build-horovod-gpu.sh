@@ -101,6 +101,9 @@ if ! "${pip[@]}" install -v --no-cache-dir --no-build-isolation --force-reinstal
     die "Horovod did not build; the whole output is in $log"
 fi
 seconds=$(( $(date +%s) - start ))
+# the build above was forced and without dependencies (a rebuild must not find Horovod "already satisfied");
+# now its Python dependencies (cloudpickle, psutil, pyyaml, ...)
+"${pip[@]}" install -q -c "$constraints" horovod
 
 "$py" - "$info" "$route" "$nvcc_version" "${HOROVOD_BUILD_CUDA_CC_LIST:-}" "$seconds" "$nccl_from" <<'EOF'
 """Checks the build and records what a GPU node needs to know about it (aiperf_mpi.gpucheck reads it)."""

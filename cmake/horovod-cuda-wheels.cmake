@@ -8,9 +8,14 @@
 #     compiled by the CUDA 13 nvcc wheel, the only wheel that ships an nvcc, but
 #     nothing of CUDA 13 may be *loaded*: TensorFlow 2.18 runs on its CUDA 12
 #     runtime.  So no CUDA runtime is linked by CMake (None, instead of Horovod's
-#     default Static, which would embed CUDA 13's libcudart_static) and
-#     TensorFlow's own libcudart.so.12 is linked by name instead; its exports
-#     include every entry point CUDA 13's generated launch code calls.
+#     default Static, which would embed CUDA 13's libcudart_static).  Horovod's
+#     CUDA calls then bind to TensorFlow's CUDA runtime: libtensorflow_framework
+#     exports every cuda* entry point (a stub that forwards to the libcudart.so.12
+#     TensorFlow loads), including those CUDA 13's launch code calls
+#     (__cudaGetKernel, __cudaLaunchKernel), so one CUDA runtime serves both.
+#     libcudart.so.12 is named on the link line as well, for any entry point
+#     TensorFlow's stub might lack; TensorFlow's --as-needed drops it while the
+#     stub has them all (tests/integration/test_gpu_build.py checks the bindings).
 #   * the C++ files (which call the CUDA runtime API) are compiled against the
 #     CUDA 12 headers of TensorFlow's wheels: -I is searched before the CUDA 13
 #     -isystem directories CMake adds, so struct layouts and API versions are

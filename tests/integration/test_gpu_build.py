@@ -13,8 +13,11 @@ node.
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from importlib.util import find_spec
 from pathlib import Path
 
@@ -64,43 +67,63 @@ def test_horovod_is_built_with_nccl_and_mpi_and_imports_with_no_gpu(build: dict)
     assert build["nccl_built"] and build["mpi_built"]
 
 
-def _ldd(path: Path) -> dict[str, str]:
-    done = subprocess.run(["ldd", str(path)], capture_output=True, text=True, timeout=60, check=True)
-    found = {}
+def _dynamic(library: Path) -> tuple[list[str], list[str]]:
+    """The library's NEEDED entries and its RUNPATH directories."""
+    done = subprocess.run(["readelf", "-d", str(library)], capture_output=True, text=True, timeout=60, check=True)
+    needed, runpath = [], []
     for line in done.stdout.splitlines():
-        name, _, where = line.strip().partition(" => ")
-        if where:
-            found[name] = where.split(" (")[0]
-    return found
+        if "(NEEDED)" in line:
+            needed.append(line.split("[", 1)[1].rstrip("]"))
+        elif "(RUNPATH)" in line or "(RPATH)" in line:
+            runpath += line.split("[", 1)[1].rstrip("]").split(":")
+    return needed, runpath
 
 
-def test_the_library_resolves_cuda_and_nccl_to_tensorflows_cuda_12_wheels(build: dict, library: Path,
-                                                                         site: Path) -> None:  # fmt: skip
-    needed = _ldd(library)
-    assert "not found" not in needed.values(), needed
-    assert not any("libcudart.so.13" in name or "/cu13/" in where for name, where in needed.items()), needed
-    if build["route"] == "wheels":
-        assert needed["libcudart.so.12"] == str(site / "nvidia" / "cuda_runtime" / "lib" / "libcudart.so.12")
+def test_the_library_needs_nccl_from_the_venv_and_nothing_of_cuda_13(build: dict, library: Path, site: Path) -> None:
+    needed, runpath = _dynamic(library)
+    assert "libnccl.so.2" in needed and "libmpi.so.40" in needed
+    assert not [n for n in needed if "libcudart.so.13" in n or "cu13" in n], needed
     if "wheel" in build["nccl_from"]:
-        assert needed["libnccl.so.2"] == str(site / "nvidia" / "nccl" / "lib" / "libnccl.so.2")
+        assert str(site / "nvidia" / "nccl" / "lib") in runpath
+    if build["route"] == "wheels":
+        assert str(site / "nvidia" / "cuda_runtime" / "lib") in runpath
 
 
-def test_every_cuda_entry_point_the_library_calls_is_exported_by_the_cuda_12_runtime(build: dict, library: Path,
-                                                                                    site: Path) -> None:  # fmt: skip
-    """The PyPI route's kernels come from nvcc 13: its launch code must find all it calls in TensorFlow's runtime."""
-    if build["route"] != "wheels":
-        pytest.skip("the site route links the toolkit's own runtime, statically")
+def test_at_load_every_cuda_call_binds_to_tensorflows_cuda_12_runtime_and_nccl_to_its_wheel(
+    build: dict, library: Path, site: Path
+) -> None:
+    """The dynamic linker's own report (LD_DEBUG=bindings; the library is linked with -z now, so all bind at load).
 
-    def symbols(path: Path, which: str) -> set[str]:
-        done = subprocess.run(["nm", "-D", which, str(path)], capture_output=True, text=True, timeout=60, check=True)
-        return {line.split()[-1].split("@")[0] for line in done.stdout.splitlines() if line.strip()}
-
-    wanted = {s for s in symbols(library, "--undefined-only") if s.startswith(("cuda", "__cuda"))}
-    assert {"__cudaRegisterFatBinary", "__cudaLaunchKernel", "cudaStreamCreateWithPriority"} <= wanted
-    runtime = symbols(site / "nvidia" / "cuda_runtime" / "lib" / "libcudart.so.12", "--defined-only")
-    assert wanted - runtime == set()
-    nccl = {s for s in symbols(library, "--undefined-only") if s.startswith("nccl")}
-    assert {"ncclAllReduce", "ncclCommInitRank"} <= nccl
+    The PyPI route's kernels come from nvcc 13, whose launch code calls CUDA 12.4+ entry points
+    (``__cudaGetKernel``, ``__cudaLaunchKernel``): they must bind to TensorFlow's CUDA runtime (its stub in
+    libtensorflow_framework, which forwards to the libcudart.so.12 it loads) or that libcudart itself.
+    """
+    debug = Path(tempfile.mkdtemp(prefix="ld-bindings-"))
+    env = {**os.environ, "LD_DEBUG": "bindings", "LD_DEBUG_OUTPUT": str(debug / "ld")}
+    done = subprocess.run([sys.executable, "-c", "import horovod.tensorflow"], capture_output=True, text=True,
+                          timeout=300, env=env)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    bound: dict[str, str] = {}
+    for log in debug.glob("ld.*"):
+        for line in log.read_text(errors="replace").splitlines():
+            if f"binding file {library} " in line and "symbol `" in line:
+                target = line.split(" to ", 1)[1].split(" [", 1)[0]
+                bound[line.rsplit("`", 1)[1].rstrip("'")] = os.path.realpath(target)
+    shutil.rmtree(debug)
+    cuda = {name: target for name, target in bound.items() if name.startswith(("cuda", "__cuda"))}
+    nccl = {name: target for name, target in bound.items() if name.startswith("nccl")}
+    assert {"ncclAllReduce", "ncclCommInitRank"} <= set(nccl)
+    if "wheel" in build["nccl_from"]:
+        assert set(nccl.values()) == {str(site / "nvidia" / "nccl" / "lib" / "libnccl.so.2")}
+    assert not [t for t in bound.values() if "/cu13/" in t or "cuda-build" in t], bound
+    if build["route"] == "wheels":  # the site route links its toolkit's runtime statically: nothing to bind
+        assert {"__cudaRegisterFatBinary", "__cudaLaunchKernel", "cudaStreamCreateWithPriority"} <= set(cuda)
+        tensorflow_runtime = str(site / "tensorflow" / "libtensorflow_framework.so.2")
+        cudart = str(site / "nvidia" / "cuda_runtime" / "lib" / "libcudart.so.12")
+        assert set(cuda.values()) <= {tensorflow_runtime, cudart}, cuda
+        exported = subprocess.run(["nm", "-D", "--defined-only", cudart], capture_output=True, text=True,
+                                  timeout=60, check=True).stdout  # fmt: skip
+        assert set(cuda) <= {line.split()[-1].split("@")[0] for line in exported.splitlines() if line.strip()}
 
 
 def test_importing_horovod_maps_cuda_12_and_no_cuda_13_library(build: dict, site: Path) -> None:
