@@ -19,10 +19,11 @@ or ``--out DIR``):
 Which model: the best by observed validation accuracy, ties going to the
 earliest — exactly the model whose weights the run's retention never removes
 (:mod:`aiperf_mpi.job.retention`, ``history.best_observed``).  Its weights are
-the ones its training ended with (the trainer saves them after the last
-epoch), so the accuracy *these weights* give is the last epoch's; the model's
-logged accuracy (what the search and the score saw) is its best epoch's.  The
-two are the same when the best epoch was the last; the card names both.
+its best epoch's (the trainer keeps the weights of the earliest epoch with the
+highest validation accuracy and logs which, ``weights_epoch`` in the model's
+``timings``), so the accuracy *these weights* give is the model's logged
+accuracy, what the search and the score saw.  A log from before that (no
+``weights_epoch``) saved the last epoch's weights; the card then names both.
 
 Reading the log streams it once (constant memory per epoch); TensorFlow is
 imported only to build and save the one model, on the CPU.  The benchmark's
@@ -103,7 +104,18 @@ class Task:
     stop: str = ""
     epochs: int = 0
     last_epoch: dict | None = None
-    """the task's last epoch: the one its saved weights come from"""
+    """the task's last epoch"""
+    best_epoch: dict | None = None
+    """the task's earliest epoch of the highest validation accuracy"""
+    weights_epoch: int | None = None
+    """the epoch its saved weights come from, as logged (None: a log from before it was, the last epoch)"""
+
+    @property
+    def saved_epoch(self) -> dict | None:
+        """The epoch whose weights were saved: the logged ``weights_epoch`` (the best), else the last."""
+        if self.weights_epoch is not None and self.best_epoch and self.best_epoch.get("epoch") == self.weights_epoch:
+            return self.best_epoch
+        return self.last_epoch
 
 
 @dataclass
@@ -145,6 +157,8 @@ def read_run(run_dir: Path) -> RunFacts:
             accuracy = event.get("val_accuracy")
             if isinstance(accuracy, int | float) and math.isfinite(accuracy):
                 facts.run_best_accuracy = max(facts.run_best_accuracy or -math.inf, accuracy)
+                if task.best_epoch is None or accuracy > task.best_epoch["val_accuracy"]:  # strictly: the earliest
+                    task.best_epoch = task.last_epoch
         elif name == runlog.MODEL_PROPOSED:
             task = facts.task(int(event["task"]))
             task.parent, task.description = event.get("parent"), str(event.get("description", ""))
@@ -155,6 +169,7 @@ def read_run(run_dir: Path) -> RunFacts:
             task.model_id, task.status = int(model["id"]), str(model.get("status", "trained"))
             task.accuracy, task.weights = model.get("accuracy"), str(model.get("weights") or "")
             task.stop = str((model.get("timings") or {}).get("stop", ""))
+            task.weights_epoch = (model.get("timings") or {}).get("weights_epoch")
             task.hparams = dict(model.get("hparams") or task.hparams)
             facts.task_of_model[task.model_id] = task.task
             accuracy = task.accuracy
@@ -278,9 +293,11 @@ def metadata(facts: RunFacts, task: Task, graph, ops: ModelOps, selected: str) -
     classes = int(infer_shapes(graph)[out][-1])
     dataset = str(facts.config.get("dataset", ""))
     images, labels = DATASETS.get(dataset, ("(unknown data set)", "(unknown)"))
-    last = task.last_epoch or {}
+    last = task.saved_epoch or {}
     samples = last.get("validation_samples")
     final = last.get("val_accuracy")
+    which = ("its best epoch, the model's logged accuracy" if task.weights_epoch is not None else
+             "the task's last epoch (a log from before the trainer kept the best epoch's weights)")  # fmt: skip
     config = facts.config
     return {
         "format": FORMAT,
@@ -304,8 +321,7 @@ def metadata(facts: RunFacts, task: Task, graph, ops: ModelOps, selected: str) -
                    "class": "argmax of the output"},  # fmt: skip
         "accuracy": {
             "weights": final,
-            "weights_note": "top-1 validation accuracy of the exported weights: the task's last epoch (the trainer "
-                            "saves the weights its training ended with)",
+            "weights_note": f"top-1 validation accuracy of the exported weights: {which}",
             "validation_samples": samples,
             "validation_correct": None if final is None or samples is None else round(final * samples),
             "epoch": last.get("epoch"),
@@ -363,7 +379,7 @@ def model_card(meta: dict) -> str:
         f"| image size | {h}×{w}×{c} ({inputs['channels']}, channels last) |",
         f"| classes | {data['classes']} ({data['class_index']}) |",
         f"| accuracy of these weights | {_fraction(accuracy['weights'])} top-1 on {accuracy['validation_samples']} "
-        f"validation images (epoch {accuracy['epoch']}, the last) |",
+        f"validation images (epoch {accuracy['epoch']}) |",
         f"| best epoch's accuracy | {_fraction(accuracy['best_epoch'])} (the task's logged accuracy; the run's best "
         f"epoch: {_fraction(accuracy['run_best'])}) |",
         f"| parameters | {meta['params']['total']:,} ({meta['params']['trainable']:,} trainable) |",

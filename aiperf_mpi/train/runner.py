@@ -83,6 +83,8 @@ class GroupRunner:
             (self.run_dir / "weights").mkdir(parents=True, exist_ok=True)
             save_weights(self.run_dir / weights_file, result.weights)
         timings = {"train": time.monotonic() - started, "fresh_layers": len(result.fresh_layers)}
+        if weights_file:
+            timings["weights_epoch"] = result.weights_epoch  # the best epoch's weights (export, inheritance)
         if note:
             timings["note"] = note
         return Outcome(epochs, result.stop_reason, weights_file, None, timings)

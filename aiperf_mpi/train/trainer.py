@@ -168,7 +168,11 @@ class TrialResult:
     initial_accuracy: float | None = None
     """validation accuracy before the first epoch (with ``evaluate_first``): what inheritance gave"""
     weights: Weights | None = None
-    """the trained weights, on the group's first rank only"""
+    """the weights of the best epoch (the earliest with the highest validation accuracy), on the group's
+    first rank only: what the model's logged accuracy measured, so a child inherits, and ``best/``
+    publishes, the model the search and the score saw"""
+    weights_epoch: int | None = None
+    """the epoch ``weights`` come from"""
 
     @property
     def total_ops(self) -> int:
@@ -303,6 +307,7 @@ class GroupTrainer:
         limit = max_epochs or config.max_epochs
         epochs: list[EpochResult] = []
         best, since_best, reason = -math.inf, 0, "epoch limit"
+        kept_accuracy, kept_weights, kept_epoch = -math.inf, None, None  # the best epoch's weights (first rank)
         for epoch in range(1, limit + 1):
             if should_stop is not None and self.comm.bcast(bool(should_stop()), root=0):
                 reason = "time limit"
@@ -311,6 +316,8 @@ class GroupTrainer:
             epochs.append(result)
             if on_epoch is not None:
                 on_epoch(result)
+            if self.rank == 0 and result.val_accuracy > kept_accuracy:  # a copy in host memory, one model's size
+                kept_accuracy, kept_weights, kept_epoch = result.val_accuracy, model_weights(model), epoch
             if result.val_accuracy > best + config.min_delta:
                 best, since_best = result.val_accuracy, 0
             else:
@@ -319,8 +326,9 @@ class GroupTrainer:
                     reason = "early stop"
                     break
         best_accuracy = max((e.val_accuracy for e in epochs), default=float("nan"))
-        weights = model_weights(model) if self.rank == 0 else None
-        return TrialResult(epochs, best_accuracy, reason, hparams, fresh, initial, weights)
+        if self.rank == 0 and kept_weights is None:  # no epoch (stopped at once): the model as built
+            kept_weights = model_weights(model)
+        return TrialResult(epochs, best_accuracy, reason, hparams, fresh, initial, kept_weights, kept_epoch)
 
     def _broadcast(self, model: keras.Model) -> None:
         """All ranks take the first rank's weights (one flat MPI broadcast)."""

@@ -48,16 +48,25 @@ print(json.dumps({"correct": int((predicted == data["labels"]).sum()), "seen": i
 
 
 def logged_tasks(run_dir: Path) -> tuple[dict[int, dict], dict[int, dict], set[str]]:
-    """From the log alone: each task's ``model_done`` model, its last epoch, and the removed weights files."""
-    done, last, removed = {}, {}, set()
+    """From the log alone: each task's ``model_done`` model, the epoch its weights come from, the removed files.
+
+    The trainer keeps the best epoch's weights (the earliest of the highest accuracy) and logs which
+    (``weights_epoch`` in the model's timings): that epoch's accuracy is the model's logged accuracy.
+    """
+    done, epochs, removed = {}, {}, set()
     for event in runlog.read_events(run_dir).events:
         if event["event"] == runlog.MODEL_DONE:
             done[event["task"]] = event["model"]
         elif event["event"] == runlog.EPOCH:
-            last[event["task"]] = event
+            epochs[(event["task"], event["epoch"])] = event
         elif event["event"] == runlog.WEIGHTS_REMOVED:
             removed.update(event["files"])
-    return done, last, removed
+    saved = {}
+    for task, model in done.items():
+        if model["weights"]:
+            saved[task] = epochs[(task, model["timings"]["weights_epoch"])]
+            assert saved[task]["val_accuracy"] == model["accuracy"], (task, model["timings"])  # the best epoch's
+    return done, saved, removed
 
 
 def best_task(done: dict[int, dict]) -> int:
@@ -105,7 +114,7 @@ def check_the_published_model(run_dir: Path, output: str, work: Path) -> None:
     card = (best_dir / "model_card.md").read_text()
     assert "x / 127.5 - 1" in card and "## Lineage" in card and f"{done[best]['ops']['params']:,}" in card
 
-    # the weights are those of the task's last epoch; the run validated them over the whole split (each rank its
+    # the weights are those of the task's best epoch; the run validated them over the whole split (each rank its
     # shard, the counts summed), so the same 360 images with the same preprocessing give the same count.  At most
     # one image may differ: another batch size can change the last bits of a float32 sum and flip a near tie.
     epoch = last[best]

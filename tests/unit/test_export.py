@@ -56,7 +56,10 @@ def test_the_best_is_the_earliest_of_the_most_accurate_finished_models(tmp_path)
     facts = read_run(a_run(tmp_path))
     chosen = choose(facts, None)
     assert (chosen.task, chosen.model_id, chosen.accuracy) == (2, 1, 0.8)  # model 1 before model 2 (task 1)
-    assert chosen.last_epoch["epoch"] == 2 and chosen.last_epoch["val_accuracy"] == 0.7  # the weights' epoch
+    assert chosen.last_epoch["epoch"] == 2 and chosen.last_epoch["val_accuracy"] == 0.7
+    assert chosen.saved_epoch is chosen.last_epoch  # an older log (no weights_epoch): the last epoch's weights
+    chosen.weights_epoch = 1
+    assert chosen.saved_epoch["epoch"] == 1 and chosen.saved_epoch["val_accuracy"] == 0.8  # the best epoch's
     assert facts.run_best_accuracy == 0.95  # task 4's epoch counts for the score, though it never finished
     steps = lineage(facts, chosen)
     assert [(s["task"], s["model_id"], s["description"]) for s in steps] == [(0, 0, "seed"), (2, 1, "deeper: b")]
