@@ -132,7 +132,8 @@ test-multinode: install
 # The GPU build proven on a machine without a GPU (docs/install.md): builds .venv-gpu, then the
 # build's own checks (tests/integration/test_gpu_build.py) and the CPU-side tests in that venv,
 # TensorFlow falling back to the CPU.  Its last result is in BENCHMARKS.md.
-GPU_TESTS ?= tests/integration/test_gpu_build.py tests/integration/test_stack.py tests/unit tests/mpi/test_horovod_group.py tests/mpi/test_training.py
+GPU_TESTS ?= tests/integration/test_gpu_build.py tests/integration/test_stack.py tests/unit \
+  tests/mpi/test_gpucheck_workers.py tests/mpi/test_horovod_group.py tests/mpi/test_training.py
 .PHONY: test-gpu-build gpu-check
 GPU_VENV := $(if $(filter cuda,$(GPU)),$(VENV),.venv-gpu)
 test-gpu-build:
