@@ -49,6 +49,7 @@ BIN := $(abspath $(VENV))/bin
 PY := $(BIN)/python
 PIP := $(PY) -m pip --disable-pip-version-check
 # the venv's bin first: mpicc/mpirun of the MPI wheels live there
+CALLER_PATH := $(PATH)
 export PATH := $(BIN):$(PATH)
 export OMPI_ALLOW_RUN_AS_ROOT ?= 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM ?= 1
@@ -145,9 +146,13 @@ test-gpu-build:
 # 8 minutes; writes gpu-check.json and gpu-check.md (and each step's log, the run) into GPU_CHECK_DIR;
 # exit 2 at once without a GPU.
 GPU_CHECK_DIR ?= gpu-check
+# It installs nothing (a GPU node may have been installed with MPI=system): the GPU venv's bin, then
+# the caller's PATH, so that its mpirun is the one that venv was built with.
 gpu-check:
-	@$(MAKE) --no-print-directory install GPU=cuda VENV=$(GPU_VENV)
-	$(abspath $(GPU_VENV))/bin/python -m aiperf_mpi.gpucheck --out $(GPU_CHECK_DIR) $(ARGS)
+	@test -f $(GPU_VENV)/.aiperf-stamps/package || \
+	  { echo "make: no GPU venv in $(GPU_VENV): run 'make install GPU=cuda' first (docs/install.md)" >&2; exit 2; }
+	PATH=$(abspath $(GPU_VENV))/bin:$(CALLER_PATH) $(abspath $(GPU_VENV))/bin/python -m aiperf_mpi.gpucheck \
+	  --out $(GPU_CHECK_DIR) $(ARGS)
 
 bench: install
 	$(PY) -m benchmarks

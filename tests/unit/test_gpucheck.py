@@ -37,12 +37,12 @@ def test_without_a_gpu_the_command_stops_at_once_with_one_line_and_exit_2(tmp_pa
     assert not out.exists()  # nothing written
 
 
-def test_the_make_target_passes_the_exit_status_through() -> None:
-    """`make gpu-check` runs the module in the GPU venv; its recipe line is what the user gets."""
+def test_the_make_target_runs_the_module_in_the_gpu_venv() -> None:
+    """`make gpu-check` runs the module with the GPU venv's Python, into GPU_CHECK_DIR."""
     dry = subprocess.run(["make", "-n", "--no-print-directory", "gpu-check", "GPU_CHECK_DIR=/tmp/x"],
                          capture_output=True, text=True, timeout=60, cwd=ROOT)  # fmt: skip
     assert dry.returncode == 0, dry.stderr
-    assert "/.venv-gpu/bin/python -m aiperf_mpi.gpucheck --out /tmp/x" in dry.stdout
+    assert "/.venv-gpu/bin/python -m aiperf_mpi.gpucheck" in dry.stdout and "--out /tmp/x" in dry.stdout
 
 
 def test_nvidia_gpus_are_counted_from_the_drivers_proc_entries(tmp_path) -> None:
