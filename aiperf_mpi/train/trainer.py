@@ -298,10 +298,15 @@ class GroupTrainer:
         peak = config.base_lr * global_batch / 256.0
         schedule = _WarmupSchedule(peak, int(config.warmup_epochs * steps))
         optimizer = make_optimizer(config.precision, schedule, config.momentum)
+        # its slots (momentum) made now: created inside the first step instead, they make tf.function trace the
+        # whole step twice (the variable-creation protocol), seconds per model
+        optimizer.build(model.trainable_variables)
         from_logits = tuned.nodes[output_node(tuned)]["type"] != "softmax"
         loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=from_logits)
         train_step = self._make_step(model, optimizer, loss_fn)
-        evaluate = tf.function(lambda x: model(x, training=False))
+        # any batch size: one trace serves the full batches and the short last one
+        evaluate = tf.function(lambda x: model(x, training=False), reduce_retracing=True,
+                               input_signature=[tf.TensorSpec([None, *model.input_shape[1:]], model.input.dtype)])
         initial = self._validate(evaluate, batch)[0] if evaluate_first else None
 
         limit = max_epochs or config.max_epochs
