@@ -21,6 +21,7 @@ BENCHMARKS = {
     "trainer": "Trainer against Keras model.fit, compiled alike (ResNet-50 32×32, batch 64)",
     "xla": "XLA against tf.function on CPU: training efficiency per shape",
     "threads": "TensorFlow's threads, ranks, batch and precision on CPU: training efficiency",
+    "prepare": "A new model's first step, and preparing the next model while one trains (CPU)",
     "master": "The master against simulated groups",
     "report": "The run report on a 10,000-model, 500,000-epoch log",
 }

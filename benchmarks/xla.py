@@ -24,7 +24,7 @@ from aiperf_mpi.search.hpo import HParams
 from aiperf_mpi.train.peak import measure_peak
 from aiperf_mpi.train.trainer import GroupTrainer, TrainConfig
 
-SHAPES = ((32, 64, 12), (224, 32, 2))
+SHAPES = ((32, 64, 12), (64, 64, 6), (224, 32, 2))
 """(image size, batch, steps per epoch); AIPERF_BENCH_XLA_SHAPES='32:64:12,64:64:6' overrides"""
 
 

@@ -1,0 +1,121 @@
+"""What a new model costs before it trains, and whether a CPU node can prepare the next one while training.
+
+ResNet-50 at 32×32×3, batch 32, fp32, one process with TensorFlow's default
+threads (the whole machine), synthetic tensors.  Two measurements:
+
+* **First step of a new model** (trace + graph optimisation + one step),
+  with the optimizer's slots created lazily inside the first step (as the
+  trainer did) against built beforehand (as it does now: created inside,
+  they make ``tf.function`` trace the step twice).  :data:`ROUNDS` fresh
+  models each, in turns.
+* **Preparing the next model while the current one trains** (issue 13:
+  "on CPU-only nodes, measure and decide"): a thread builds and traces a new
+  model and runs its first step while the main thread keeps training the
+  current one; the time both took together against the same work done one
+  after the other (steps at the rate measured alone, then the preparation
+  alone).  A saving near zero or below means the preparation only takes the
+  training's cores.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+
+import keras
+import tensorflow as tf
+
+from aiperf_mpi.graph.seeds import resnet50
+from aiperf_mpi.train.keras_model import build_keras_model
+from aiperf_mpi.train.trainer import make_optimizer
+
+BATCH = 32
+ROUNDS = 3
+
+
+def _new_model(prebuild: bool):
+    """A fresh model's training step, after its first call; (step, seconds of the first call, traces)."""
+    x, y = tf.random.uniform((BATCH, 32, 32, 3)), tf.zeros((BATCH,), tf.int32)
+    model = build_keras_model(resnet50(32, 3, 10), dtype="float32")
+    optimizer = make_optimizer("fp32", 0.01, 0.9)
+    variables = model.trainable_variables
+    loss_fn = keras.losses.SparseCategoricalCrossentropy()
+    if prebuild:
+        optimizer.build(variables)
+
+    @tf.function
+    def step(a, b):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(b, model(a, training=True))
+        optimizer.apply(tape.gradient(loss, variables), variables)
+        return loss
+
+    started = time.perf_counter()
+    float(step(x, y))
+    return step, time.perf_counter() - started, step.experimental_get_tracing_count()
+
+
+def run() -> str:
+    x, y = tf.random.uniform((BATCH, 32, 32, 3)), tf.zeros((BATCH,), tf.int32)
+    first: dict[bool, list[float]] = {False: [], True: []}
+    traces: dict[bool, int] = {}
+    for _ in range(ROUNDS):
+        for prebuild in (False, True):
+            _, seconds, count = _new_model(prebuild)
+            first[prebuild].append(seconds)
+            traces[prebuild] = count
+    current, _, _ = _new_model(True)
+    for _ in range(3):
+        float(current(x, y))
+    overlap_rows = []
+    for round_ in range(ROUNDS):
+        started = time.perf_counter()
+        _new_model(True)
+        prepare_alone = time.perf_counter() - started
+        started, steps = time.perf_counter(), 0
+        while time.perf_counter() - started < max(prepare_alone, 2.0):
+            float(current(x, y))
+            steps += 1
+        step_alone = (time.perf_counter() - started) / steps
+        done = threading.Event()
+        thread = threading.Thread(target=lambda done=done: (_new_model(True), done.set()))
+        started, steps = time.perf_counter(), 0
+        thread.start()
+        while not done.is_set():
+            float(current(x, y))
+            steps += 1
+        together = time.perf_counter() - started
+        thread.join()
+        serial = steps * step_alone + prepare_alone
+        overlap_rows.append((round_ + 1, prepare_alone, step_alone, steps, together, serial))
+    lines = [
+        "| optimizer slots | traces of the step | first step of a new model (median, min–max) |",
+        "|---|---|---|",
+    ]
+    for prebuild, label in ((False, "created in the first step (before)"), (True, "built before it (now)")):
+        times = first[prebuild]
+        lines.append(f"| {label} | {traces[prebuild]} | {statistics.median(times):.2f} s "
+                     f"({min(times):.2f}–{max(times):.2f}) |")  # fmt: skip
+    saving = statistics.median(first[False]) - statistics.median(first[True])
+    lines += [
+        "",
+        f"Building the slots first saves {saving:.2f} s per new model (median of {ROUNDS} in turns).",
+        "",
+        "| round | preparing alone | a training step alone | both at once: steps, seconds | the same one after the "
+        "other | saved |",
+        "|---|---|---|---|---|---|",
+    ]
+    for number, prepare_alone, step_alone, steps, together, serial in overlap_rows:
+        lines.append(f"| {number} | {prepare_alone:.2f} s | {step_alone:.3f} s | {steps}, {together:.2f} s | "
+                     f"{serial:.2f} s | {serial - together:+.2f} s |")  # fmt: skip
+    saved = statistics.median(r[5] - r[4] for r in overlap_rows)
+    preparation = statistics.median(r[1] for r in overlap_rows)
+    lines += [
+        "",
+        f"Preparing the next model beside the training saves {saved:+.2f} s (median) of a {preparation:.2f} s "
+        "preparation: on a node whose cores all train, the preparation takes the training's cores, and in a group "
+        "a slowed leader holds every rank at the next all-reduce. Decision: CPU nodes prepare after the model ends "
+        "(as now). On GPU nodes the preparation would run on host cores the GPU does not need; not measured here.",
+    ]
+    return "\n".join(lines)
