@@ -1,22 +1,24 @@
 """MLPerf-style ``:::MLLOG`` lines, written with the ``mlperf-logging`` package.
 
-Each writer has its own ``MLLogger`` (not the package's global one), on a
-dedicated Python logger that writes only to ``RUN_DIR/mllog.log`` (not to
-the console), from the master alone.
+The lines are mlperf-logging's (``:::MLLOG {json}``, its key names and
+event types; its own parser reads them in the tests), composed here and
+written to ``RUN_DIR/mllog.log`` only (not the console), by the master alone.
 """
 
 from __future__ import annotations
 
-import logging
+import json
 import os
 import time
 from pathlib import Path
 
 from mlperf_logging.mllog import constants
-from mlperf_logging.mllog.mllog import MLLogger
 
 MLLOG_FILE = "mllog.log"
 CUT_FILE = MLLOG_FILE + ".cut-{segment}"
+EVENT_TYPES = {"start": constants.INTERVAL_START, "end": constants.INTERVAL_END, "event": constants.POINT_IN_TIME}
+"""mlperf-logging's event types: what its ``start``, ``end`` and ``event`` write"""
+FLUSH_SECONDS = 1.0
 
 
 def repair_tail(run_dir: Path, segment: int) -> int:
@@ -65,28 +67,36 @@ class MLLogWriter:
     """
 
     def __init__(self, run_dir: Path) -> None:
-        logger = logging.getLogger("aiperf_mpi.mllog")
-        logger.propagate = False
-        logger.setLevel(logging.INFO)
-        for handler in list(logger.handlers):
-            logger.removeHandler(handler)
-            handler.close()
-        self._handler = logging.FileHandler(Path(run_dir) / MLLOG_FILE, encoding="utf-8")
-        logger.addHandler(self._handler)
-        # a logger of our own, not the package's global one (mllog.config refuses to be set twice in a process)
-        self.logger = MLLogger(logger=logger, default_stack_offset=3)
+        # lines are composed here, in mlperf-logging's format and with its key names, not through its
+        # MLLogger: that costs 33 µs a line (a LogRecord, the caller's frame, a flush per line) against 3 µs,
+        # and at 65,536 groups the master writes thousands of lines a second (BENCHMARKS.md, bench master)
+        self._file = open(Path(run_dir) / MLLOG_FILE, "a", encoding="utf-8")  # closed in close()
         self._last_ms = 0
         """the latest ``time_ms`` written: no line goes before it"""
+        self._flushed = time.monotonic()
 
     def _write(self, kind: str, key: str, when: float, value: object = None, metadata: dict | None = None) -> None:
-        """One line at Unix time ``when`` (seconds), held at the last line's time if earlier."""
+        """One line at Unix time ``when`` (seconds), held at the last line's time if earlier.
+
+        Flushed to the OS at most once a second (and at the run's start and stop): the event log is
+        the record that is synced per epoch; a kill loses at most a second of these lines.
+        """
         event_ms = int(when * 1000)
         meta = dict(metadata or {})
         if event_ms < self._last_ms:
             meta["event_time_ms"] = event_ms
         self._last_ms = max(self._last_ms, event_ms)
-        log = {"start": self.logger.start, "end": self.logger.end, "event": self.logger.event}[kind]
-        log(key=key, value=value, time_ms=self._last_ms, metadata=meta)
+        line = {"namespace": "", "time_ms": self._last_ms, "event_type": EVENT_TYPES[kind], "key": key,
+                "value": value, "metadata": meta}  # fmt: skip
+        self._file.write(":::MLLOG " + json.dumps(line) + "\n")
+        now = time.monotonic()
+        if now - self._flushed >= FLUSH_SECONDS:
+            self._file.flush()
+            self._flushed = now
+
+    def flush(self) -> None:
+        self._file.flush()
+        self._flushed = time.monotonic()
 
     def staging(self, report: dict) -> None:
         """A node's data staging, before the run starts (not part of the run's time)."""
@@ -107,6 +117,7 @@ class MLLogWriter:
                     metadata={"per": "256 samples of global batch"})  # fmt: skip
         self._write("event", constants.OPT_LR_WARMUP_EPOCHS, when, config["warmup_epochs"])
         self._write("start", constants.RUN_START, when, metadata={"segment": segment})
+        self.flush()
 
     def epoch_start(self, task: int, epoch: int, when: float, global_batch: int) -> None:
         """An epoch began on its group; its task's batch is logged before the task's first epoch."""
@@ -125,7 +136,7 @@ class MLLogWriter:
     def run_stop(self, reason: str, when: float) -> None:
         """``run_stop`` at the time of the event log's ``run_stop``."""
         self._write("end", constants.RUN_STOP, when, metadata={"status": "success", "reason": reason})
-        self._handler.flush()
+        self.flush()
 
     def close(self) -> None:
-        self._handler.close()
+        self._file.close()
