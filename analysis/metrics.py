@@ -66,13 +66,15 @@ class GroupTime:
     """(start, end) of each search that proposed a model for this group"""
     setup: tuple[np.ndarray, np.ndarray]
     """from a model's proposal to its first epoch (build, weight transfer, compile) or its failure"""
+    given_up: tuple[np.ndarray, np.ndarray]
+    """from a model's proposal to its end, for a model that ended with no epoch: given up at the time limit"""
     failures: np.ndarray
     """active times of this group's failed tasks"""
     compile: tuple[np.ndarray, np.ndarray]
     """(start, end) of each epoch's compilation, drawn at the epoch's start (where a new model traces)"""
     idle_start: np.ndarray
     idle_end: np.ndarray
-    """holes longer than :data:`IDLE_GAP_MIN_SECONDS` in epochs ∪ searches ∪ set-ups"""
+    """holes longer than :data:`IDLE_GAP_MIN_SECONDS` in epochs ∪ searches ∪ set-ups ∪ models given up"""
     models: int = 0
     epochs: int = 0
 
@@ -107,8 +109,10 @@ def group_times(run: RunLog, active_time: float) -> list[GroupTime]:
     setup_end = np.array(
         [first_start.get(p.task, np.nan) for p in proposals], dtype=float
     )  # active already (from the epochs)
-    setup_fail = run.active(np.array([failed_at.get(p.task, np.nan) for p in proposals], dtype=float))
-    setup_end = np.where(np.isnan(setup_end), setup_fail, setup_end)
+    setup_end = np.where(np.isnan(setup_end), _active_or_nan(run, failed_at, proposals), setup_end)
+    # a model that ended with no epoch (given up at the time limit, a few steps into its first): a span of its own
+    no_epoch = np.isnan(setup_end)
+    given_up_end = np.where(no_epoch, _active_or_nan(run, {m.task: m.time for m in run.models}, proposals), np.nan)
     proposal_group = np.array([p.group for p in proposals], dtype=int)
     failure_group = np.array([f.group for f in run.failures], dtype=int)
     model_groups = np.array([m.group for m in run.models], dtype=int)
@@ -123,9 +127,12 @@ def group_times(run: RunLog, active_time: float) -> list[GroupTime]:
         u_start, u_end = proposed[p_mine], setup_end[p_mine]
         has_setup = ~np.isnan(u_end) & (u_end > u_start)
         u_start, u_end = u_start[has_setup], u_end[has_setup]
+        g_start, g_end = proposed[p_mine], given_up_end[p_mine]
+        was_given_up = ~np.isnan(g_end) & (g_end > g_start)
+        g_start, g_end = g_start[was_given_up], g_end[was_given_up]
         covered = union(
-            np.concatenate((start[mine], s_start, u_start)),
-            np.concatenate((end[mine], s_end, u_end)),
+            np.concatenate((start[mine], s_start, u_start, g_start)),
+            np.concatenate((end[mine], s_end, u_end, g_end)),
             gap=IDLE_GAP_MIN_SECONDS,
         )
         idle_start, idle_end = gaps(*covered, 0.0, active_time)
@@ -138,6 +145,7 @@ def group_times(run: RunLog, active_time: float) -> list[GroupTime]:
                 epoch_task=task_col[mine],
                 search=(s_start, s_end),
                 setup=(u_start, u_end),
+                given_up=(g_start, g_end),
                 failures=failure_times[failure_group == group],
                 compile=(start[mine][traced[mine]], start[mine][traced[mine]] + compiling[mine][traced[mine]]),
                 idle_start=idle_start[long_enough],
@@ -147,6 +155,16 @@ def group_times(run: RunLog, active_time: float) -> list[GroupTime]:
             )
         )
     return result
+
+
+def _active_or_nan(run: RunLog, wall_by_task: dict[int, float], proposals: list) -> np.ndarray:
+    """Each proposal's task's time in ``wall_by_task`` on the active axis; NaN where it has none.
+
+    (The active axis maps a missing time to 0, which would hide the span.)
+    """
+    wall = np.array([wall_by_task.get(p.task, np.nan) for p in proposals], dtype=float)
+    known = ~np.isnan(wall)
+    return np.where(known, run.active(np.where(known, wall, 0.0)), np.nan)
 
 
 @dataclass
@@ -162,6 +180,7 @@ class TimeSplit:
     search: float
     setup: float
     idle: float
+    given_up: float = 0.0
 
     def rows(self) -> list[tuple[str, float, str]]:
         """(category, group-seconds, what it is) for a table."""
@@ -174,7 +193,9 @@ class TimeSplit:
             ("other, within epochs", self.other_in_epochs, "epoch wall time not in the four above"),
             ("search", self.search, "leaders generating the next model (network morphism + tuner), on CPUs"),
             ("set-up", self.setup, "from a model's proposal to its first epoch: build, weight transfer, compile"),
-            ("idle", self.idle, f"no epoch, search or set-up (holes > {IDLE_GAP_MIN_SECONDS:g} s)"),
+            ("given up at the time limit", self.given_up, "models that ended with no epoch: a first epoch judged "
+             "after a few steps to end after the time limit, or a Stop before it began"),
+            ("idle", self.idle, f"no epoch, search, set-up or model given up (holes > {IDLE_GAP_MIN_SECONDS:g} s)"),
         ]
 
     def share(self, seconds: float) -> float:
@@ -191,8 +212,10 @@ def time_split(run: RunLog, groups: list[GroupTime], active_time: float) -> Time
     other = max(0.0, float(np.nansum(duration)) - compute - evaluation - data_wait - compiling)
     search = float(sum(float(np.sum(g.search[1] - g.search[0])) for g in groups))
     setup = float(sum(float(np.sum(g.setup[1] - g.setup[0])) for g in groups))
+    given_up = float(sum(float(np.sum(g.given_up[1] - g.given_up[0])) for g in groups))
     idle = float(sum(g.idle for g in groups))
-    return TimeSplit(len(groups) * active_time, compute, evaluation, data_wait, compiling, other, search, setup, idle)
+    return TimeSplit(len(groups) * active_time, compute, evaluation, data_wait, compiling, other, search, setup, idle,
+                     given_up)  # fmt: skip
 
 
 @dataclass

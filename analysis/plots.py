@@ -34,7 +34,7 @@ TASK_LABELS = 60
 MAX_POINTS = 5_000
 """scatter plots keep at most this many points (evenly thinned)"""
 COLOURS = MappingProxyType({
-    "epoch": ("#1f77b4", "#6baed6"), "search": "#ff7f0e", "setup": "#969696", "idle": "#f4c7c3",
+    "epoch": ("#1f77b4", "#6baed6"), "search": "#ff7f0e", "setup": "#969696", "given_up": "#8c564b", "idle": "#f4c7c3",
     "failure": "#d62728", "score": "#1f77b4", "regulated": "#2ca02c", "compile": "#9467bd",
 })  # fmt: skip
 
@@ -250,6 +250,8 @@ def plot_timeline(groups: list[GroupTime], active_time: float, boundaries: list[
         search_label = label("search (CPU)") if len(g.search[0]) else None
         _bars(ax, *g.search, row, pixel, unit, COLOURS["search"], 0.8, search_label)
         _bars(ax, *g.setup, row, pixel, unit, COLOURS["setup"], 0.8, label("set-up") if len(g.setup[0]) else None)
+        _bars(ax, *g.given_up, row, pixel, unit, COLOURS["given_up"], 0.8,
+              label("given up at the time limit") if len(g.given_up[0]) else None)  # fmt: skip
         ordinal = np.unique(g.epoch_task, return_inverse=True)[1].reshape(-1)  # the group's 1st, 2nd, … model
         for parity in (0, 1):
             mine = (ordinal % 2) == parity

@@ -158,9 +158,9 @@ class _Builder:
                                f"evaluation {percent(split.share(split.evaluation))}, "
                                f"data wait {percent(split.share(split.data_wait))}, "
                                f"compilation {percent(split.share(split.compile))})"],
-            ["time in search / set-up / idle",
+            ["time in search / set-up / given up at the time limit / idle",
              f"{percent(split.share(split.search))} / {percent(split.share(split.setup))} / "
-             f"{percent(split.share(split.idle))}"],
+             f"{percent(split.share(split.given_up))} / {percent(split.share(split.idle))}"],
             ["data staging", "none logged" if s.staging_seconds is None
              else f"{duration(s.staging_seconds)} (slowest node; {si(sum(x.get('bytes', 0) for x in run.staging), 'B')}"
                   f" on {len(run.staging)} node(s))"],
@@ -236,7 +236,8 @@ class _Builder:
         self.doc.paragraph(
             f"What each group's ranks did, on the active time axis ({drawn}): epochs, the leader's search for the "
             "next model (CPU only: the accelerators wait), the set-up of a proposed model before its first epoch, "
-            f"failed models, and idle gaps longer than {IDLE_GAP_MIN_SECONDS:g} s.  Dashed lines mark resumed segments."
+            "models given up at the time limit (no epoch ended), failed models, and idle gaps longer than "
+            f"{IDLE_GAP_MIN_SECONDS:g} s.  Dashed lines mark resumed segments."
         )
         self.doc.image(path, "timeline per group")
         if not groups:

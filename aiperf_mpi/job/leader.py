@@ -68,6 +68,9 @@ class Task:
     parent_weights: str = ""
     max_epochs: int | None = None
     """a warm-up round's shorter limit (``--warmup-epochs``); None: the run's ``max_epochs``"""
+    deadline: float | None = None
+    """the run's time limit on the leader's ``time.monotonic()`` (None: none given); the group's first rank,
+    the leader's process, reads it: no epoch is begun, nor a first epoch finished, that would end after it"""
 
 
 @dataclass
@@ -175,16 +178,24 @@ class Leader:
             parent_weights = self.view[proposal.parent].weights
         brief = work.round <= WARMUP_ROUNDS and self.config.warmup_epochs > 0
         limit = min(self.config.warmup_epochs, self.config.max_epochs) if brief else None
+        deadline = None if work.seconds_left is None else time.monotonic() + work.seconds_left
         task = Task(work.task_id, work.round, proposal.graph_json, proposal.hparams, proposal.parent, proposal.plan,
-                    parent_weights, limit)  # fmt: skip
+                    parent_weights, limit, deadline)  # fmt: skip
+
+        last_epoch: list[float] = []  # the task's latest epoch, in seconds, tracing and compilation left out
 
         def report_epoch(epoch: dict, task_id: int = work.task_id) -> None:
+            last_epoch[:] = [max(0.0, epoch["end"] - epoch["start"] - epoch.get("compile", 0.0))]
             self.channel.send(EpochDone(task_id, epoch))
 
         def report_start(epoch: int, started: float, global_batch: int, task_id: int = work.task_id) -> None:
             self.channel.send(EpochStarted(task_id, epoch, started, global_batch))
 
-        return task, self.runner.run(task, report_epoch, self.should_stop, on_epoch_start=report_start)
+        def should_stop() -> bool:
+            """Stop asked for, or the next epoch, as long as the last, would end after the time limit."""
+            return self.should_stop() or epoch_would_overrun(deadline, last_epoch, time.monotonic())
+
+        return task, self.runner.run(task, report_epoch, should_stop, on_epoch_start=report_start)
 
     def report(self, work: Work, proposal: _Proposal, task: Task, outcome: Outcome) -> None:
         """Tell the tuner and the master how the task ended (Failed or Result)."""
@@ -214,6 +225,18 @@ class Leader:
         self.channel.send(Result(work.task_id, parent, graph_json, hparams.to_dict(), outcome.epochs, accuracy,
                                  predicted, ops, timings, proposal.description, outcome.stop_reason,
                                  outcome.weights_file, proposal.info))  # fmt: skip
+
+
+def epoch_would_overrun(deadline: float | None, last_epoch: list[float], now: float) -> bool:
+    """Whether an epoch begun ``now`` would end after ``deadline``, if it lasts as long as the task's last one.
+
+    An epoch still running at the time limit finishes in the grace period
+    while every other group waits (the run's active time grows by it, and
+    ``make run`` by up to its length) or, past the grace, is lost.  The
+    task's first epoch is not judged here: the master hands out a model
+    only while one fits (:meth:`~aiperf_mpi.job.master.Master._next`).
+    """
+    return deadline is not None and bool(last_epoch) and now + last_epoch[0] > deadline
 
 
 @dataclass

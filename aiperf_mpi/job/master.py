@@ -62,6 +62,11 @@ class GroupState:
     host: str = ""
     has_dictionary: bool = False
     """the wire records' compression dictionary was sent to this group"""
+    handed_out: float = 0.0
+    """the master's clock when this group's current Work left"""
+    first_epoch_cost: float | None = None
+    """seconds from this group's latest Work to its first completed epoch (search, build, trace, the epoch):
+    what a new model costs before it adds any operations; None until one was measured"""
 
 
 @dataclass
@@ -95,6 +100,8 @@ class Master:
     duplicates: int = 0
     """proposals answered Duplicate"""
     stopped_groups: int = 0
+    early_stops: int = 0
+    """groups stopped before the time limit because a new model's first epoch could not end by it"""
     retention: Retention = field(init=False)
 
     def __post_init__(self) -> None:
@@ -154,7 +161,7 @@ class Master:
             elif self.config.max_models and len(self.history) >= self.config.max_models:
                 self._begin_stop("max models")
             elif self.stopped_groups == self.groups and not self.tasks:
-                self._begin_stop("max models")
+                self._begin_stop("time limit" if self.early_stops else "max models")
         if not self.stopping or self._stops_sent:
             return []
         self._stops_sent = True  # one walk over the groups, once per run
@@ -218,14 +225,23 @@ class Master:
             if state.stopped:
                 return []
             return [(state.index, self._stop(state, self.stopping or "max models"))]
+        now = self.clock()
+        seconds_left = self.config.time_limit - (now - self.started)
+        if state.first_epoch_cost is not None and seconds_left < state.first_epoch_cost:
+            # a model handed out now would end its first epoch after the time limit: the run would wait for it
+            # in the grace period (every other group idle) or lose it; the group stops here instead
+            self.early_stops += 1
+            return [(state.index, self._stop(state, "time limit: no new model's first epoch fits before it"))]
         update = self._update(state)
         self.retention.refer(state.index, self._candidates)
         state.rounds += 1
         task = self.next_task
         self.next_task += 1
         state.task = task
+        state.handed_out = now
         self.tasks[task] = state.index
-        return [(state.index, Work(task, update, state.rounds, seed_model=not self.history.trained))]
+        return [(state.index, Work(task, update, state.rounds, seed_model=not self.history.trained,
+                                   seconds_left=seconds_left))]  # fmt: skip
 
     def _task_ended(self, state: GroupState) -> None:
         if state.task is not None:
@@ -265,6 +281,9 @@ class Master:
 
     def _epoch(self, group: int, message: EpochDone) -> None:
         epoch = message.epoch
+        state = self.state[group]
+        if message.task_id == state.task and epoch.get("epoch") == 1:
+            state.first_epoch_cost = self.clock() - state.handed_out
         self.log.write(runlog.EPOCH, sync=True, task=message.task_id, group=group, **epoch)
         self.ops_done += int(epoch["ops"])
         self.epochs_done += 1
@@ -321,6 +340,8 @@ class Master:
         return (
             f"[{_clock(elapsed)}] models {self.history.trained} done, {self.failed} failed, "
             f"{self.running} running | epochs {self.epochs_done} | OPS {rate / 1e9:.3f} G/s | best accuracy {best}"
+            + (f" | {self.early_stops} group(s) done: no new model fits before the time limit"
+               if self.early_stops and not self.stopping else "")
             + (f" | stopping: {self.stopping}" if self.stopping else "")
         )
 

@@ -35,6 +35,9 @@ class Work:
     round: int
     seed_model: bool = False
     """no trained model exists yet: train the seed architecture"""
+    seconds_left: float | None = None
+    """seconds to the time limit when the master sent this (its clock): the leader starts no epoch of the
+    task that it expects to end after the limit; None: no such limit"""
 
 
 @dataclass(frozen=True)

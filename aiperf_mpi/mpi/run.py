@@ -322,7 +322,7 @@ def _run_master(comm, layout, config, prepared, run_dir, system, stop_flag, stag
     reason = master.stopping or "done"
     discarded = master.busy
     stopped = log.write(runlog.RUN_STOP, sync=True, reason=reason, discarded_tasks=discarded,
-                        segment=prepared.segment)  # fmt: skip
+                        segment=prepared.segment, groups_stopped_early=master.early_stops)  # fmt: skip
     mllog.run_stop(reason, stopped[runlog.TIME])
     score = score_run(run_dir)
     log.write(runlog.SCORE, sync=True, **{k: v for k, v in score.to_dict().items() if k != "grid"})

@@ -53,6 +53,7 @@ OPTIONAL: dict[str, dict[str, object]] = {
     "model_proposed": {"graph_sha256": STR},
     "epoch": {"compile": NUM, "xla": BOOL},
     "model_failed": {"graph_hash": (STR, NULL)},
+    "run_stop": {"groups_stopped_early": INT},
 }
 """fields some events carry (newer than the first logs, or only in some runs): typed when present"""
 

@@ -8,6 +8,7 @@ counted as trained are exactly ``steps × batch × group size``.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,6 +42,10 @@ class Shard:
     def steps(self, batch: int) -> int:
         """Training steps per epoch, identical on every rank of the group."""
         return (self.source.sizes["train"] // self.size) // batch
+
+    def validation_batches(self, batch: int) -> int:
+        """This rank's validation batches (about: the split's ranks may differ by a sample)."""
+        return math.ceil(self.source.sizes.get("validation", 0) / self.size / batch)
 
     def train(self, batch: int, seed: int, epoch: int) -> tf.data.Dataset:
         """Exactly :meth:`steps` batches of ``batch``, shuffled by (seed, epoch, rank)."""

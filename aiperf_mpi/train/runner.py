@@ -74,7 +74,8 @@ class GroupRunner:
 
         try:
             result = self.trainer.train(from_json(task.graph), task.hparams, parent, collect, should_stop,
-                                        max_epochs=task.max_epochs, on_epoch_start=on_epoch_start)  # fmt: skip
+                                        max_epochs=task.max_epochs, on_epoch_start=on_epoch_start,
+                                        deadline=task.deadline if self.comm.Get_rank() == 0 else None)  # fmt: skip
         except TrialFailed as failed:
             return Outcome(epochs, "failed", failure=failed.to_dict(), timings={"train": time.monotonic() - started})
         weights_file = ""

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import socket
+import statistics
 import time
 import traceback
 from collections.abc import Callable
@@ -121,6 +122,32 @@ class TrainConfig:
                    base_lr=config.base_lr, precision=config.precision, seed=config.seed,
                    xla=xla_enabled(config.xla, accelerator),
                    device_prefetch=device_prefetch_enabled(config.device_prefetch, accelerator))  # fmt: skip
+
+
+PROBE_STEPS = 4
+"""a new model's first epoch is judged against the deadline after this many steps: the first traces, the
+next three give its step time"""
+
+
+class _OutOfTime(Exception):
+    """A new model's first epoch would end after the run's time limit: the group gives the model up."""
+
+
+def _epoch_ends_late(deadline: float | None, step_seconds: list[float], steps_left: int,
+                     validation_batches: int) -> bool:  # fmt: skip
+    """Whether the epoch, ``steps_left`` steps and a validation from its end, would end after ``deadline``.
+
+    A step's time is the median of those measured (without the first, which
+    traced); a validation batch is costed at a third of a training step (a
+    forward pass of the same batch).  Without this, a model handed out just
+    before the limit with a slower batch or kernel than the last (seen:
+    batch 16 and kernel 7 after batch 64, 84 s against 17 s) trains its
+    first epoch into the grace period while every other group waits.
+    """
+    if deadline is None or not step_seconds:
+        return False
+    step = statistics.median(step_seconds)
+    return time.monotonic() + step * (steps_left + validation_batches / 3) > deadline
 
 
 @dataclass
@@ -229,6 +256,7 @@ class GroupTrainer:
         max_epochs: int | None = None,
         evaluate_first: bool = False,
         on_epoch_start: Callable[[int, float, int], None] | None = None,
+        deadline: float | None = None,
     ) -> TrialResult:
         """Train ``graph`` with ``hparams``; raise :class:`TrialFailed` if the trial fails.
 
@@ -237,11 +265,15 @@ class GroupTrainer:
         its answer is taken from the group's first rank, so all ranks stop
         together.  ``on_epoch_start(epoch, start, global_batch)`` is called as
         each epoch begins, with the ``start`` its result will carry (the
-        leader tells the master, for MLLOG's ``epoch_start``).
+        leader tells the master, for MLLOG's ``epoch_start``).  ``deadline``
+        (``time.monotonic()`` on the group's first rank, the only one that
+        reads it) is when the run's time limit falls: a few steps into the
+        first epoch, the group gives the model up (stop reason ``time limit``,
+        no epoch) if that epoch would end after it (:data:`PROBE_STEPS`).
         """
         try:
             return self._train(graph, hparams, parent, on_epoch, should_stop, max_epochs, evaluate_first,
-                               on_epoch_start)  # fmt: skip
+                               on_epoch_start, deadline)  # fmt: skip
         except TrialFailed:
             raise
         except Exception as exc:  # agree with the group, then fail the trial everywhere
@@ -281,7 +313,7 @@ class GroupTrainer:
         self._agree(failure, timeout=self.config.agree_timeout)
 
     def _train(self, graph, hparams, parent, on_epoch, should_stop, max_epochs, evaluate_first,
-               on_epoch_start=None) -> TrialResult:
+               on_epoch_start=None, deadline=None) -> TrialResult:
         config = self.config
         tuned = with_kernel_size(graph, hparams.kernel_size)
         counts = count_ops(tuned)
@@ -317,7 +349,12 @@ class GroupTrainer:
             if should_stop is not None and self.comm.bcast(bool(should_stop()), root=0):
                 reason = "time limit"
                 break
-            result = self._epoch(epoch, model, train_step, evaluate, optimizer, counts, batch, steps, on_epoch_start)
+            try:
+                result = self._epoch(epoch, model, train_step, evaluate, optimizer, counts, batch, steps,
+                                     on_epoch_start, deadline, probe=epoch == 1)  # fmt: skip
+            except _OutOfTime:
+                reason = "time limit"
+                break
             epochs.append(result)
             if on_epoch is not None:
                 on_epoch(result)
@@ -406,7 +443,7 @@ class GroupTrainer:
         return float(totals[0]) / max(int(totals[1]), 1), int(totals[1]), tracing
 
     def _epoch(self, epoch, model, train_step, evaluate, optimizer, counts, batch, steps,
-               on_start=None) -> EpochResult:
+               on_start=None, deadline=None, probe=False) -> EpochResult:
         start = time.time()
         if on_start is not None:
             on_start(epoch, start, batch * self.size)
@@ -414,7 +451,16 @@ class GroupTrainer:
         losses = []
         iterator = iter(self.shard.train(batch, self.config.seed, epoch))
         compiling = 0.0
-        for _ in range(steps):
+        # every rank reaches the broadcast (only the first knows the deadline); a model's later epochs are judged
+        # before they begin (the leader's should_stop), this one once its step time is known
+        probe_at = PROBE_STEPS if probe and (deadline is not None or self.size > 1) else -1
+        step_times: list[float] = []
+        for index in range(steps):
+            if index == probe_at and steps > probe_at + 1:  # the same step on every rank: one small broadcast
+                late = self.rank == 0 and _epoch_ends_late(deadline, step_times[1:], steps - index,
+                                                           self.shard.validation_batches(batch))  # fmt: skip
+                if self.comm.bcast(late, root=0):
+                    raise _OutOfTime()
             t0 = time.perf_counter()
             x, y = next(iterator)
             t1 = time.perf_counter()
@@ -422,6 +468,7 @@ class GroupTrainer:
             losses.append(float(train_step(x, y)))
             t2 = time.perf_counter()
             data_wait += t1 - t0
+            step_times.append(t2 - t0)
             if train_step.traces() != traces:  # this step traced (and compiled) the step function
                 compiling += t2 - t1
             else:

@@ -75,3 +75,13 @@ def test_fp16_and_bf16_train(tmp_path) -> None:
     for precision, losses in result["losses"].items():
         assert all(np.isfinite(losses)), (precision, losses)
         assert losses[-1] < losses[0], (precision, losses)
+
+
+def test_a_first_epoch_that_would_end_after_the_deadline_is_given_up_by_the_whole_group(tmp_path) -> None:
+    """Two ranks, the deadline known to the first only: both stop at the same step and the group trains on."""
+    run = run_mpi(2, [SCRIPT, "deadline", small_h5(tmp_path / "small.h5")], timeout=240)
+    assert run.returncode == 0, run.output
+    by_rank = {r["rank"]: r for r in results(run.output)}
+    assert set(by_rank) == {0, 1}, run.output
+    for result in by_rank.values():
+        assert result["late"] == [0, "time limit"] and result["timely"] == [2, "epoch limit"], result

@@ -42,9 +42,10 @@ class FakeRunner:
             return Outcome([], "failed", failure=failure)
         self._check_parent(task, "at start")
         accuracy = synthetic_accuracy(from_json(task.graph))
-        epochs = []
+        epochs, reason = [], "epoch limit"
         for epoch in range(1, min(self.epochs, task.max_epochs or self.epochs) + 1):
             if should_stop():
+                reason = "time limit"  # as the real trainer says
                 break
             start = time.time()
             if on_epoch_start is not None:
@@ -64,7 +65,7 @@ class FakeRunner:
             weights_file = f"weights/task-{task.task_id}.npz"
             (self.run_dir / "weights").mkdir(parents=True, exist_ok=True)
             (self.run_dir / weights_file).write_bytes(b"fake weights of task %d" % task.task_id)
-        return Outcome(epochs, "epoch limit", weights_file, timings={"train": self.epoch_seconds * len(epochs)})
+        return Outcome(epochs, reason, weights_file, timings={"train": self.epoch_seconds * len(epochs)})
 
     def finish(self) -> None:
         pass

@@ -18,7 +18,7 @@ from analysis.logdata import load_run, parse_line
 from analysis.metrics import group_times, load_summary, measured_peak, no_monitor_reason, run_score, time_split
 from analysis.report import write_report
 from tests.support.browser import static_offenders
-from tests.support.event_logs import epoch, known_run, scaled_run, start, write_log
+from tests.support.event_logs import epoch, known_run, model_done, proposed, scaled_run, start, write_log
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 SECTIONS = (
@@ -274,3 +274,23 @@ def test_the_cli_and_write_report_import_neither_tensorflow_nor_mpi(tmp_path) ->
 def test_the_cli_names_a_missing_log(tmp_path, capsys) -> None:
     assert report.main([str(tmp_path / "nothing")]) == 2
     assert "analysis.report: error: no event log at" in capsys.readouterr().err
+
+
+def test_a_model_given_up_at_the_time_limit_and_a_failed_set_up_are_accounted(tmp_path) -> None:
+    """Group 0 trains 5–30, then a model proposed at 40 ends with no epoch at 58 (given up at the time limit);
+    group 1's model fails at 20 before its first epoch (set-up 2–20). Before, both showed as idle."""
+    e1 = epoch(0, 0, 1, 1005, 1030, 600, 0.5, compute=25)
+    given_up = {**model_done(2, 0, 1058, 0.0, []), "model": {**model_done(2, 0, 1058, 0.0, [])["model"],
+                                                            "status": "failed", "accuracy": None}}  # fmt: skip
+    events = [start(1000), proposed(0, 0, 1001, 1.0), proposed(1, 1, 1002, 2.0), e1,
+              model_done(0, 0, 1031, 0.5, [e1]), proposed(2, 0, 1040, 1.0), given_up,
+              {"event": runlog.MODEL_FAILED, "time": 1020, "task": 1, "group": 1, "model": 1, "rank": 3, "host": "h0",
+               "reason": "ResourceExhaustedError: OOM", "traceback": "Traceback ..."},
+              {"event": runlog.RUN_STOP, "time": 1060, "reason": "time limit", "discarded_tasks": [], "segment": 1}]
+    run = load_run(write_log(tmp_path, events))
+    groups = group_times(run, 60.0)
+    assert groups[0].given_up[0].tolist() == [40.0] and groups[0].given_up[1].tolist() == [58.0]
+    assert groups[1].setup[0].tolist() == [2.0] and groups[1].setup[1].tolist() == [20.0]
+    split = time_split(run, groups, 60.0)
+    assert (split.given_up, split.setup) == (18.0, 4.0 + 18.0)
+    assert [g.idle for g in groups] == [9.0 + 2.0, 40.0]  # 30–39 (a search 39–40) and 58–60; 20–60

@@ -15,10 +15,10 @@ from aiperf_mpi.errors import UsageError
 from aiperf_mpi.graph.model import to_json
 from aiperf_mpi.graph.seeds import tiny_resnet
 from aiperf_mpi.job.batchio import do_work
-from aiperf_mpi.job.leader import PROPOSALS, leader_loop
+from aiperf_mpi.job.leader import PROPOSALS, epoch_would_overrun, leader_loop
 from aiperf_mpi.job.local import LocalHub
 from aiperf_mpi.job.master import Master, master_loop
-from aiperf_mpi.job.messages import Accepted, Duplicate, Failed, Proposed, Ready, Result, Stop, Work
+from aiperf_mpi.job.messages import Accepted, Duplicate, EpochDone, Failed, Proposed, Ready, Result, Stop, Work
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.score import score_run
 from aiperf_mpi.search.bayesian import SearchConfig
@@ -96,7 +96,8 @@ def test_every_work_gets_one_result_and_views_agree(tmp_path) -> None:
     records = logged_records(tmp_path)
     bounds = SearchConfig().view_bounds()
     for view in run.views.values():  # each leader holds exactly the view as it was at its Stop
-        assert len(master.history) - 3 <= len(view) <= len(master.history)  # results after its Stop are missing
+        # results after its Stop are missing: a group stopped early (no model fits before the limit) misses more
+        assert 0 < len(view) <= len(master.history)
         assert view.ids() == view_of(records[: len(view)], bounds)
         for model_id in view.ids():
             logged = records[model_id]
@@ -268,3 +269,77 @@ def test_warm_up_rounds_train_briefly_and_feed_the_search_a_prediction(tmp_path)
     assert [len(m["epochs"]) for m in done] == [1, 1, 1, 2, 2]  # the fake runner trains 2 epochs at most
     assert all(m["predicted_accuracy"] is not None for m in done[:3])
     assert all(m["predicted_accuracy"] is None for m in done[3:])
+
+
+# --------------------------------------------------------------------------- the end of the time limit
+
+
+def full_epoch(accuracy: float, start: float = 0.0, end: float = 1.0) -> dict:
+    """A first epoch with every field the log's schema asks for."""
+    return {**epoch_of(accuracy), "start": start, "end": end, "train_loss": 1.0, "ops_train": 1000, "ops_update": 0,
+            "ops_validation": 0, "steps": 1, "train_samples": 1, "validation_samples": 1, "data_wait": 0.0,
+            "compute": 1.0, "evaluation": 0.0, "learning_rate": 0.1}  # fmt: skip
+
+
+def test_no_model_is_handed_out_whose_first_epoch_cannot_end_by_the_time_limit(tmp_path) -> None:
+    """A group that needed 30 s from Work to its first epoch gets no Work with 20 s left: Stop, and the run ends."""
+    now = [0.0]
+    config = RunConfig(time_limit=100, seed_model="tiny", run_dir=str(tmp_path))
+    log = runlog.EventLog(tmp_path)
+    master = Master(config, log, MasterHistory(SearchConfig().view_bounds()), 1, tmp_path, clock=lambda: now[0])
+    [(_, work)] = master.handle(0, Ready(0, 1, "host"))
+    assert work.seconds_left == 100
+    seed = to_json(tiny_resnet())
+    master.handle(0, Proposed(work.task_id, None, seed, {}, "seed"))
+    now[0] = 30.0
+    master.handle(0, EpochDone(work.task_id, full_epoch(0.5, 25.0, 30.0)))
+    assert master.state[0].first_epoch_cost == 30.0
+    now[0] = 60.0  # 40 s left ≥ 30 s: another model
+    [(_, second)] = master.handle(0, result(work.task_id, None, seed, 0.5))
+    assert isinstance(second, Work) and second.seconds_left == 40.0
+    master.handle(0, Proposed(second.task_id, 0, to_json(tiny_resnet(width=12)), {}, "child"))
+    now[0] = 75.0  # its first epoch cost 15 s
+    master.handle(0, EpochDone(second.task_id, full_epoch(0.6)))
+    now[0] = 80.0  # 20 s left ≥ 15 s: one more
+    [(_, third)] = master.handle(0, result(second.task_id, 0, to_json(tiny_resnet(width=12)), 0.6))
+    assert isinstance(third, Work)
+    master.handle(0, Proposed(third.task_id, 0, to_json(tiny_resnet(width=14)), {}, "child"))
+    now[0] = 98.0  # 18 s from Work to its first epoch; 2 s left
+    master.handle(0, EpochDone(third.task_id, full_epoch(0.7)))
+    [(_, stop)] = master.handle(0, result(third.task_id, 0, to_json(tiny_resnet(width=14)), 0.7))
+    assert isinstance(stop, Stop) and "no new model" in stop.reason
+    assert master.tick() == [] and master.stopping == "time limit" and master.done  # before the limit itself
+    assert master.early_stops == 1 and "1 group(s) done" not in master.progress_line()  # the run is stopping
+    log.close()
+
+
+def test_a_leader_starts_no_epoch_that_would_end_after_the_time_limit(tmp_path) -> None:
+    """Epochs of 0.4 s, 1.5 s left: three epochs fit, a fourth would end after the limit and is not begun."""
+    history = MasterHistory(SearchConfig().view_bounds())
+    work = Work(0, history.update(0, with_dictionary=True), round=5, seed_model=True, seconds_left=1.5)
+    channel = ScriptedMaster(work, ["accepted"])
+    config = RunConfig(time_limit=60, seed_model="tiny", run_dir=str(tmp_path))
+    leader_loop(channel, 0, 1, config, tiny_resnet(), FakeRunner(0, epoch_seconds=0.4, epochs=10))
+    [done] = [m for m in channel.sent if isinstance(m, Result)]
+    assert len(done.epochs) == 3 and done.stop_reason == "time limit"
+    assert done.epochs[-1]["end"] - done.epochs[0]["start"] < 1.5
+    channel = ScriptedMaster(Work(0, history.update(0, with_dictionary=True), round=5, seed_model=True), ["accepted"])
+    leader_loop(channel, 0, 1, config, tiny_resnet(), FakeRunner(0, epoch_seconds=0.01, epochs=10))
+    [done] = [m for m in channel.sent if isinstance(m, Result)]
+    assert len(done.epochs) == 10  # no limit given: every epoch
+
+
+def test_epoch_would_overrun() -> None:
+    assert not epoch_would_overrun(None, [5.0], 100.0)  # no limit
+    assert not epoch_would_overrun(110.0, [], 100.0)  # no epoch of this task yet: the master judged the first
+    assert not epoch_would_overrun(110.0, [10.0], 100.0)
+    assert epoch_would_overrun(110.0, [10.5], 100.0)
+
+
+def test_a_short_run_ends_by_its_time_limit_not_after_it(tmp_path) -> None:
+    """Through the real loop: no epoch ends after the limit and the run stops before the limit itself."""
+    run_local(tmp_path, groups=2, time_limit=2.0, slow=(1,), warmup_epochs=0)
+    events = runlog.read_events(tmp_path).events
+    start = next(e for e in events if e["event"] == runlog.RUN_START)[runlog.TIME]
+    ends = [e["end"] - start for e in events if e["event"] == runlog.EPOCH]
+    assert ends and max(ends) <= 2.0 + 0.05  # fake epochs are 0.02 s and 0.1 s: the estimate is near exact

@@ -8,12 +8,15 @@ Usage: train_group.py MODE [ARGS]
   precision H5     two epochs at fp16 (with loss scaling) and at bf16
   nan H5           a trial with a huge learning rate (NaN) must fail on every rank, then a
                    normal trial must succeed on the same group
+  deadline H5      a trial whose deadline (first rank only) passed is given up a few steps into
+                   its first epoch on every rank; then one with an hour left trains every epoch
 """
 
 import hashlib
 import json
 import random
 import sys
+import time
 
 import numpy as np
 from mpi4py import MPI
@@ -47,8 +50,8 @@ def rank_main(comm: MPI.Comm, mode: str, args: list[str]) -> int:
             captured = {}
             original = trainer._epoch
 
-            def epoch_with_checksum(epoch, model, *rest):
-                result = original(epoch, model, *rest)
+            def epoch_with_checksum(epoch, model, *rest, **options):
+                result = original(epoch, model, *rest, **options)
                 captured.setdefault("sums", []).append(checksum(model))
                 return result
 
@@ -90,6 +93,14 @@ def rank_main(comm: MPI.Comm, mode: str, args: list[str]) -> int:
             healthy = GroupTrainer(hvd, comm, source, TrainConfig(max_epochs=1, seed=2))
             result = healthy.train(tiny_resnet(), HParams(16, 3))
             emit(rank=comm.Get_rank(), failed=caught, after=result.epochs[0].train_loss)
+        elif mode == "deadline":
+            source = open_source("hdf5", args[0])
+            trainer = GroupTrainer(hvd, comm, source, TrainConfig(max_epochs=2, seed=4))
+            first = comm.Get_rank() == 0  # the deadline is on the leader's clock: only it reads it
+            late = trainer.train(tiny_resnet(), HParams(16, 3), deadline=time.monotonic() if first else None)
+            timely = trainer.train(tiny_resnet(), HParams(16, 3), deadline=time.monotonic() + 3600 if first else None)
+            emit(rank=comm.Get_rank(), late=[len(late.epochs), late.stop_reason],
+                 timely=[len(timely.epochs), timely.stop_reason])  # fmt: skip
     return 0
 
 
