@@ -173,9 +173,14 @@ RUN_SHAPE := --warmup-epochs 2 --max-epochs 3
 # out-of-band socket to 0.0.0.0 and [::] whatever oob_tcp_if_include says), so
 # jobscripts/loopback-only starts it in a network namespace whose only interface is the
 # loopback (where unprivileged user namespaces are off it runs it as is, and says so).
+# Those flags are Open MPI's: MPICH's launcher (Hydra, `make install MPI=mpich`, or an MPI=system
+# that is not Open MPI) refuses them, runs more ranks than cores as it is and keeps shared memory
+# within a node by itself, so it gets none.  The launcher is asked what it is at run time.
 SINGLE_NODE_MPI := --mca pml ob1 --mca btl self,sm
+OPENMPI_RUN_FLAGS := $(SINGLE_NODE_MPI) --oversubscribe --bind-to none
+RUN_MPI_FLAGS = $(shell $(BIN)/mpirun --version 2>&1 | grep -qiE 'open mpi|open-mpi|openrte' && echo '$(OPENMPI_RUN_FLAGS)')
 run: install
-	jobscripts/loopback-only $(BIN)/mpirun $(SINGLE_NODE_MPI) --oversubscribe --bind-to none -n $(NP) \
+	jobscripts/loopback-only $(BIN)/mpirun $(RUN_MPI_FLAGS) -n $(NP) \
 	  $(PY) -m aiperf_mpi \
 	  --dataset digits --seed-model resnet50 --time-limit $(TIME) --score-step 30 --progress-interval 15 \
 	  $(RUN_SHAPE) $(ARGS)

@@ -23,6 +23,7 @@ BENCHMARKS = {
     "threads": "TensorFlow's threads, ranks, batch and precision on CPU: training efficiency",
     "prepare": "A new model's first step, and preparing the next model while one trains (CPU)",
     "layers": "ResNet-50's convolutions, stage by stage, against the matmul peak (CPU, fp32)",
+    "profile": "Where a ResNet-50 training step's time goes on CPU, by TensorFlow op type (fp32)",
     "master": "The master against simulated groups",
     "report": "The run report on a 10,000-model, 500,000-epoch log",
 }
