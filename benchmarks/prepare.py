@@ -23,12 +23,9 @@ import statistics
 import threading
 import time
 
-import keras
 import tensorflow as tf
 
-from aiperf_mpi.graph.seeds import resnet50
-from aiperf_mpi.train.keras_model import build_keras_model
-from aiperf_mpi.train.trainer import make_optimizer
+from benchmarks.resnet_step import resnet50_step
 
 BATCH = 32
 ROUNDS = 3
@@ -38,21 +35,7 @@ SMALL_SAVING = 0.25
 
 def _new_model(prebuild: bool):
     """A fresh model's training step, after its first call; (step, seconds of the first call, traces)."""
-    x, y = tf.random.uniform((BATCH, 32, 32, 3)), tf.zeros((BATCH,), tf.int32)
-    model = build_keras_model(resnet50(32, 3, 10), dtype="float32")
-    optimizer = make_optimizer("fp32", 0.01, 0.9)
-    variables = model.trainable_variables
-    loss_fn = keras.losses.SparseCategoricalCrossentropy()
-    if prebuild:
-        optimizer.build(variables)
-
-    @tf.function
-    def step(a, b):
-        with tf.GradientTape() as tape:
-            loss = loss_fn(b, model(a, training=True))
-        optimizer.apply(tape.gradient(loss, variables), variables)
-        return loss
-
+    step, x, y = resnet50_step(32, BATCH, prebuild)
     started = time.perf_counter()
     float(step(x, y))
     return step, time.perf_counter() - started, step.experimental_get_tracing_count()

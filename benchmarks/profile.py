@@ -17,13 +17,10 @@ import glob
 import tempfile
 import time
 
-import keras
 import tensorflow as tf
 from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
-from aiperf_mpi.graph.seeds import resnet50
-from aiperf_mpi.train.keras_model import build_keras_model
-from aiperf_mpi.train.trainer import make_optimizer
+from benchmarks.resnet_step import resnet50_step
 
 SHAPES = ((32, 64, 10), (224, 32, 3))
 """(image size, batch, profiled steps)"""
@@ -44,20 +41,7 @@ CONTAINERS = ("Process", "Run", "__inference", "ExecutorState", "FunctionRun")
 
 def _op_seconds(size: int, batch: int, steps: int) -> tuple[dict[str, float], float]:
     """Op type → seconds over ``steps`` profiled steps (after two unprofiled), and their wall time."""
-    x, y = tf.random.uniform((batch, size, size, 3)), tf.zeros((batch,), tf.int32)
-    model = build_keras_model(resnet50(size, 3, 10), dtype="float32")
-    optimizer = make_optimizer("fp32", 0.01, 0.9)
-    variables = model.trainable_variables
-    optimizer.build(variables)
-    loss_fn = keras.losses.SparseCategoricalCrossentropy()
-
-    @tf.function
-    def step(a, b):
-        with tf.GradientTape() as tape:
-            loss = loss_fn(b, model(a, training=True))
-        optimizer.apply(tape.gradient(loss, variables), variables)
-        return loss
-
+    step, x, y = resnet50_step(size, batch)
     for _ in range(2):
         float(step(x, y))
     directory = tempfile.mkdtemp(prefix="aiperf-profile-")
