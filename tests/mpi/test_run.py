@@ -8,6 +8,7 @@ import pytest
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.schema import check_event
 from aiperf_mpi.results.score import score_run
+from tests.support.compliance import run_checker
 from tests.support.mpirun import run_mpi
 from tests.support.published_model import check_the_best_after_resume, check_the_published_model
 
@@ -44,6 +45,7 @@ def test_a_real_run_scores_and_resumes_with_new_ids(tmp_path) -> None:
     mllog = (run_dir / "mllog.log").read_text()
     for key in ("run_start", "epoch_start", "epoch_stop", "eval_accuracy", "run_stop", "number_of_nodes"):
         assert f'"key": "{key}"' in mllog, key
+    check_compliant(run_dir)
     assert all((run_dir / "graphs" / f"task-{e['task']}.json").exists() for e in events if "task" in e)
     check_the_report(run_dir, first.output)
     check_verified(run_dir)
@@ -72,10 +74,17 @@ def check_verified(run_dir) -> None:
     assert result.ok, result.text()
 
 
+def check_compliant(run_dir) -> None:
+    """mlcommons' compliance checker passes mllog.log under this benchmark's ruleset, as a reviewer runs it."""
+    done = run_checker(run_dir / "mllog.log")
+    assert done.returncode == 0 and "SUCCESS" in done.stdout, done.stdout
+
+
 def check_mllog(run_dir, events: list[dict]) -> None:
     """mllog.log, read by mlperf-logging's own parser, agrees with events.jsonl line for line, in time order."""
     from mlperf_logging.compliance_checker.mlp_parser import parse_file
 
+    check_compliant(run_dir)  # every segment, each described, started, stopped
     lines, errors = parse_file(str(run_dir / "mllog.log"), ruleset="6.1.0")
     assert errors == []
     times = [line.timestamp for line in lines]

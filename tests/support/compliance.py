@@ -1,0 +1,26 @@
+"""mlcommons' compliance checker, run as a reviewer runs it (docs/verify.md): a subprocess, this package's ruleset."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from aiperf_mpi.results.compliance import ruleset_path
+
+
+def run_checker(mllog: Path, config: Path | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    """``python -m mlperf_logging.compliance_checker --config RULESET mllog``; output in ``.stdout`` (both streams).
+
+    The checker also writes its output to ``--log_output`` (by default into the working folder): here into a
+    folder of its own, so that nothing lands in the run directory or the tests' folder.  ``config=None`` is this
+    package's ruleset; pass another path to see how the checker's own rulesets judge the log.
+    """
+    with tempfile.TemporaryDirectory(prefix="compliance-") as scratch:
+        output = Path(scratch) / "compliance_checker.log"
+        command = [sys.executable, "-m", "mlperf_logging.compliance_checker", "--config",
+                   str(ruleset_path() if config is None else config), "--log_output", str(output),
+                   str(Path(mllog).resolve())]  # fmt: skip
+        return subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout,
+                              cwd=scratch)  # fmt: skip
