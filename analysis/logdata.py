@@ -228,7 +228,7 @@ class RunLog:
 
     def active(self, times: np.ndarray) -> np.ndarray:
         """Wall times → the score's active time axis."""
-        return active_times(times, self.segments)
+        return active_times(times, self.segments, self.score_inputs.windows)
 
     @property
     def groups(self) -> int:

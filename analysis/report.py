@@ -24,7 +24,7 @@ import numpy as np
 
 from aiperf_mpi.graph.model import GraphError, from_json
 from aiperf_mpi.graph.ops import count_ops
-from aiperf_mpi.results.score import Score
+from aiperf_mpi.results.score import MAX_GRID_SAMPLES, Score
 from analysis import plots
 from analysis.document import Document
 from analysis.logdata import RunLog, load_run
@@ -78,8 +78,7 @@ def verdict(score: Score) -> str:
 
 def segment_boundaries(run: RunLog) -> list[float]:
     """Where each resumed segment starts on the active axis."""
-    lengths = [end - start for start, end in run.segments]
-    return np.cumsum(lengths)[:-1].tolist()
+    return np.cumsum(run.score_inputs.windows)[:-1].tolist()
 
 
 class _Builder:
@@ -190,11 +189,13 @@ class _Builder:
         path = plots.plot_score(score, run.active(run.column("end")), np.nan_to_num(run.column("ops")),
                                 self.boundaries, self.out / "score.png")  # fmt: skip
         self.doc.heading("Score over time")
-        step = score.grid[0].active_time if score.grid else 0.0
+        step = score.grid_step or (score.grid[0].active_time if score.grid else 0.0)
+        capped = (f", grid capped: the asked step would give more than {MAX_GRID_SAMPLES:,} samples"
+                  if score.grid_capped else "")  # fmt: skip
         self.doc.paragraph(
             f"OPS(t) = operations of the epochs completed by active time t, divided by t, on the benchmark's grid "
-            f"(step {step:g} s, {len(score.grid)} samples; the last sample, at the end of the active time, is the "
-            "score).  The regulated score multiplies by −ln E(t), E the lowest validation error reached by t."
+            f"(step {step:g} s, {len(score.grid)} samples{capped}; the last sample, at the end of the active time, "
+            "is the score).  The regulated score multiplies by −ln E(t), E the lowest validation error reached by t."
         )
         self.doc.image(path, "OPS and regulated score over time")
         last = score.grid[-5:]

@@ -65,7 +65,7 @@ from aiperf_mpi.graph.ops import ModelOps, count_ops, epoch_ops
 from aiperf_mpi.results import provenance as provenance_module
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.schema import SCHEMA_VERSION, check_event
-from aiperf_mpi.results.score import Score, ScoreInputs, run_step, score_inputs
+from aiperf_mpi.results.score import MAX_GRID_SAMPLES, Score, ScoreInputs, run_step, score_inputs, stopped_by_signal
 
 OK, MISMATCH, NOT_RECORDED = "ok", "MISMATCH", "not recorded"
 REL_TOLERANCE = 1e-12
@@ -86,6 +86,9 @@ RESUME_MAY_CHANGE = ("time_limit", "run_dir")
 """configuration a ``--resume`` may change (everything else is the first segment's)"""
 STRATEGIES = {"bayesian": {"seed", "explore", "gp-ucb"}, "random": {"seed", "random"}}
 """the search strategies a proposal may name under each ``--search``"""
+STOP_REASONS = ("time limit", "max models", "done", runlog.SIGNAL_REASON + "SIGTERM", runlog.SIGNAL_REASON + "SIGUSR1")
+"""the reasons the master writes in a ``run_stop`` (job/master.py, signals.py)"""
+WINDOW_RULE = "rule: the scored window is the time limit"
 
 
 class Lines(list):
@@ -260,6 +263,7 @@ class _Segment:
     provenance: dict | None = None
     stopped: float | None = None
     """time of the segment's run_stop (None: none yet)"""
+    stop_event: dict | None = None
     scored: bool = False
 
 
@@ -377,6 +381,7 @@ class _Walker:
             self.segments_check.problems.append(f"the run_stop of segment {segment.number} says segment "
                                                 f"{event['segment']}")  # fmt: skip
         segment.stopped = event[runlog.TIME]
+        segment.stop_event = event
 
     def score_event(self, event: dict, segment: _Segment) -> None:
         self.score_events += 1
@@ -673,7 +678,7 @@ def _mpi_name(mpi: object) -> str:
 
 
 def _score_checks(walker: _Walker, run_dir: Path) -> tuple[list[Check], Score | None]:
-    """The score against score.json, then one row per validity rule."""
+    """The score against score.json, the scored window, then one row per validity rule."""
     check = walker.score_check
     score = None
     try:
@@ -713,7 +718,7 @@ def _score_checks(walker: _Walker, run_dir: Path) -> tuple[list[Check], Score | 
         check.summary = (f"recomputed: {score.score / 1e9:.4f} GOPS, regulated {regulated}, {score.total_ops:,} "
                          f"operations in {score.active_time:.1f} s; compared with {SCORE_FILE} and the log's "
                          "score event(s)")  # fmt: skip
-    rows = []
+    rows = [window_check(walker, score, recorded)]
     evidence = {line.split(":", 1)[0]: line for line in walker.evidence}
     for name, rule in (score.rules if score is not None else {}).items():
         row = Check(f"rule {name}")
@@ -729,6 +734,58 @@ def _score_checks(walker: _Walker, run_dir: Path) -> tuple[list[Check], Score | 
     for line in evidence.values():  # a rule the score no longer has: still a problem
         check.problems.append(line)
     return rows, score
+
+
+def window_check(walker: _Walker, score: Score | None, recorded: Mapping | None) -> Check:
+    """The scored window: each segment the run ended itself counts its whole time limit (one line per breach).
+
+    A ``run_stop`` reason decides whether a segment's window is its time
+    limit (the run ended it: the limit, every group stopped because no new
+    model fits, the model budget) or its wall span (a signal); so the reason
+    must be one the master writes and agree with what else the log says.
+    """
+    check = Check("scored window")
+    windows, limits = walker.inputs.windows, walker.inputs.limits
+    parts = []
+    for segment, window, limit, (start, end) in zip(walker.segments, windows, limits, walker.inputs.segments,
+                                                    strict=False):  # fmt: skip
+        name = f"segment {segment.number}"
+        if limit is None:
+            check.problems.append(f"{name}: its run_start's configuration has no positive time_limit, so its "
+                                  f"scored window cannot be known ({WINDOW_RULE})")  # fmt: skip
+        stop = segment.stop_event
+        if stop is None:
+            parts.append(f"{name} {window:.1f} s (killed: as it ran)")
+            continue
+        reason = stop.get("reason")
+        groups, early = len(segment.groups), stop.get("groups_stopped_early")
+        if reason not in STOP_REASONS:
+            check.problems.append(f"{name}: run_stop reason {_short(reason)} is none the run writes "
+                                  f"({', '.join(STOP_REASONS)}) ({WINDOW_RULE})")  # fmt: skip
+        elif stopped_by_signal(reason) and isinstance(early, int) and groups and early >= groups:
+            check.problems.append(f"{name}: run_stop says {reason!r}, but all {groups} group(s) had stopped "
+                                  f"because no new model fit before the time limit: the run ended itself "
+                                  f"({WINDOW_RULE})")  # fmt: skip
+        elif reason == "max models" and not segment.config.get("max_models"):
+            check.problems.append(f"{name}: run_stop says 'max models', but the configuration sets no "
+                                  f"max_models ({WINDOW_RULE})")  # fmt: skip
+        how = "a signal: as it ran" if stopped_by_signal(reason) else f"ended itself: {reason}"
+        parts.append(f"{name} {window:.1f} s (ran {end - start:.1f} s of its {_limit(limit)} limit, {how})")
+    if score is not None and recorded is not None:
+        theirs = recorded.get("active_time")
+        if isinstance(theirs, int | float) and not isinstance(theirs, bool) and theirs < score.active_time and \
+                not same(theirs, score.active_time):  # fmt: skip
+            check.problems.append(f"{SCORE_FILE} is scored over {theirs:g} s, the segments' windows add up to "
+                                  f"{score.active_time:g} s ({WINDOW_RULE})")  # fmt: skip
+    if score is not None and score.grid_capped:
+        check.notes.append(f"grid capped: the step {run_step(walker.inputs.config):g} s would give more than "
+                           f"{MAX_GRID_SAMPLES:,} samples; sampled every {score.grid_step:g} s (the score is the same)")
+    check.summary = "; ".join(parts[:4]) + (f"; … and {len(parts) - 4} more" if len(parts) > 4 else "")
+    return check
+
+
+def _limit(limit: float | None) -> str:
+    return "unrecorded" if limit is None else f"{limit:g} s"
 
 
 def _rule_value(value: object) -> str:

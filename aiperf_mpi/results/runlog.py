@@ -49,6 +49,10 @@ WEIGHTS_REMOVED = "weights_removed"
 RUN_STOP = "run_stop"
 SCORE = "score"
 
+SIGNAL_REASON = "signal "
+"""how a ``run_stop`` reason starts when a signal ended the segment (``signal SIGTERM``): the score then takes the
+segment as it ran, where a segment the run ended itself is scored over its whole time limit"""
+
 # common field names
 EVENT = "event"
 TIME = "time"

@@ -2,12 +2,21 @@
 
 * Active time: the run may have several *segments* (a first run, then
   ``--resume`` after a wall-time kill).  Time is measured on the active axis:
-  each segment contributes from its ``run_start`` to its ``run_stop`` (or, for
-  a segment that was killed, to its last event).
+  each segment contributes its *window*.  A segment the run ended itself (a
+  ``run_stop`` whose reason is not a signal: the time limit, every group
+  stopped because no new model fits before it, the model budget) is scored
+  over its whole time limit — the ``time_limit`` of its own ``run_start``,
+  which ``--resume`` may set anew — or over its ``run_start`` to
+  ``run_stop`` when that is longer: ending early never raises a score.  A
+  segment ended by a signal (``run_stop`` reason ``signal …``) is scored
+  from its ``run_start`` to its ``run_stop``, and one that was killed (no
+  ``run_stop``) to its last event.
 * OPS(t) = operations of the epochs completed by active time t, divided by t,
-  sampled on a fixed grid (``step`` seconds, 0.1 h by default); the final
-  sample, at the end of the active time, is **the score**.  Only completed
-  epochs count.
+  sampled on a fixed grid (``step`` seconds, 0.1 h by default; coarsened to
+  a whole multiple of ``step`` when it would hold more than
+  :data:`MAX_GRID_SAMPLES` samples, and then ``grid_capped`` says so); the
+  final sample, at the end of the active time, is **the score**.  Only
+  completed epochs count.
 * Regulated score(t) = OPS(t) × (−ln E(t)), E(t) the lowest top-1 validation
   error reached by t (floored at 1e-6 so a perfect model stays finite).  Not
   defined for data without accuracy (``synthetic``).
@@ -32,6 +41,9 @@ DEFAULT_STEP = 360.0
 ERROR_FLOOR = 1e-6
 MAX_VALID_ERROR = 0.30
 VALID_PRECISIONS = ("fp32", "fp16", "bf16")
+MAX_GRID_SAMPLES = 100_000
+"""most samples the grid holds: a tiny step or a clock jump of years must not make the score run (and the report
+draw) without bound; beyond it the step becomes the smallest whole multiple of the asked one that fits"""
 
 
 @dataclass
@@ -60,6 +72,10 @@ class Score:
     rules: dict[str, dict] = field(default_factory=dict)
     grid: list[ScoreSample] = field(default_factory=list)
     truncated_log: bool = False
+    grid_step: float = 0.0
+    """the grid's step in seconds: the one asked for, or a multiple of it when the grid was capped"""
+    grid_capped: bool = False
+    """the asked step would have given more than :data:`MAX_GRID_SAMPLES` samples (the score is the same)"""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -79,6 +95,10 @@ class ScoreInputs:
         self.config: dict | None = None
         """the configuration of the first ``run_start``"""
         self._segments: list[list[float]] = []
+        self._limits: list[float | None] = []
+        """each segment's time limit (its run_start's ``time_limit``; None: not recorded)"""
+        self._self_ended: list[bool] = []
+        """each segment: closed by a run_stop whose reason is not a signal (the run ended it by its own planning)"""
         self._closed = False
         self.epoch_end = array("d")
         """wall time each completed epoch ended"""
@@ -96,12 +116,15 @@ class ScoreInputs:
             return
         if name == runlog.RUN_START:
             self._segments.append([event[runlog.TIME], event[runlog.TIME]])
+            self._limits.append(_time_limit(event.get("config")))
+            self._self_ended.append(False)
             self._closed = False
             if self.config is None:
                 self.config = event.get("config", {})
         elif self._segments and not self._closed:
             self._extend(event[runlog.TIME])
             self._closed = name == runlog.RUN_STOP  # a segment ends at its run_stop; a killed one at its last event
+            self._self_ended[-1] = self._closed and not stopped_by_signal(event.get("reason"))
         if name == runlog.MODEL_DONE:  # a task stopped before its first epoch is recorded, not trained
             self.models_trained += (event.get("model") or {}).get("status", "trained") == "trained"
         elif name == runlog.MODEL_FAILED:
@@ -146,19 +169,56 @@ class ScoreInputs:
         """(start, end) wall times of each segment, in order."""
         return [(s, e) for s, e in self._segments]
 
+    @property
+    def windows(self) -> list[float]:
+        """Each segment's scored window in seconds (see the module's rules): its time limit when the run ended it."""
+        return [segment_window(start, end, limit, ended)
+                for (start, end), limit, ended in zip(self._segments, self._limits, self._self_ended, strict=True)]
 
-def active_times(times: np.ndarray, segments: list[tuple[float, float]]) -> np.ndarray:
-    """Wall times → active times (seconds of the segments before each time; a gap between segments is skipped).
+    @property
+    def limits(self) -> list[float | None]:
+        """Each segment's time limit as its run_start recorded it (None: not recorded)."""
+        return list(self._limits)
 
+
+def stopped_by_signal(reason: object) -> bool:
+    """Whether a ``run_stop`` reason says a signal ended the segment (its window is then not extended)."""
+    return isinstance(reason, str) and reason.startswith(runlog.SIGNAL_REASON)
+
+
+def segment_window(start: float, end: float, limit: float | None, self_ended: bool) -> float:
+    """A segment's scored window: its time limit when the run ended it itself (never less than it ran)."""
+    ran = end - start
+    if self_ended and limit is not None:
+        return max(ran, limit)
+    return ran
+
+
+def _time_limit(config: object) -> float | None:
+    limit = config.get("time_limit") if isinstance(config, Mapping) else None
+    if isinstance(limit, bool) or not isinstance(limit, int | float) or not math.isfinite(limit) or limit <= 0:
+        return None
+    return float(limit)
+
+
+def active_times(times: np.ndarray, segments: list[tuple[float, float]],
+                 windows: Sequence[float] | None = None) -> np.ndarray:  # fmt: skip
+    """Wall times → active times (the windows of the segments before each time; a gap between segments is skipped).
+
+    A time inside a segment counts from its start; a later segment's time
+    counts each earlier segment's whole window (its wall span, or its time
+    limit when the run ended it early: ``windows``, default the wall spans).
     Vectorised for the report's hundreds of thousands of epochs; a time
     before a segment's start stops the count there, as for a single time.
     """
     times = np.asarray(times, dtype=float)
     total = np.zeros_like(times)
     counting = np.ones(times.shape, dtype=bool)
-    for start, end in segments:
+    if windows is None:
+        windows = [end - start for start, end in segments]
+    for (start, end), window in zip(segments, windows, strict=True):
         counting &= times > start
-        total += np.where(counting, np.minimum(times, end) - start, 0.0)
+        total += np.where(counting, np.where(times > end, window, times - start), 0.0)
     return total
 
 
@@ -179,7 +239,8 @@ def score_inputs(inputs: ScoreInputs, step: float = DEFAULT_STEP, truncated: boo
         raise ValueError("the log has no run_start: not an aiperf_mpi event log")
     config = inputs.config or {}
     has_accuracy = config.get("dataset") != "synthetic"
-    ends = active_times(np.frombuffer(inputs.epoch_end, dtype=float), segments)
+    windows = inputs.windows
+    ends = active_times(np.frombuffer(inputs.epoch_end, dtype=float), segments, windows)
     order = np.argsort(ends, kind="stable")
     ends = ends[order]
     ops_sorted = np.frombuffer(inputs.epoch_ops, dtype=np.int64)[order].tolist()  # Python ints: sums stay exact
@@ -188,7 +249,10 @@ def score_inputs(inputs: ScoreInputs, step: float = DEFAULT_STEP, truncated: boo
         accuracy = np.full_like(accuracy, np.nan)
     best_so_far = np.fmax.accumulate(accuracy) if len(accuracy) else accuracy  # NaN until the first accuracy
 
-    active_time = sum(end - start for start, end in segments)
+    active_time = sum(windows)
+    if not math.isfinite(active_time):
+        raise ValueError(f"the segments' active time is not a finite number ({active_time})")
+    step, capped = grid_step(active_time, step)
     grid_times = [step * k for k in range(1, int(active_time // step) + 1)]
     if not grid_times or grid_times[-1] < active_time:
         grid_times.append(active_time)
@@ -233,12 +297,37 @@ def score_inputs(inputs: ScoreInputs, step: float = DEFAULT_STEP, truncated: boo
         rules=rules,
         grid=samples,
         truncated_log=truncated,
+        grid_step=step,
+        grid_capped=capped,
     )
 
 
+def grid_step(active_time: float, step: float) -> tuple[float, bool]:
+    """(the step the grid uses, whether it was capped): at most :data:`MAX_GRID_SAMPLES` samples over ``active_time``.
+
+    A capped step is the smallest whole multiple of ``step`` that fits, so
+    every sample still lies on the asked grid.
+    """
+    if not math.isfinite(step):
+        raise ValueError(f"the score step must be a finite number of seconds (got {step})")
+    samples = active_time / step
+    if samples <= MAX_GRID_SAMPLES:
+        return step, False
+    multiple = samples / MAX_GRID_SAMPLES
+    if not math.isfinite(multiple):  # a step so small the ratio overflows: the cap's own step
+        return active_time / MAX_GRID_SAMPLES, True
+    return step * math.ceil(multiple), True
+
+
 def run_step(config: Mapping | None) -> float:
-    """The grid step a run asked for (``score_step`` of its configuration), else the default."""
-    return float((config or {}).get("score_step", DEFAULT_STEP))
+    """The grid step a run asked for (``score_step`` of its configuration), else the default.
+
+    ValueError for a step that is not a number (a bad log is one line for the readers, not a traceback).
+    """
+    step = (config or {}).get("score_step", DEFAULT_STEP)
+    if isinstance(step, bool) or not isinstance(step, int | float):
+        raise ValueError(f"the configuration's score_step {str(step)[:40]!r} is not a number")
+    return float(step)
 
 
 def score_run(run_dir, step: float | None = None) -> Score:
