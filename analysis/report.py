@@ -27,6 +27,7 @@ from aiperf_mpi.graph.ops import count_ops
 from aiperf_mpi.results.score import MAX_GRID_SAMPLES, Score
 from analysis import plots
 from analysis.document import Document
+from analysis.guard import guarded
 from analysis.logdata import RunLog, load_run
 from analysis.metrics import (
     IDLE_GAP_MIN_SECONDS,
@@ -426,6 +427,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("run_dir", type=Path, help="the run directory (or its events.jsonl)")
     parser.add_argument("--out", type=Path, default=None, help="output folder (default: RUN_DIR/report)")
     options = parser.parse_args(argv)
+    return guarded("analysis.report", options.run_dir, lambda: _main(options))
+
+
+def _main(options: argparse.Namespace) -> int:
     try:
         markdown = write_report(options.run_dir, options.out)
     except (FileNotFoundError, ValueError) as exc:

@@ -66,6 +66,7 @@ from aiperf_mpi.results import provenance as provenance_module
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.schema import SCHEMA_VERSION, check_event
 from aiperf_mpi.results.score import MAX_GRID_SAMPLES, Score, ScoreInputs, run_step, score_inputs, stopped_by_signal
+from analysis.guard import guarded
 
 OK, MISMATCH, NOT_RECORDED = "ok", "MISMATCH", "not recorded"
 REL_TOLERANCE = 1e-12
@@ -432,7 +433,11 @@ class _Walker:
 
     def _graph_path(self, name: str, task: int) -> Path | None:
         root = self.run_dir.resolve()
-        path = (root / name).resolve()
+        try:
+            path = (root / name).resolve()
+        except (RuntimeError, OSError) as exc:  # a symlink loop (RuntimeError in Python 3.11), a name too long
+            self.graphs.problems.append(f"task {task}: {name} cannot be resolved: {' '.join(str(exc).split())[:120]}")
+            return None
         if root not in path.parents:
             self.graphs.problems.append(f"task {task}: graph_file {name!r} lies outside the run directory")
             return None
@@ -900,6 +905,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("run", type=Path, help="the run directory, or a bundle made by python -m analysis.bundle")
     parser.add_argument("--json", type=Path, default=None, help="also write the checks as JSON to this file")
     options = parser.parse_args(argv)
+    return guarded("analysis.verify", options.run, lambda: _main(options))
+
+
+def _main(options: argparse.Namespace) -> int:
     try:
         result = verify(options.run)
     except BadInput as exc:

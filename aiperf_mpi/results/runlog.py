@@ -59,6 +59,14 @@ TIME = "time"
 SEGMENT = "segment"
 
 
+class UnreadableLog(Exception):
+    """A log no reader can take safely: nested deeper than the JSON parser recurses, or not plain UTF-8 JSON lines
+    (a byte-order mark).  Not a ``ValueError``: the readers treat that as one bad line they may skip or report;
+    this ends the read, and the command line tools print it as one line with exit status 2."""
+
+
+BOM = b"\xef\xbb\xbf"
+
 class EventLog:
     """Append-only writer of ``events.jsonl``."""
 
@@ -190,11 +198,17 @@ class EventStream:
                         continue
                     if bad is not None:  # a non-blank line after a bad one: the bad one was not the last
                         raise ValueError(f"{self.path}:{bad[0]}: not a JSON line")
+                    if number == 1 and line.startswith(BOM):
+                        raise UnreadableLog(f"{self.path} starts with a UTF-8 byte-order mark: an event log is "
+                                            "JSON lines in plain UTF-8, without one")  # fmt: skip
                     try:
                         event = parse(line.decode("utf-8"))  # UnicodeDecodeError is a ValueError
                     except ValueError:  # json.JSONDecodeError is a ValueError
                         bad = (number, line)
                         continue
+                    except RecursionError:  # the standard parser recurses once per level: 100,000 '[' end it
+                        raise UnreadableLog(f"{self.path}:{number}: JSON nested deeper than the parser can "
+                                            "read (no event of this benchmark nests more than a few levels)") from None
                     if event is not None:
                         yield event
         finally:
@@ -354,7 +368,7 @@ def _is_event(raw: bytes) -> bool:
     """The test every reader applies to a line: UTF-8 that ``json.loads`` takes."""
     try:
         json.loads(raw.decode("utf-8"))
-    except ValueError:
+    except (ValueError, RecursionError):  # nested too deep: no event either
         return False
     return True
 

@@ -139,10 +139,15 @@ class ScoreInputs:
 
     def add_epoch(self, time: float, end: float, ops: int, accuracy: float | None) -> None:
         """One ``epoch`` event, from its fields."""
+        try:  # checked whole before anything is kept: the three arrays stay in step
+            row = (float(end), int(ops), math.nan if accuracy is None else float(accuracy))
+            array("q", [row[1]])
+        except (TypeError, OverflowError) as exc:  # a null, a string, a number beyond 64 bits
+            raise runlog.UnreadableLog(f"an epoch's end, ops or accuracy is not a number of its kind ({exc})") from None
         self._extend(time)
-        self.epoch_end.append(end)
-        self.epoch_ops.append(int(ops))  # operations are whole numbers
-        self.epoch_accuracy.append(math.nan if accuracy is None else accuracy)
+        self.epoch_end.append(row[0])
+        self.epoch_ops.append(row[1])  # operations are whole numbers
+        self.epoch_accuracy.append(row[2])
 
     def add_epochs(self, times: Sequence[float], ends: Sequence[float], ops: Sequence[int],
                    accuracies: Sequence[float]) -> None:  # fmt: skip
@@ -159,7 +164,10 @@ class ScoreInputs:
         times = np.asarray(times, dtype=float)
         if np.any(times == times):  # not all NaN
             self._extend(float(np.nanmax(times)))
-        exact = array("q", [int(value) for value in ops])  # built whole first: a bad value changes nothing
+        try:
+            exact = array("q", [int(value) for value in ops])  # built whole first: a bad value changes nothing
+        except (TypeError, OverflowError) as exc:  # a null, a string, a number beyond 64 bits: not an op count
+            raise runlog.UnreadableLog(f"an epoch's ops is not a 64-bit integer ({exc})") from None
         self.epoch_end.frombytes(np.asarray(ends, dtype=float).tobytes())
         self.epoch_ops.extend(exact)
         self.epoch_accuracy.frombytes(np.asarray(accuracies, dtype=float).tobytes())

@@ -165,7 +165,7 @@ def test_a_segment_resumed_before_its_predecessors_limit_would_have_passed_count
               start(60, time_limit=100), epoch(70, 1000, 0.6), stop(80)]  # fmt: skip
     score = compute_score(events, step=10)
     assert score.active_time == 200
-    assert [s.active_time for s in score.grid if s.ops == 2000][0] == 110  # 100 for segment 1, then 10
+    assert next(s.active_time for s in score.grid if s.ops == 2000) == 110  # 100 for segment 1, then 10
 
 
 def test_a_tiny_step_or_a_clock_jump_of_years_caps_the_grid_and_says_so() -> None:
