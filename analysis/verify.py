@@ -28,6 +28,12 @@ and without trusting any number that can be derived:
   its segment and after its task's proposal, none after its task's
   ``model_done``/``model_failed``; the graph files' sha256 equal the
   ``graph_sha256`` logged at ``model_proposed``;
+* **times, physics, counts, configuration**: what a real run cannot avoid
+  (:mod:`analysis.verify_rules`): times in order, inside their segments, one
+  model at a time per group, phases within their epoch; training rates
+  under a stated multiple of the measured peak, the score under the peaks'
+  sum; samples that are steps × global batch; graphs that take the
+  configured data's images to its classes;
 * **provenance**: every ``run_start`` records the package version, the git
   commit (or ``unknown``), the Python/TensorFlow/Horovod/MPI versions and
   the sha256 of the package's source files, consistent with the segment's
