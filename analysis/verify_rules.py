@@ -134,6 +134,12 @@ class EvidenceRules:
 
     def event(self, event: dict, number: int) -> None:
         """One schema-valid event, in log order (a ``run_start`` opens a segment; others need one open)."""
+        try:
+            self._event(event, number)
+        except (ArithmeticError, ValueError) as exc:  # an integer too large for a float, say
+            self.times.problems.append(f"{_label(event, number)}: numbers: {str(exc)[:80]}")
+
+    def _event(self, event: dict, number: int) -> None:
         name = event[runlog.EVENT]
         if name == runlog.RUN_START:
             self._run_start(event, number)
