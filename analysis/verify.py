@@ -28,6 +28,12 @@ and without trusting any number that can be derived:
   its segment and after its task's proposal, none after its task's
   ``model_done``/``model_failed``; the graph files' sha256 equal the
   ``graph_sha256`` logged at ``model_proposed``;
+* **times, physics, counts, configuration**: what a real run cannot avoid
+  (:mod:`analysis.verify_rules`): times in order, inside their segments, one
+  model at a time per group, phases within their epoch; training rates
+  under a stated multiple of the measured peak, the score under the peaks'
+  sum; samples that are steps × global batch; graphs that take the
+  configured data's images to its classes;
 * **provenance**: every ``run_start`` records the package version, the git
   commit (or ``unknown``), the Python/TensorFlow/Horovod/MPI versions and
   the sha256 of the package's source files, consistent with the segment's
@@ -67,6 +73,7 @@ from aiperf_mpi.results import runlog
 from aiperf_mpi.results.schema import SCHEMA_VERSION, check_event
 from aiperf_mpi.results.score import MAX_GRID_SAMPLES, Score, ScoreInputs, run_step, score_inputs, stopped_by_signal
 from analysis.guard import guarded
+from analysis.verify_rules import EvidenceRules
 
 OK, MISMATCH, NOT_RECORDED = "ok", "MISMATCH", "not recorded"
 REL_TOLERANCE = 1e-12
@@ -281,6 +288,10 @@ class _Walker:
         self.records = Check("model records")
         self.score_check = Check("score")
         self.provenance = Check("provenance")
+        self.times, self.physics = Check("times"), Check("physics")
+        self.counts, self.configuration = Check("counts"), Check("configuration")
+        self.rules = EvidenceRules(self.times, self.physics, self.counts, self.configuration)
+        """what time, physics and the bookkeeping allow (analysis/verify_rules.py)"""
         self.evidence: list[str] = []
         """what the log says against its own validity claims (precision, search)"""
         self.inputs = ScoreInputs()
@@ -320,6 +331,7 @@ class _Walker:
         if problems:
             self.log.problems.append(f"event {self.events} ({event.get('event')}): {'; '.join(problems)}")
             return
+        self.rules.event(event, self.events)
         name = event[runlog.EVENT]
         if name == runlog.RUN_START:
             self.run_start(event)
@@ -454,6 +466,7 @@ class _Walker:
                 return None
             try:
                 graph = from_json(state.graph_text)
+                self.rules.graph(state.task, graph, state.graph_file)
                 kernel = state.hparams.get("kernel_size")
                 state.counts = count_ops(graph if kernel is None else with_kernel_size(graph, kernel))
                 stored = sorted({data.get("kernel") for _, data in graph.nodes(data=True) if data.get("tunable")})
@@ -587,6 +600,7 @@ class _Walker:
     def finish(self) -> None:
         if not self.segments:
             raise BadInput(f"{self.run_dir / runlog.EVENTS_FILE}: no run_start: not an aiperf_mpi event log")
+        self.rules.finish()
         last = self.segments[-1]
         if last.stopped is None:
             self.segments_check.problems.append(f"segment {last.number} has no run_stop: the run was killed or "
@@ -814,7 +828,8 @@ def verify_dir(run_dir: Path, source: str | None = None, before: list[Check] | N
     walker.finish()
     rules, score = _score_checks(walker, run_dir)
     checks = [*(before or []), walker.log, walker.segments_check, walker.epochs_check, walker.graphs, walker.ops,
-              walker.records, walker.score_check, *rules, walker.provenance]  # fmt: skip
+              walker.records, walker.times, walker.physics, walker.counts, walker.configuration, walker.score_check,
+              *rules, walker.provenance]  # fmt: skip
     result = Verification(source or str(run_dir), checks)
     if score is not None:
         result.valid = score.valid

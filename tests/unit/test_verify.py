@@ -126,7 +126,7 @@ TAMPERS = [
     (_second_segment_number, "segments", "run_start of segment 2 is the log's run_start number 1"),
     (_provenance_python, "provenance", 'segment 1: provenance python "3.12.0", its system event "3.11.7"'),
     (_hash, "graph files", "task 0: graphs/task-0.json has sha256"),
-    (_peak_precision, "rule precision", "precision: the configuration says fp16, the peak probe ran at int8"),
+    (_peak_precision, "rule precision", "precision: the configuration says fp16, the peak probe ran at fp16, int8"),
     (_random_search, "rule algorithms", "algorithms: the configuration says bayesian, proposals name random (1)"),
 ]  # fmt: skip
 
