@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from aiperf_mpi.results import runlog
+from aiperf_mpi.results.stability import stability
 
 DEFAULT_STEP = 360.0
 ERROR_FLOOR = 1e-6
@@ -60,6 +61,10 @@ class Score:
     rules: dict[str, dict] = field(default_factory=dict)
     grid: list[ScoreSample] = field(default_factory=list)
     truncated_log: bool = False
+    ops_cv_last_half: float | None = None
+    """how settled the score is: CV of OPS(t) over the grid's last half (:mod:`aiperf_mpi.results.stability`)"""
+    ops_change_last_quarter: float | None = None
+    """relative change of OPS(t) over the grid's last quarter (:mod:`aiperf_mpi.results.stability`)"""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -219,6 +224,7 @@ def score_inputs(inputs: ScoreInputs, step: float = DEFAULT_STEP, truncated: boo
             "need": "bayesian+tpe",
         },
     }
+    settled = stability([s.active_time for s in samples], [s.ops_per_second for s in samples])
     return Score(
         score=final.ops_per_second,
         regulated_score=final.regulated,
@@ -233,6 +239,8 @@ def score_inputs(inputs: ScoreInputs, step: float = DEFAULT_STEP, truncated: boo
         rules=rules,
         grid=samples,
         truncated_log=truncated,
+        ops_cv_last_half=settled.cv_last_half,
+        ops_change_last_quarter=settled.change_last_quarter,
     )
 
 
