@@ -25,6 +25,7 @@ import numpy as np
 from aiperf_mpi.graph.model import GraphError, from_json
 from aiperf_mpi.graph.ops import count_ops
 from aiperf_mpi.results.score import MAX_GRID_SAMPLES, Score
+from aiperf_mpi.results.stability import CHANGE_LIMIT, CV_LIMIT, Stability
 from analysis import plots
 from analysis.document import Document
 from analysis.guard import guarded
@@ -75,6 +76,29 @@ def verdict(score: Score) -> str:
     broken = [f"{name} {_rule_value(rule['value'])} (needs {rule['need']})"
               for name, rule in score.rules.items() if not rule["ok"]]  # fmt: skip
     return "**valid run**" if score.valid else "**unofficial run**: " + "; ".join(broken)
+
+
+def signed_percent(fraction: float | None) -> str:
+    return "–" if fraction is None else f"{100 * fraction:+.1f} %"
+
+
+def stability_of(score: Score) -> Stability:
+    """The score's two stability figures (:mod:`aiperf_mpi.results.stability`), with their verdict."""
+    return Stability(score.ops_cv_last_half, score.ops_change_last_quarter)
+
+
+def settledness(score: Score) -> str:
+    """How settled the score is, in words, with both figures; a run beyond the limits is marked (a warning only)."""
+    figures = stability_of(score)
+    text = (f"CV of OPS(t) over the last half {percent(figures.cv_last_half)}, change over the last quarter "
+            f"{signed_percent(figures.change_last_quarter)}")  # fmt: skip
+    limits = f"limits {100 * CV_LIMIT:g} % and {100 * CHANGE_LIMIT:g} %"
+    if figures.settled is False:
+        return f"**not settled**: {text} ({limits}): a longer run would likely score differently"
+    if figures.settled is None:
+        return (f"cannot tell: {text}; the grid has {len(score.grid)} sample(s), too few (a shorter "
+                "`--score-step` gives more)")  # fmt: skip
+    return f"settled: {text} ({limits})"
 
 
 def segment_boundaries(run: RunLog) -> list[float]:
@@ -144,6 +168,7 @@ class _Builder:
         rows = [
             ["score", f"**{si(score.score, 'OPS')}** ({score.score:.6g} operations/s)"],
             ["regulated score", regulated],
+            ["score settled?", settledness(score)],
             ["verdict", verdict(score)],
             ["efficiency against the measured peak", note],
             ["models trained / failed", f"{score.models_trained} / {score.models_failed}"],
@@ -197,6 +222,11 @@ class _Builder:
             f"OPS(t) = operations of the epochs completed by active time t, divided by t, on the benchmark's grid "
             f"(step {step:g} s, {len(score.grid)} samples{capped}; the last sample, at the end of the active time, "
             "is the score).  The regulated score multiplies by −ln E(t), E the lowest validation error reached by t."
+        )
+        self.doc.paragraph(
+            f"How settled the score is — {settledness(score)}.  The CV is the sample standard deviation ÷ mean of "
+            "the OPS samples in the last half of the active time; the change is (score − OPS at the last sample "
+            "at or before ¾ of the active time) ÷ score.  A warning, not a validity rule."
         )
         self.doc.image(path, "OPS and regulated score over time")
         last = score.grid[-5:]

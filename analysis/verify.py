@@ -88,6 +88,9 @@ SCORE_FILE = "score.json"
 EPOCH_OPS_FIELDS = ("ops", "ops_train", "ops_update", "ops_validation", "steps")
 SCORE_FIELDS = ("score", "regulated_score", "active_time", "total_ops", "best_accuracy", "models_trained",
                 "models_failed", "epochs", "segments", "valid", "rules", "truncated_log")  # fmt: skip
+STABILITY_FIELDS = ("ops_cv_last_half", "ops_change_last_quarter")
+"""how settled the score is (:mod:`aiperf_mpi.results.stability`): compared wherever the record has them (a run
+older than these figures has not)"""
 AFTER_STOP = (runlog.RUN_START, runlog.SCORE)
 """what may follow a segment's run_stop: its score, then the next segment"""
 RESUME_MAY_CHANGE = ("time_limit", "run_dir")
@@ -410,6 +413,7 @@ class _Walker:
             self.score_check.problems.append(f"segment {segment.number}'s score event: {exc}")
             return
         fields = tuple(f for f in SCORE_FIELDS if f != "truncated_log")  # added to the event later than the score
+        fields += tuple(f for f in STABILITY_FIELDS if f in event)
         for line in differences(event, score.to_dict(), fields):
             self.score_check.problems.append(f"segment {segment.number}'s score event: {line}")
 
@@ -719,6 +723,7 @@ def _score_checks(walker: _Walker, run_dir: Path) -> tuple[list[Check], Score | 
     if score is not None and recorded is not None:
         recomputed = score.to_dict()
         fields = tuple(f for f in SCORE_FIELDS if f != "rules")  # the rules have a row each
+        fields += tuple(f for f in STABILITY_FIELDS if f in recorded)
         check.problems += [f"{SCORE_FILE}: {line}" for line in differences(recorded, recomputed, fields)]
         grid = recorded.get("grid")
         if not isinstance(grid, list) or len(grid) != len(recomputed["grid"]):

@@ -119,6 +119,12 @@ def leader_loop(
     )
 
 
+def group_seed(run_seed: int, group: int) -> int:
+    """The seed of one group's search and tuner: distinct per group, and below 2**32 as NumPy (Optuna's
+    samplers) requires, whatever the run's seed (any 0 … 2**32 − 1, or a drawn one)."""
+    return (run_seed * 100_003 + group) % 2**32
+
+
 class Leader:
     """One group leader: each Work goes through three steps, :meth:`propose`, :meth:`train`, :meth:`report`."""
 
@@ -129,7 +135,7 @@ class Leader:
         self.channel, self.group, self.config, self.seed_graph, self.runner = channel, group, config, seed_graph, runner
         self.external_stop, self.rank = external_stop, rank
         self.view = SearchView(search_config.view_bounds()) if view is None else view
-        seed = config.seed * 100_003 + group
+        seed = group_seed(config.seed, group)
         search_class = BayesianSearch if config.search == "bayesian" else RandomSearch
         self.search = search_class(self.view, seed, search_config)
         batches = [b for b in batch_choices(seed_graph, int(config.device_memory_gb * 2**30))

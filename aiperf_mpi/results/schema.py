@@ -54,6 +54,7 @@ OPTIONAL: dict[str, dict[str, object]] = {
     "epoch": {"compile": NUM, "xla": BOOL},
     "model_failed": {"graph_hash": (STR, NULL)},
     "run_stop": {"groups_stopped_early": INT},
+    "score": {"ops_cv_last_half": (NUM, NULL), "ops_change_last_quarter": (NUM, NULL)},
 }
 """fields some events carry (newer than the first logs, or only in some runs): typed when present"""
 

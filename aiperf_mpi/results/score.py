@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from aiperf_mpi.results import runlog
+from aiperf_mpi.results.stability import stability
 
 DEFAULT_STEP = 360.0
 ERROR_FLOOR = 1e-6
@@ -76,6 +77,10 @@ class Score:
     """the grid's step in seconds: the one asked for, or a multiple of it when the grid was capped"""
     grid_capped: bool = False
     """the asked step would have given more than :data:`MAX_GRID_SAMPLES` samples (the score is the same)"""
+    ops_cv_last_half: float | None = None
+    """how settled the score is: CV of OPS(t) over the grid's last half (:mod:`aiperf_mpi.results.stability`)"""
+    ops_change_last_quarter: float | None = None
+    """relative change of OPS(t) over the grid's last quarter (:mod:`aiperf_mpi.results.stability`)"""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -291,6 +296,7 @@ def score_inputs(inputs: ScoreInputs, step: float = DEFAULT_STEP, truncated: boo
             "need": "bayesian+tpe",
         },
     }
+    settled = stability([s.active_time for s in samples], [s.ops_per_second for s in samples])
     return Score(
         score=final.ops_per_second,
         regulated_score=final.regulated,
@@ -307,6 +313,8 @@ def score_inputs(inputs: ScoreInputs, step: float = DEFAULT_STEP, truncated: boo
         truncated_log=truncated,
         grid_step=step,
         grid_capped=capped,
+        ops_cv_last_half=settled.cv_last_half,
+        ops_change_last_quarter=settled.change_last_quarter,
     )
 
 
