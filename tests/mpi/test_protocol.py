@@ -10,8 +10,8 @@ import time
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.score import score_run
 from aiperf_mpi.search.bayesian import SearchConfig
-from tests.support.mpirun import SCRIPTS, mpi_env, mpirun_command
 from tests.support.local_run import logged_records, view_of
+from tests.support.mpirun import SCRIPTS, mpi_env, mpirun_command
 
 SCRIPT = str(SCRIPTS / "fake_run.py")
 

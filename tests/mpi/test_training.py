@@ -5,7 +5,6 @@ import json
 import numpy as np
 import pytest
 
-from aiperf_mpi.data.sources import digits_arrays
 from tests.support.data_files import small_h5
 from tests.support.mpirun import SCRIPTS, run_mpi
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from aiperf_mpi.export import ExportError, choose, lineage, read_run
 from aiperf_mpi.job.finish import export_best
 from aiperf_mpi.results import runlog
-from aiperf_mpi.export import ExportError, choose, lineage, read_run
 from tests.support.event_logs import epoch, model_done, proposed, start, write_log
 
 
