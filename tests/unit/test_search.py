@@ -12,7 +12,7 @@ from aiperf_mpi.graph.seeds import tiny_resnet
 from aiperf_mpi.search.bayesian import BayesianSearch, RandomSearch, SearchConfig
 from aiperf_mpi.search.gp import GaussianProcess
 from aiperf_mpi.search.history import FAILED, History, ModelRecord
-from benchmarks.synthetic_objective import record
+from tests.support.synthetic_objective import record
 
 SEED_JSON = to_json(tiny_resnet())
 
