@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 from aiperf_mpi import __version__
 from aiperf_mpi.graph.model import from_json, to_json, with_kernel_size
@@ -165,3 +168,15 @@ def sync_record(events: list[dict], task: int) -> None:
     record["epochs"] = [{k: v for k, v in e.items() if k not in ("event", "time", "task", "group")} for e in epochs]
     record["accuracy"] = max(e["val_accuracy"] for e in epochs)
     record["ops"]["total"] = sum(e["ops"] for e in epochs)
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory) -> Path:
+    """A consistent run, made once per test module (import this fixture where it is used)."""
+    return consistent_run(tmp_path_factory.mktemp("verify") / "run")
+
+
+@pytest.fixture
+def run(pristine, tmp_path) -> Path:
+    """A fresh copy of :func:`pristine` to tamper with."""
+    return Path(shutil.copytree(pristine, tmp_path / "run"))

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 import tarfile
 from pathlib import Path
 
@@ -17,17 +16,6 @@ import pytest
 from aiperf_mpi.results import provenance, runlog
 from analysis import bundle, verify
 from tests.support.verify_runs import consistent_run, find, read_log, rewrite_log
-
-
-@pytest.fixture(scope="module")
-def pristine(tmp_path_factory) -> Path:
-    return consistent_run(tmp_path_factory.mktemp("verify") / "run")
-
-
-@pytest.fixture
-def run(pristine, tmp_path) -> Path:
-    """A fresh copy to tamper with."""
-    return Path(shutil.copytree(pristine, tmp_path / "run"))
 
 
 def problems(result: verify.Verification, check: str) -> list[str]:

@@ -20,10 +20,7 @@ from aiperf_mpi.results import runlog
 from analysis import verify
 from analysis.verify_rules import PEAK_MULTIPLE
 from tests.support.verify_runs import PEAK, consistent_run, find, forge, read_log, recount, sync_record
-from tests.unit import test_verify
 
-pristine, run = test_verify.pristine, test_verify.run
-"""the fixtures: the consistent run, and a fresh copy of it to forge"""
 RULE_CHECKS = {"times", "physics", "counts", "configuration"}
 
 
