@@ -15,11 +15,11 @@ from pathlib import Path
 from aiperf_mpi.data.sources import DATASETS
 from aiperf_mpi.errors import UsageError
 from aiperf_mpi.graph.seeds import SEED_MODELS
+from aiperf_mpi.results.precisions import PRECISIONS
+from aiperf_mpi.results.rules import VALID_SEARCH, VALID_TUNER
 from aiperf_mpi.results.score import DEFAULT_STEP
-from aiperf_mpi.results.score import VALID_PRECISIONS as PRECISIONS
-from aiperf_mpi.search.hpo import HPO_KINDS
+from aiperf_mpi.search.registry import SEARCHES, TUNERS
 
-SEARCHES = ("bayesian", "random")
 KEEP_WEIGHTS = ("parents", "all")
 """which trained weights stay in the run directory (see :mod:`aiperf_mpi.job.retention`)"""
 XLA_SETTINGS = ("auto", "on", "off")
@@ -58,8 +58,8 @@ class RunConfig:
     batch_size: int = 32
     """per-rank batch size of the warm-up rounds (tuned afterwards)"""
     base_lr: float = 0.1
-    hpo: str = "tpe"
-    search: str = "bayesian"
+    hpo: str = VALID_TUNER
+    search: str = VALID_SEARCH
     inherit: bool = True
     keep_weights: str = "parents"
     """which trained weights stay in the run directory: parents (those a child may still inherit, and the
@@ -122,8 +122,8 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "dataset": DATASETS,
     "seed_model": SEED_MODELS,
     "precision": ("auto", *PRECISIONS),
-    "hpo": HPO_KINDS,
-    "search": SEARCHES,
+    "hpo": tuple(TUNERS),
+    "search": tuple(SEARCHES),
     "xla": XLA_SETTINGS,
     "device_prefetch": XLA_SETTINGS,
     "keep_weights": KEEP_WEIGHTS,

@@ -24,6 +24,7 @@ import numpy as np
 
 from aiperf_mpi.graph.model import GraphError, from_json
 from aiperf_mpi.graph.ops import count_ops
+from aiperf_mpi.results.rules import shown_value
 from aiperf_mpi.results.score import MAX_GRID_SAMPLES, Score
 from aiperf_mpi.results.stability import CHANGE_LIMIT, CV_LIMIT, Stability
 from analysis import plots
@@ -68,12 +69,8 @@ def percent(fraction: float | None) -> str:
     return "–" if fraction is None else f"{100 * fraction:.1f} %"
 
 
-def _rule_value(value: object) -> str:
-    return f"{value:.4f}" if isinstance(value, float) else str(value)
-
-
 def verdict(score: Score) -> str:
-    broken = [f"{name} {_rule_value(rule['value'])} (needs {rule['need']})"
+    broken = [f"{name} {shown_value(rule['value'])} (needs {rule['need']})"
               for name, rule in score.rules.items() if not rule["ok"]]  # fmt: skip
     return "**valid run**" if score.valid else "**unofficial run**: " + "; ".join(broken)
 
@@ -203,11 +200,12 @@ class _Builder:
         self.doc.heading("Validity")
         self.doc.paragraph(
             "A run is valid (as the AIPerf paper defines it) when every rule holds; anything else is reported as "
-            f"an unofficial run, never refused.  Verdict: {verdict(self.score)}."
+            f"an unofficial run, never refused.  Verdict: {verdict(self.score)} (rules version "
+            f"{self.score.rules_version}, `aiperf_mpi/results/rules.py`)."
         )
         rows = []
         for name, rule in self.score.rules.items():
-            rows.append([name, _rule_value(rule["value"]), str(rule["need"]), "✔ ok" if rule["ok"] else "✘ broken"])
+            rows.append([name, shown_value(rule["value"]), str(rule["need"]), "✔ ok" if rule["ok"] else "✘ broken"])
         self.doc.table(["rule", "value", "needs", "checked"], rows)
 
     def score_over_time(self) -> None:

@@ -70,6 +70,7 @@ from aiperf_mpi.graph.model import GraphError, from_json, with_kernel_size
 from aiperf_mpi.graph.ops import ModelOps, count_ops, epoch_ops
 from aiperf_mpi.results import provenance as provenance_module
 from aiperf_mpi.results import runlog
+from aiperf_mpi.results.rules import shown_value
 from aiperf_mpi.results.schema import SCHEMA_VERSION, check_event
 from aiperf_mpi.results.score import MAX_GRID_SAMPLES, Score, ScoreInputs, run_step, score_inputs, stopped_by_signal
 from analysis.guard import guarded
@@ -747,7 +748,7 @@ def _score_checks(walker: _Walker, run_dir: Path) -> tuple[list[Check], Score | 
     for name, rule in (score.rules if score is not None else {}).items():
         row = Check(f"rule {name}")
         met = "met" if rule["ok"] else "not met"
-        row.summary = f"{_rule_value(rule['value'])} (needs {rule['need']}): {met}"
+        row.summary = f"{shown_value(rule['value'])} (needs {rule['need']}): {met}"
         rules = (recorded or {}).get("rules")
         theirs = rules.get(name) if isinstance(rules, dict) else None
         if recorded is not None and not same(theirs, rule):
@@ -810,12 +811,6 @@ def window_check(walker: _Walker, score: Score | None, recorded: Mapping | None)
 
 def _limit(limit: float | None) -> str:
     return "unrecorded" if limit is None else f"{limit:g} s"
-
-
-def _rule_value(value: object) -> str:
-    if isinstance(value, float):
-        return f"{value:.4f}"
-    return str(value)
 
 
 # --------------------------------------------------------------------------- directories and bundles

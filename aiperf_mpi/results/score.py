@@ -23,7 +23,8 @@
 * Validity (as the paper defines a valid run): ImageNet, final error ≤ 30 %,
   arithmetic at FP16 or wider, the fixed search algorithms (Bayesian
   network-morphism search and TPE).  Anything else is an *unofficial* run,
-  reported with the rules it broke — never refused.
+  reported with the rules it broke — never refused.  The rules are versioned
+  data in :mod:`aiperf_mpi.results.rules`; the score names their version.
 """
 
 from __future__ import annotations
@@ -36,12 +37,11 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from aiperf_mpi.results import runlog
+from aiperf_mpi.results.rules import RULES_VERSION, evaluate_rules
 from aiperf_mpi.results.stability import stability
 
 DEFAULT_STEP = 360.0
 ERROR_FLOOR = 1e-6
-MAX_VALID_ERROR = 0.30
-VALID_PRECISIONS = ("fp32", "fp16", "bf16")
 MAX_GRID_SAMPLES = 100_000
 """most samples the grid holds: a tiny step or a clock jump of years must not make the score run (and the report
 draw) without bound; beyond it the step becomes the smallest whole multiple of the asked one that fits"""
@@ -71,6 +71,9 @@ class Score:
     segments: int
     valid: bool
     rules: dict[str, dict] = field(default_factory=dict)
+    """each validity rule's ``{"ok", "value", "need"}``, by name (:func:`~aiperf_mpi.results.rules.evaluate_rules`)"""
+    rules_version: str = RULES_VERSION
+    """the version of the rules ``rules`` was judged by"""
     grid: list[ScoreSample] = field(default_factory=list)
     truncated_log: bool = False
     grid_step: float = 0.0
@@ -285,17 +288,7 @@ def score_inputs(inputs: ScoreInputs, step: float = DEFAULT_STEP, truncated: boo
 
     final = samples[-1]
     error = None if final.best_accuracy is None else 1.0 - final.best_accuracy
-    precision = config.get("precision", "fp32")
-    rules = {
-        "dataset": {"ok": config.get("dataset") == "imagenet", "value": config.get("dataset"), "need": "imagenet"},
-        "error": {"ok": error is not None and error <= MAX_VALID_ERROR, "value": error, "need": f"≤ {MAX_VALID_ERROR}"},
-        "precision": {"ok": precision in VALID_PRECISIONS, "value": precision, "need": "fp16 or wider"},
-        "algorithms": {
-            "ok": config.get("search", "bayesian") == "bayesian" and config.get("hpo", "tpe") == "tpe",
-            "value": f"{config.get('search', 'bayesian')}+{config.get('hpo', 'tpe')}",
-            "need": "bayesian+tpe",
-        },
-    }
+    rules = evaluate_rules(config, error)
     settled = stability([s.active_time for s in samples], [s.ops_per_second for s in samples])
     return Score(
         score=final.ops_per_second,

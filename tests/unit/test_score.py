@@ -86,6 +86,8 @@ def test_event_log_writer_round_trips(tmp_path) -> None:
     log.write(runlog.EPOCH, sync=True, **fields)
     with pytest.raises(ValueError, match="epoch: missing steps"):  # the writer keeps to the schema
         log.write(runlog.EPOCH, end=1.0, ops=5, val_accuracy=0.5)
+    with pytest.raises(ValueError, match="'epoch_started' is not in the schema"):  # and writes only its events
+        log.write("epoch_started", task=1)
     log.close()
     events = runlog.read_events(tmp_path).events
     assert [e["event"] for e in events] == ["run_start", "epoch"]
@@ -180,3 +182,61 @@ def test_a_tiny_step_or_a_clock_jump_of_years_caps_the_grid_and_says_so() -> Non
     assert not plain.grid_capped and plain.grid_step == 60
     with pytest.raises(ValueError, match="finite"):
         compute_score([start(-1.5e308), stop(1.5e308)], step=1)  # 3e308 s: beyond a float
+
+
+def test_the_rules_are_one_versioned_table_that_the_score_reads() -> None:
+    """score.json's rules are the table's, in its order, each {ok, value, need}, named with their version."""
+    from aiperf_mpi.results.rules import RULE_NAMES, RULES_VERSION, evaluate_rules
+
+    score = compute_score([start(0), epoch(10, 100, 0.8), stop(20)], step=5)
+    assert list(score.rules) == list(RULE_NAMES) == ["dataset", "error", "precision", "algorithms"]
+    assert all(set(rule) == {"ok", "value", "need"} for rule in score.rules.values())
+    assert score.rules_version == RULES_VERSION and score.to_dict()["rules_version"] == RULES_VERSION
+    assert score.rules == evaluate_rules(score_config(), 1.0 - 0.8)
+    assert evaluate_rules({}, None) == {  # an old log without the fields: the defaults, no accuracy
+        "dataset": {"ok": False, "value": None, "need": "imagenet"},
+        "error": {"ok": False, "value": None, "need": "≤ 0.3"},
+        "precision": {"ok": True, "value": "fp32", "need": "fp16 or wider"},
+        "algorithms": {"ok": True, "value": "bayesian+tpe", "need": "bayesian+tpe"},
+    }
+    assert not evaluate_rules({"dataset": "imagenet", "precision": "fp8"}, 0.1)["precision"]["ok"]
+    assert evaluate_rules({"dataset": "imagenet"}, 0.30)["error"]["ok"]  # 30 % itself is valid
+    assert not evaluate_rules({"search": "random", "hpo": "tpe"}, 0.1)["algorithms"]["ok"]
+    assert not evaluate_rules({"search": "bayesian", "hpo": "gp"}, 0.1)["algorithms"]["ok"]
+
+
+def score_config() -> dict:
+    return start(0)["config"]
+
+
+def test_the_valid_algorithms_and_precisions_are_ones_a_run_can_choose() -> None:
+    from aiperf_mpi.config import CHOICES, RunConfig
+    from aiperf_mpi.results.rules import VALID_PRECISIONS, VALID_SEARCH, VALID_TUNER
+
+    assert VALID_SEARCH in CHOICES["search"] and VALID_TUNER in CHOICES["hpo"]
+    assert (RunConfig().search, RunConfig().hpo) == (VALID_SEARCH, VALID_TUNER)  # the default run is a valid one
+    assert set(VALID_PRECISIONS) == set(CHOICES["precision"]) - {"auto"}
+
+
+def test_the_schema_is_the_only_list_of_event_names() -> None:
+    """runlog's event names are the schema's own objects, and every ``runlog.NAME`` used anywhere exists."""
+    import ast
+    from pathlib import Path
+
+    from aiperf_mpi.results import schema
+
+    event_like = {name: value for name, value in vars(runlog).items()
+                  if name.isupper() and isinstance(value, str) and value.isidentifier() and value.islower()}
+    assert set(event_like.values()) == {*schema.EVENT_NAMES, schema.EVENT, schema.TIME, schema.SEGMENT}
+    assert all(value is getattr(schema, name) for name, value in event_like.items())
+    assert schema.EVENT_NAMES == tuple(schema.REQUIRED) and set(schema.OPTIONAL) <= set(schema.EVENT_NAMES)
+    root = Path(__file__).resolve().parents[2]
+    used = set()
+    for folder in ("aiperf_mpi", "analysis", "tests", "benchmarks"):
+        for path in (root / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "runlog":
+                    used.add(node.attr)
+    missing = sorted(name for name in used if name.isupper() and not hasattr(runlog, name))
+    assert not missing, f"runlog has no {missing}"
+    assert {name for name in used if name in event_like} >= {"RUN_START", "EPOCH", "RUN_STOP", "SCORE"}
