@@ -3,21 +3,21 @@
 The same contract as tests/mpi/test_protocol.py, which runs it over MPI.
 """
 
-import threading
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from aiperf_mpi import __version__
 from aiperf_mpi.config import RunConfig, load_config
 from aiperf_mpi.errors import UsageError
 from aiperf_mpi.graph.model import to_json
 from aiperf_mpi.graph.seeds import tiny_resnet
 from aiperf_mpi.job.batchio import do_work
 from aiperf_mpi.job.leader import PROPOSALS, epoch_would_overrun, leader_loop
-from aiperf_mpi.job.local import LocalHub
-from aiperf_mpi.job.master import Master, master_loop
+from aiperf_mpi.job.local import run_in_process
+from aiperf_mpi.job.master import Master
 from aiperf_mpi.job.messages import Accepted, Duplicate, EpochDone, Failed, Proposed, Ready, Result, Stop, Work
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.score import score_run
@@ -38,31 +38,16 @@ class LocalRun:
 def run_local(tmp_path: Path, groups: int, time_limit: float, slow=(), fail=(), max_models=0,
               search_config: SearchConfig | None = None, epoch_seconds: float = 0.02,
               **options) -> LocalRun:  # fmt: skip
+    """The benchmark's own session in this process (job.local.run_in_process), with fake training."""
     config = RunConfig(time_limit=time_limit, seed_model="tiny", score_step=0.5, run_dir=str(tmp_path),
                        max_models=max_models, grace=30, **options)  # fmt: skip
     search = search_config or SearchConfig()
-    hub = LocalHub(groups)
-    log = runlog.EventLog(tmp_path)
-    log.write(runlog.RUN_START, sync=True, segment=1, resumed=False, config=config.to_dict())
-    master = Master(config, log, MasterHistory(search.view_bounds()), groups, tmp_path, search_config=search)
     views = {group: SearchView(search.view_bounds()) for group in range(groups)}
     runners = {group: FakeRunner(group, epoch_seconds=epoch_seconds, slow_groups=slow, fail_tasks=fail,
                                  run_dir=tmp_path)
                for group in range(groups)}  # fmt: skip
-
-    def leader(group: int) -> None:
-        leader_loop(hub.channel(group), group, 1, config, tiny_resnet(), runners[group], view=views[group],
-                    search_config=search)  # fmt: skip
-
-    threads = [threading.Thread(target=leader, args=(group,), daemon=True) for group in range(groups)]
-    for thread in threads:
-        thread.start()
-    outcome = master_loop(master, hub, lambda: "", progress_interval=1000)
-    for thread in threads:
-        thread.join(timeout=30)
-    log.write(runlog.RUN_STOP, sync=True, reason=master.stopping, discarded_tasks=[], segment=1)
-    log.close()
-    return LocalRun(master, views, runners, outcome)
+    ended = run_in_process(config, runners, tiny_resnet(), version=__version__, views=views, search_config=search)
+    return LocalRun(ended.master, views, runners, ended.outcome)
 
 
 def logged_records(run_dir: Path) -> list[ModelRecord]:
