@@ -1,4 +1,10 @@
-"""Entry point: ``python -m aiperf_mpi`` (or the ``aiperf-mpi`` script)."""
+"""Entry point: ``python -m aiperf_mpi`` (or the ``aiperf-mpi`` script).
+
+The one place that wires the rooms together: it injects what trains
+(``train/``: the group runner, the device, the peak probe) and what runs at
+the end of a run (``analysis``: the report, the export) into the MPI run,
+which imports neither (``tests/unit/test_architecture.py``).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from mpi4py import MPI
 
@@ -14,6 +21,10 @@ from aiperf_mpi.mpi.guard import run_guarded
 from aiperf_mpi.mpi.launch import check_launch
 from aiperf_mpi.mpi.layout import build_layout
 from aiperf_mpi.signals import StopFlag
+
+if TYPE_CHECKING:
+    from aiperf_mpi.job.session import EndOfRunHooks
+    from aiperf_mpi.mpi.run import TrainingBackend
 
 
 def rank_main(comm: MPI.Comm, argv: Sequence[str] | None, stop_flag: StopFlag) -> int:
@@ -33,8 +44,41 @@ def rank_main(comm: MPI.Comm, argv: Sequence[str] | None, stop_flag: StopFlag) -
     from aiperf_mpi.config import load_config
     from aiperf_mpi.mpi.run import agree, run_benchmark
 
+    training = training_backend()
     config = agree(comm, lambda: load_config(options.config, run_overrides(options)))
-    return run_benchmark(comm, config, resume=options.resume, stop_flag=stop_flag)
+    return run_benchmark(comm, config, training, end_of_run_hooks(), resume=options.resume, stop_flag=stop_flag)
+
+
+def training_backend() -> TrainingBackend:
+    """Real training: the group runner (Horovod, Keras), one accelerator per rank, the peak probe."""
+    from aiperf_mpi.mpi.run import TrainingBackend
+    from aiperf_mpi.train.runner import GroupRunner
+
+    return TrainingBackend(runner=GroupRunner, claim_device=_claim_device, probe_peak=_probe_peak)
+
+
+def _claim_device(plan, rank: int, node_pids: list[int]):
+    """One accelerator per rank, before TensorFlow claims them all; on a CPU, TensorFlow's share of the cores."""
+    from aiperf_mpi.train.devices import device_caps, pin_device
+    from aiperf_mpi.train.threads import use_cpu_share
+
+    use_cpu_share(pin_device(plan.device_index(rank)), plan, rank, node_pids)
+    return device_caps()
+
+
+def _probe_peak(group_comm: MPI.Comm, precision: str, seconds: float) -> dict | None:
+    """The group's peak throughput (imported here: TensorFlow loads only on the ranks that probe)."""
+    from aiperf_mpi.train.peak import group_peak
+
+    return group_peak(group_comm, precision, seconds)
+
+
+def end_of_run_hooks() -> EndOfRunHooks:
+    """After the score: the report, and (after a run that ended normally) the best model's export."""
+    from aiperf_mpi.job.session import EndOfRunHooks
+    from analysis.after_run import export_best, write_report
+
+    return EndOfRunHooks(report=write_report, export=export_best)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -7,19 +7,18 @@ imports another test module.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from aiperf_mpi import __version__
 from aiperf_mpi.config import RunConfig
 from aiperf_mpi.graph.seeds import tiny_resnet
-from aiperf_mpi.job.leader import leader_loop
-from aiperf_mpi.job.local import LocalHub
-from aiperf_mpi.job.master import Master, master_loop
+from aiperf_mpi.job.local import run_in_process
+from aiperf_mpi.job.master import Master
 from aiperf_mpi.results import runlog
 from aiperf_mpi.search.bayesian import SearchConfig
 from aiperf_mpi.search.history import ModelRecord
-from aiperf_mpi.search.view import MasterHistory, SearchView, ViewBounds, ViewIndex
+from aiperf_mpi.search.view import SearchView, ViewBounds, ViewIndex
 from tests.support.fake_runner import FakeRunner
 
 
@@ -34,31 +33,16 @@ class LocalRun:
 def run_local(tmp_path: Path, groups: int, time_limit: float, slow=(), fail=(), max_models=0,
               search_config: SearchConfig | None = None, epoch_seconds: float = 0.02,
               **options) -> LocalRun:  # fmt: skip
+    """The benchmark's own session in this process (job.local.run_in_process), with fake training."""
     config = RunConfig(time_limit=time_limit, seed_model="tiny", score_step=0.5, run_dir=str(tmp_path),
                        max_models=max_models, grace=30, **options)  # fmt: skip
     search = search_config or SearchConfig()
-    hub = LocalHub(groups)
-    log = runlog.EventLog(tmp_path)
-    log.write(runlog.RUN_START, sync=True, segment=1, resumed=False, config=config.to_dict())
-    master = Master(config, log, MasterHistory(search.view_bounds()), groups, tmp_path, search_config=search)
     views = {group: SearchView(search.view_bounds()) for group in range(groups)}
     runners = {group: FakeRunner(group, epoch_seconds=epoch_seconds, slow_groups=slow, fail_tasks=fail,
                                  run_dir=tmp_path)
                for group in range(groups)}  # fmt: skip
-
-    def leader(group: int) -> None:
-        leader_loop(hub.channel(group), group, 1, config, tiny_resnet(), runners[group], view=views[group],
-                    search_config=search)  # fmt: skip
-
-    threads = [threading.Thread(target=leader, args=(group,), daemon=True) for group in range(groups)]
-    for thread in threads:
-        thread.start()
-    outcome = master_loop(master, hub, lambda: "", progress_interval=1000)
-    for thread in threads:
-        thread.join(timeout=30)
-    log.write(runlog.RUN_STOP, sync=True, reason=master.stopping, discarded_tasks=[], segment=1)
-    log.close()
-    return LocalRun(master, views, runners, outcome)
+    ended = run_in_process(config, runners, tiny_resnet(), version=__version__, views=views, search_config=search)
+    return LocalRun(ended.master, views, runners, ended.outcome)
 
 
 def logged_records(run_dir: Path) -> list[ModelRecord]:

@@ -243,3 +243,52 @@ def test_the_event_docs_are_generated_from_the_schema() -> None:
 
     text = (REPO / "docs" / "events.md").read_text()
     assert markdown() in text, "docs/events.md is stale: regenerate it from aiperf_mpi/results/schema.py"
+
+
+# --------------------------------------------------------------------------- issue 24: arrows that ran up
+
+
+def _imported_modules(path: Path) -> set[str]:
+    """Every module a file imports, by absolute name, anywhere in it (inside functions and ``__main__`` too).
+
+    ``from a.b import c`` counts as ``a.b`` and ``a.b.c`` (``c`` may be a
+    module); relative imports are resolved against the file's package; a
+    string given to ``importlib.import_module`` or ``__import__`` counts too.
+    """
+    package = path.relative_to(PACKAGE.parent).with_suffix("").parts[:-1]
+    modules = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            modules.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            above = list(package[: len(package) - node.level + 1]) if node.level else []
+            base = ".".join(above + ([node.module] if node.module else []))
+            modules.add(base)
+            modules.update(f"{base}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if name in ("import_module", "__import__") and isinstance(node.args[0].value, str):
+                modules.add(node.args[0].value)
+    return modules
+
+
+def _importers(room: Path, forbidden: str) -> dict[str, list[str]]:
+    """The files under ``room`` (every ``.py``, ``__main__`` included) that import ``forbidden`` or below it."""
+    offenders = {}
+    for path in sorted(room.rglob("*.py")):
+        found = sorted(m for m in _imported_modules(path) if m == forbidden or m.startswith(forbidden + "."))
+        if found:
+            offenders[str(path.relative_to(PACKAGE.parent))] = found
+    return offenders
+
+
+def test_mpi_never_imports_train() -> None:
+    """What trains is injected by the entry point (``TrainingBackend``): ``mpi/`` sits below ``train/``."""
+    offenders = _importers(PACKAGE / "mpi", "aiperf_mpi.train")
+    assert not offenders, f"aiperf_mpi/mpi imports aiperf_mpi.train: {offenders}"
+
+
+def test_job_never_imports_analysis() -> None:
+    """The report and the export are hooks the entry point injects (``EndOfRunHooks``): ``job/`` is below them."""
+    offenders = _importers(PACKAGE / "job", "analysis")
+    assert not offenders, f"aiperf_mpi/job imports analysis: {offenders}"

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from aiperf_mpi.export import ExportError, choose, lineage, read_run
-from aiperf_mpi.job.finish import export_best
 from aiperf_mpi.results import runlog
+from analysis.after_run import export_best
 from tests.support.event_logs import epoch, model_done, proposed, start, write_log
 
 
@@ -106,7 +106,7 @@ def test_nothing_to_choose_by(tmp_path) -> None:
 
 
 def test_a_failed_or_slow_export_at_the_end_of_a_run_is_one_warning_line(tmp_path, capsys) -> None:
-    """The run's end (job.finish.export_best) never raises: the score is written and stands."""
+    """The run's end (analysis.after_run.export_best) never raises: the score is written and stands."""
     run_dir = a_run(tmp_path / "run")
     (run_dir / "weights" / "task-2.npz").unlink()  # the best model's weights gone (by hand: retention keeps them)
     export_best(run_dir, "digits")

@@ -1,0 +1,256 @@
+"""The run's life cycle on the master, without MPI: preparation, the event log, the score, the end-of-run hooks.
+
+One run segment (a start or a ``--resume``) is a *session*: its checks, its
+``run_start`` … ``run_stop`` and its score, each in the order a reader of the
+log relies on.  Why a room of its own, and why in ``job/``:
+
+* the same sequence runs over MPI (:mod:`aiperf_mpi.mpi.run` wraps it in
+  collectives and hands it an MPI transport) and in one process
+  (:func:`aiperf_mpi.job.local.run_in_process`, which the unit tests drive),
+  so a test exercises the sequence the benchmark runs instead of a copy;
+* it imports neither MPI nor what trains nor what analyses: the report and
+  the export are hooks (:class:`EndOfRunHooks`) the entry point injects, so the
+  arrows of the house all point down.
+
+Deciding :func:`prepare` has no side effect on a new run: the run directory
+is created only once every check has passed (:func:`create_run_dir`), so a
+start that fails leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from aiperf_mpi.config import RunConfig
+from aiperf_mpi.data.sources import DataSource, open_source
+from aiperf_mpi.errors import EXIT_GRACE_EXPIRED, EXIT_TERMINATED, UsageError
+from aiperf_mpi.graph.model import GraphError
+from aiperf_mpi.graph.seeds import seed_model
+from aiperf_mpi.job.finish import print_score
+from aiperf_mpi.job.master import Master, master_loop
+from aiperf_mpi.job.mllog import MLLogWriter
+from aiperf_mpi.job.mllog import repair_tail as repair_mllog_tail
+from aiperf_mpi.job.resume import Resumed, history_from_log
+from aiperf_mpi.job.transport import MasterTransport
+from aiperf_mpi.results import provenance, runlog
+from aiperf_mpi.results.score import Score, score_run
+from aiperf_mpi.search.bayesian import SearchConfig
+from aiperf_mpi.search.view import MasterHistory
+
+EXIT_STATUS = {"done": 0, "terminated": EXIT_TERMINATED, "grace expired": EXIT_GRACE_EXPIRED}
+"""the master loop's outcome → the job's exit status (non-zero: the groups still training are abandoned)"""
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What the master established before the run (over MPI: rank 0, shared with every rank)."""
+
+    config: RunConfig
+    run_dir: str
+    segment: int
+    resumed: bool
+    data_sizes: dict[str, int]
+    """samples per split, as the master found them"""
+
+
+@dataclass(frozen=True)
+class EndOfRunHooks:
+    """What runs once the score is on disk, injected by the entry point (``analysis`` lives above ``job/``).
+
+    ``report(run_dir)`` and ``export(run_dir, dataset)`` must never raise: a
+    failure costs that file, never the score.  ``None`` skips the step (the
+    in-process runs of the tests).
+    """
+
+    report: Callable[[Path], None] | None = None
+    export: Callable[[Path, str], None] | None = None
+
+
+NO_HOOKS = EndOfRunHooks()
+"""no report, no export (frozen, so one instance serves as every default)"""
+
+
+@dataclass
+class Ended:
+    """How a session ended: the loop's outcome, the master's final state, the score and the exit status."""
+
+    outcome: str
+    master: Master
+    score: Score
+    exit_status: int
+
+
+def open_data(config: RunConfig, sizes: dict[str, int] | None = None) -> DataSource:
+    """The run's data; ``sizes`` (the master's ``Prepared.data_sizes``) spare the other ranks recounting ImageNet."""
+    return open_source(config.dataset, config.data_path or None, config.image_size or None, sizes)
+
+
+def prepare(config: RunConfig, resume: str | None, ranks: int) -> Prepared:
+    """Every check that needs no layout: ranks, the run directory or the log to resume, the data, the seed model."""
+    if ranks < 2:
+        raise UsageError(
+            "a benchmark run needs at least 2 ranks (the master and one training rank); "
+            "launch it with mpirun -n N or srun -n N (N ≥ 2)"
+        )
+    if resume:
+        run_dir = Path(resume)
+        try:
+            contents = runlog.read_events(run_dir)
+        except (FileNotFoundError, ValueError) as exc:
+            raise UsageError(f"--resume {run_dir}: {exc}") from None
+        starts = [e for e in contents.events if e[runlog.EVENT] == runlog.RUN_START]
+        if not starts:
+            raise UsageError(f"--resume {run_dir}: the log has no run_start")
+        logged = RunConfig(**starts[0]["config"])
+        config = replace(logged, time_limit=config.time_limit, run_dir=str(run_dir))
+        segment = len(starts) + 1
+    else:
+        stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+        run_dir = Path(config.run_dir or f"runs/run-{stamp}")
+        check_new_run_dir(run_dir)
+        config = replace(config, run_dir=str(run_dir))
+        segment = 1
+    source = open_data(config)
+    source.check()
+    try:
+        seed_model(config.seed_model, source.image_shape[0], source.image_shape[2], source.classes)
+    except GraphError as exc:
+        size = "x".join(str(d) for d in source.image_shape[:2])
+        raise UsageError(f"the {config.seed_model} seed model cannot take {source.name} images of {size}: {exc}"
+                         " (choose --image-size, the data or --seed-model accordingly)") from None  # fmt: skip
+    return Prepared(config, str(run_dir), segment, bool(resume), dict(source.sizes))
+
+
+def check_new_run_dir(run_dir: Path) -> None:
+    """A new run may not write into another run's directory; an empty or unstarted one is fine."""
+    events = run_dir / runlog.EVENTS_FILE
+    if events.is_file() and events.stat().st_size > 0:
+        raise UsageError(f"{run_dir} already holds a run; use --resume {run_dir} or another --run-dir")
+    if run_dir.exists() and not run_dir.is_dir():
+        raise UsageError(f"the run directory {run_dir} exists and is not a directory")
+    parent = next((p for p in (run_dir.absolute(), *run_dir.absolute().parents) if p.exists()), None)
+    if parent is not None and not (parent.is_dir() and os.access(parent, os.W_OK | os.X_OK)):
+        raise UsageError(f"cannot create the run directory {run_dir}: {parent} is not a writable directory")
+
+
+def check_batch_fits(prepared: Prepared, largest_group: int) -> None:
+    """The warm-up batch must give every rank of the largest group (its rank count) at least one training step.
+
+    Otherwise every trial would fail and the run would end with a score of
+    nothing; better to say so before anything starts.  Validation may end in
+    a short batch, but every rank needs one sample of it.
+    """
+    config, ranks = prepared.config, largest_group
+    train, validation = prepared.data_sizes["train"], prepared.data_sizes["validation"]
+    if train // ranks < config.batch_size:
+        raise UsageError(
+            f"batch_size {config.batch_size} is larger than the train split allows: {train} samples over "
+            f"{ranks} ranks of a group are {train // ranks} per rank (lower --batch-size or --group-size)"
+        )
+    if validation < ranks:
+        raise UsageError(f"the validation split ({validation} samples) is smaller than a group ({ranks} ranks): "
+                         "every rank needs at least one (lower --group-size)")  # fmt: skip
+
+
+def create_run_dir(prepared: Prepared, largest_group: int) -> None:
+    """After every check (the layout's too): create the run directory (a resumed run has one)."""
+    check_batch_fits(prepared, largest_group)
+    if prepared.resumed:
+        return
+    try:
+        Path(prepared.run_dir).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create the run directory {prepared.run_dir}: {exc.strerror or exc}") from None
+
+
+def run_master(
+    prepared: Prepared,
+    config: RunConfig,
+    transport: MasterTransport,
+    *,
+    system: dict,
+    layout: dict,
+    staging: list[dict],
+    stop: Callable[[], str],
+    urgent: Callable[[], bool],
+    version: str,
+    end: EndOfRunHooks = NO_HOOKS,
+    search_config: SearchConfig | None = None,
+) -> Ended:
+    """The master's session, from the log's repair to the end-of-run hooks; the groups talk through ``transport``.
+
+    ``config`` is ``prepared.config`` as the ranks agreed it (the precision
+    resolved); ``layout`` is the plan as the log keeps it (``groups`` lists
+    the groups ``transport`` reaches by index); ``stop()`` names a reason to
+    stop (a signal) and ``urgent()`` says the kill is under way.  The exit
+    status is non-zero when groups were abandoned mid-epoch: the caller ends
+    the job (over MPI, ``Abort``).
+    """
+    run_dir = Path(prepared.run_dir)
+    # a resumed log may end in a cut line (killed mid-write): set it aside first, or the new segment's
+    # first event would be glued onto it; here, after every check, so a start that fails touches nothing
+    tail = runlog.repair_tail(run_dir, prepared.segment) if prepared.resumed else runlog.TailRepair()
+    if tail.changed:
+        print(tail.message(), flush=True)
+    log = runlog.EventLog(run_dir)
+    if prepared.resumed and (cut := repair_mllog_tail(run_dir, prepared.segment)):
+        print(f"aiperf_mpi: warning: mllog.log ended in a cut line ({cut} bytes, kept in mllog.log.cut-"
+              f"{prepared.segment}); resuming after the last complete line", flush=True)  # fmt: skip
+    mllog = MLLogWriter(run_dir)
+    search = search_config or SearchConfig()
+    bounds = search.view_bounds()  # the leaders' search reads this view
+    resumed = history_from_log(run_dir, bounds) if prepared.resumed else Resumed(MasterHistory(bounds), 0, {})
+    origin = provenance.collect(version, system)  # before run_start: its git calls are not active time
+    started = log.write(runlog.RUN_START, sync=True, segment=prepared.segment, resumed=prepared.resumed,
+              config=config.to_dict(), provenance=origin,
+              **({"cut_tail": tail.to_dict()} if tail.changed else {}))  # fmt: skip
+    log.write(runlog.SYSTEM, **system)
+    log.write(runlog.LAYOUT, **layout)
+    for report in staging:
+        log.write(runlog.STAGING, **report)
+        mllog.staging(report)
+    log.sync()
+    mllog.run_start(config.to_dict(), system, prepared.segment, started[runlog.TIME])
+    if staging:
+        print(f"aiperf_mpi: data staged to {config.stage_dir} on {len(staging)} node(s): "
+              f"{sum(r['bytes'] for r in staging) / 1e6:.1f} MB in {max(r['seconds'] for r in staging):.1f} s",
+              flush=True)  # fmt: skip
+    groups = len(layout["groups"])
+    master = Master(config, log, resumed.history, groups, run_dir, next_task=resumed.next_task, mllog=mllog,
+                    weights=resumed.weights, search_config=search)  # fmt: skip
+    print(f"aiperf_mpi: run directory {run_dir} (segment {prepared.segment}); {layout['world_size']} ranks, "
+          f"{groups} group(s); time limit {config.time_limit:.0f} s", flush=True)  # fmt: skip
+    outcome = master_loop(master, transport, stop, config.progress_interval, urgent=urgent)
+    reason = master.stopping or "done"
+    discarded = master.busy
+    stopped = log.write(runlog.RUN_STOP, sync=True, reason=reason, discarded_tasks=discarded,
+                        segment=prepared.segment, groups_stopped_early=master.early_stops)  # fmt: skip
+    mllog.run_stop(reason, stopped[runlog.TIME])
+    score = score_run(run_dir)
+    log.write(runlog.SCORE, sync=True, **{k: v for k, v in score.to_dict().items() if k != "grid"})
+    (run_dir / "score.json").write_text(json.dumps(score.to_dict(), indent=2))
+    log.close()
+    mllog.close()
+    print_score(score, run_dir)
+    if end.report is not None:
+        end.report(run_dir)
+    if outcome == "done" and end.export is not None:  # ending in Abort leaves no time for it: analysis.export later
+        end.export(run_dir, config.dataset)
+    _say_what_was_abandoned(outcome, len(discarded), config.grace)
+    return Ended(outcome, master, score, EXIT_STATUS[outcome])
+
+
+def _say_what_was_abandoned(outcome: str, running: int, grace: float) -> None:
+    """One line on stderr when the run ends with groups still training (SIGTERM, or the grace period over)."""
+    if outcome == "terminated":
+        print(f"aiperf_mpi: terminated by SIGTERM with {running} group(s) still training; their running "
+              "epochs are not counted; ending the job", file=sys.stderr, flush=True)  # fmt: skip
+    elif outcome == "grace expired":
+        print(f"aiperf_mpi: the grace period ({grace:.0f} s) expired with {running} group(s) "
+              "still training; their running epochs are not counted; ending the job", file=sys.stderr, flush=True)
