@@ -40,9 +40,11 @@ ALLOWED = {
     "results": {"errors"},
     "data": {"errors"},
     "config": {"graph", "search", "results", "data", "errors"},
-    # "analysis" until job/finish.py stops running the report itself (issue 24 part 1: __main__ injects the
-    # end-of-run hooks); then job ↛ analysis
-    "job": {"graph", "search", "results", "data", "config", "errors", "analysis"},
+    # job ↛ analysis: the report and the export are end-of-run hooks that __main__ injects (job/session.py)
+    "job": {"graph", "search", "results", "data", "config", "errors"},
+    # mpi ↛ train: the trainer, the device pinning and the peak probe are a TrainingBackend that __main__ injects
+    "mpi": {"graph", "search", "results", "data", "config", "job", "errors", "signals", "__version__", "mpi4py",
+            "horovod"},
     "train": {"graph", "search", "results", "data", "config", "job", "errors", "tensorflow", "keras", "horovod",
               "mpi4py"},
     "export": {"graph", "results", "train", "errors", "analysis", "tensorflow", "keras"},
