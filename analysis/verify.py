@@ -28,6 +28,9 @@ and without trusting any number that can be derived:
   its segment and after its task's proposal, none after its task's
   ``model_done``/``model_failed``; the graph files' sha256 equal the
   ``graph_sha256`` logged at ``model_proposed``;
+* **lineage**: every graph file equals its graph rebuilt from the seed model
+  or its parent's graph, the logged morphisms and the kernel size
+  (:mod:`analysis.lineage_check`);
 * **provenance**: every ``run_start`` records the package version, the git
   commit (or ``unknown``), the Python/TensorFlow/Horovod/MPI versions and
   the sha256 of the package's source files, consistent with the segment's
@@ -66,6 +69,7 @@ from aiperf_mpi.results import provenance as provenance_module
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.schema import SCHEMA_VERSION, check_event
 from aiperf_mpi.results.score import Score, ScoreInputs, run_step, score_inputs
+from analysis.lineage_check import LineageCheck
 
 OK, MISMATCH, NOT_RECORDED = "ok", "MISMATCH", "not recorded"
 REL_TOLERANCE = 1e-12
@@ -272,6 +276,7 @@ class _Walker:
         self.segments_check = Check("segments")
         self.epochs_check = Check("epochs in segments")
         self.graphs = Check("graph files")
+        self.lineage = LineageCheck(run_dir, Check("lineage"))
         self.ops = Check("ops recount")
         self.records = Check("model records")
         self.score_check = Check("score")
@@ -424,6 +429,7 @@ class _Walker:
             state.graph_text = data.decode("utf-8")
         except UnicodeDecodeError:
             self.graphs.problems.append(f"task {task}: {event['graph_file']} is not UTF-8 text")
+        self.lineage.proposed(event, state.graph_text, segment.config)
 
     def _graph_path(self, name: str, task: int) -> Path | None:
         root = self.run_dir.resolve()
@@ -556,6 +562,7 @@ class _Walker:
         self._end(event["task"], event, "model_failed")
 
     def _model_id(self, model_id: object, task: int) -> None:
+        self.lineage.ended(task, model_id)
         if model_id != self.next_model_id:
             self.records.problems.append(f"task {task}: model id {model_id}, the next id is {self.next_model_id}")
         self.next_model_id = (model_id if isinstance(model_id, int) else self.next_model_id) + 1
@@ -602,6 +609,7 @@ class _Walker:
                             f"({', '.join(EPOCH_OPS_FIELDS)})")  # fmt: skip
         self.records.summary = f"{self.records_checked} model_done records equal their epochs, graphs and counts"
         self.check_provenance()
+        self.lineage.finish()
         config = self.inputs.config or {}
         precision = config.get("precision", "fp32")
         if self.peak_precisions - {precision}:
@@ -751,8 +759,9 @@ def verify_dir(run_dir: Path, source: str | None = None, before: list[Check] | N
     walker.walk()
     walker.finish()
     rules, score = _score_checks(walker, run_dir)
-    checks = [*(before or []), walker.log, walker.segments_check, walker.epochs_check, walker.graphs, walker.ops,
-              walker.records, walker.score_check, *rules, walker.provenance]  # fmt: skip
+    checks = [*(before or []), walker.log, walker.segments_check, walker.epochs_check, walker.graphs,
+              walker.lineage.check, walker.ops, walker.records, walker.score_check, *rules,
+              walker.provenance]  # fmt: skip
     result = Verification(source or str(run_dir), checks)
     if score is not None:
         result.valid = score.valid

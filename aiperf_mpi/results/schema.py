@@ -50,7 +50,7 @@ OPTIONAL: dict[str, dict[str, object]] = {
     "run_start": {"cut_tail": DICT, "provenance": DICT},
     "staging": {"start": NUM},
     "peak": {"threads": LIST},
-    "model_proposed": {"graph_sha256": STR},
+    "model_proposed": {"graph_sha256": STR, "morphs": LIST, "seed": DICT},
     "epoch": {"compile": NUM, "xla": BOOL},
     "model_failed": {"graph_hash": (STR, NULL)},
     "run_stop": {"groups_stopped_early": INT},

@@ -85,6 +85,9 @@ class Proposal:
     plan: list[dict]
     description: str
     info: dict = field(default_factory=dict)
+    steps: tuple[dict, ...] = ()
+    """the morphisms from the parent's graph (:attr:`~aiperf_mpi.graph.morph.Morphed.steps`), logged for the
+    verifier's rebuild"""
 
 
 class _Cache:
@@ -219,7 +222,7 @@ class BayesianSearch:
                 continue
             if not self.history.contains_graph(to_json(morphed.graph)):
                 return Proposal(parent.id, morphed.graph, morphed.plan, morphed.description,
-                                {"strategy": "explore", "reason": reason})  # fmt: skip
+                                {"strategy": "explore", "reason": reason}, morphed.steps)  # fmt: skip
         raise RuntimeError("no new architecture found by morphing the best models")
 
     def _anneal(self, trained: list[ModelRecord], kernel: int, status: FitStatus) -> Proposal:
@@ -265,7 +268,7 @@ class BayesianSearch:
             return self._explore(trained, kernel, "annealing found no new candidate")
         value, parent_id, morphed, mean, std = best
         info = {"strategy": "gp-ucb", "ucb": value, "mean": mean, "std": std, "gp": status.message}
-        return Proposal(parent_id, morphed.graph, morphed.plan, morphed.description, info)
+        return Proposal(parent_id, morphed.graph, morphed.plan, morphed.description, info, morphed.steps)
 
 
 class RandomSearch:
@@ -294,5 +297,6 @@ class RandomSearch:
             parent = self.rng.choice(trained)
             morphed = random_morph(from_json(parent.graph), self.rng, kernel)
             if not self.history.contains_graph(to_json(morphed.graph)):
-                return Proposal(parent.id, morphed.graph, morphed.plan, morphed.description, {"strategy": "random"})
+                return Proposal(parent.id, morphed.graph, morphed.plan, morphed.description, {"strategy": "random"},
+                                morphed.steps)  # fmt: skip
         raise RuntimeError("no new architecture found by random morphing")

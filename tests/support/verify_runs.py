@@ -28,6 +28,8 @@ VERSIONS = {"python": "3.11.7", "tensorflow": "2.18.1", "horovod": "0.28.1", "mp
 RANKS = 2
 """ranks of each group: the global batch is batch_size × 2"""
 STEPS, VALIDATION = 10, 100
+SEED = {"model": "tiny", "image_size": 8, "channels": 1, "classes": 10}
+"""the seed both models are (``model_proposed``'s lineage record): tiny_resnet(8, 1, 10)"""
 
 
 def _epoch(task: int, group: int, number: int, end: float, graph_json: str, batch: int, accuracy: float) -> dict:
@@ -82,7 +84,7 @@ def consistent_run(run_dir: Path, dataset: str = "imagenet", precision: str = "f
         (run_dir / name).write_bytes(graph_json.encode("utf-8"))
         events.append({"event": runlog.MODEL_PROPOSED, "time": 1001.0 + task, "task": task, "group": task,
                        "parent": None, "hparams": hparams[task], "description": "seed", "graph_file": name,
-                       "search": {"strategy": "seed" if task == 0 else "explore"},
+                       "search": {"strategy": "seed" if task == 0 else "explore"}, "seed": SEED,
                        "graph_sha256": hashlib.sha256(graph_json.encode("utf-8")).hexdigest()})  # fmt: skip
     e01 = _epoch(0, 0, 1, 1030, graphs[0], 32, 0.5)
     e11 = _epoch(1, 1, 1, 1050, graphs[1], 16, 0.6)
