@@ -25,7 +25,7 @@ from pathlib import Path
 import networkx as nx
 
 from aiperf_mpi.graph.lineage import rebuild, seed_from_record, structure_difference
-from aiperf_mpi.graph.model import from_json
+from aiperf_mpi.graph.model import from_json, to_json
 from aiperf_mpi.search.bayesian import SearchConfig
 
 MAX_MORPHS = SearchConfig().max_morphs
@@ -66,17 +66,12 @@ class LineageCheck:
             self.check.problems.append(f"{where}: no kernel_size in its hparams ({str(kernel)[:40]}) to rebuild "
                                        "its graph at")  # fmt: skip
             return
-        try:
-            stored = from_json(graph_text)
-        except ERRORS as exc:
-            self.check.problems.append(f"{where}: its graph file is not a graph ({_brief(exc)})")
-            return
         if parent is None:
-            self._seed(event, stored, kernel, config, where)
+            self._seed(event, graph_text, kernel, config, where)
         else:
-            self._child(event, stored, kernel, where)
+            self._child(event, graph_text, kernel, where)
 
-    def _seed(self, event: dict, stored: nx.DiGraph, kernel: int, config: dict, where: str) -> None:
+    def _seed(self, event: dict, stored: str, kernel: int, config: dict, where: str) -> None:
         record, steps = event["seed"], event.get("morphs")
         self.seed_proposals += 1
         named = config.get("seed_model")
@@ -98,7 +93,7 @@ class LineageCheck:
         self._compare(stored, rebuilt, f"{where}: its graph is not the seed {record.get('model')!r} "
                                        f"({_brief(record)}) at kernel {kernel}")  # fmt: skip
 
-    def _child(self, event: dict, stored: nx.DiGraph, kernel: int, where: str) -> None:
+    def _child(self, event: dict, stored: str, kernel: int, where: str) -> None:
         parent, steps = event["parent"], event["morphs"]
         if not 1 <= len(steps) <= MAX_MORPHS:
             self.check.problems.append(f"{where}: {len(steps)} morphisms logged, the search chains 1 to "
@@ -129,12 +124,18 @@ class LineageCheck:
             return
         self._compare(stored, rebuilt, rule)
 
-    def _compare(self, stored: nx.DiGraph, rebuilt: nx.DiGraph, rule: str) -> None:
-        difference = structure_difference(stored, rebuilt)
-        if difference:
-            self.check.problems.append(f"{rule} ({difference})")
-        else:
-            self.rebuilt += 1
+    def _compare(self, stored: str, rebuilt: nx.DiGraph, rule: str) -> None:
+        """``stored`` (the graph file's text) against the rebuild: the same text as the leader wrote, or else
+        the same structure (a file re-serialised differently still passes)."""
+        if stored != to_json(rebuilt):
+            try:
+                difference = structure_difference(from_json(stored), rebuilt)
+            except ERRORS as exc:
+                difference = f"the graph file is not a graph: {_brief(exc)}"
+            if difference:
+                self.check.problems.append(f"{rule} ({difference})")
+                return
+        self.rebuilt += 1
 
     def ended(self, task: object, model_id: object) -> None:
         """A model_done or model_failed: model ``model_id`` is ``task``'s, a parent its successors may name."""

@@ -9,6 +9,7 @@ on it* (sha256, op counts, model record, score): before the lineage check,
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import re
@@ -248,3 +249,12 @@ def test_a_malformed_lineage_record_is_one_line_not_a_traceback(run) -> None:
     assert len(lines) == 2 and all(line.startswith("model_proposed of task") for line in lines)
     events = read_log(run)
     assert find(events, runlog.MODEL_PROPOSED, task=CHILD)["morphs"][1] == 7
+
+
+def test_a_graph_file_written_otherwise_with_the_same_structure_passes_the_lineage(run) -> None:
+    """The rebuild compares structure, not bytes: the same graph indented (its sha256 updated) is the same model."""
+    path = run / f"graphs/task-{CHILD}.json"
+    path.write_text(json.dumps(json.loads(path.read_text()), indent=2))
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    rewrite_log(run, lambda events: find(events, runlog.MODEL_PROPOSED, task=CHILD).update(graph_sha256=digest))
+    assert _verdicts(run)["lineage"] == verify.OK
