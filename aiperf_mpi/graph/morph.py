@@ -387,6 +387,7 @@ def replay(graph: nx.DiGraph, steps: list[dict] | tuple[dict, ...]) -> nx.DiGrap
     what the transfer plan copies, never the structure.
     """
     rng = random.Random(0)
+    analysis: Analysis | None = None
     for number, step in enumerate(steps, start=1):
         if not isinstance(step, dict) or set(step) != {"kind", "args"}:
             raise MorphError(f"step {number} is not {{kind, args}}: {str(step)[:80]}")
@@ -402,16 +403,17 @@ def replay(graph: nx.DiGraph, steps: list[dict] | tuple[dict, ...]) -> nx.DiGrap
             raise MorphError(f"step {number}: {kind} takes ({', '.join(t.__name__ for t in types)}), "
                              f"got {str(args)[:80]}")  # fmt: skip
         if kind == "deeper":
-            graph = deeper(graph, args[0], args[1]).graph
+            morphed = deeper(graph, args[0], args[1], analysis)
         elif kind == "wider":
             if args[0] in graph and graph.nodes[args[0]].get("type") == "conv":
                 expected = wider_extra(graph.nodes[args[0]]["filters"])
                 if args[1] != expected:  # and a forged huge count never reaches wider's per-filter plan
                     raise MorphError(f"step {number}: the search widens {args[0]!r} by {expected} filters, "
                                      f"not {args[1]}")  # fmt: skip
-            graph = wider(graph, args[0], args[1], rng).graph
+            morphed = wider(graph, args[0], args[1], rng)
         elif kind == "add_skip":
-            graph = add_skip(graph, args[0], args[1]).graph
+            morphed = add_skip(graph, args[0], args[1], analysis)
         else:
-            graph = concat_skip(graph, args[0], args[1], rng).graph
+            morphed = concat_skip(graph, args[0], args[1], rng, analysis)
+        graph, analysis = morphed.graph, morphed.analysis  # the child's analysis saves the next step one
     return graph
