@@ -134,7 +134,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--device-prefetch", choices=("auto", "on", "off"),
                      help="copy the next training batches to the device while a step runs: auto (default: on "
                      "GPUs), on or off")  # fmt: skip
-    run.add_argument("--seed", type=int, help="random seed of search, tuning and training (default 0)")
+    run.add_argument("--seed", type=int, help="random seed of search, tuning and training (default: a fresh one "
+                     "drawn at start and logged, so repeat runs differ)")  # fmt: skip
     run.add_argument("--grace", type=float, metavar="SECONDS",
                      help="after the time limit, how long running epochs may finish (default 120)")  # fmt: skip
     run.add_argument("--progress-interval", type=float, metavar="SECONDS", help="progress line period (default 10)")

@@ -7,6 +7,7 @@ gets its own clear message, all of them reported together in one line.
 from __future__ import annotations
 
 import math
+import secrets
 import tomllib
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -14,11 +15,11 @@ from pathlib import Path
 from aiperf_mpi.data.sources import DATASETS
 from aiperf_mpi.errors import UsageError
 from aiperf_mpi.graph.seeds import SEED_MODELS
+from aiperf_mpi.results.precisions import PRECISIONS
+from aiperf_mpi.results.rules import VALID_SEARCH, VALID_TUNER
 from aiperf_mpi.results.score import DEFAULT_STEP
-from aiperf_mpi.results.score import VALID_PRECISIONS as PRECISIONS
-from aiperf_mpi.search.hpo import HPO_KINDS
+from aiperf_mpi.search.registry import SEARCHES, TUNERS
 
-SEARCHES = ("bayesian", "random")
 KEEP_WEIGHTS = ("parents", "all")
 """which trained weights stay in the run directory (see :mod:`aiperf_mpi.job.retention`)"""
 XLA_SETTINGS = ("auto", "on", "off")
@@ -57,8 +58,8 @@ class RunConfig:
     batch_size: int = 32
     """per-rank batch size of the warm-up rounds (tuned afterwards)"""
     base_lr: float = 0.1
-    hpo: str = "tpe"
-    search: str = "bayesian"
+    hpo: str = VALID_TUNER
+    search: str = VALID_SEARCH
     inherit: bool = True
     keep_weights: str = "parents"
     """which trained weights stay in the run directory: parents (those a child may still inherit, and the
@@ -68,6 +69,9 @@ class RunConfig:
     device_prefetch: str = "auto"
     """copy the next training batches to the device while a step runs: auto (on GPUs), on, off"""
     seed: int = 0
+    """fixed by ``--seed``/TOML; a run's configuration without one gets a fresh seed drawn by
+    :func:`load_config` (rank 0), so repeat runs differ.  The logged seed is the one used (``--resume`` keeps it);
+    this default serves only code that builds a RunConfig itself"""
     grace: float = 120.0
     """seconds the master waits, after the time limit, for running epochs to finish"""
     progress_interval: float = 10.0
@@ -118,8 +122,8 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "dataset": DATASETS,
     "seed_model": SEED_MODELS,
     "precision": ("auto", *PRECISIONS),
-    "hpo": HPO_KINDS,
-    "search": SEARCHES,
+    "hpo": tuple(TUNERS),
+    "search": tuple(SEARCHES),
     "xla": XLA_SETTINGS,
     "device_prefetch": XLA_SETTINGS,
     "keep_weights": KEEP_WEIGHTS,
@@ -280,8 +284,17 @@ def _coerce(name: str, value: object) -> object:
     return value
 
 
+DRAWN_SEED_LIMIT = 2**31
+"""a drawn seed is below this: every consumer (NumPy, Keras, the leaders' ``seed * 100_003 + group``) takes it"""
+
+
+def draw_seed() -> int:
+    """A fresh seed from the operating system: a repeat run samples another search path, as a spread needs."""
+    return secrets.randbelow(DRAWN_SEED_LIMIT)
+
+
 def load_config(toml_path: str | None, overrides: dict[str, object]) -> RunConfig:
-    """Defaults ← TOML ← ``overrides`` (CLI values that were given), validated.
+    """Defaults ← TOML ← ``overrides`` (CLI values that were given), validated; a seed drawn where none was given.
 
     Raises :class:`UsageError` naming every bad key or value at once: a value
     of the wrong type is reported and its field judged no further; every
@@ -323,6 +336,8 @@ def load_config(toml_path: str | None, overrides: dict[str, object]) -> RunConfi
             except TypeError as exc:
                 values.pop(name, None)
                 type_problems[name] = str(exc)
+    if "seed" not in values and "seed" not in type_problems:
+        values["seed"] = draw_seed()
     config = RunConfig(**values)
     problems += type_problems.values()
     problems += _validate(config, set(values) | set(type_problems), skip=set(type_problems))

@@ -35,6 +35,7 @@ import sys
 import threading
 
 from aiperf_mpi.errors import EXIT_TERMINATED
+from aiperf_mpi.results.runlog import SIGNAL_REASON
 
 TERM_EXIT_DELAY = 15.0
 """seconds a training rank stays after SIGTERM (well under Slurm's default KillWait of 30 s)"""
@@ -85,7 +86,7 @@ class StopFlag:
     def _handle(self, signum: int, _frame: object) -> None:
         """From the Python handler or the watcher thread, whichever comes first (both are harmless twice)."""
         with self._lock:
-            self.reason = self.reason or f"signal {signal.Signals(signum).name}"
+            self.reason = self.reason or f"{SIGNAL_REASON}{signal.Signals(signum).name}"
             if signum == signal.SIGTERM:
                 self.urgent = True
                 self._start_timer()

@@ -1,7 +1,7 @@
 """Analyses of finished (or killed) runs, from their event logs alone: report, scaling, comparison.
 
 ``python -m analysis.report RUN_DIR``, ``python -m analysis.scaling RUN_DIR...``,
-``python -m analysis.compare A B``.  Nothing here imports TensorFlow or MPI, so
+``python -m analysis.compare RUN RUN [RUN...]``.  Nothing here imports TensorFlow or MPI, so
 the master can write the report at the end of a run and anyone can rerun it
 on a laptop from ``events.jsonl``.
 """

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from aiperf_mpi.results import runlog
+from analysis.guard import guarded
 from analysis.verify import MANIFEST, SCORE_FILE, BadInput, Verification, verify_dir
 
 BEST_SUFFIXES = (".json", ".md", ".txt", ".csv")
@@ -181,6 +182,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None,
                         help="the archive to write (default: RUN_DIR-bundle.tar.gz beside the run directory)")
     options = parser.parse_args(argv)
+    return guarded("analysis.bundle", options.run_dir, lambda: _main(options))
+
+
+def _main(options: argparse.Namespace) -> int:
     try:
         result = make_bundle(options.run_dir, options.out)
     except BadInput as exc:

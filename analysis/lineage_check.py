@@ -26,10 +26,8 @@ import networkx as nx
 
 from aiperf_mpi.graph.lineage import rebuild, seed_from_record, structure_difference
 from aiperf_mpi.graph.model import from_json, to_json
-from aiperf_mpi.search.bayesian import SearchConfig
+from aiperf_mpi.graph.morph import MAX_CHAINED as MAX_MORPHS
 
-MAX_MORPHS = SearchConfig().max_morphs
-"""morphisms one proposal chains at most, as the leaders' search runs (its default configuration)"""
 ERRORS = (ValueError, KeyError, TypeError, AttributeError, RecursionError)
 """what a malformed record or graph raises here (GraphError and MorphError are ValueErrors)"""
 

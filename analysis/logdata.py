@@ -206,6 +206,8 @@ class RunLog:
     cut_tails: list[dict] = field(default_factory=list)
     """the ``cut_tail`` of each resumed ``run_start``: a cut end that ``--resume`` set aside
     (:func:`aiperf_mpi.results.runlog.repair_tail`), with its segment"""
+    provenances: list[dict] = field(default_factory=list)
+    """the ``provenance`` of each ``run_start`` (empty dict where a segment has none): the code of each segment"""
 
     @property
     def run_dir(self) -> Path:
@@ -228,7 +230,7 @@ class RunLog:
 
     def active(self, times: np.ndarray) -> np.ndarray:
         """Wall times → the score's active time axis."""
-        return active_times(times, self.segments)
+        return active_times(times, self.segments, self.score_inputs.windows)
 
     @property
     def groups(self) -> int:
@@ -424,6 +426,8 @@ class _Reader:
         self.run.layout = event
 
     def _run_start(self, event: dict) -> None:
+        origin = event.get("provenance")
+        self.run.provenances.append(origin if isinstance(origin, dict) else {})
         if isinstance(event.get("cut_tail"), dict):
             self.run.cut_tails.append({"segment": event.get(runlog.SEGMENT), **event["cut_tail"]})
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from aiperf_mpi.results.score import Score, score_inputs
+from aiperf_mpi.results.score import Score, run_step, score_inputs
 from analysis.logdata import RunLog
 
 IDLE_GAP_MIN_SECONDS = 1.0
@@ -22,7 +22,7 @@ IDLE_GAP_MIN_SECONDS = 1.0
 def run_score(run: RunLog, step: float | None = None) -> Score:
     """The score of the run, by the score module, on the run's own grid unless ``step`` is given."""
     if step is None:
-        step = float(run.config.get("score_step", 360.0))
+        step = run_step(run.config)  # ValueError for a step that is not a number
     return score_inputs(run.score_inputs, step, run.truncated_tail)
 
 

@@ -24,9 +24,12 @@ import numpy as np
 
 from aiperf_mpi.graph.model import GraphError, from_json
 from aiperf_mpi.graph.ops import count_ops
-from aiperf_mpi.results.score import Score
+from aiperf_mpi.results.rules import shown_value
+from aiperf_mpi.results.score import MAX_GRID_SAMPLES, Score
+from aiperf_mpi.results.stability import CHANGE_LIMIT, CV_LIMIT, Stability
 from analysis import plots
 from analysis.document import Document
+from analysis.guard import guarded
 from analysis.logdata import RunLog, load_run
 from analysis.metrics import (
     IDLE_GAP_MIN_SECONDS,
@@ -66,20 +69,38 @@ def percent(fraction: float | None) -> str:
     return "–" if fraction is None else f"{100 * fraction:.1f} %"
 
 
-def _rule_value(value: object) -> str:
-    return f"{value:.4f}" if isinstance(value, float) else str(value)
-
-
 def verdict(score: Score) -> str:
-    broken = [f"{name} {_rule_value(rule['value'])} (needs {rule['need']})"
+    broken = [f"{name} {shown_value(rule['value'])} (needs {rule['need']})"
               for name, rule in score.rules.items() if not rule["ok"]]  # fmt: skip
     return "**valid run**" if score.valid else "**unofficial run**: " + "; ".join(broken)
 
 
+def signed_percent(fraction: float | None) -> str:
+    return "–" if fraction is None else f"{100 * fraction:+.1f} %"
+
+
+def stability_of(score: Score) -> Stability:
+    """The score's two stability figures (:mod:`aiperf_mpi.results.stability`), with their verdict."""
+    return Stability(score.ops_cv_last_half, score.ops_change_last_quarter)
+
+
+def settledness(score: Score) -> str:
+    """How settled the score is, in words, with both figures; a run beyond the limits is marked (a warning only)."""
+    figures = stability_of(score)
+    text = (f"CV of OPS(t) over the last half {percent(figures.cv_last_half)}, change over the last quarter "
+            f"{signed_percent(figures.change_last_quarter)}")  # fmt: skip
+    limits = f"limits {100 * CV_LIMIT:g} % and {100 * CHANGE_LIMIT:g} %"
+    if figures.settled is False:
+        return f"**not settled**: {text} ({limits}): a longer run would likely score differently"
+    if figures.settled is None:
+        return (f"cannot tell: {text}; the grid has {len(score.grid)} sample(s), too few (a shorter "
+                "`--score-step` gives more)")  # fmt: skip
+    return f"settled: {text} ({limits})"
+
+
 def segment_boundaries(run: RunLog) -> list[float]:
     """Where each resumed segment starts on the active axis."""
-    lengths = [end - start for start, end in run.segments]
-    return np.cumsum(lengths)[:-1].tolist()
+    return np.cumsum(run.score_inputs.windows)[:-1].tolist()
 
 
 class _Builder:
@@ -144,6 +165,7 @@ class _Builder:
         rows = [
             ["score", f"**{si(score.score, 'OPS')}** ({score.score:.6g} operations/s)"],
             ["regulated score", regulated],
+            ["score settled?", settledness(score)],
             ["verdict", verdict(score)],
             ["efficiency against the measured peak", note],
             ["models trained / failed", f"{score.models_trained} / {score.models_failed}"],
@@ -178,11 +200,12 @@ class _Builder:
         self.doc.heading("Validity")
         self.doc.paragraph(
             "A run is valid (as the AIPerf paper defines it) when every rule holds; anything else is reported as "
-            f"an unofficial run, never refused.  Verdict: {verdict(self.score)}."
+            f"an unofficial run, never refused.  Verdict: {verdict(self.score)} (rules version "
+            f"{self.score.rules_version}, `aiperf_mpi/results/rules.py`)."
         )
         rows = []
         for name, rule in self.score.rules.items():
-            rows.append([name, _rule_value(rule["value"]), str(rule["need"]), "✔ ok" if rule["ok"] else "✘ broken"])
+            rows.append([name, shown_value(rule["value"]), str(rule["need"]), "✔ ok" if rule["ok"] else "✘ broken"])
         self.doc.table(["rule", "value", "needs", "checked"], rows)
 
     def score_over_time(self) -> None:
@@ -190,11 +213,18 @@ class _Builder:
         path = plots.plot_score(score, run.active(run.column("end")), np.nan_to_num(run.column("ops")),
                                 self.boundaries, self.out / "score.png")  # fmt: skip
         self.doc.heading("Score over time")
-        step = score.grid[0].active_time if score.grid else 0.0
+        step = score.grid_step or (score.grid[0].active_time if score.grid else 0.0)
+        capped = (f", grid capped: the asked step would give more than {MAX_GRID_SAMPLES:,} samples"
+                  if score.grid_capped else "")  # fmt: skip
         self.doc.paragraph(
             f"OPS(t) = operations of the epochs completed by active time t, divided by t, on the benchmark's grid "
-            f"(step {step:g} s, {len(score.grid)} samples; the last sample, at the end of the active time, is the "
-            "score).  The regulated score multiplies by −ln E(t), E the lowest validation error reached by t."
+            f"(step {step:g} s, {len(score.grid)} samples{capped}; the last sample, at the end of the active time, "
+            "is the score).  The regulated score multiplies by −ln E(t), E the lowest validation error reached by t."
+        )
+        self.doc.paragraph(
+            f"How settled the score is — {settledness(score)}.  The CV is the sample standard deviation ÷ mean of "
+            "the OPS samples in the last half of the active time; the change is (score − OPS at the last sample "
+            "at or before ¾ of the active time) ÷ score.  A warning, not a validity rule."
         )
         self.doc.image(path, "OPS and regulated score over time")
         last = score.grid[-5:]
@@ -425,6 +455,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("run_dir", type=Path, help="the run directory (or its events.jsonl)")
     parser.add_argument("--out", type=Path, default=None, help="output folder (default: RUN_DIR/report)")
     options = parser.parse_args(argv)
+    return guarded("analysis.report", options.run_dir, lambda: _main(options))
+
+
+def _main(options: argparse.Namespace) -> int:
     try:
         markdown = write_report(options.run_dir, options.out)
     except (FileNotFoundError, ValueError) as exc:

@@ -31,6 +31,12 @@ and without trusting any number that can be derived:
 * **lineage**: every graph file equals its graph rebuilt from the seed model
   or its parent's graph, the logged morphisms and the kernel size
   (:mod:`analysis.lineage_check`);
+* **times, physics, counts, configuration**: what a real run cannot avoid
+  (:mod:`analysis.verify_rules`): times in order, inside their segments, one
+  model at a time per group, phases within their epoch; training rates
+  under a stated multiple of the measured peak, the score under the peaks'
+  sum; samples that are steps × global batch; graphs that take the
+  configured data's images to its classes;
 * **provenance**: every ``run_start`` records the package version, the git
   commit (or ``unknown``), the Python/TensorFlow/Horovod/MPI versions and
   the sha256 of the package's source files, consistent with the segment's
@@ -67,9 +73,12 @@ from aiperf_mpi.graph.model import GraphError, from_json, with_kernel_size
 from aiperf_mpi.graph.ops import ModelOps, count_ops, epoch_ops
 from aiperf_mpi.results import provenance as provenance_module
 from aiperf_mpi.results import runlog
+from aiperf_mpi.results.rules import shown_value
 from aiperf_mpi.results.schema import SCHEMA_VERSION, check_event
-from aiperf_mpi.results.score import Score, ScoreInputs, run_step, score_inputs
+from aiperf_mpi.results.score import MAX_GRID_SAMPLES, Score, ScoreInputs, run_step, score_inputs, stopped_by_signal
+from analysis.guard import guarded
 from analysis.lineage_check import LineageCheck
+from analysis.verify_rules import EvidenceRules
 
 OK, MISMATCH, NOT_RECORDED = "ok", "MISMATCH", "not recorded"
 REL_TOLERANCE = 1e-12
@@ -84,12 +93,18 @@ SCORE_FILE = "score.json"
 EPOCH_OPS_FIELDS = ("ops", "ops_train", "ops_update", "ops_validation", "steps")
 SCORE_FIELDS = ("score", "regulated_score", "active_time", "total_ops", "best_accuracy", "models_trained",
                 "models_failed", "epochs", "segments", "valid", "rules", "truncated_log")  # fmt: skip
+STABILITY_FIELDS = ("ops_cv_last_half", "ops_change_last_quarter")
+"""how settled the score is (:mod:`aiperf_mpi.results.stability`): compared wherever the record has them (a run
+older than these figures has not)"""
 AFTER_STOP = (runlog.RUN_START, runlog.SCORE)
 """what may follow a segment's run_stop: its score, then the next segment"""
 RESUME_MAY_CHANGE = ("time_limit", "run_dir")
 """configuration a ``--resume`` may change (everything else is the first segment's)"""
 STRATEGIES = {"bayesian": {"seed", "explore", "gp-ucb"}, "random": {"seed", "random"}}
 """the search strategies a proposal may name under each ``--search``"""
+STOP_REASONS = ("time limit", "max models", "done", runlog.SIGNAL_REASON + "SIGTERM", runlog.SIGNAL_REASON + "SIGUSR1")
+"""the reasons the master writes in a ``run_stop`` (job/master.py, signals.py)"""
+WINDOW_RULE = "rule: the scored window is the time limit"
 
 
 class Lines(list):
@@ -264,6 +279,7 @@ class _Segment:
     provenance: dict | None = None
     stopped: float | None = None
     """time of the segment's run_stop (None: none yet)"""
+    stop_event: dict | None = None
     scored: bool = False
 
 
@@ -281,6 +297,10 @@ class _Walker:
         self.records = Check("model records")
         self.score_check = Check("score")
         self.provenance = Check("provenance")
+        self.times, self.physics = Check("times"), Check("physics")
+        self.counts, self.configuration = Check("counts"), Check("configuration")
+        self.rules = EvidenceRules(self.times, self.physics, self.counts, self.configuration)
+        """what time, physics and the bookkeeping allow (analysis/verify_rules.py)"""
         self.evidence: list[str] = []
         """what the log says against its own validity claims (precision, search)"""
         self.inputs = ScoreInputs()
@@ -320,6 +340,7 @@ class _Walker:
         if problems:
             self.log.problems.append(f"event {self.events} ({event.get('event')}): {'; '.join(problems)}")
             return
+        self.rules.event(event, self.events)
         name = event[runlog.EVENT]
         if name == runlog.RUN_START:
             self.run_start(event)
@@ -382,6 +403,7 @@ class _Walker:
             self.segments_check.problems.append(f"the run_stop of segment {segment.number} says segment "
                                                 f"{event['segment']}")  # fmt: skip
         segment.stopped = event[runlog.TIME]
+        segment.stop_event = event
 
     def score_event(self, event: dict, segment: _Segment) -> None:
         self.score_events += 1
@@ -397,6 +419,7 @@ class _Walker:
             self.score_check.problems.append(f"segment {segment.number}'s score event: {exc}")
             return
         fields = tuple(f for f in SCORE_FIELDS if f != "truncated_log")  # added to the event later than the score
+        fields += tuple(f for f in STABILITY_FIELDS if f in event)
         for line in differences(event, score.to_dict(), fields):
             self.score_check.problems.append(f"segment {segment.number}'s score event: {line}")
 
@@ -433,7 +456,11 @@ class _Walker:
 
     def _graph_path(self, name: str, task: int) -> Path | None:
         root = self.run_dir.resolve()
-        path = (root / name).resolve()
+        try:
+            path = (root / name).resolve()
+        except (RuntimeError, OSError) as exc:  # a symlink loop (RuntimeError in Python 3.11), a name too long
+            self.graphs.problems.append(f"task {task}: {name} cannot be resolved: {' '.join(str(exc).split())[:120]}")
+            return None
         if root not in path.parents:
             self.graphs.problems.append(f"task {task}: graph_file {name!r} lies outside the run directory")
             return None
@@ -450,6 +477,7 @@ class _Walker:
                 return None
             try:
                 graph = from_json(state.graph_text)
+                self.rules.graph(state.task, graph, state.graph_file)
                 kernel = state.hparams.get("kernel_size")
                 state.counts = count_ops(graph if kernel is None else with_kernel_size(graph, kernel))
                 stored = sorted({data.get("kernel") for _, data in graph.nodes(data=True) if data.get("tunable")})
@@ -584,6 +612,7 @@ class _Walker:
     def finish(self) -> None:
         if not self.segments:
             raise BadInput(f"{self.run_dir / runlog.EVENTS_FILE}: no run_start: not an aiperf_mpi event log")
+        self.rules.finish()
         last = self.segments[-1]
         if last.stopped is None:
             self.segments_check.problems.append(f"segment {last.number} has no run_stop: the run was killed or "
@@ -681,7 +710,7 @@ def _mpi_name(mpi: object) -> str:
 
 
 def _score_checks(walker: _Walker, run_dir: Path) -> tuple[list[Check], Score | None]:
-    """The score against score.json, then one row per validity rule."""
+    """The score against score.json, the scored window, then one row per validity rule."""
     check = walker.score_check
     score = None
     try:
@@ -703,6 +732,7 @@ def _score_checks(walker: _Walker, run_dir: Path) -> tuple[list[Check], Score | 
     if score is not None and recorded is not None:
         recomputed = score.to_dict()
         fields = tuple(f for f in SCORE_FIELDS if f != "rules")  # the rules have a row each
+        fields += tuple(f for f in STABILITY_FIELDS if f in recorded)
         check.problems += [f"{SCORE_FILE}: {line}" for line in differences(recorded, recomputed, fields)]
         grid = recorded.get("grid")
         if not isinstance(grid, list) or len(grid) != len(recomputed["grid"]):
@@ -721,12 +751,12 @@ def _score_checks(walker: _Walker, run_dir: Path) -> tuple[list[Check], Score | 
         check.summary = (f"recomputed: {score.score / 1e9:.4f} GOPS, regulated {regulated}, {score.total_ops:,} "
                          f"operations in {score.active_time:.1f} s; compared with {SCORE_FILE} and the log's "
                          "score event(s)")  # fmt: skip
-    rows = []
+    rows = [window_check(walker, score, recorded)]
     evidence = {line.split(":", 1)[0]: line for line in walker.evidence}
     for name, rule in (score.rules if score is not None else {}).items():
         row = Check(f"rule {name}")
         met = "met" if rule["ok"] else "not met"
-        row.summary = f"{_rule_value(rule['value'])} (needs {rule['need']}): {met}"
+        row.summary = f"{shown_value(rule['value'])} (needs {rule['need']}): {met}"
         rules = (recorded or {}).get("rules")
         theirs = rules.get(name) if isinstance(rules, dict) else None
         if recorded is not None and not same(theirs, rule):
@@ -739,10 +769,56 @@ def _score_checks(walker: _Walker, run_dir: Path) -> tuple[list[Check], Score | 
     return rows, score
 
 
-def _rule_value(value: object) -> str:
-    if isinstance(value, float):
-        return f"{value:.4f}"
-    return str(value)
+def window_check(walker: _Walker, score: Score | None, recorded: Mapping | None) -> Check:
+    """The scored window: each segment the run ended itself counts its whole time limit (one line per breach).
+
+    A ``run_stop`` reason decides whether a segment's window is its time
+    limit (the run ended it: the limit, every group stopped because no new
+    model fits, the model budget) or its wall span (a signal); so the reason
+    must be one the master writes and agree with what else the log says.
+    """
+    check = Check("scored window")
+    windows, limits = walker.inputs.windows, walker.inputs.limits
+    parts = []
+    for segment, window, limit, (start, end) in zip(walker.segments, windows, limits, walker.inputs.segments,
+                                                    strict=False):  # fmt: skip
+        name = f"segment {segment.number}"
+        if limit is None:
+            check.problems.append(f"{name}: its run_start's configuration has no positive time_limit, so its "
+                                  f"scored window cannot be known ({WINDOW_RULE})")  # fmt: skip
+        stop = segment.stop_event
+        if stop is None:
+            parts.append(f"{name} {window:.1f} s (killed: as it ran)")
+            continue
+        reason = stop.get("reason")
+        groups, early = len(segment.groups), stop.get("groups_stopped_early")
+        if reason not in STOP_REASONS:
+            check.problems.append(f"{name}: run_stop reason {_short(reason)} is none the run writes "
+                                  f"({', '.join(STOP_REASONS)}) ({WINDOW_RULE})")  # fmt: skip
+        elif stopped_by_signal(reason) and isinstance(early, int) and groups and early >= groups:
+            check.problems.append(f"{name}: run_stop says {reason!r}, but all {groups} group(s) had stopped "
+                                  f"because no new model fit before the time limit: the run ended itself "
+                                  f"({WINDOW_RULE})")  # fmt: skip
+        elif reason == "max models" and not segment.config.get("max_models"):
+            check.problems.append(f"{name}: run_stop says 'max models', but the configuration sets no "
+                                  f"max_models ({WINDOW_RULE})")  # fmt: skip
+        how = "a signal: as it ran" if stopped_by_signal(reason) else f"ended itself: {reason}"
+        parts.append(f"{name} {window:.1f} s (ran {end - start:.1f} s of its {_limit(limit)} limit, {how})")
+    if score is not None and recorded is not None:
+        theirs = recorded.get("active_time")
+        if isinstance(theirs, int | float) and not isinstance(theirs, bool) and theirs < score.active_time and \
+                not same(theirs, score.active_time):  # fmt: skip
+            check.problems.append(f"{SCORE_FILE} is scored over {theirs:g} s, the segments' windows add up to "
+                                  f"{score.active_time:g} s ({WINDOW_RULE})")  # fmt: skip
+    if score is not None and score.grid_capped:
+        check.notes.append(f"grid capped: the step {run_step(walker.inputs.config):g} s would give more than "
+                           f"{MAX_GRID_SAMPLES:,} samples; sampled every {score.grid_step:g} s (the score is the same)")
+    check.summary = "; ".join(parts[:4]) + (f"; … and {len(parts) - 4} more" if len(parts) > 4 else "")
+    return check
+
+
+def _limit(limit: float | None) -> str:
+    return "unrecorded" if limit is None else f"{limit:g} s"
 
 
 # --------------------------------------------------------------------------- directories and bundles
@@ -760,8 +836,8 @@ def verify_dir(run_dir: Path, source: str | None = None, before: list[Check] | N
     walker.finish()
     rules, score = _score_checks(walker, run_dir)
     checks = [*(before or []), walker.log, walker.segments_check, walker.epochs_check, walker.graphs,
-              walker.lineage.check, walker.ops, walker.records, walker.score_check, *rules,
-              walker.provenance]  # fmt: skip
+              walker.lineage.check, walker.ops, walker.records, walker.times, walker.physics, walker.counts,
+              walker.configuration, walker.score_check, *rules, walker.provenance]  # fmt: skip
     result = Verification(source or str(run_dir), checks)
     if score is not None:
         result.valid = score.valid
@@ -852,6 +928,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("run", type=Path, help="the run directory, or a bundle made by python -m analysis.bundle")
     parser.add_argument("--json", type=Path, default=None, help="also write the checks as JSON to this file")
     options = parser.parse_args(argv)
+    return guarded("analysis.verify", options.run, lambda: _main(options))
+
+
+def _main(options: argparse.Namespace) -> int:
     try:
         result = verify(options.run)
     except BadInput as exc:

@@ -13,7 +13,7 @@ from aiperf_mpi.graph.morph import random_morph
 from aiperf_mpi.graph.seeds import resnet50, tiny_resnet
 from aiperf_mpi.search.bayesian import BayesianSearch
 from aiperf_mpi.search.history import History, ModelRecord
-from benchmarks.synthetic_objective import synthetic_accuracy
+from tests.support.synthetic_objective import synthetic_accuracy
 
 SIZES = (10, 100, 1_000, 10_000)
 POOL = 200

@@ -72,6 +72,7 @@ def train(options: argparse.Namespace) -> None:
     from mpi4py import MPI
 
     from aiperf_mpi.data.sources import synthetic_source
+    from aiperf_mpi.graph.model import DEFAULT_KERNEL_SIZE
     from aiperf_mpi.graph.seeds import resnet50
     from aiperf_mpi.mpi.horovod import horovod_on
     from aiperf_mpi.search.hpo import HParams
@@ -103,7 +104,7 @@ def train(options: argparse.Namespace) -> None:
 
     with horovod_on(comm) as hvd:
         trainer = GroupTrainer(hvd, comm, source, config)
-        trainer.train(graph, HParams(options.batch, 3), on_epoch=on_epoch, should_stop=should_stop)
+        trainer.train(graph, HParams(options.batch, DEFAULT_KERNEL_SIZE), on_epoch=on_epoch, should_stop=should_stop)
         _wait_turn(turns, name, rank, "exit")
 
 

@@ -23,6 +23,7 @@ import numpy as np
 from mpi4py import MPI
 
 from aiperf_mpi.data.sources import synthetic_source
+from aiperf_mpi.graph.model import DEFAULT_KERNEL_SIZE
 from aiperf_mpi.graph.ops import count_ops, epoch_ops
 from aiperf_mpi.graph.seeds import resnet50
 from aiperf_mpi.mpi.horovod import horovod_on
@@ -58,7 +59,7 @@ def run() -> str:
 
             trainer = GroupTrainer(hvd, MPI.COMM_WORLD, source,
                                    TrainConfig(max_epochs=1 + ROUNDS, patience=ROUNDS + 2, xla=xla))  # fmt: skip
-            epochs = trainer.train(graph, HParams(BATCH, 3), on_epoch=fit_epoch).epochs
+            epochs = trainer.train(graph, HParams(BATCH, DEFAULT_KERNEL_SIZE), on_epoch=fit_epoch).epochs
             times = [e.data_wait + e.compute for e in epochs]
             first = epochs[0].data_wait + epochs[0].compute + epochs[0].compile
             label = "trainer, --xla on (XLA)" if xla else "trainer, default (tf.function)"

@@ -17,6 +17,7 @@ import os
 from mpi4py import MPI
 
 from aiperf_mpi.data.sources import synthetic_source
+from aiperf_mpi.graph.model import DEFAULT_KERNEL_SIZE
 from aiperf_mpi.graph.ops import count_ops, epoch_ops
 from aiperf_mpi.graph.seeds import resnet50
 from aiperf_mpi.mpi.horovod import horovod_on
@@ -46,7 +47,7 @@ def run() -> str:
             source = synthetic_source(size, 3, 10, train=steps * batch, validation=batch)
             for label, xla in (("XLA (jit_compile)", True), ("tf.function (oneDNN)", False)):
                 trainer = GroupTrainer(hvd, MPI.COMM_WORLD, source, TrainConfig(max_epochs=2, patience=5, xla=xla))
-                first, second = trainer.train(graph, HParams(batch, 3)).epochs[:2]
+                first, second = trainer.train(graph, HParams(batch, DEFAULT_KERNEL_SIZE)).epochs[:2]
                 rate = train_ops / (second.data_wait + second.compute)
                 rows.append((size, batch, steps, label, first.data_wait + first.compute, rate))
         peaks.append(measure_peak("fp32", 5.0)["ops_per_second"])

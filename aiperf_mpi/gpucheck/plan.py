@@ -12,6 +12,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from aiperf_mpi.results.precisions import PRECISIONS
+
 BUDGET_SECONDS = 480
 """the whole check, at most: 8 minutes on one node"""
 RUN_SECONDS = 180
@@ -20,7 +22,9 @@ RUN_GRACE = 20
 """the run's --grace: seconds its running epochs get to finish after the time limit"""
 ALLREDUCE_SIZES = (1 << 20, 4 << 20, 16 << 20, 64 << 20, 256 << 20)
 """bytes per all-reduce (float32): from latency-bound to bandwidth-bound"""
-PROBE_PRECISIONS = ("bf16", "fp16", "fp32")
+PROBE_ORDER = tuple(reversed(PRECISIONS))
+"""every precision a run accepts (:data:`~aiperf_mpi.results.precisions.PRECISIONS`), narrowest first: the
+tensor-core figures lead"""
 JSON_NAME = "gpu-check.json"
 MD_NAME = "gpu-check.md"
 
@@ -46,10 +50,10 @@ def plan(gpus: int, probe_seconds: float = 2.0) -> list[Step]:
     """
     if gpus < 1:
         raise ValueError("the GPU check needs at least one GPU")
-    probe = int(40 + 3 * len(PROBE_PRECISIONS) * probe_seconds)  # start-up, then each precision's sizes and run
+    probe = int(40 + 3 * len(PROBE_ORDER) * probe_seconds)  # start-up, then each precision's sizes and run
     steps = [
         Step("devices", "GPUs seen by TensorFlow; its CUDA and cuDNN", 25),
-        Step("probe", f"peak probe per GPU ({', '.join(PROBE_PRECISIONS)})", probe),
+        Step("probe", f"peak probe per GPU ({', '.join(PROBE_ORDER)})", probe),
         Step("trainer", "trainer, ResNet-50 224² synthetic, XLA, on GPU 0", 100),
         Step("allreduce", f"NCCL all-reduce bus bandwidth across {gpus} GPUs (Horovod)", 40,
              "" if gpus > 1 else "one GPU: nothing to all-reduce across"),
@@ -111,7 +115,7 @@ def headline(name: str, entry: dict) -> str:
     if name == "probe":
         parts = []
         for gpu in result.get("gpus", []):
-            figures = ", ".join(f"{p} {_si(gpu[p]['ops_per_second'], 'ops/s')}" for p in PROBE_PRECISIONS if p in gpu)
+            figures = ", ".join(f"{p} {_si(gpu[p]['ops_per_second'], 'ops/s')}" for p in PROBE_ORDER if p in gpu)
             parts.append(f"GPU {gpu['index']}: {figures}")
         return "; ".join(parts)
     if name == "trainer":

@@ -21,7 +21,7 @@ import statistics
 import time
 from pathlib import Path
 
-from aiperf_mpi.gpucheck.plan import ALLREDUCE_SIZES, PROBE_PRECISIONS, bus_bandwidth
+from aiperf_mpi.gpucheck.plan import ALLREDUCE_SIZES, PROBE_ORDER, bus_bandwidth
 
 TRAINER_STEPS = 20
 """training steps per epoch of the trainer step: a few seconds per epoch on a current GPU"""
@@ -56,7 +56,7 @@ def probe(index: int, seconds: float) -> dict:
 
     device = pin_device(index)
     result: dict = {"index": index, "device": device}
-    for precision in PROBE_PRECISIONS:
+    for precision in PROBE_ORDER:
         measured = measure_peak(precision, seconds)
         result[precision] = {k: measured[k] for k in ("ops_per_second", "matrix_size", "products", "seconds")}
     return result
@@ -71,6 +71,7 @@ def trainer(batch: int) -> dict:
     from mpi4py import MPI
 
     from aiperf_mpi.data.sources import synthetic_source
+    from aiperf_mpi.graph.model import DEFAULT_KERNEL_SIZE
     from aiperf_mpi.graph.seeds import resnet50
     from aiperf_mpi.mpi.horovod import horovod_on
     from aiperf_mpi.search.hpo import HParams
@@ -86,7 +87,7 @@ def trainer(batch: int) -> dict:
     with horovod_on(MPI.COMM_WORLD) as hvd:
         config = TrainConfig(max_epochs=TRAINER_EPOCHS, patience=TRAINER_EPOCHS + 1, precision=precision, xla=True)
         group = GroupTrainer(hvd, MPI.COMM_WORLD, source, config)
-        epochs = group.train(resnet50(224, 3, 1000), HParams(batch, 3)).epochs
+        epochs = group.train(resnet50(224, 3, 1000), HParams(batch, DEFAULT_KERNEL_SIZE)).epochs
     measured = epochs[1:]
     compute = statistics.median(e.compute for e in measured)
     ops = statistics.median((e.ops_train + e.ops_update) / e.compute for e in measured)

@@ -466,6 +466,12 @@ class GraphBuilder:
 
 # --------------------------------------------------------------------------- tuning
 
+KERNEL_SIZES = (3, 5, 7)
+"""the kernel sizes the tuner may give a model's tunable convolutions"""
+DEFAULT_KERNEL_SIZE = 3
+"""the tunable convolutions' size until the tuner proposes another (warm-up rounds, the seed model, a deeper
+morphism's new block): ResNet-50's own 3×3"""
+
 
 def with_kernel_size(graph: nx.DiGraph, kernel: int) -> nx.DiGraph:
     """A copy of ``graph`` whose tunable convolutions use ``kernel``×``kernel``.

@@ -36,13 +36,15 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
-from aiperf_mpi.graph.model import Analysis, GraphError, analyse
+from aiperf_mpi.graph.model import DEFAULT_KERNEL_SIZE, Analysis, GraphError, analyse
 
 PER_CHANNEL = {"bn", "relu", "dropout", "maxpool", "avgpool", "gap"}
 """Layers that treat channels independently: a new channel passes through them."""
 CHANNEL_CONSUMERS = {"conv", "dense"}
 """Layers whose weights have one slice per input channel."""
 MORPH_KINDS = ("deeper", "wider", "add_skip", "concat_skip")
+MAX_CHAINED = 3
+"""morphisms the search chains into one proposal at most (its ``max_morphs``; the verifier's bound too)"""
 
 
 class MorphError(ValueError):
@@ -126,7 +128,9 @@ def _checked(graph: nx.DiGraph, plan: list[dict], description: str, kind: str, a
 # --------------------------------------------------------------------------- the four morphisms
 
 
-def deeper(graph: nx.DiGraph, after: str, kernel: int = 3, analysis: Analysis | None = None) -> Morphed:
+def deeper(
+    graph: nx.DiGraph, after: str, kernel: int = DEFAULT_KERNEL_SIZE, analysis: Analysis | None = None
+) -> Morphed:
     """Insert conv(``kernel``)+BN+ReLU after the ReLU ``after``, initialised to the identity."""
     if after not in graph or graph.nodes[after]["type"] != "relu":
         raise MorphError(f"deeper inserts after a ReLU; {after!r} is not one")
@@ -302,7 +306,12 @@ def wider_extra(filters: int) -> int:
 
 
 def apply_morph(
-    graph: nx.DiGraph, kind: str, args: tuple, rng: random.Random, kernel: int = 3, analysis: Analysis | None = None
+    graph: nx.DiGraph,
+    kind: str,
+    args: tuple,
+    rng: random.Random,
+    kernel: int = DEFAULT_KERNEL_SIZE,
+    analysis: Analysis | None = None,
 ) -> Morphed:
     """Apply morphism ``kind`` at ``args`` (an entry of :func:`candidates`)."""
     if kind == "deeper":
@@ -343,7 +352,7 @@ def _sample_place(graph: nx.DiGraph, kind: str, rng: random.Random, analysis: An
 def random_morph(
     graph: nx.DiGraph,
     rng: random.Random,
-    kernel: int = 3,
+    kernel: int = DEFAULT_KERNEL_SIZE,
     kinds: tuple[str, ...] = MORPH_KINDS,
     analysis: Analysis | None = None,
 ) -> Morphed:

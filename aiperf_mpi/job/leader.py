@@ -27,7 +27,7 @@ import networkx as nx
 
 from aiperf_mpi.config import RunConfig
 from aiperf_mpi.graph.lineage import seed_record
-from aiperf_mpi.graph.model import from_json, to_json, with_kernel_size
+from aiperf_mpi.graph.model import DEFAULT_KERNEL_SIZE, from_json, to_json, with_kernel_size
 from aiperf_mpi.graph.ops import count_ops
 from aiperf_mpi.job.messages import (
     Accepted,
@@ -42,10 +42,12 @@ from aiperf_mpi.job.messages import (
     Work,
 )
 from aiperf_mpi.job.transport import LeaderChannel
-from aiperf_mpi.search.bayesian import BayesianSearch, RandomSearch, SearchConfig
+from aiperf_mpi.results.timelimit import ends_after_limit
+from aiperf_mpi.search.bayesian import SearchConfig
 from aiperf_mpi.search.history import graph_hash
-from aiperf_mpi.search.hpo import WARMUP_ROUNDS, HParams, Tuner, batch_choices
+from aiperf_mpi.search.hpo import WARMUP_ROUNDS, HParams, batch_choices
 from aiperf_mpi.search.predict import predict_final_accuracy
+from aiperf_mpi.search.registry import make_search, make_tuner
 from aiperf_mpi.search.view import SearchView
 
 PROPOSALS = 5
@@ -120,6 +122,12 @@ def leader_loop(
     )
 
 
+def group_seed(run_seed: int, group: int) -> int:
+    """The seed of one group's search and tuner: distinct per group, and below 2**32 as NumPy (Optuna's
+    samplers) requires, whatever the run's seed (any 0 … 2**32 − 1, or a drawn one)."""
+    return (run_seed * 100_003 + group) % 2**32
+
+
 class Leader:
     """One group leader: each Work goes through three steps, :meth:`propose`, :meth:`train`, :meth:`report`."""
 
@@ -130,12 +138,12 @@ class Leader:
         self.channel, self.group, self.config, self.seed_graph, self.runner = channel, group, config, seed_graph, runner
         self.external_stop, self.rank = external_stop, rank
         self.view = SearchView(search_config.view_bounds()) if view is None else view
-        seed = config.seed * 100_003 + group
-        search_class = BayesianSearch if config.search == "bayesian" else RandomSearch
-        self.search = search_class(self.view, seed, search_config)
+        seed = group_seed(config.seed, group)
+        self.search = make_search(config.search, self.view, seed, search_config)
         batches = [b for b in batch_choices(seed_graph, int(config.device_memory_gb * 2**30))
                    if max_batch is None or b <= max_batch]  # fmt: skip
-        self.tuner = Tuner(config.hpo, sorted(set(batches) | {config.batch_size}), seed, HParams(config.batch_size, 3))
+        self.tuner = make_tuner(config.hpo, sorted(set(batches) | {config.batch_size}), seed,
+                                HParams(config.batch_size, DEFAULT_KERNEL_SIZE))
 
     def serve(self, ready: Ready) -> None:
         """Say Ready, then take Work until Stop."""
@@ -236,9 +244,10 @@ def epoch_would_overrun(deadline: float | None, last_epoch: list[float], now: fl
     while every other group waits (the run's active time grows by it, and
     ``make run`` by up to its length) or, past the grace, is lost.  The
     task's first epoch is not judged here: the master hands out a model
-    only while one fits (:meth:`~aiperf_mpi.job.master.Master._next`).
+    only while one fits (:meth:`~aiperf_mpi.job.master.Master._next`).  The rule is the run's one
+    :func:`~aiperf_mpi.results.timelimit.ends_after_limit`; this only says what it is given.
     """
-    return deadline is not None and bool(last_epoch) and now + last_epoch[0] > deadline
+    return ends_after_limit(None if deadline is None else deadline - now, last_epoch[0] if last_epoch else None)
 
 
 @dataclass

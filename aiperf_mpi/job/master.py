@@ -43,8 +43,10 @@ from aiperf_mpi.job.messages import (
 from aiperf_mpi.job.retention import Retention
 from aiperf_mpi.job.transport import MasterTransport
 from aiperf_mpi.results import runlog
-from aiperf_mpi.search.bayesian import SearchConfig, candidate_parents
+from aiperf_mpi.results.timelimit import ends_after_limit
+from aiperf_mpi.search.bayesian import SearchConfig
 from aiperf_mpi.search.history import FAILED, TRAINED, ModelRecord, graph_hash
+from aiperf_mpi.search.registry import search_class
 from aiperf_mpi.search.view import MasterHistory, ViewUpdate
 
 
@@ -112,6 +114,7 @@ class Master:
         self.retention = Retention(keep_all=self.config.keep_weights == "all")
         for model_id, weights in sorted(self.weights.items()):
             self.retention.added(model_id, weights)
+        self._search = search_class(self.config.search)  # the leaders' search: which parents it may choose
         self._candidates: list[int] = []
         self._update_candidates()
         (self.run_dir / "graphs").mkdir(parents=True, exist_ok=True)
@@ -227,7 +230,7 @@ class Master:
             return [(state.index, self._stop(state, self.stopping or "max models"))]
         now = self.clock()
         seconds_left = self.config.time_limit - (now - self.started)
-        if state.first_epoch_cost is not None and seconds_left < state.first_epoch_cost:
+        if ends_after_limit(seconds_left, state.first_epoch_cost):
             # a model handed out now would end its first epoch after the time limit: the run would wait for it
             # in the grace period (every other group idle) or lose it; the group stops here instead
             self.early_stops += 1
@@ -253,9 +256,9 @@ class Master:
         """The search's candidate parents and the best observed model, after the history changed."""
         view = self.history.view
         if self.config.inherit:
-            members = view.ids() if self.config.search == "random" else []  # only the random baseline needs them
-            self._candidates = candidate_parents(self.config.search, self.search_config,
-                                                 view.best(self.search_config.parents), members)  # fmt: skip
+            members = view.ids() if self._search.parents_from_whole_view else []  # only a search that reads them
+            best_ids = view.best(self.search_config.parents)
+            self._candidates = self._search.candidate_parents(self.search_config, best_ids, members)
         else:
             self._candidates = []  # no child loads a parent's weights
         best = self.history.best_observed

@@ -1,7 +1,7 @@
 """Which trained weights can still be inherited; the others are removed from the run directory.
 
 A child loads its parent's weights (91 MB for ResNet-50 at 32²), and the
-search picks parents only among a few models (:func:`candidate_parents`),
+search picks parents only among a few models (:func:`~aiperf_mpi.search.registry.candidate_parents`),
 so keeping every model's weights would grow the run directory with the
 number of models for files nobody reads again.  A weights file is kept while
 its model is

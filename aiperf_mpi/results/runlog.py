@@ -1,6 +1,6 @@
 """The run directory's event log: append-only JSON lines, fsync'd, readable by anyone.
 
-One JSON object per line, each with ``event`` (one of the names below),
+One JSON object per line, each with ``event`` (one of the schema's names),
 ``time`` (Unix seconds) and the event's fields.  The master is the only
 writer.  Every epoch is flushed and fsync'd before the master answers the
 group again, so an epoch that was reported is on disk even if the job is
@@ -23,7 +23,25 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from aiperf_mpi.results.schema import check_event
+# the event names and the common field names are the schema's (its one list), re-exported for the writer and
+# the readers, who know them as ``runlog.EPOCH`` and so on
+from aiperf_mpi.results.schema import EPOCH as EPOCH
+from aiperf_mpi.results.schema import EVENT as EVENT
+from aiperf_mpi.results.schema import EVENT_NAMES, check_event
+from aiperf_mpi.results.schema import LAYOUT as LAYOUT
+from aiperf_mpi.results.schema import MODEL_DONE as MODEL_DONE
+from aiperf_mpi.results.schema import MODEL_FAILED as MODEL_FAILED
+from aiperf_mpi.results.schema import MODEL_PROPOSED as MODEL_PROPOSED
+from aiperf_mpi.results.schema import MONITOR as MONITOR
+from aiperf_mpi.results.schema import PEAK as PEAK
+from aiperf_mpi.results.schema import RUN_START as RUN_START
+from aiperf_mpi.results.schema import RUN_STOP as RUN_STOP
+from aiperf_mpi.results.schema import SCORE as SCORE
+from aiperf_mpi.results.schema import SEGMENT as SEGMENT
+from aiperf_mpi.results.schema import STAGING as STAGING
+from aiperf_mpi.results.schema import SYSTEM as SYSTEM
+from aiperf_mpi.results.schema import TIME as TIME
+from aiperf_mpi.results.schema import WEIGHTS_REMOVED as WEIGHTS_REMOVED
 
 EVENTS_FILE = "events.jsonl"
 CUT_FILE = EVENTS_FILE + ".cut-{segment}"
@@ -33,27 +51,18 @@ _BLANK = b" \t\n\r\x0b\x0c"
 _JUNK = _BLANK + b"\x00"
 """what may trail a complete event without making it a cut line (NULs: a crashed file system's fill)"""
 
-# event names
-RUN_START = "run_start"
-SYSTEM = "system"
-LAYOUT = "layout"
-MODEL_PROPOSED = "model_proposed"
-EPOCH = "epoch"
-MODEL_DONE = "model_done"
-MODEL_FAILED = "model_failed"
-STAGING = "staging"
-MONITOR = "monitor"
-PEAK = "peak"
-WEIGHTS_REMOVED = "weights_removed"
-"""weights files the search can no longer inherit from, removed (models, files); see job/retention.py"""
-RUN_STOP = "run_stop"
-SCORE = "score"
+SIGNAL_REASON = "signal "
+"""how a ``run_stop`` reason starts when a signal ended the segment (``signal SIGTERM``): the score then takes the
+segment as it ran, where a segment the run ended itself is scored over its whole time limit"""
 
-# common field names
-EVENT = "event"
-TIME = "time"
-SEGMENT = "segment"
 
+class UnreadableLog(Exception):
+    """A log no reader can take safely: nested deeper than the JSON parser recurses, or not plain UTF-8 JSON lines
+    (a byte-order mark).  Not a ``ValueError``: the readers treat that as one bad line they may skip or report;
+    this ends the read, and the command line tools print it as one line with exit status 2."""
+
+
+BOM = b"\xef\xbb\xbf"
 
 class EventLog:
     """Append-only writer of ``events.jsonl``."""
@@ -75,6 +84,8 @@ class EventLog:
         before it sends any reply, so an epoch is on disk before its group
         hears from the master again, and a burst of epochs costs one fsync.
         """
+        if event not in EVENT_NAMES:  # readers let unknown events pass; the writer writes only the schema's
+            raise ValueError(f"event {event!r} is not in the schema (aiperf_mpi/results/schema.py)")
         record = {EVENT: event, TIME: fields.pop(TIME, time.time()), **fields}
         problems = check_event(record)
         if problems:  # a writer that drifted from the schema breaks every reader: fail here, in the tests
@@ -186,11 +197,17 @@ class EventStream:
                         continue
                     if bad is not None:  # a non-blank line after a bad one: the bad one was not the last
                         raise ValueError(f"{self.path}:{bad[0]}: not a JSON line")
+                    if number == 1 and line.startswith(BOM):
+                        raise UnreadableLog(f"{self.path} starts with a UTF-8 byte-order mark: an event log is "
+                                            "JSON lines in plain UTF-8, without one")  # fmt: skip
                     try:
                         event = parse(line.decode("utf-8"))  # UnicodeDecodeError is a ValueError
                     except ValueError:  # json.JSONDecodeError is a ValueError
                         bad = (number, line)
                         continue
+                    except RecursionError:  # the standard parser recurses once per level: 100,000 '[' end it
+                        raise UnreadableLog(f"{self.path}:{number}: JSON nested deeper than the parser can "
+                                            "read (no event of this benchmark nests more than a few levels)") from None
                     if event is not None:
                         yield event
         finally:
@@ -350,7 +367,7 @@ def _is_event(raw: bytes) -> bool:
     """The test every reader applies to a line: UTF-8 that ``json.loads`` takes."""
     try:
         json.loads(raw.decode("utf-8"))
-    except ValueError:
+    except (ValueError, RecursionError):  # nested too deep: no event either
         return False
     return True
 

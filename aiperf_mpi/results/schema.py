@@ -17,45 +17,70 @@ from collections.abc import Mapping
 
 SCHEMA_VERSION = 1
 
+# the event names: the one list of them (runlog re-exports them for the writer and the readers; the writer
+# refuses any other name, so a new event is added here, with its fields, or not at all)
+RUN_START = "run_start"
+SYSTEM = "system"
+LAYOUT = "layout"
+STAGING = "staging"
+PEAK = "peak"
+MONITOR = "monitor"
+MODEL_PROPOSED = "model_proposed"
+EPOCH = "epoch"
+MODEL_DONE = "model_done"
+MODEL_FAILED = "model_failed"
+WEIGHTS_REMOVED = "weights_removed"
+"""weights files the search can no longer inherit from, removed (models, files); see job/retention.py"""
+RUN_STOP = "run_stop"
+SCORE = "score"
+
+# the fields every event has, and the one that numbers a run's segments
+EVENT = "event"
+TIME = "time"
+SEGMENT = "segment"
+
 INT, NUM, STR, BOOL, LIST, DICT, NULL = numbers.Integral, numbers.Real, str, bool, (list, tuple), dict, type(None)
 """JSON types: as ``json.loads`` gives them, and as the writer holds them (NumPy scalars are numbers, tuples
 arrays)"""
 
-COMMON = {"event": STR, "time": NUM}
+COMMON = {EVENT: STR, TIME: NUM}
 
 REQUIRED: dict[str, dict[str, object]] = {
-    "run_start": {"segment": INT, "resumed": BOOL, "config": DICT},
-    "system": {"ranks": INT, "nodes": INT, "hosts": LIST},
-    "layout": {"world_size": INT, "master_rank": INT, "hosts": LIST, "nodes": LIST, "groups": LIST},
-    "staging": {"source": STR, "staged": STR, "seconds": NUM, "bytes": INT, "files": INT, "copied": INT,
+    RUN_START: {SEGMENT: INT, "resumed": BOOL, "config": DICT},
+    SYSTEM: {"ranks": INT, "nodes": INT, "hosts": LIST},
+    LAYOUT: {"world_size": INT, "master_rank": INT, "hosts": LIST, "nodes": LIST, "groups": LIST},
+    STAGING: {"source": STR, "staged": STR, "seconds": NUM, "bytes": INT, "files": INT, "copied": INT,
                 "host": STR},
-    "peak": {"group": INT, "host": STR, "precision": STR, "ranks": INT, "ops_per_second": NUM},
-    "monitor": {"group": INT, "host": STR, "node": INT, "source": STR, "devices": LIST},
-    "model_proposed": {"task": INT, "group": INT, "parent": (INT, NULL), "hparams": DICT, "description": STR,
+    PEAK: {"group": INT, "host": STR, "precision": STR, "ranks": INT, "ops_per_second": NUM},
+    MONITOR: {"group": INT, "host": STR, "node": INT, "source": STR, "devices": LIST},
+    MODEL_PROPOSED: {"task": INT, "group": INT, "parent": (INT, NULL), "hparams": DICT, "description": STR,
                        "graph_file": STR, "search": DICT},
-    "epoch": {"task": INT, "group": INT, "epoch": INT, "train_loss": NUM, "val_accuracy": NUM, "start": NUM,
+    EPOCH: {"task": INT, "group": INT, "epoch": INT, "train_loss": NUM, "val_accuracy": NUM, "start": NUM,
               "end": NUM, "ops": INT, "ops_train": INT, "ops_update": INT, "ops_validation": INT, "steps": INT,
               "train_samples": INT, "validation_samples": INT, "data_wait": NUM, "compute": NUM,
               "evaluation": NUM, "learning_rate": NUM},
-    "model_done": {"task": INT, "group": INT, "model": DICT},
-    "model_failed": {"task": INT, "group": INT, "model": INT, "rank": INT, "host": STR, "reason": STR,
+    MODEL_DONE: {"task": INT, "group": INT, "model": DICT},
+    MODEL_FAILED: {"task": INT, "group": INT, "model": INT, "rank": INT, "host": STR, "reason": STR,
                      "traceback": STR},
-    "weights_removed": {"models": LIST, "files": LIST},
-    "run_stop": {"reason": STR, "discarded_tasks": LIST, "segment": INT},
-    "score": {"score": NUM, "regulated_score": (NUM, NULL), "active_time": NUM, "total_ops": INT,
+    WEIGHTS_REMOVED: {"models": LIST, "files": LIST},
+    RUN_STOP: {"reason": STR, "discarded_tasks": LIST, SEGMENT: INT},
+    SCORE: {"score": NUM, "regulated_score": (NUM, NULL), "active_time": NUM, "total_ops": INT,
               "best_accuracy": (NUM, NULL), "models_trained": INT, "models_failed": INT, "epochs": INT,
               "segments": INT, "valid": BOOL, "rules": DICT},
 }  # fmt: skip
 OPTIONAL: dict[str, dict[str, object]] = {
-    "run_start": {"cut_tail": DICT, "provenance": DICT},
-    "staging": {"start": NUM},
-    "peak": {"threads": LIST},
-    "model_proposed": {"graph_sha256": STR, "morphs": LIST, "seed": DICT},
-    "epoch": {"compile": NUM, "xla": BOOL},
-    "model_failed": {"graph_hash": (STR, NULL)},
-    "run_stop": {"groups_stopped_early": INT},
+    RUN_START: {"cut_tail": DICT, "provenance": DICT},
+    STAGING: {"start": NUM},
+    PEAK: {"threads": LIST},
+    MODEL_PROPOSED: {"graph_sha256": STR, "morphs": LIST, "seed": DICT},
+    EPOCH: {"compile": NUM, "xla": BOOL},
+    MODEL_FAILED: {"graph_hash": (STR, NULL)},
+    RUN_STOP: {"groups_stopped_early": INT},
+    SCORE: {"rules_version": STR, "ops_cv_last_half": (NUM, NULL), "ops_change_last_quarter": (NUM, NULL)},
 }
 """fields some events carry (newer than the first logs, or only in some runs): typed when present"""
+EVENT_NAMES = tuple(REQUIRED)
+"""every event a run may write, in the order a run first writes them"""
 
 
 def _type_name(kind: object) -> str:
@@ -83,7 +108,7 @@ def check_event(event: Mapping) -> list[str]:
     """What is wrong with ``event`` against its schema (empty when nothing); unknown event names pass."""
     problems = [f"{name} must be {_type_name(kind)}" for name, kind in COMMON.items()
                 if not _is(event.get(name), kind)]  # fmt: skip
-    name = event.get("event")
+    name = event.get(EVENT)
     for field, kind in REQUIRED.get(name, {}).items():
         if field not in event:
             problems.append(f"{name}: missing {field}")

@@ -27,12 +27,13 @@ import logging
 import math
 import random
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import networkx as nx
 import numpy as np
 
-from aiperf_mpi.graph.model import from_json, to_json
-from aiperf_mpi.graph.morph import Morphed, MorphError, compose, random_morph
+from aiperf_mpi.graph.model import DEFAULT_KERNEL_SIZE, from_json, to_json
+from aiperf_mpi.graph.morph import MAX_CHAINED, Morphed, MorphError, compose, random_morph
 from aiperf_mpi.search.distance import Signature, distances, signature
 from aiperf_mpi.search.gp import FitStatus, GaussianProcess
 from aiperf_mpi.search.history import History, ModelRecord, graph_hash
@@ -51,7 +52,7 @@ class SearchConfig:
     """annealing walks start from the best ``parents`` models"""
     candidates: int = 24
     """candidates evaluated per proposal (the annealing budget)"""
-    max_morphs: int = 3
+    max_morphs: int = MAX_CHAINED
     """morphisms chained into one proposal at most"""
     beta: float = 2.0
     """UCB exploration weight"""
@@ -62,18 +63,6 @@ class SearchConfig:
         """The view that holds everything this search reads: its parents, its working set."""
         half = self.working_set // 2
         return ViewBounds(top=max(self.parents, half, 1), recent=half)
-
-
-def candidate_parents(kind: str, config: SearchConfig, best_ids: list[int], view_ids: list[int]) -> list[int]:
-    """The models a search of ``kind`` may choose as the next parent: whose weights must be kept.
-
-    ``best_ids`` are the view's best (at least ``config.parents``), ``view_ids``
-    all its members.  The Bayesian search starts its walks from the
-    ``parents`` best; the random baseline picks any member of the view.
-    """
-    if kind == "random":
-        return list(view_ids)
-    return list(best_ids[: config.parents])
 
 
 @dataclass(frozen=True)
@@ -102,6 +91,14 @@ class _Cache:
 class BayesianSearch:
     """GP-guided network-morphism search over a :class:`History`."""
 
+    parents_from_whole_view: ClassVar[bool] = False
+
+    @staticmethod
+    def candidate_parents(config: SearchConfig, best_ids: list[int], view_ids: list[int]) -> list[int]:
+        """The models it may choose as the next parent (whose weights must be kept): the walks start from the
+        ``config.parents`` best of ``best_ids`` (the view's best, at least that many)."""
+        return list(best_ids[: config.parents])
+
     def __init__(self, history: History | SearchView, seed: int, config: SearchConfig | None = None) -> None:
         self.history = history
         self.config = config or SearchConfig()
@@ -119,7 +116,7 @@ class BayesianSearch:
         """Record a finished model (appends to the history)."""
         self.history.append(record)
 
-    def ask(self, kernel: int = 3) -> Proposal:
+    def ask(self, kernel: int = DEFAULT_KERNEL_SIZE) -> Proposal:
         """Propose the next child: its parent, graph and weight-transfer plan."""
         trained = self.history.best(self.config.parents)
         if not trained:
@@ -280,6 +277,13 @@ class RandomSearch:
     models the two are the same.
     """
 
+    parents_from_whole_view: ClassVar[bool] = True
+
+    @staticmethod
+    def candidate_parents(config: SearchConfig, best_ids: list[int], view_ids: list[int]) -> list[int]:
+        """The models it may choose as the next parent: any member of the view (``view_ids``)."""
+        return list(view_ids)
+
     def __init__(self, history: History | SearchView, seed: int, config: SearchConfig | None = None) -> None:
         self.history = history
         self.rng = random.Random(seed)
@@ -288,7 +292,7 @@ class RandomSearch:
     def tell(self, record: ModelRecord) -> None:
         self.history.append(record)
 
-    def ask(self, kernel: int = 3) -> Proposal:
+    def ask(self, kernel: int = DEFAULT_KERNEL_SIZE) -> Proposal:
         pool = {r.id: r for r in [*self.history.best(self.bounds.top), *self.history.recent(self.bounds.recent)]}
         trained = [pool[i] for i in sorted(pool)]
         if not trained:

@@ -5,6 +5,8 @@ the tuner proposes (``ask``) and learns from the outcome (``tell``).  TPE is
 Optuna's ``TPESampler`` through its ask/tell interface; ``gp`` is
 scikit-optimize's Gaussian-process optimiser; ``random`` is the baseline.
 The batch range is scaled to the device memory (see :func:`batch_choices`).
+One class per backend; a run picks one by name through
+:mod:`aiperf_mpi.search.registry`.
 """
 
 from __future__ import annotations
@@ -14,10 +16,8 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from aiperf_mpi.graph.model import analyse
+from aiperf_mpi.graph.model import KERNEL_SIZES, analyse
 
-KERNEL_SIZES = (3, 5, 7)
-HPO_KINDS = ("tpe", "gp", "random")
 WARMUP_ROUNDS = 3
 BYTES_PER_ACTIVATION = 4
 """one float32 per activation kept for the backward pass (a rough lower bound: frameworks keep more)"""
@@ -49,45 +49,26 @@ def batch_choices(graph: nx.DiGraph, memory_bytes: int, smallest: int = 16, larg
     return choices or [smallest]
 
 
-class Tuner:
-    """Ask/tell tuner over (batch size, kernel size) for one group."""
+class _Tuner:
+    """What every tuner shares: the warm-up rounds answer the defaults, later rounds ask the backend.
 
-    def __init__(self, kind: str, batches: list[int], seed: int, default: HParams) -> None:
-        if kind not in HPO_KINDS:
-            raise ValueError(f"unknown tuner {kind!r} (known: {', '.join(HPO_KINDS)})")
-        self.kind, self.batches, self.default = kind, list(batches), default
+    A backend implements :meth:`_ask` (new hyper-parameters and the handle
+    its ``tell`` needs back) and :meth:`_tell` (that handle and the
+    accuracy, ``None`` for a failed trial).
+    """
+
+    def __init__(self, batches: list[int], default: HParams) -> None:
+        self.batches, self.default = list(batches), default
         self.round = 0
         self._pending: dict[HParams, object] = {}
-        if kind in ("tpe", "random"):
-            import optuna
-
-            optuna.logging.set_verbosity(optuna.logging.WARNING)
-            sampler = (optuna.samplers.TPESampler(seed=seed) if kind == "tpe"
-                       else optuna.samplers.RandomSampler(seed=seed))  # fmt: skip
-            self._study = optuna.create_study(direction="maximize", sampler=sampler)
-        else:
-            from skopt import Optimizer
-            from skopt.space import Categorical
-
-            self._skopt = Optimizer([Categorical(self.batches), Categorical(list(KERNEL_SIZES))],
-                                    base_estimator="GP", random_state=seed, n_initial_points=3)  # fmt: skip
 
     def ask(self) -> HParams:
         """The next round's hyper-parameters (the defaults during the warm-up rounds)."""
         self.round += 1
         if self.round <= WARMUP_ROUNDS:
             return self.default
-        if self.kind == "gp":
-            batch, kernel = self._skopt.ask()
-            params = HParams(int(batch), int(kernel))
-            self._pending[params] = (batch, kernel)
-            return params
-        trial = self._study.ask()
-        params = HParams(
-            int(trial.suggest_categorical("batch_size", self.batches)),
-            int(trial.suggest_categorical("kernel_size", list(KERNEL_SIZES))),
-        )
-        self._pending[params] = trial
+        params, handle = self._ask()
+        self._pending[params] = handle
         return params
 
     def tell(self, params: HParams, accuracy: float | None) -> None:
@@ -95,12 +76,74 @@ class Tuner:
         handle = self._pending.pop(params, None)
         if handle is None:
             return  # a warm-up round: nothing was asked of the optimiser
-        if self.kind == "gp":
-            self._skopt.tell(list(handle), -(accuracy if accuracy is not None else 0.0))
-        else:
-            import optuna
+        self._tell(handle, accuracy)
 
-            if accuracy is None:
-                self._study.tell(handle, state=optuna.trial.TrialState.FAIL)
-            else:
-                self._study.tell(handle, accuracy)
+    def _ask(self) -> tuple[HParams, object]:
+        raise NotImplementedError
+
+    def _tell(self, handle: object, accuracy: float | None) -> None:
+        raise NotImplementedError
+
+
+class _OptunaTuner(_Tuner):
+    """A tuner on an Optuna sampler, through Optuna's ask/tell interface."""
+
+    def __init__(self, batches: list[int], default: HParams, sampler) -> None:
+        import optuna
+
+        super().__init__(batches, default)
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        self._study = optuna.create_study(direction="maximize", sampler=sampler)
+
+    def _ask(self) -> tuple[HParams, object]:
+        trial = self._study.ask()
+        params = HParams(
+            int(trial.suggest_categorical("batch_size", self.batches)),
+            int(trial.suggest_categorical("kernel_size", list(KERNEL_SIZES))),
+        )
+        return params, trial
+
+    def _tell(self, handle: object, accuracy: float | None) -> None:
+        import optuna
+
+        if accuracy is None:
+            self._study.tell(handle, state=optuna.trial.TrialState.FAIL)
+        else:
+            self._study.tell(handle, accuracy)
+
+
+class TPETuner(_OptunaTuner):
+    """The benchmark's tuner: Optuna's tree-structured Parzen estimator."""
+
+    def __init__(self, batches: list[int], seed: int, default: HParams) -> None:
+        import optuna
+
+        super().__init__(batches, default, optuna.samplers.TPESampler(seed=seed))
+
+
+class RandomTuner(_OptunaTuner):
+    """The baseline: hyper-parameters drawn uniformly (Optuna's random sampler)."""
+
+    def __init__(self, batches: list[int], seed: int, default: HParams) -> None:
+        import optuna
+
+        super().__init__(batches, default, optuna.samplers.RandomSampler(seed=seed))
+
+
+class GPTuner(_Tuner):
+    """scikit-optimize's Gaussian-process optimiser (it minimises: it is told the negated accuracy)."""
+
+    def __init__(self, batches: list[int], seed: int, default: HParams) -> None:
+        from skopt import Optimizer
+        from skopt.space import Categorical
+
+        super().__init__(batches, default)
+        self._skopt = Optimizer([Categorical(self.batches), Categorical(list(KERNEL_SIZES))],
+                                base_estimator="GP", random_state=seed, n_initial_points=3)  # fmt: skip
+
+    def _ask(self) -> tuple[HParams, object]:
+        batch, kernel = self._skopt.ask()
+        return HParams(int(batch), int(kernel)), (batch, kernel)
+
+    def _tell(self, handle: object, accuracy: float | None) -> None:
+        self._skopt.tell(list(handle), -(accuracy if accuracy is not None else 0.0))

@@ -17,7 +17,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+from aiperf_mpi.results.precisions import PRECISIONS
+
 SIZES = {"CPU": (256, 512, 1024, 2048, 4096, 8192), "GPU": (8192, 12288, 16384)}
 """the sizes tried on each kind of device, smallest first.  A GPU starts at 8192²: a tensor-core GEMM
 needs thousands of tiles in flight to fill a device of 100+ multiprocessors, and smaller products measure
@@ -57,7 +58,7 @@ def measure_peak(precision: str, seconds: float) -> dict:
 
     from aiperf_mpi.train.threads import current_threads
 
-    dtype = getattr(tf, DTYPES[precision])
+    dtype = getattr(tf, PRECISIONS[precision].dtype)
     device = "GPU:0" if tf.config.list_logical_devices("GPU") else "CPU:0"
     with tf.device(device):
 

@@ -37,17 +37,16 @@ import numpy as np
 import tensorflow as tf
 from mpi4py import MPI
 
-from aiperf_mpi.config import PRECISIONS, RunConfig, device_prefetch_enabled, xla_enabled
+from aiperf_mpi.config import RunConfig, device_prefetch_enabled, xla_enabled
 from aiperf_mpi.data.sources import DataSource
 from aiperf_mpi.graph.model import output_node, with_kernel_size
 from aiperf_mpi.graph.ops import count_ops, epoch_ops
+from aiperf_mpi.results.precisions import PRECISIONS
+from aiperf_mpi.results.timelimit import ends_after_limit
 from aiperf_mpi.search.hpo import HParams
 from aiperf_mpi.train.keras_model import build_keras_model
 from aiperf_mpi.train.pipeline import Shard
 from aiperf_mpi.train.transfer import Weights, model_weights, transfer_weights
-
-KERAS_POLICIES = dict(zip(PRECISIONS, ("float32", "mixed_float16", "mixed_bfloat16"), strict=True))
-"""the Keras dtype policy of each precision the run accepts (``config.PRECISIONS``)"""
 
 
 def make_optimizer(precision: str, learning_rate, momentum: float) -> keras.optimizers.Optimizer:
@@ -84,12 +83,12 @@ class TrialFailed(Exception):
 
 def precision_policy(precision: str) -> str:
     """Keras dtype policy of a precision name; anything narrower than FP16 is refused."""
-    if precision not in KERAS_POLICIES:
+    if precision not in PRECISIONS:
         raise ValueError(
             f"precision {precision!r} is not allowed: the benchmark trains at fp32, fp16 or bf16 "
             "(nothing narrower than FP16)"
         )
-    return KERAS_POLICIES[precision]
+    return PRECISIONS[precision].keras_policy
 
 
 @dataclass(frozen=True)
@@ -142,12 +141,11 @@ def _epoch_ends_late(deadline: float | None, step_seconds: list[float], steps_le
     forward pass of the same batch).  Without this, a model handed out just
     before the limit with a slower batch or kernel than the last (seen:
     batch 16 and kernel 7 after batch 64, 84 s against 17 s) trains its
-    first epoch into the grace period while every other group waits.
+    first epoch into the grace period while every other group waits.  The
+    rule is the run's one :func:`~aiperf_mpi.results.timelimit.ends_after_limit`.
     """
-    if deadline is None or not step_seconds:
-        return False
-    step = statistics.median(step_seconds)
-    return time.monotonic() + step * (steps_left + validation_batches / 3) > deadline
+    needed = statistics.median(step_seconds) * (steps_left + validation_batches / 3) if step_seconds else None
+    return ends_after_limit(None if deadline is None else deadline - time.monotonic(), needed)
 
 
 @dataclass

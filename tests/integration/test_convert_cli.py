@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.data_files import write_cifar
 from tests.support.mpirun import REPO_ROOT, mpi_env
-from tests.unit.test_data import write_cifar
 
 
 def convert(*args: str) -> subprocess.CompletedProcess:

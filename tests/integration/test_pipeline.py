@@ -13,7 +13,8 @@ from aiperf_mpi.data.sources import DataError, digits_source, imagenet_source  #
 from aiperf_mpi.data.tfrecord import crc32c, jpeg_problem, masked_crc, parse_example, scan_shard  # noqa: E402
 from aiperf_mpi.graph.model import with_kernel_size  # noqa: E402
 from aiperf_mpi.graph.seeds import tiny_resnet  # noqa: E402
-from aiperf_mpi.search.hpo import WARMUP_ROUNDS, HParams, Tuner  # noqa: E402
+from aiperf_mpi.search.hpo import WARMUP_ROUNDS, HParams  # noqa: E402
+from aiperf_mpi.search.registry import make_tuner  # noqa: E402
 from aiperf_mpi.train.keras_model import build_keras_model  # noqa: E402
 from aiperf_mpi.train.pipeline import Shard  # noqa: E402
 from aiperf_mpi.train.trainer import precision_policy  # noqa: E402
@@ -133,7 +134,7 @@ def test_bad_imagenet_is_one_clear_error(tmp_path, damage: str, message: str) ->
 
 
 def test_tuned_kernel_and_batch_are_what_is_built_and_delivered() -> None:
-    tuner = Tuner("tpe", [16, 32, 64], seed=3, default=HParams(32, 3))
+    tuner = make_tuner("tpe", [16, 32, 64], seed=3, default=HParams(32, 3))
     for _ in range(WARMUP_ROUNDS):
         tuner.tell(tuner.ask(), 0.5)
     params = tuner.ask()

@@ -10,8 +10,8 @@ import time
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.score import score_run
 from aiperf_mpi.search.bayesian import SearchConfig
+from tests.support.local_run import logged_records, view_of
 from tests.support.mpirun import SCRIPTS, mpi_env, mpirun_command
-from tests.unit.test_scheduler import logged_records, view_of
 
 SCRIPT = str(SCRIPTS / "fake_run.py")
 
@@ -148,7 +148,7 @@ def test_a_killed_rank_ends_the_job_fast_and_the_log_still_parses(tmp_path) -> N
 
 
 def test_data_is_staged_once_per_node_and_reported(tmp_path) -> None:
-    from tests.mpi.test_training import small_h5
+    from tests.support.data_files import small_h5
 
     data = small_h5(tmp_path / "data.h5")
     run_dir = tmp_path / "run"

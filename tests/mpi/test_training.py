@@ -5,22 +5,11 @@ import json
 import numpy as np
 import pytest
 
-from aiperf_mpi.data.sources import digits_arrays
+from tests.support.data_files import small_h5
 from tests.support.mpirun import SCRIPTS, run_mpi
 
 pytestmark = [pytest.mark.horovod, pytest.mark.tf, pytest.mark.slow]
 SCRIPT = str(SCRIPTS / "train_group.py")
-
-
-def small_h5(path, count: int = 256) -> str:
-    import h5py
-
-    with h5py.File(path, "w") as handle:
-        handle.attrs["classes"] = 10
-        for split, (images, labels) in digits_arrays().items():
-            handle[f"{split}/images"] = images[:count]
-            handle[f"{split}/labels"] = labels[:count]
-    return str(path)
 
 
 def results(output: str) -> list[dict]:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from aiperf_mpi.graph.model import from_json
 from aiperf_mpi.job.leader import Outcome, Task
-from benchmarks.synthetic_objective import synthetic_accuracy
+from tests.support.synthetic_objective import synthetic_accuracy
 
 
 class FakeRunner:

@@ -64,8 +64,8 @@ def lineage_run(run_dir: Path) -> Path:
     epochs = [_epoch(CHILD, 0, 1, 1085, graph_json, 32, 0.6), _epoch(CHILD, 0, 2, 1095, graph_json, 32, 0.65)]
     done = _done(CHILD, 0, 1096, graph_json, hparams, epochs)
     done["model"].update(parent=0, description="deeper; wider")
-    stop = next(i for i, e in enumerate(events) if e["event"] == runlog.RUN_STOP)
-    events[stop:stop] = [proposal, *epochs, done]
+    events += [proposal, *epochs, done]
+    events.sort(key=lambda event: event["time"])  # logged in time order, between task 1's events (stable)
     rescore(run_dir, events)
     return run_dir
 

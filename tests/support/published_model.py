@@ -1,4 +1,7 @@
-"""Checks of the best model a real run published (``RUN_DIR/best/``, ``python -m analysis.export``).
+"""Checks of the best model a real run published (``RUN_DIR/best/``, ``python -m aiperf_mpi.export``).
+
+The run's end calls the command by its old name, ``python -m analysis.export``;
+these checks call the room's name, so both are used on every real run.
 
 Called on the run directories that tests/mpi/test_run.py makes with the real
 CLI, so the check adds no run of its own.  The model is loaded the way a user
@@ -77,7 +80,7 @@ def best_task(done: dict[int, dict]) -> int:
 
 
 def export_cli(run_dir: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "analysis.export", str(run_dir), *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "aiperf_mpi.export", str(run_dir), *args], capture_output=True,
                           text=True, timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})  # fmt: skip
 
 
@@ -153,12 +156,12 @@ def check_other_tasks(run_dir: Path, best: int, done: dict, last: dict, removed:
     failed = export_cli(run_dir, "--task", str(gone))
     assert failed.returncode == 2 and failed.stdout == "", failed
     assert failed.stderr.splitlines() == [
-        f"analysis.export: error: task {gone}'s weights ({done[gone]['weights']}) were removed during the run: a run "
+        f"aiperf_mpi.export: error: task {gone}'s weights ({done[gone]['weights']}) were removed during the run: a run "
         "keeps only the weights a child may inherit and the best model's (--keep-weights all keeps every one)"
     ]  # fmt: skip
     unknown = export_cli(run_dir, "--task", "100000")
     assert unknown.returncode == 2 and len(unknown.stderr.splitlines()) == 1, unknown
-    assert unknown.stderr.startswith("analysis.export: error: task 100000 is not in ")
+    assert unknown.stderr.startswith("aiperf_mpi.export: error: task 100000 is not in ")
 
 
 def check_the_best_after_resume(run_dir: Path, output: str) -> None:

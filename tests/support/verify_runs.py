@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 from aiperf_mpi import __version__
 from aiperf_mpi.graph.model import from_json, to_json, with_kernel_size
@@ -28,8 +31,10 @@ VERSIONS = {"python": "3.11.7", "tensorflow": "2.18.1", "horovod": "0.28.1", "mp
 RANKS = 2
 """ranks of each group: the global batch is batch_size × 2"""
 STEPS, VALIDATION = 10, 100
-SEED = {"model": "tiny", "image_size": 8, "channels": 1, "classes": 10}
-"""the seed both models are (``model_proposed``'s lineage record): tiny_resnet(8, 1, 10)"""
+PEAK = 1e12
+"""each group's measured peak, ops/s: the epochs below train at about 0.25 of it"""
+DATA_SHAPES = {"imagenet": (224, 3, 1000), "digits": (32, 3, 10)}
+"""each data set's (image size, channels, classes): the graphs are built for the configured one"""
 
 
 def _epoch(task: int, group: int, number: int, end: float, graph_json: str, batch: int, accuracy: float) -> dict:
@@ -57,11 +62,16 @@ def _done(task: int, group: int, t: float, graph_json: str, hparams: dict, epoch
 
 def consistent_run(run_dir: Path, dataset: str = "imagenet", precision: str = "fp16",
                    with_provenance: bool = True) -> Path:  # fmt: skip
-    """Two groups, one model each (kernel 3 at batch 32, kernel 5 at batch 16), two epochs each, 100 s."""
+    """Two groups, one model each (kernel 3 at batch 32, kernel 5 at batch 16), two epochs each, 100 s.
+
+    Its times, rates and counts are those of a real run: epochs of 10 s (8 s of compute), one model at a
+    time per group, each logged after it ended; graphs for the data set's images and classes.
+    """
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "graphs").mkdir(exist_ok=True)
     config = {"dataset": dataset, "precision": precision, "search": "bayesian", "hpo": "tpe", "score_step": 50.0,
-              "seed_model": "tiny", "time_limit": 100.0, "run_dir": str(run_dir)}  # fmt: skip
+              "seed_model": "tiny", "time_limit": 100.0, "run_dir": str(run_dir), "max_epochs": 2,
+              "image_size": 0}  # fmt: skip
     start = {"event": runlog.RUN_START, "time": 1000.0, "segment": 1, "resumed": False, "config": config}
     if with_provenance:
         start["provenance"] = provenance.collect(__version__, VERSIONS)
@@ -74,17 +84,20 @@ def consistent_run(run_dir: Path, dataset: str = "imagenet", precision: str = "f
                                        "horovod_size": RANKS},
                                       {"index": 1, "node": 0, "host": "h0", "ranks": [3, 4], "leader": 3,
                                        "horovod_size": RANKS}]},
-        {"event": runlog.PEAK, "time": 1000.3, "group": 0, "host": "h0", "precision": precision, "ranks": RANKS,
-         "ops_per_second": 1e9},
+        *({"event": runlog.PEAK, "time": 1000.3 + group / 100, "group": group, "host": "h0", "precision": precision,
+           "ranks": RANKS, "ops_per_second": PEAK} for group in (0, 1)),
     ]  # fmt: skip
-    graphs = {0: to_json(tiny_resnet(8, 1, 10)), 1: to_json(with_kernel_size(tiny_resnet(8, 1, 10), 5))}
+    seed = tiny_resnet(*DATA_SHAPES[dataset])
+    seed_record = dict(zip(("model", "image_size", "channels", "classes"), ("tiny", *DATA_SHAPES[dataset]),
+                           strict=True))  # model_proposed's lineage record: the seed both models are
+    graphs = {0: to_json(seed), 1: to_json(with_kernel_size(seed, 5))}
     hparams = {0: {"batch_size": 32, "kernel_size": 3}, 1: {"batch_size": 16, "kernel_size": 5}}
     for task, graph_json in graphs.items():
         name = f"graphs/task-{task}.json"
         (run_dir / name).write_bytes(graph_json.encode("utf-8"))
         events.append({"event": runlog.MODEL_PROPOSED, "time": 1001.0 + task, "task": task, "group": task,
                        "parent": None, "hparams": hparams[task], "description": "seed", "graph_file": name,
-                       "search": {"strategy": "seed" if task == 0 else "explore"}, "seed": SEED,
+                       "search": {"strategy": "seed" if task == 0 else "explore"}, "seed": seed_record,
                        "graph_sha256": hashlib.sha256(graph_json.encode("utf-8")).hexdigest()})  # fmt: skip
     e01 = _epoch(0, 0, 1, 1030, graphs[0], 32, 0.5)
     e11 = _epoch(1, 1, 1, 1050, graphs[1], 16, 0.6)
@@ -116,3 +129,56 @@ def rewrite_log(run_dir: Path, change: Callable[[list[dict]], list[dict] | None]
 def find(events: list[dict], name: str, **fields: object) -> dict:
     """The first event named ``name`` whose fields have the values given."""
     return next(e for e in events if e["event"] == name and all(e.get(k) == v for k, v in fields.items()))
+
+
+def forge(run_dir: Path, change: Callable[[list[dict]], list[dict] | None], step: float = 50.0) -> None:
+    """Change the log as a careful forger would: then rescore it with the package's own score code.
+
+    Every ``score`` event is recomputed from the events before it, and ``score.json`` from the whole log,
+    so the checks that recompute the score agree with the forgery: only the rules it breaks can name it.
+    """
+    events = read_log(run_dir)
+    events = change(events) or events
+    for index, event in enumerate(events):
+        if event["event"] == runlog.SCORE:
+            score = compute_score([e for e in events[:index] if e["event"] != runlog.SCORE], step=step)
+            event.update({k: v for k, v in score.to_dict().items() if k != "grid"})
+    write_log(run_dir, events)
+    score = compute_score([e for e in events if e["event"] != runlog.SCORE], step=step)
+    (run_dir / "score.json").write_text(json.dumps(score.to_dict(), indent=2))
+
+
+def recount(events: list[dict], epoch: dict, train_samples: int | None = None, ranks: int = RANKS) -> None:
+    """Set an epoch's samples (default: as they are) and recount its ops and steps, in its model record too."""
+    proposal = find(events, runlog.MODEL_PROPOSED, task=epoch["task"])
+    graph = with_kernel_size(from_json(_graph_text(events, epoch["task"])), proposal["hparams"]["kernel_size"])
+    samples = epoch["train_samples"] if train_samples is None else train_samples
+    ops = epoch_ops(count_ops(graph), samples, epoch["validation_samples"], proposal["hparams"]["batch_size"] * ranks)
+    epoch.update(train_samples=samples, ops=ops.total, ops_train=ops.train, ops_update=ops.update,
+                 ops_validation=ops.validation, steps=ops.steps)  # fmt: skip
+    sync_record(events, epoch["task"])
+
+
+def _graph_text(events: list[dict], task: int) -> str:
+    return find(events, runlog.MODEL_DONE, task=task)["model"]["graph"]
+
+
+def sync_record(events: list[dict], task: int) -> None:
+    """Make a task's model_done repeat its epoch events again (epochs, best accuracy, ops total)."""
+    epochs = [e for e in events if e["event"] == runlog.EPOCH and e["task"] == task]
+    record = find(events, runlog.MODEL_DONE, task=task)["model"]
+    record["epochs"] = [{k: v for k, v in e.items() if k not in ("event", "time", "task", "group")} for e in epochs]
+    record["accuracy"] = max(e["val_accuracy"] for e in epochs)
+    record["ops"]["total"] = sum(e["ops"] for e in epochs)
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory) -> Path:
+    """A consistent run, made once per test module (import this fixture where it is used)."""
+    return consistent_run(tmp_path_factory.mktemp("verify") / "run")
+
+
+@pytest.fixture
+def run(pristine, tmp_path) -> Path:
+    """A fresh copy of :func:`pristine` to tamper with."""
+    return Path(shutil.copytree(pristine, tmp_path / "run"))

@@ -217,7 +217,7 @@ def test_the_report_has_every_section_and_valid_images(tmp_path) -> None:
 
 
 def test_a_big_layout_draws_a_heat_map_and_aggregated_monitor(tmp_path) -> None:
-    from benchmarks.report import write_synthetic_log
+    from tests.support.synthetic_log import write_synthetic_log
 
     held = write_synthetic_log(tmp_path / "run", models=120, epochs=1200, groups=40)
     markdown = write_report(tmp_path / "run", tmp_path / "out")

@@ -17,29 +17,7 @@ from aiperf_mpi.data.sources import (
     open_source,
     synthetic_source,
 )
-
-
-def write_cifar(directory, batches: int = 2, per_file: int = 20, bad_label: bool = False) -> None:
-    rng = np.random.default_rng(0)
-    directory.mkdir(exist_ok=True)
-    for name in [f"data_batch_{i}.bin" for i in range(1, batches + 1)] + ["test_batch.bin"]:
-        records = rng.integers(0, 256, (per_file, CIFAR_RECORD), dtype=np.uint8)
-        records[:, 0] = rng.integers(0, 10, per_file)
-        if bad_label:
-            records[0, 0] = 12
-        records.tofile(directory / name)
-
-
-def write_h5(path, train=(40, 8, 8, 3), validation=(10, 8, 8, 3), classes=5, labels_high=5, dtype=np.uint8):
-    import h5py
-
-    rng = np.random.default_rng(1)
-    with h5py.File(path, "w") as handle:
-        handle.attrs["classes"] = classes
-        for split, shape in (("train", train), ("validation", validation)):
-            handle[f"{split}/images"] = rng.integers(0, 255, shape).astype(dtype)
-            handle[f"{split}/labels"] = rng.integers(0, labels_high, shape[0]).astype(np.int64)
-    return path
+from tests.support.data_files import special, write_cifar, write_h5
 
 
 def test_digits_is_embedded_32x32x3_with_a_fixed_split() -> None:
@@ -141,18 +119,6 @@ def test_in_memory_checks_shapes() -> None:
         in_memory("x", {"train": (np.zeros((4, 8, 8), np.uint8), np.zeros(4)), "validation": good}, 2)
     with pytest.raises(DataError, match="labels of shape"):
         in_memory("x", {"train": (good[0], np.zeros(3, np.int64)), "validation": good}, 2)
-
-
-def special(kind: str, path) -> None:
-    """Put a named pipe, a link to /dev/zero, a directory or a broken link at ``path``."""
-    if kind == "fifo":
-        os.mkfifo(path)
-    elif kind == "dev-zero":
-        os.symlink("/dev/zero", path)
-    elif kind == "directory":
-        os.mkdir(path)
-    else:
-        os.symlink(path.with_name("nothing-here"), path)
 
 
 KINDS = {"fifo": "is a named pipe (FIFO), not a regular file", "dev-zero": "is a character device",

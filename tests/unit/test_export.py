@@ -1,4 +1,6 @@
-"""analysis.export without TensorFlow: which model, its lineage, and the one-line refusals (before any build).
+"""aiperf_mpi.export without TensorFlow: which model, its lineage, and the one-line refusals (before any build).
+
+The command answers to its old name too (``python -m analysis.export``, which the run's end calls).
 
 The export itself (a Keras model loaded where aiperf_mpi is not) is checked on
 real runs in tests/mpi/test_run.py (tests/support/published_model.py).
@@ -11,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from aiperf_mpi.export import ExportError, choose, lineage, read_run
 from aiperf_mpi.job.finish import export_best
 from aiperf_mpi.results import runlog
-from analysis.export import ExportError, choose, lineage, read_run
 from tests.support.event_logs import epoch, model_done, proposed, start, write_log
 
 
@@ -82,12 +84,13 @@ def test_lineage_follows_model_ids_not_task_numbers(tmp_path) -> None:
         (["--task", "9"], "task 9 is not in {run} (its log has tasks 0..4)"),
     ],
 )  # fmt: skip
-def test_a_task_that_cannot_be_exported_is_one_line_and_exit_2(tmp_path, args, message) -> None:
+@pytest.mark.parametrize("command", ["aiperf_mpi.export", "analysis.export"])  # the room's and the old name
+def test_a_task_that_cannot_be_exported_is_one_line_and_exit_2(tmp_path, command, args, message) -> None:
     run_dir = a_run(tmp_path / "run")
-    cli = subprocess.run([sys.executable, "-m", "analysis.export", str(run_dir), *args], capture_output=True,
+    cli = subprocess.run([sys.executable, "-m", command, str(run_dir), *args], capture_output=True,
                          text=True, timeout=120)  # fmt: skip
     assert cli.returncode == 2 and cli.stdout == ""
-    assert cli.stderr.splitlines() == [f"analysis.export: error: {message.format(run=run_dir)}"]
+    assert cli.stderr.splitlines() == [f"{command}: error: {message.format(run=run_dir)}"]
     assert not (run_dir / "export").exists()
 
 
@@ -97,9 +100,9 @@ def test_nothing_to_choose_by(tmp_path) -> None:
     write_log(tmp_path / "empty", [start(0.0), child(0, None, "seed", 1.0)])
     with pytest.raises(ExportError, match="no model finished training in .*: nothing to export"):
         choose(read_run(tmp_path / "empty"), None)
-    cli = subprocess.run([sys.executable, "-m", "analysis.export", str(tmp_path / "none")], capture_output=True,
+    cli = subprocess.run([sys.executable, "-m", "aiperf_mpi.export", str(tmp_path / "none")], capture_output=True,
                          text=True, timeout=120)  # fmt: skip
-    assert cli.returncode == 2 and cli.stderr.startswith("analysis.export: error: no event log at ")
+    assert cli.returncode == 2 and cli.stderr.startswith("aiperf_mpi.export: error: no event log at ")
 
 
 def test_a_failed_or_slow_export_at_the_end_of_a_run_is_one_warning_line(tmp_path, capsys) -> None:

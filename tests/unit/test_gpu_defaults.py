@@ -13,7 +13,7 @@ from aiperf_mpi.config import (
     xla_enabled,
 )
 from aiperf_mpi.errors import UsageError
-from aiperf_mpi.results.score import VALID_PRECISIONS
+from aiperf_mpi.results.precisions import PRECISIONS as VALID_PRECISIONS
 from aiperf_mpi.train.peak import SIZE_TARGET_SECONDS, SIZES, choose_size
 
 A100, H100, V100, T4, P100 = ((8, 0), (9, 0), (7, 0), (7, 5), (6, 0))

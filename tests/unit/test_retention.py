@@ -18,7 +18,7 @@ from aiperf_mpi.results import runlog
 from aiperf_mpi.search.bayesian import SearchConfig
 from aiperf_mpi.search.history import ModelRecord
 from aiperf_mpi.search.view import MasterHistory, ViewIndex
-from tests.unit.test_scheduler import logged_records, run_local
+from tests.support.local_run import logged_records, run_local
 
 SEARCH = SearchConfig(parents=2, working_set=8)
 GROUPS = 2

@@ -6,7 +6,7 @@ import math
 import pytest
 
 from aiperf_mpi.results import runlog
-from aiperf_mpi.results.score import compute_score, score_run
+from aiperf_mpi.results.score import MAX_GRID_SAMPLES, compute_score, score_run
 
 
 def start(t: float, dataset: str = "imagenet", precision: str = "fp16", **extra) -> dict:
@@ -18,8 +18,8 @@ def epoch(end: float, ops: int, accuracy: float) -> dict:
     return {"event": runlog.EPOCH, "time": end, "end": end, "ops": ops, "val_accuracy": accuracy}
 
 
-def stop(t: float) -> dict:
-    return {"event": runlog.RUN_STOP, "time": t}
+def stop(t: float, reason: str = "time limit") -> dict:
+    return {"event": runlog.RUN_STOP, "time": t, "reason": reason}
 
 
 def test_ops_on_the_grid_regulated_score_and_a_valid_run() -> None:
@@ -86,6 +86,8 @@ def test_event_log_writer_round_trips(tmp_path) -> None:
     log.write(runlog.EPOCH, sync=True, **fields)
     with pytest.raises(ValueError, match="epoch: missing steps"):  # the writer keeps to the schema
         log.write(runlog.EPOCH, end=1.0, ops=5, val_accuracy=0.5)
+    with pytest.raises(ValueError, match="'epoch_started' is not in the schema"):  # and writes only its events
+        log.write("epoch_started", task=1)
     log.close()
     events = runlog.read_events(tmp_path).events
     assert [e["event"] for e in events] == ["run_start", "epoch"]
@@ -110,3 +112,131 @@ def test_a_best_accuracy_of_zero_gives_a_regulated_score_of_plus_zero() -> None:
     events = [start(0.0, score_step=10), epoch(0, 0, 1, 1.0, 5.0, 1000, 0.0), {"event": "run_stop", "time": 20.0}]
     score = compute_score(events, step=10)
     assert score.regulated_score == 0.0 and math.copysign(1.0, score.regulated_score) == 1.0
+
+
+# --------------------------------------------------------------------------- the scored window is the time limit
+
+
+def test_a_run_that_ends_itself_early_is_scored_over_its_whole_time_limit() -> None:
+    """make run stopped at 199 s of 240 s (no group's next model fitting) and divided by 199: now by 240."""
+    early = [start(0, time_limit=240), epoch(100, 2400, 0.5), epoch(190, 2400, 0.6), stop(199)]
+    score = compute_score(early, step=60)
+    assert score.active_time == 240
+    assert score.score == 4800 / 240
+    assert [s.active_time for s in score.grid] == [60, 120, 180, 240]
+    full = compute_score([*early[:-1], stop(240)], step=60)  # the same work, ended at the limit
+    assert score.score == full.score and score.regulated_score == full.regulated_score
+    budget = compute_score([*early[:-1], stop(199, "max models")], step=60)  # the model budget: the run's plan too
+    assert budget.active_time == 240
+
+
+def test_ending_early_never_raises_the_score() -> None:
+    epochs = [epoch(50, 1000, 0.5), epoch(120, 1000, 0.6)]
+    scores = [compute_score([start(0, time_limit=200), *epochs, stop(t)], step=10).score for t in (121, 150, 200)]
+    assert scores == [2000 / 200] * 3
+    over = compute_score([start(0, time_limit=200), *epochs, stop(230)], step=10)  # past the limit (grace): as ran
+    assert over.active_time == 230
+
+
+def test_a_segment_ended_by_a_signal_or_killed_is_scored_as_it_ran() -> None:
+    epochs = [epoch(50, 1000, 0.5), epoch(120, 1000, 0.6)]
+    for reason in ("signal SIGTERM", "signal SIGUSR1"):
+        score = compute_score([start(0, time_limit=240), *epochs, stop(150, reason)], step=10)
+        assert score.active_time == 150 and score.score == 2000 / 150
+    killed = compute_score([start(0, time_limit=240), *epochs], step=10)  # no run_stop: to its last event
+    assert killed.active_time == 120
+    old = compute_score([start(0), *epochs, stop(150)], step=10)  # a log without time_limit: as it ran
+    assert old.active_time == 150
+
+
+def test_each_resumed_segment_is_scored_over_its_own_time_limit() -> None:
+    events = [
+        start(0, time_limit=100), epoch(40, 1000, 0.5), stop(60, "signal SIGTERM"),  # killed at 60: as it ran
+        start(1000, time_limit=300), epoch(1100, 1000, 0.6), stop(1150),  # --resume --time-limit 300, ended itself
+        start(2000, time_limit=50), epoch(2010, 1000, 0.7), stop(2020),  # resumed again, ended itself at 20 of 50
+    ]  # fmt: skip
+    score = compute_score(events, step=10)
+    assert score.active_time == 60 + 300 + 50
+    assert score.score == 3000 / 410
+    ends = [s.active_time for s in score.grid if s.ops == 2000][:1]
+    assert ends == [160]  # the second segment's epoch at 60 + 100 s; the third's at 60 + 300 + 10
+
+
+def test_a_segment_resumed_before_its_predecessors_limit_would_have_passed_counts_each_window_once() -> None:
+    events = [start(0, time_limit=100), epoch(30, 1000, 0.5), stop(50),
+              start(60, time_limit=100), epoch(70, 1000, 0.6), stop(80)]  # fmt: skip
+    score = compute_score(events, step=10)
+    assert score.active_time == 200
+    assert next(s.active_time for s in score.grid if s.ops == 2000) == 110  # 100 for segment 1, then 10
+
+
+def test_a_tiny_step_or_a_clock_jump_of_years_caps_the_grid_and_says_so() -> None:
+    events = [start(0, time_limit=240), epoch(100, 2400, 0.5), stop(240)]
+    fine = compute_score(events, step=1e-9)
+    assert fine.grid_capped and len(fine.grid) <= MAX_GRID_SAMPLES
+    assert fine.score == 10.0 and fine.grid[-1].active_time == 240
+    assert fine.grid_step == pytest.approx(240 / MAX_GRID_SAMPLES)  # a whole multiple of the asked step
+    jump = compute_score([start(0), epoch(100, 2400, 0.5), epoch(1e9, 100, 0.6), stop(2e9)], step=360)
+    assert jump.grid_capped and len(jump.grid) <= MAX_GRID_SAMPLES and jump.score == 2500 / 2e9
+    plain = compute_score(events, step=60)
+    assert not plain.grid_capped and plain.grid_step == 60
+    with pytest.raises(ValueError, match="finite"):
+        compute_score([start(-1.5e308), stop(1.5e308)], step=1)  # 3e308 s: beyond a float
+
+
+def test_the_rules_are_one_versioned_table_that_the_score_reads() -> None:
+    """score.json's rules are the table's, in its order, each {ok, value, need}, named with their version."""
+    from aiperf_mpi.results.rules import RULE_NAMES, RULES_VERSION, evaluate_rules
+
+    score = compute_score([start(0), epoch(10, 100, 0.8), stop(20)], step=5)
+    assert list(score.rules) == list(RULE_NAMES) == ["dataset", "error", "precision", "algorithms"]
+    assert all(set(rule) == {"ok", "value", "need"} for rule in score.rules.values())
+    assert score.rules_version == RULES_VERSION and score.to_dict()["rules_version"] == RULES_VERSION
+    assert score.rules == evaluate_rules(score_config(), 1.0 - 0.8)
+    assert evaluate_rules({}, None) == {  # an old log without the fields: the defaults, no accuracy
+        "dataset": {"ok": False, "value": None, "need": "imagenet"},
+        "error": {"ok": False, "value": None, "need": "≤ 0.3"},
+        "precision": {"ok": True, "value": "fp32", "need": "fp16 or wider"},
+        "algorithms": {"ok": True, "value": "bayesian+tpe", "need": "bayesian+tpe"},
+    }
+    assert not evaluate_rules({"dataset": "imagenet", "precision": "fp8"}, 0.1)["precision"]["ok"]
+    assert evaluate_rules({"dataset": "imagenet"}, 0.30)["error"]["ok"]  # 30 % itself is valid
+    assert not evaluate_rules({"search": "random", "hpo": "tpe"}, 0.1)["algorithms"]["ok"]
+    assert not evaluate_rules({"search": "bayesian", "hpo": "gp"}, 0.1)["algorithms"]["ok"]
+
+
+def score_config() -> dict:
+    return start(0)["config"]
+
+
+def test_the_valid_algorithms_and_precisions_are_ones_a_run_can_choose() -> None:
+    from aiperf_mpi.config import CHOICES, RunConfig
+    from aiperf_mpi.results.rules import VALID_PRECISIONS, VALID_SEARCH, VALID_TUNER
+
+    assert VALID_SEARCH in CHOICES["search"] and VALID_TUNER in CHOICES["hpo"]
+    assert (RunConfig().search, RunConfig().hpo) == (VALID_SEARCH, VALID_TUNER)  # the default run is a valid one
+    assert set(VALID_PRECISIONS) == set(CHOICES["precision"]) - {"auto"}
+
+
+def test_the_schema_is_the_only_list_of_event_names() -> None:
+    """runlog's event names are the schema's own objects, and every ``runlog.NAME`` used anywhere exists."""
+    import ast
+    from pathlib import Path
+
+    from aiperf_mpi.results import schema
+
+    event_like = {name: value for name, value in vars(runlog).items()
+                  if name.isupper() and isinstance(value, str) and value.isidentifier() and value.islower()}
+    assert set(event_like.values()) == {*schema.EVENT_NAMES, schema.EVENT, schema.TIME, schema.SEGMENT}
+    assert all(value is getattr(schema, name) for name, value in event_like.items())
+    assert schema.EVENT_NAMES == tuple(schema.REQUIRED) and set(schema.OPTIONAL) <= set(schema.EVENT_NAMES)
+    root = Path(__file__).resolve().parents[2]
+    used = set()
+    for folder in ("aiperf_mpi", "analysis", "tests", "benchmarks"):
+        for path in (root / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "runlog":
+                    used.add(node.attr)
+    missing = sorted(name for name in used if name.isupper() and not hasattr(runlog, name))
+    assert not missing, f"runlog has no {missing}"
+    assert {name for name in used if name in event_like} >= {"RUN_START", "EPOCH", "RUN_STOP", "SCORE"}

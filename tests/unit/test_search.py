@@ -12,7 +12,8 @@ from aiperf_mpi.graph.seeds import tiny_resnet
 from aiperf_mpi.search.bayesian import BayesianSearch, RandomSearch, SearchConfig
 from aiperf_mpi.search.gp import GaussianProcess
 from aiperf_mpi.search.history import FAILED, History, ModelRecord
-from benchmarks.synthetic_objective import record
+from aiperf_mpi.search.hpo import HParams
+from tests.support.synthetic_objective import record
 
 SEED_JSON = to_json(tiny_resnet())
 
@@ -141,3 +142,37 @@ def test_random_choice_of_seed_is_reproducible() -> None:
     run(BayesianSearch(b, 5, SearchConfig(candidates=4, anchors=3)), b, 4)
     assert a.to_list() == b.to_list()
     assert random.Random(5).random() == random.Random(5).random()
+
+
+# --------------------------------------------------------------------------- the registry
+
+
+def test_the_registry_names_every_search_and_tuner_and_imports_them_lazily() -> None:
+    import subprocess
+    import sys
+
+    from aiperf_mpi.config import CHOICES
+    from aiperf_mpi.search.registry import SEARCHES, TUNERS, make_search, make_tuner, search_class
+
+    assert CHOICES["search"] == tuple(SEARCHES) and CHOICES["hpo"] == tuple(TUNERS)  # config reads the registry
+    assert search_class("bayesian") is BayesianSearch and search_class("random") is RandomSearch
+    assert isinstance(make_search("random", seeded_history(), 0), RandomSearch)
+    for name in TUNERS:
+        tuner = make_tuner(name, [16, 32], 0, HParams(16, 3))
+        assert callable(tuner.ask) and callable(tuner.tell)
+    with pytest.raises(ValueError, match=r"unknown search 'evolution' \(known: bayesian, random\)"):
+        search_class("evolution")
+    code = ("import sys; import aiperf_mpi.search.registry, aiperf_mpi.config\n"
+            "print(sorted(m for m in ('optuna', 'skopt', 'aiperf_mpi.search.bayesian') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"  # naming a backend loads nothing: its module is imported on first use
+
+
+def test_each_search_says_which_parents_it_may_choose() -> None:
+    from aiperf_mpi.search.registry import candidate_parents
+
+    config = SearchConfig(parents=2)
+    assert candidate_parents("bayesian", config, [5, 4, 3], [1, 2, 3, 4, 5]) == [5, 4]
+    assert candidate_parents("random", config, [5, 4, 3], [1, 2, 3, 4, 5]) == [1, 2, 3, 4, 5]
+    assert not BayesianSearch.parents_from_whole_view and RandomSearch.parents_from_whole_view

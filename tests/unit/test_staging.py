@@ -7,7 +7,7 @@ import pytest
 
 from aiperf_mpi.data.sources import DataError, cifar10_source, hdf5_source
 from aiperf_mpi.data.staging import stage
-from tests.unit.test_data import special, write_cifar, write_h5
+from tests.support.data_files import special, write_cifar, write_h5
 
 
 def test_hdf5_is_copied_once_and_reads_the_same(tmp_path) -> None:

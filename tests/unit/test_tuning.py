@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 
 from aiperf_mpi.graph.seeds import resnet50, tiny_resnet
-from aiperf_mpi.search.hpo import KERNEL_SIZES, WARMUP_ROUNDS, HParams, Tuner, batch_choices
+from aiperf_mpi.search.hpo import KERNEL_SIZES, WARMUP_ROUNDS, HParams, batch_choices
 from aiperf_mpi.search.predict import predict_final_accuracy
+from aiperf_mpi.search.registry import TUNERS, make_tuner
 
 
 def test_prediction_extrapolates_a_saturating_curve() -> None:
@@ -33,10 +34,10 @@ def test_batch_choices_scale_with_memory_and_model() -> None:
     assert batch_choices(resnet50(224, 3, 1000), 2**20) == [16]
 
 
-@pytest.mark.parametrize("kind", ["tpe", "gp", "random"])
+@pytest.mark.parametrize("kind", list(TUNERS))
 def test_tuners_use_defaults_for_the_warmup_then_explore(kind: str) -> None:
     default = HParams(32, 3)
-    tuner = Tuner(kind, [16, 32, 64], seed=0, default=default)
+    tuner = make_tuner(kind, [16, 32, 64], seed=0, default=default)
     seen = []
     for _ in range(12):
         params = tuner.ask()
@@ -49,9 +50,9 @@ def test_tuners_use_defaults_for_the_warmup_then_explore(kind: str) -> None:
 
 
 def test_tpe_learns_from_failures_and_refuses_unknown_kinds() -> None:
-    tuner = Tuner("tpe", [16, 32], seed=1, default=HParams(16, 3))
+    tuner = make_tuner("tpe", [16, 32], seed=1, default=HParams(16, 3))
     for _ in range(6):
         params = tuner.ask()
         tuner.tell(params, None)
     with pytest.raises(ValueError, match="unknown tuner"):
-        Tuner("bohb", [16], 0, HParams(16, 3))
+        make_tuner("bohb", [16], 0, HParams(16, 3))

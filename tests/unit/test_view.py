@@ -7,10 +7,11 @@ from hypothesis import strategies as st
 
 from aiperf_mpi.graph.model import to_json
 from aiperf_mpi.graph.seeds import tiny_resnet
-from aiperf_mpi.search.bayesian import BayesianSearch, RandomSearch, SearchConfig, candidate_parents
+from aiperf_mpi.search.bayesian import BayesianSearch, RandomSearch, SearchConfig
 from aiperf_mpi.search.history import FAILED, History, ModelRecord, graph_hash
+from aiperf_mpi.search.registry import candidate_parents
 from aiperf_mpi.search.view import MasterHistory, SearchView, ViewBounds, ViewIndex, WireCodec
-from benchmarks.synthetic_objective import record
+from tests.support.synthetic_objective import record
 
 SEED_JSON = to_json(tiny_resnet())
 

@@ -1,0 +1,456 @@
+"""The best trained model of a run, published: ``python -m aiperf_mpi.export RUN_DIR [--task N] [--out DIR]``.
+
+The export room: it sits above ``train/`` (it builds the Keras model with
+:mod:`aiperf_mpi.train.keras_model` and reads weights with
+:mod:`aiperf_mpi.train.transfer`) and beside ``analysis/``, whose log parser
+it uses; ``analysis/`` itself reads only the log and loads no TensorFlow.
+``python -m analysis.export`` is the command's old name, kept as a thin entry
+point (``analysis/export.py``) that runs :func:`aiperf_mpi.export.__main__.main`.
+
+Writes, into ``RUN_DIR/best/`` (``RUN_DIR/export/task-N/`` with ``--task N``,
+or ``--out DIR``):
+
+* ``model.keras`` — the Keras model of the task's graph with its trained
+  weights.  The graph builder (:mod:`aiperf_mpi.train.keras_model`) uses
+  built-in Keras layers only (no ``Lambda``, no custom class), so plain
+  ``keras.models.load_model("model.keras")`` loads it without aiperf_mpi;
+* ``graph.json`` — the graph it was built from, as trained (the tuned kernel
+  size applied);
+* ``ops.json`` — its analytic operations per sample from the counter of
+  ``docs/counting.md`` (forward, training, per layer);
+* ``metadata.json`` — accuracy, hyper-parameters, the input the model expects
+  (image size, channel order, scaling), the data set, the lineage of
+  morphisms from the seed and the versions, for programs;
+* ``model_card.md`` — the same for a person.
+
+Which model: the best by observed validation accuracy, ties going to the
+earliest — exactly the model whose weights the run's retention never removes
+(:mod:`aiperf_mpi.job.retention`, ``history.best_observed``).  Its weights are
+its best epoch's (the trainer keeps the weights of the earliest epoch with the
+highest validation accuracy and logs which, ``weights_epoch`` in the model's
+``timings``), so the accuracy *these weights* give is the model's logged
+accuracy, what the search and the score saw.  A log from before that (no
+``weights_epoch``) saved the last epoch's weights; the card then names both.
+
+Reading the log streams it once (constant memory per epoch); TensorFlow is
+imported only to build and save the one model, on the CPU.  The benchmark's
+master runs the command at the end of a run (:func:`aiperf_mpi.job.finish.export_best`)
+in a child process under a timeout, so an export can never fail or hang a
+finished run.  Bad input — no such task, weights removed, no trained model —
+is one line and exit 2.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from aiperf_mpi.graph.model import (
+    GraphError,
+    from_json,
+    infer_shapes,
+    input_node,
+    output_node,
+    to_json,
+    with_kernel_size,
+)
+from aiperf_mpi.graph.ops import ModelOps, count_ops
+from aiperf_mpi.results import runlog
+from analysis.logdata import parse_line
+
+FORMAT = "aiperf_mpi.export/1"
+DIVIDE_BY = 127.5
+SUBTRACT = 1.0
+"""the input scaling every data set's pipeline applies (``aiperf_mpi.data.tfdata.normalise``): x / 127.5 − 1"""
+
+DATASETS = {
+    "digits": ("scikit-learn's 1,797 bundled 8×8 handwritten digits: each 0..16 pixel scaled to 0..255 (×255/16, "
+               "rounded), each pixel repeated 4×4 to 32×32, the grey value copied into 3 channels; validation: 360 "
+               "images chosen by a fixed permutation (numpy default_rng(0)), `aiperf_mpi.data.sources.digits_arrays`",
+               "the digit 0..9"),
+    "cifar10": ("CIFAR-10 (binary version), 32×32 RGB; validation: test_batch.bin",
+                "CIFAR-10's order: airplane, automobile, bird, cat, deer, dog, frog, horse, ship, truck"),
+    "hdf5": ("an HDF5 file in aiperf_mpi's layout: uint8 (N, H, W, C) images as stored; validation: /validation",
+             "the file's labels, 0-based"),
+    "imagenet": ("ImageNet TFRecord shards (the standard converter's): JPEG decoded to RGB, resized to the image size "
+                 "(bilinear, antialiased, aspect ratio not kept, no crop), clipped to 0..255; validation: the "
+                 "validation-*-of-* shards",
+                 "the converter's label − 1: 0..999 in the order of its synset list"),
+    "synthetic": ("random uint8 images and labels (no accuracy: the score ignores it)", "random"),
+}  # fmt: skip
+"""data set → (what the images are and which split validated, what a class index means)"""
+
+
+class ExportError(ValueError):
+    """Nothing (or not that) can be exported; the message is the one line the user sees."""
+
+
+@dataclass
+class Task:
+    """What the log says about one task (a few fields; the log of a long run has 10⁵ of them)."""
+
+    task: int
+    parent: int | None = None
+    """the parent's model id (``model_proposed``), None for the seed"""
+    description: str = ""
+    hparams: dict = field(default_factory=dict)
+    graph_file: str = ""
+    model_id: int | None = None
+    status: str = ""
+    """``trained`` or ``failed`` once ``model_done`` / ``model_failed`` came; empty while it never ended"""
+    accuracy: float | None = None
+    """the model's logged accuracy: its best epoch's"""
+    weights: str = ""
+    stop: str = ""
+    epochs: int = 0
+    last_epoch: dict | None = None
+    """the task's last epoch"""
+    best_epoch: dict | None = None
+    """the task's earliest epoch of the highest validation accuracy"""
+    weights_epoch: int | None = None
+    """the epoch its saved weights come from, as logged (None: a log from before it was, the last epoch)"""
+
+    @property
+    def saved_epoch(self) -> dict | None:
+        """The epoch whose weights were saved: the logged ``weights_epoch`` (the best), else the last."""
+        if self.weights_epoch is not None and self.best_epoch and self.best_epoch.get("epoch") == self.weights_epoch:
+            return self.best_epoch
+        return self.last_epoch
+
+
+@dataclass
+class RunFacts:
+    """What the export needs from one pass over the log."""
+
+    run_dir: Path
+    config: dict = field(default_factory=dict)
+    system: dict = field(default_factory=dict)
+    provenance: dict = field(default_factory=dict)
+    tasks: dict[int, Task] = field(default_factory=dict)
+    task_of_model: dict[int, int] = field(default_factory=dict)
+    removed: set[str] = field(default_factory=set)
+    """weights files a ``weights_removed`` event names"""
+    best: int | None = None
+    """the task of the best model by observed accuracy (ties: the earliest), as retention keeps it"""
+    run_best_accuracy: float | None = None
+    """the run's best epoch accuracy (the score's), which may belong to a task that never finished"""
+
+    def task(self, number: int) -> Task:
+        if number not in self.tasks:
+            self.tasks[number] = Task(number)
+        return self.tasks[number]
+
+
+_EPOCH_KEEP = ("epoch", "val_accuracy", "validation_samples", "train_samples", "steps")
+
+
+def read_run(run_dir: Path) -> RunFacts:
+    """One streamed pass over ``run_dir``'s event log (a cut last line is skipped, as the score skips it)."""
+    facts = RunFacts(Path(run_dir))
+    best_accuracy = -math.inf
+    for event in runlog.EventStream(Path(run_dir), parse=parse_line):
+        name = event.get(runlog.EVENT)
+        if name == runlog.EPOCH:
+            task = facts.task(int(event["task"]))
+            task.epochs += 1
+            task.last_epoch = {k: event.get(k) for k in _EPOCH_KEEP}
+            accuracy = event.get("val_accuracy")
+            if isinstance(accuracy, int | float) and math.isfinite(accuracy):
+                facts.run_best_accuracy = max(facts.run_best_accuracy or -math.inf, accuracy)
+                if task.best_epoch is None or accuracy > task.best_epoch["val_accuracy"]:  # strictly: the earliest
+                    task.best_epoch = task.last_epoch
+        elif name == runlog.MODEL_PROPOSED:
+            task = facts.task(int(event["task"]))
+            task.parent, task.description = event.get("parent"), str(event.get("description", ""))
+            task.hparams, task.graph_file = dict(event.get("hparams") or {}), str(event.get("graph_file", ""))
+        elif name == runlog.MODEL_DONE:
+            model = event.get("model") or {}
+            task = facts.task(int(event["task"]))
+            task.model_id, task.status = int(model["id"]), str(model.get("status", "trained"))
+            task.accuracy, task.weights = model.get("accuracy"), str(model.get("weights") or "")
+            task.stop = str((model.get("timings") or {}).get("stop", ""))
+            task.weights_epoch = (model.get("timings") or {}).get("weights_epoch")
+            task.hparams = dict(model.get("hparams") or task.hparams)
+            facts.task_of_model[task.model_id] = task.task
+            accuracy = task.accuracy
+            if task.status == "trained" and isinstance(accuracy, int | float) and math.isfinite(accuracy):
+                if accuracy > best_accuracy:  # strictly: ties keep the earliest, as history.best_observed does
+                    best_accuracy, facts.best = accuracy, task.task
+        elif name == runlog.MODEL_FAILED:
+            facts.task(int(event["task"])).status = "failed"
+        elif name == runlog.WEIGHTS_REMOVED:
+            facts.removed.update(event.get("files") or [])
+        elif name == runlog.RUN_START:
+            facts.config = event.get("config") or facts.config
+            facts.provenance = event.get("provenance") or facts.provenance
+        elif name == runlog.SYSTEM:
+            facts.system = event
+    return facts
+
+
+def choose(facts: RunFacts, task: int | None) -> Task:
+    """The task to export: ``task``, or the best model; ExportError (one line) when it cannot be exported."""
+    if task is None:
+        if facts.config.get("dataset") == "synthetic":
+            raise ExportError("a run on synthetic data has no accuracy to choose the best model by; "
+                              "--task N exports a given task")  # fmt: skip
+        if facts.best is None:
+            raise ExportError(f"no model finished training in {facts.run_dir}: nothing to export")
+        chosen = facts.tasks[facts.best]
+    else:
+        if task not in facts.tasks:
+            known = sorted(facts.tasks)
+            span = f"tasks {known[0]}..{known[-1]}" if known else "no task"
+            raise ExportError(f"task {task} is not in {facts.run_dir} (its log has {span})")
+        chosen = facts.tasks[task]
+        if chosen.status != "trained":
+            state = "failed" if chosen.status == "failed" else "never finished training (the run ended first)"
+            raise ExportError(f"task {task} {state}: it has no trained weights")
+    if not chosen.weights:
+        raise ExportError(f"task {chosen.task} has no weights file in the log (it trained no epoch)")
+    path = facts.run_dir / chosen.weights
+    if not path.is_file():
+        if chosen.weights in facts.removed:
+            raise ExportError(f"task {chosen.task}'s weights ({chosen.weights}) were removed during the run: a run "
+                              "keeps only the weights a child may inherit and the best model's "
+                              "(--keep-weights all keeps every one)")  # fmt: skip
+        raise ExportError(f"task {chosen.task}'s weights file {path} is missing")
+    return chosen
+
+
+def trained_graph(facts: RunFacts, task: Task):
+    """The graph the task trained: its graph file, the tuned kernel size applied as the trainer applies it."""
+    path = facts.run_dir / (task.graph_file or f"graphs/task-{task.task}.json")
+    try:
+        graph = from_json(path.read_bytes())
+    except FileNotFoundError:
+        raise ExportError(f"task {task.task}'s graph file {path} is missing") from None
+    except GraphError as exc:
+        raise ExportError(f"task {task.task}'s graph file {path}: {exc}") from None
+    kernel = task.hparams.get("kernel_size")
+    return graph if kernel is None else with_kernel_size(graph, kernel)
+
+
+def lineage(facts: RunFacts, task: Task) -> list[dict]:
+    """The morphisms from the seed to ``task``, seed first: each step's task, model, description and accuracy."""
+    steps, seen, current = [], set(), task
+    while True:
+        steps.append({"task": current.task, "model_id": current.model_id, "parent_model_id": current.parent,
+                      "description": current.description, "accuracy": current.accuracy,
+                      "hparams": current.hparams})  # fmt: skip
+        seen.add(current.task)
+        if current.parent is None:
+            break
+        parent_task = facts.task_of_model.get(current.parent)
+        if parent_task is None or parent_task in seen:  # a log cut before the parent's model_done: say so
+            steps.append({"task": None, "model_id": current.parent, "parent_model_id": None,
+                          "description": "(not in the log)", "accuracy": None, "hparams": {}})  # fmt: skip
+            break
+        current = facts.tasks[parent_task]
+    return steps[::-1]
+
+
+def _cpu_only() -> None:
+    """Build on the CPU: the export must not take an accelerator a training rank on this node holds."""
+    import tensorflow as tf
+
+    try:
+        tf.config.set_visible_devices([], "GPU")
+    except RuntimeError:  # TensorFlow was initialised already (a caller's process): use what it has
+        pass
+
+
+def build_model(graph, weights_path: Path):
+    """The Keras model of ``graph`` in float32 with the weights of ``weights_path``; every layer must match."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    _cpu_only()
+    from aiperf_mpi.train.keras_model import build_keras_model
+    from aiperf_mpi.train.transfer import load_weights
+
+    model = build_keras_model(graph, dtype="float32")
+    weights = load_weights(weights_path)
+    for layer in model.layers:
+        if not layer.weights:
+            continue
+        arrays = weights.pop(layer.name, None)
+        if arrays is None:
+            raise ExportError(f"{weights_path} has no weights for layer {layer.name!r} of the graph")
+        expected = [tuple(w.shape) for w in layer.weights]
+        got = [tuple(a.shape) for a in arrays]
+        if expected != got:
+            raise ExportError(f"{weights_path}: layer {layer.name!r} has weights of shapes {got}, "
+                              f"the graph's layer {expected}")  # fmt: skip
+        layer.set_weights(arrays)
+    if weights:
+        raise ExportError(f"{weights_path} has weights for layers the graph lacks: {sorted(weights)[:5]}")
+    return model
+
+
+def metadata(facts: RunFacts, task: Task, graph, ops: ModelOps, selected: str) -> dict:
+    """Everything a program loading the model elsewhere needs to know, as JSON."""
+    data = graph.nodes[input_node(graph)]
+    out = output_node(graph)
+    classes = int(infer_shapes(graph)[out][-1])
+    dataset = str(facts.config.get("dataset", ""))
+    images, labels = DATASETS.get(dataset, ("(unknown data set)", "(unknown)"))
+    last = task.saved_epoch or {}
+    samples = last.get("validation_samples")
+    final = last.get("val_accuracy")
+    which = ("its best epoch, the model's logged accuracy" if task.weights_epoch is not None else
+             "the task's last epoch (a log from before the trainer kept the best epoch's weights)")  # fmt: skip
+    config = facts.config
+    return {
+        "format": FORMAT,
+        "run_dir": str(facts.run_dir),
+        "task": task.task,
+        "model_id": task.model_id,
+        "selected": selected,
+        "dataset": {"name": dataset, "data_path": config.get("data_path", ""), "images": images,
+                    "classes": classes, "class_index": labels},  # fmt: skip
+        "input": {
+            "shape": [int(data["h"]), int(data["w"]), int(data["c"])],
+            "layout": "NHWC (batch, height, width, channels)",
+            "dtype": "float32",
+            "channels": "RGB" if int(data["c"]) == 3 else f"{data['c']} channel(s)",
+            "from_uint8": f"x / {DIVIDE_BY:g} - {SUBTRACT:g} (range [-1, 1]); no per-channel mean or std",
+            "divide_by": DIVIDE_BY,
+            "subtract": SUBTRACT,
+        },
+        "output": {"classes": classes,
+                   "kind": "probabilities (softmax)" if graph.nodes[out]["type"] == "softmax" else "logits",
+                   "class": "argmax of the output"},  # fmt: skip
+        "accuracy": {
+            "weights": final,
+            "weights_note": f"top-1 validation accuracy of the exported weights: {which}",
+            "validation_samples": samples,
+            "validation_correct": None if final is None or samples is None else round(final * samples),
+            "epoch": last.get("epoch"),
+            "best_epoch": task.accuracy,
+            "best_epoch_note": "the task's logged accuracy (its best epoch): what the search and the score saw",
+            "run_best": facts.run_best_accuracy,
+        },
+        "hparams": task.hparams,
+        "training": {"epochs": task.epochs, "stop": task.stop, "precision": config.get("precision", "fp32"),
+                     "exported_dtype": "float32", "seed_model": config.get("seed_model", ""),
+                     "train_samples_per_epoch": last.get("train_samples")},  # fmt: skip
+        "params": {"total": ops.params, "trainable": ops.trainable_params},
+        "ops_per_sample": {"forward": ops.forward_eval, "forward_train": ops.forward_train,
+                           "backward": ops.backward, "training": ops.forward_train + ops.backward,
+                           "update_per_step": ops.update, "macs": ops.macs},  # fmt: skip
+        "lineage": lineage(facts, task),
+        "weights_file": task.weights,
+        "versions": _versions(facts),
+    }
+
+
+def _versions(facts: RunFacts) -> dict:
+    import keras
+    import tensorflow as tf
+
+    ran = {k: facts.system.get(k) for k in ("aiperf_mpi", "tensorflow", "horovod", "python") if facts.system.get(k)}
+    return {"run": ran, "provenance": facts.provenance, "exported_with": {"keras": keras.__version__,
+            "tensorflow": tf.__version__, "python": sys.version.split()[0]}}  # fmt: skip
+
+
+def _si(value: float) -> str:
+    for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:.4g} {prefix}"
+    return f"{value:.4g} "
+
+
+def _fraction(value) -> str:
+    return "–" if value is None else f"{value:.4f}"
+
+
+def model_card(meta: dict) -> str:
+    """A short markdown card from the metadata (nothing here that the metadata does not hold)."""
+    data, inputs, accuracy, ops = meta["dataset"], meta["input"], meta["accuracy"], meta["ops_per_sample"]
+    h, w, c = inputs["shape"]
+    lines = [
+        f"# Model card: task {meta['task']} of {Path(meta['run_dir']).name}",
+        "",
+        f"Chosen as: {meta['selected']}.  Produced by aiperf_mpi's network-morphism search; `model.keras` loads with "
+        "plain `keras.models.load_model` (built-in Keras layers only, Keras 3).",
+        "",
+        "| | |",
+        "|---|---|",
+        f"| data set | {data['name']}: {data['images']} |",
+        f"| image size | {h}×{w}×{c} ({inputs['channels']}, channels last) |",
+        f"| classes | {data['classes']} ({data['class_index']}) |",
+        f"| accuracy of these weights | {_fraction(accuracy['weights'])} top-1 on {accuracy['validation_samples']} "
+        f"validation images (epoch {accuracy['epoch']}) |",
+        f"| best epoch's accuracy | {_fraction(accuracy['best_epoch'])} (the task's logged accuracy; the run's best "
+        f"epoch: {_fraction(accuracy['run_best'])}) |",
+        f"| parameters | {meta['params']['total']:,} ({meta['params']['trainable']:,} trainable) |",
+        f"| operations per sample | forward {_si(ops['forward'])}OP, training (forward + backward) "
+        f"{_si(ops['training'])}OP; update {_si(ops['update_per_step'])}OP per step (docs/counting.md) |",
+        f"| hyper-parameters | {', '.join(f'{k} {v}' for k, v in meta['hparams'].items())} |",
+        f"| training | {meta['training']['epochs']} epoch(s), stopped by {meta['training']['stop'] or '–'}, "
+        f"{meta['training']['precision']}; exported in {meta['training']['exported_dtype']} |",
+        "",
+        "## Input",
+        "",
+        f"A batch of float32 images, shape (N, {h}, {w}, {c}), channels last, {inputs['channels']}: from uint8 "
+        f"pixels, `{inputs['from_uint8']}`.  The output is {meta['output']['kind']} over {data['classes']} classes; "
+        "the class is its argmax.",
+        "",
+        "## Lineage (seed first)",
+        "",
+        "| task | model | accuracy | kernel | batch | morphism |",
+        "|---|---|---|---|---|---|",
+    ]
+    for step in meta["lineage"]:
+        hp = step["hparams"]
+        lines.append(f"| {step['task'] if step['task'] is not None else '–'} | {step['model_id']} | "
+                     f"{_fraction(step['accuracy'])} | {hp.get('kernel_size', '–')} | {hp.get('batch_size', '–')} | "
+                     f"{step['description'] or '–'} |")  # fmt: skip
+    lines += ["", "Files: `model.keras`, `graph.json` (aiperf_mpi graph), `ops.json` (operations per sample, per "
+              "layer), `metadata.json` (all of the above for programs).", ""]  # fmt: skip
+    return "\n".join(lines)
+
+
+@dataclass
+class Exported:
+    """Where the export went and what it cost."""
+
+    out: Path
+    task: int
+    accuracy: float | None
+    model_bytes: int
+    seconds: float
+
+
+def export(run_dir: Path | str, task: int | None = None, out: Path | str | None = None) -> Exported:
+    """Write the model of ``task`` (default: the best) and its description to ``out`` (see the module)."""
+    started = time.monotonic()
+    run_dir = Path(run_dir)
+    runlog.log_path(run_dir)  # FileNotFoundError: not a run directory
+    facts = read_run(run_dir)
+    chosen = choose(facts, task)
+    graph = trained_graph(facts, chosen)
+    ops = count_ops(graph)
+    selected = "best validation accuracy of the run's models" if task is None else f"--task {task}"
+    default = run_dir / "best" if task is None else run_dir / "export" / f"task-{chosen.task}"
+    out = Path(out) if out is not None else default
+    model = build_model(graph, run_dir / chosen.weights)
+    meta = metadata(facts, chosen, graph, ops, selected)
+    partial = out.with_name(out.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    model.save(partial / "model.keras")
+    (partial / "graph.json").write_text(to_json(graph) + "\n", encoding="utf-8")
+    (partial / "ops.json").write_text(json.dumps(ops.to_dict(), indent=1) + "\n", encoding="utf-8")
+    (partial / "metadata.json").write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    (partial / "model_card.md").write_text(model_card(meta), encoding="utf-8")
+    if out.exists():  # a re-export (a resumed run found a better model): the old one goes only now
+        shutil.rmtree(out)
+    partial.rename(out)
+    return Exported(out, chosen.task, meta["accuracy"]["weights"], (out / "model.keras").stat().st_size,
+                    time.monotonic() - started)  # fmt: skip

@@ -1,0 +1,45 @@
+"""``python -m aiperf_mpi.export RUN_DIR [--task N] [--out DIR]``: publish a run's best (or a given) model.
+
+What it writes and which model: :mod:`aiperf_mpi.export`.  The same command
+answers to its old name, ``python -m analysis.export`` (``analysis/export.py``,
+which the run's end uses), and then names itself so in its lines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import aiperf_mpi.export
+from aiperf_mpi.export import ExportError, export
+from aiperf_mpi.graph.model import GraphError
+
+PROG = "aiperf_mpi.export"
+
+
+def main(argv: list[str] | None = None, prog: str = PROG) -> int:
+    """Export, print one line saying where; bad input is one line ``PROG: error: …`` and exit 2.
+
+    ``prog`` is the module name the user ran (``analysis.export`` for the old name), so the lines name the
+    command that was typed and a caller that reads them (``aiperf_mpi.job.finish``) finds its own prefix.
+    """
+    parser = argparse.ArgumentParser(prog=f"python -m {prog}", description=aiperf_mpi.export.__doc__.split("\n\n")[0])
+    parser.add_argument("run_dir", type=Path, help="the run directory")
+    parser.add_argument("--task", type=int, default=None, help="export this task (default: the best model)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="output folder (default: RUN_DIR/best, or RUN_DIR/export/task-N with --task)")
+    options = parser.parse_args(argv)
+    try:
+        done = export(options.run_dir, options.task, options.out)
+    except (ExportError, FileNotFoundError, GraphError) as exc:
+        print(f"{prog}: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+    accuracy = "–" if done.accuracy is None else f"{done.accuracy:.4f}"
+    print(f"{prog}: task {done.task} (validation accuracy {accuracy}) in {done.out}: model.keras "
+          f"{done.model_bytes / 1e6:.1f} MB, model_card.md, metadata.json; {done.seconds:.1f} s")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,81 @@
+"""The in-process run (master and leaders over the local hub, training faked) and readers of what it logged.
+
+Shared by the scheduler and retention tests (tests/unit) and the protocol test
+over real MPI (tests/mpi), which checks the same contract, so none of them
+imports another test module.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from aiperf_mpi.config import RunConfig
+from aiperf_mpi.graph.seeds import tiny_resnet
+from aiperf_mpi.job.leader import leader_loop
+from aiperf_mpi.job.local import LocalHub
+from aiperf_mpi.job.master import Master, master_loop
+from aiperf_mpi.results import runlog
+from aiperf_mpi.search.bayesian import SearchConfig
+from aiperf_mpi.search.history import ModelRecord
+from aiperf_mpi.search.view import MasterHistory, SearchView, ViewBounds, ViewIndex
+from tests.support.fake_runner import FakeRunner
+
+
+@dataclass
+class LocalRun:
+    master: Master
+    views: dict[int, SearchView]
+    runners: dict[int, FakeRunner]
+    outcome: str
+
+
+def run_local(tmp_path: Path, groups: int, time_limit: float, slow=(), fail=(), max_models=0,
+              search_config: SearchConfig | None = None, epoch_seconds: float = 0.02,
+              **options) -> LocalRun:  # fmt: skip
+    config = RunConfig(time_limit=time_limit, seed_model="tiny", score_step=0.5, run_dir=str(tmp_path),
+                       max_models=max_models, grace=30, **options)  # fmt: skip
+    search = search_config or SearchConfig()
+    hub = LocalHub(groups)
+    log = runlog.EventLog(tmp_path)
+    log.write(runlog.RUN_START, sync=True, segment=1, resumed=False, config=config.to_dict())
+    master = Master(config, log, MasterHistory(search.view_bounds()), groups, tmp_path, search_config=search)
+    views = {group: SearchView(search.view_bounds()) for group in range(groups)}
+    runners = {group: FakeRunner(group, epoch_seconds=epoch_seconds, slow_groups=slow, fail_tasks=fail,
+                                 run_dir=tmp_path)
+               for group in range(groups)}  # fmt: skip
+
+    def leader(group: int) -> None:
+        leader_loop(hub.channel(group), group, 1, config, tiny_resnet(), runners[group], view=views[group],
+                    search_config=search)  # fmt: skip
+
+    threads = [threading.Thread(target=leader, args=(group,), daemon=True) for group in range(groups)]
+    for thread in threads:
+        thread.start()
+    outcome = master_loop(master, hub, lambda: "", progress_interval=1000)
+    for thread in threads:
+        thread.join(timeout=30)
+    log.write(runlog.RUN_STOP, sync=True, reason=master.stopping, discarded_tasks=[], segment=1)
+    log.close()
+    return LocalRun(master, views, runners, outcome)
+
+
+def logged_records(run_dir: Path) -> list[ModelRecord]:
+    """Every model of the log, in id order (failed ones as placeholders)."""
+    records = {}
+    for event in runlog.read_events(run_dir).events:
+        if event["event"] == runlog.MODEL_DONE:
+            records[event["model"]["id"]] = ModelRecord.from_dict(event["model"])
+        elif event["event"] == runlog.MODEL_FAILED:
+            records[event["model"]] = ModelRecord(event["model"], None, "{}", status="failed")
+    assert sorted(records) == list(range(len(records)))
+    return [records[i] for i in range(len(records))]
+
+
+def view_of(records: list[ModelRecord], bounds: ViewBounds) -> list[int]:
+    """The view of the first records, computed from scratch: the top by search accuracy and the most recent."""
+    index: ViewIndex[None] = ViewIndex(bounds)
+    for record in records:
+        index.add(record.id, record.search_accuracy, None)
+    return index.ids()

@@ -1,0 +1,162 @@
+"""Hostile input to verify, bundle and report: one line on stderr and exit 2, in bounded time — never a traceback.
+
+Each class (deep nesting, huge integers, nulls where numbers belong, symlink
+loops, a byte-order mark, NUL bytes, a tiny score step, a clock jump of
+years) is written into a copy of a consistent run and given to each tool's
+``main(argv)``; the unbounded ones run as a subprocess under a timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from aiperf_mpi.results import runlog
+from aiperf_mpi.results.score import MAX_GRID_SAMPLES
+from analysis import bundle, report, verify
+from tests.support.event_logs import write_log
+from tests.support.verify_runs import consistent_run, find, read_log
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory) -> Path:
+    run = consistent_run(tmp_path_factory.mktemp("bad") / "run")
+    (run / "report").mkdir()  # the bundle takes it as it is: no report (and no matplotlib) needed to bundle
+    (run / "report" / "report.md").write_text("report\n")
+    return run
+
+
+@pytest.fixture
+def run(pristine, tmp_path) -> Path:
+    return Path(shutil.copytree(pristine, tmp_path / "run", symlinks=True))
+
+
+def tools(run: Path, tmp_path: Path) -> dict[str, Callable[[], int]]:
+    return {
+        "verify": lambda: verify.main([str(run)]),
+        "bundle": lambda: bundle.main([str(run), "--out", str(tmp_path / "bundle.tar.gz")]),
+        "report": lambda: report.main([str(run), "--out", str(tmp_path / "report")]),
+    }
+
+
+def one_line_exit_2(action: Callable[[], int], capsys, *expected: str) -> str:
+    status = action()
+    err = capsys.readouterr().err
+    assert status == 2, err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert all(text in err for text in expected), err
+    return err
+
+
+def _edit(run: Path, change: Callable[[list[dict]], None]) -> None:
+    events = read_log(run)
+    change(events)
+    write_log(run, events)
+
+
+def deep_nesting(run: Path) -> None:
+    lines = (run / runlog.EVENTS_FILE).read_text().splitlines()
+    lines.insert(3, '{"event":"note","time":1000.5,"x":' + "[" * 100_000 + "]" * 100_000 + "}")
+    (run / runlog.EVENTS_FILE).write_text("\n".join(lines) + "\n")
+
+
+def huge_integer(run: Path) -> None:
+    _edit(run, lambda events: find(events, runlog.EPOCH).update(ops=10**4000))  # under int's 4300-digit limit
+
+
+def byte_order_mark(run: Path) -> None:
+    path = run / runlog.EVENTS_FILE
+    path.write_bytes(runlog.BOM + path.read_bytes())
+
+
+def run_dir_loop(run: Path) -> None:
+    shutil.rmtree(run)
+    os.symlink(run, run)
+
+
+def events_loop(run: Path) -> None:
+    (run / runlog.EVENTS_FILE).unlink()
+    os.symlink(run / runlog.EVENTS_FILE, run / runlog.EVENTS_FILE)
+
+
+CLASSES = [(deep_nesting, "nested deeper than the parser can read"), (huge_integer, "int too"),
+           (byte_order_mark, "byte-order mark"), (run_dir_loop, ""), (events_loop, "")]  # fmt: skip
+
+
+@pytest.mark.parametrize("tool", ["verify", "bundle", "report"])
+@pytest.mark.parametrize(("spoil", "text"), CLASSES, ids=[c[0].__name__ for c in CLASSES])
+def test_each_class_is_one_line_and_exit_2(run, tmp_path, capsys, tool, spoil, text) -> None:
+    spoil(run)
+    one_line_exit_2(tools(run, tmp_path)[tool], capsys, f"analysis.{tool}: error:", text)
+
+
+@pytest.mark.parametrize("tool", ["verify", "bundle", "report"])
+def test_a_nul_byte_in_the_path(tmp_path, capsys, tool) -> None:
+    bad = tmp_path / "run\x00x"
+    one_line_exit_2(tools(bad, tmp_path)[tool], capsys, f"analysis.{tool}: error:")
+
+
+def test_a_deeply_nested_score_file(run, capsys) -> None:
+    (run / verify.SCORE_FILE).write_text("[" * 100_000 + "]" * 100_000)
+    one_line_exit_2(lambda: verify.main([str(run)]), capsys, "nested too deeply")
+
+
+def test_nulls_where_numbers_belong(run, tmp_path, capsys) -> None:
+    def nulls(events: list[dict]) -> None:
+        events[0]["config"]["score_step"] = None
+        for event in events:
+            if event["event"] == runlog.EPOCH:
+                event["ops"] = None
+
+    _edit(run, nulls)
+    one_line_exit_2(tools(run, tmp_path)["report"], capsys, "not")
+    assert verify.main([str(run)]) == 1  # the verifier reads on and names each field
+    out = capsys.readouterr().out
+    assert "epoch: ops must be integer, got NoneType" in out and "score_step 'None' is not a number" in out
+
+
+def test_a_symlink_loop_for_a_graph_file_or_a_folder_is_named_not_followed(run, tmp_path, capsys) -> None:
+    graph = run / "graphs" / "task-0.json"
+    graph.unlink()
+    os.symlink(graph, graph)
+    os.symlink(run, run / "graphs" / "again")  # a folder that contains itself: rglob must not walk it for ever
+    assert verify.main([str(run)]) == 1
+    assert "task 0: graphs/task-0.json cannot be resolved" in capsys.readouterr().out
+    assert bundle.main([str(run), "--out", str(tmp_path / "b.tar.gz")]) == 1
+
+
+def _spoil_time(run: Path, how: str) -> None:
+    def change(events: list[dict]) -> None:
+        if how == "step":
+            events[0]["config"]["score_step"] = 1e-9
+        else:  # the clock jumped 30 years before the run stopped
+            for event in events:
+                if event["event"] in (runlog.RUN_STOP, runlog.SCORE):
+                    event["time"] += 1e9
+
+    _edit(run, change)
+
+
+@pytest.mark.parametrize("how", ["step", "clock"])
+def test_a_tiny_step_or_a_clock_jump_runs_in_bounded_time_and_says_grid_capped(run, tmp_path, how) -> None:
+    _spoil_time(run, how)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for tool in ("verify", "report"):
+        done = subprocess.run([sys.executable, "-m", f"analysis.{tool}", str(run), *(["--out", str(tmp_path / "r")]
+                               if tool == "report" else [])], capture_output=True, text=True, timeout=120,
+                              env=env, cwd=ROOT)  # fmt: skip
+        assert "Traceback" not in done.stderr and done.returncode in (0, 1), done.stderr
+        if tool == "verify":
+            assert "grid capped" in done.stdout, done.stdout
+    assert "grid capped" in (tmp_path / "r" / "report.md").read_text()
+    score = json.loads((run / verify.SCORE_FILE).read_text())  # the run's own file: not rewritten by the tools
+    assert len(score["grid"]) < MAX_GRID_SAMPLES

@@ -1,0 +1,312 @@
+"""What physics and the bookkeeping allow: each forgery, made consistent as a careful forger would make it, is named.
+
+Every forgery here rescores the log with the package's own score code
+(:func:`tests.support.verify_runs.forge`), so the recount, the records and
+the score agree with it; each test asserts that only the rule classes of
+:mod:`analysis.verify_rules` fail, that the rule is named on the event's
+line, and that the verdict is exit 1.  Before those rules the verifier
+passed every one of these logs with exit 0.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+from aiperf_mpi.results import runlog
+from analysis import verify
+from analysis.verify_rules import PEAK_MULTIPLE
+from tests.support.verify_runs import PEAK, consistent_run, find, forge, read_log, recount, sync_record
+
+RULE_CHECKS = {"times", "physics", "counts", "configuration"}
+
+
+def failing(result: verify.Verification) -> dict[str, list[str]]:
+    """The checks that did not pass, with their problem (or not-recorded) lines."""
+    return {c.name: [*c.problems, *c.missing] for c in result.checks if c.verdict != verify.OK}
+
+
+def assert_named(run: Path, check: str, *fragments: str) -> list[str]:
+    """Only the new rule classes fail; ``check`` has a line holding every fragment; exit 1."""
+    result = verify.verify(run)
+    bad = failing(result)
+    assert set(bad) <= RULE_CHECKS and check in bad, bad
+    assert any(all(f in line for f in fragments) for line in bad[check]), bad[check]
+    assert verify.main([str(run)]) == 1
+    return bad[check]
+
+
+def _epochs(events: list[dict]) -> list[dict]:
+    return [e for e in events if e["event"] == runlog.EPOCH]
+
+
+def _retime(events: list[dict], factor: float, fields=("time",), phases: bool = False) -> None:
+    """Squeeze times toward the run's start by ``factor`` (the records' copies too)."""
+    origin = events[0]["time"]
+    for event in events:
+        for name in fields:
+            if name in event:
+                event[name] = origin + (event[name] - origin) / factor
+        if phases and event["event"] == runlog.EPOCH:
+            for name in ("compute", "evaluation", "data_wait", "compile"):
+                event[name] /= factor
+    for task in {e["task"] for e in _epochs(events)}:
+        sync_record(events, task)
+
+
+def _renumber(events: list[dict]) -> None:
+    """Model ids in the order of the model_done events, as the master gives them."""
+    for number, done in enumerate(e for e in events if e["event"] == runlog.MODEL_DONE):
+        done["model"]["id"] = number
+
+
+def test_the_consistent_run_passes_every_rule(pristine, capsys) -> None:
+    assert verify.main([str(pristine)]) == 0
+    out = capsys.readouterr().out
+    for name in RULE_CHECKS:
+        assert any(line.startswith(name + " ") and " ok " in line for line in out.splitlines()), (name, out)
+    assert f"4 epoch rates ≤ {PEAK_MULTIPLE} × their group's peak" in out
+    assert "2 graphs against dataset imagenet (224×224×3 images to 1000 classes)" in out
+
+
+# --------------------------------------------------------------------------- time
+
+
+def test_a_time_that_goes_backwards(run) -> None:
+    forge(run, lambda events: find(events, runlog.MODEL_PROPOSED, task=1).update(time=1000.95))
+    assert_named(run, "times", "event 7 (model_proposed of task 1, group 1): order: time 1000.950")
+
+
+def test_event_times_squeezed_with_the_epochs_left_as_they_were(run) -> None:
+    """The log's times ×1/4 (active time 25 s, score ×4); the epochs' own start and end untouched."""
+    forge(run, lambda events: _retime(events, 4.0))
+    assert_named(run, "times", "(epoch 1 of task 0, group 0): logged after: logged at", "before the epoch ended")
+
+
+def test_every_time_squeezed_but_the_phases(run) -> None:
+    forge(run, lambda events: _retime(events, 4.0, ("time", "start", "end")))
+    assert_named(run, "times", "(epoch 2 of task 1, group 1): phases: data_wait 0.100 + compute 8.000",
+                 "more than its wall time end − start = 2.500 s")  # fmt: skip
+
+
+def test_an_invented_model_on_a_busy_group(run) -> None:
+    """Task 2 on group 0 while task 0 trains there: proposed, one epoch, done, between task 0's epochs."""
+
+    def invent(events):
+        graph = find(events, runlog.MODEL_DONE, task=0)["model"]["graph"]
+        (run / "graphs" / "task-2.json").write_text(graph)
+        proposal = dict(find(events, runlog.MODEL_PROPOSED, task=0), task=2, time=1031.0,
+                        graph_file="graphs/task-2.json", graph_sha256=hashlib.sha256(graph.encode()).hexdigest())
+        epoch = dict(find(events, runlog.EPOCH, task=0, epoch=1), task=2, start=1032.0, end=1042.0, time=1042.5)
+        done = copy.deepcopy(find(events, runlog.MODEL_DONE, task=0))
+        done.update(task=2, time=1043.0)
+        done["model"]["id"] = 2
+        at = events.index(find(events, runlog.EPOCH, task=0, epoch=1)) + 1
+        events[at:at] = [proposal, epoch, done]
+        sync_record(events, 2)
+        _renumber(events)
+
+    forge(run, invent)
+    assert_named(run, "times", "(model_proposed of task 2, group 0): one model at a time: group 0 is still "
+                               "training task 0")  # fmt: skip
+
+
+def test_an_invented_epoch_on_top_of_another(run) -> None:
+    def invent(events):
+        third = dict(find(events, runlog.EPOCH, task=0, epoch=2), epoch=3, time=1070.6)
+        events.insert(events.index(find(events, runlog.MODEL_DONE, task=0)), third)
+        sync_record(events, 0)
+        events[0]["config"]["max_epochs"] = 3
+
+    forge(run, invent)
+    assert_named(run, "times", "(epoch 3 of task 0, group 0): one model at a time: starts at 1060.000, before "
+                               "the group's previous epoch (event 10 (epoch 2 of task 0, group 0)) ended")
+
+
+def _second_segment(events: list[dict], start: float, epoch_start: float) -> None:
+    """A resumed segment at ``start`` with one model of one epoch (10 s of wall, 8 s of compute)."""
+    graph = find(events, runlog.MODEL_DONE, task=0)["model"]["graph"]
+    head = [dict(e, time=start + i / 10) for i, e in enumerate(events[:5])]
+    head[0].update(segment=2, resumed=True)
+    proposal = dict(find(events, runlog.MODEL_PROPOSED, task=0), task=2, time=start + 1,
+                    graph_file="graphs/task-2.json", graph_sha256=hashlib.sha256(graph.encode()).hexdigest())
+    epoch = dict(find(events, runlog.EPOCH, task=0, epoch=2), task=2, epoch=1, start=epoch_start, end=start + 11,
+                 time=start + 11.5)  # fmt: skip
+    done = copy.deepcopy(find(events, runlog.MODEL_DONE, task=0))
+    done.update(task=2, time=start + 12)
+    done["model"]["id"] = 2
+    stop = dict(find(events, runlog.RUN_STOP), time=start + 20, segment=2)
+    events += [*head, proposal, epoch, done, stop, dict(find(events, runlog.SCORE), time=start + 20.1)]
+    sync_record(events, 2)
+
+
+def test_a_resumed_segment_that_hides_an_epoch_in_the_gap(run) -> None:
+    """The epoch ran from 1500 to 2011, nearly all of it between the segments, where no time is scored."""
+    shutil.copy(run / "graphs" / "task-0.json", run / "graphs" / "task-2.json")
+    forge(run, lambda events: _second_segment(events, 2000.0, 1500.0))
+    assert_named(run, "times", "(epoch 1 of task 2, group 0): inside segment: starts at 1500.000, before "
+                               "segment 2 started at 2000.000")  # fmt: skip
+
+
+def test_a_resumed_segment_that_starts_before_the_last_one_ended(run) -> None:
+    shutil.copy(run / "graphs" / "task-0.json", run / "graphs" / "task-2.json")
+    forge(run, lambda events: _second_segment(events, 1095.0, 1096.0))
+    assert_named(run, "times", "(run_start of segment 2): resume: starts at 1095.000, before the last time "
+                               "segment 1 claims (1100.100")  # fmt: skip
+
+
+# --------------------------------------------------------------------------- physics
+
+
+def test_an_epoch_faster_than_its_machine(run) -> None:
+    """Every time and phase squeezed ×10 alike: the log is self-consistent, the rates are not physical."""
+    forge(run, lambda events: _retime(events, 10.0, ("time", "start", "end"), phases=True))
+    lines = assert_named(run, "physics", "(epoch 1 of task 0, group 0): training rate:",
+                         "× group 0's measured peak 1000 G ops/s (at most 2.0)")  # fmt: skip
+    assert not any("score:" in line for line in lines)
+
+
+def test_samples_times_ten_recounted(run) -> None:
+    """train_samples ×10 with steps and ops recounted to match (the score ×9): 10 × the same compute time."""
+
+    def inflate(events):
+        for epoch in _epochs(events):
+            recount(events, epoch, epoch["train_samples"] * 10)
+
+    forge(run, inflate)
+    assert_named(run, "physics", "(epoch 1 of task 0, group 0): training rate:")
+
+
+def test_a_score_above_the_sum_of_the_peaks(run) -> None:
+    """Each group's two epochs back to back at 1.9 × its peak, and the run ended with them: every epoch
+    rate is allowed, the score is not (two groups busy all the time at 1.9 × are 1.9 × the peaks' sum)."""
+
+    def pack(events):
+        start = events[0]["time"]
+        for task in (0, 1):
+            find(events, runlog.MODEL_PROPOSED, task=task)["time"] = start + 0.5 + task / 100
+        walls = {}
+        for epoch in _epochs(events):
+            wall = epoch["ops_train"] / (1.9 * PEAK)
+            walls[epoch["task"]] = wall
+            begin = start + 0.6 + (epoch["epoch"] - 1) * wall
+            epoch.update(start=begin, end=begin + wall, time=begin + wall, compute=wall, evaluation=0.0,
+                         data_wait=0.0, compile=0.0)  # fmt: skip
+        end = start + 0.6 + 2 * max(walls.values())
+        for task in walls:
+            find(events, runlog.MODEL_DONE, task=task)["time"] = end + task / 1000
+            sync_record(events, task)
+        find(events, runlog.RUN_STOP)["time"] = end + 0.01
+        find(events, runlog.SCORE)["time"] = end + 0.02
+        # the time limit ends with the epochs: the score's window is then as short as they are
+        find(events, runlog.RUN_START)["config"]["time_limit"] = end + 0.01 - start
+        events.sort(key=lambda e: (e["event"] == runlog.SCORE, e["event"] == runlog.RUN_STOP, e["time"]))
+
+    forge(run, pack)
+    lines = assert_named(run, "physics", "(score): score:", "is more than the sum of the groups' measured peaks "
+                                                             "(2000 G ops/s)")  # fmt: skip
+    assert not any("training rate" in line for line in lines), lines
+
+
+def test_a_group_without_a_peak_is_not_recorded(run, capsys) -> None:
+    forge(run, lambda events: events.remove(find(events, runlog.PEAK, group=1)))
+    row = next(c for c in verify.verify(run).checks if c.name == "physics")
+    assert row.verdict == verify.NOT_RECORDED and not row.problems
+    assert row.missing == ["segment 1 group 1: no peak event (the probe was off): its epochs' rates and the score "
+                           "cannot be held to its machine"]  # fmt: skip
+    assert verify.main([str(run)]) == 1
+
+
+# --------------------------------------------------------------------------- counts
+
+
+def test_samples_that_are_not_steps_times_the_global_batch(run) -> None:
+    def partial(events):  # a last batch of 40 of 64: the ops recounted for 616 samples (the steps stay 10)
+        recount(events, find(events, runlog.EPOCH, task=0, epoch=1), 616)
+        recount(events, find(events, runlog.EPOCH, task=0, epoch=2), 616)
+
+    forge(run, partial)
+    assert_named(run, "counts", "(epoch 1 of task 0, group 0): samples: 616 train samples, not steps 10 × global "
+                                "batch 64 (batch size 32 × 2 ranks)")  # fmt: skip
+
+
+def test_samples_that_change_between_epochs_of_a_model(run) -> None:
+    forge(run, lambda events: recount(events, find(events, runlog.EPOCH, task=1, epoch=2), 640))
+    assert_named(run, "counts", "(epoch 2 of task 1, group 1): same samples: 640 train and 100 validation samples, "
+                                "its model's first epoch had 320 and 100")  # fmt: skip
+
+
+def test_more_epochs_than_max_epochs(run) -> None:
+    def third(events):  # a third epoch in group 0's idle time after its second, the record and end moved on
+        epoch = dict(find(events, runlog.EPOCH, task=0, epoch=2), epoch=3, start=1071.0, end=1081.0, time=1081.5)
+        done = find(events, runlog.MODEL_DONE, task=0)
+        events.remove(done)
+        done["time"] = 1081.6
+        at = events.index(find(events, runlog.EPOCH, task=1, epoch=2))
+        events[at + 1:at + 1] = [epoch, done]
+        sync_record(events, 0)
+
+    forge(run, third)
+    assert_named(run, "counts", "(epoch 3 of task 0, group 0): max epochs: epoch 3 of a run whose max_epochs is 2")
+
+
+def test_a_horovod_size_that_is_not_its_ranks(run) -> None:
+    """Group 0 claims 4 Horovod ranks on its 2: a global batch of 128, the epochs recounted for it."""
+
+    def grow(events):
+        find(events, runlog.LAYOUT)["groups"][0]["horovod_size"] = 4
+        for epoch in _epochs(events):
+            if epoch["group"] == 0:
+                recount(events, epoch, 1280, ranks=4)
+
+    forge(run, grow)
+    lines = assert_named(run, "counts", "(layout): horovod size: group 0 says horovod_size 4, its list of ranks "
+                                        "has 2")  # fmt: skip
+    assert any("samples: 1280 train samples, not steps 10 × global batch 64" in line for line in lines), lines
+
+
+# --------------------------------------------------------------------------- configuration against evidence
+
+
+def test_a_digits_run_relabelled_imagenet(tmp_path) -> None:
+    run = consistent_run(tmp_path / "run", dataset="digits")
+    forge(run, lambda events: events[0]["config"].update(dataset="imagenet"))
+    assert verify.verify(run).valid  # the forgery's aim: a valid run by the score's rules
+    assert_named(run, "configuration", "task 0: data shape: graphs/task-0.json takes 32×32×3 images to 10 classes, "
+                                       "dataset imagenet has 224×224×3 images to 1000 classes")  # fmt: skip
+
+
+def test_an_image_size_the_graphs_do_not_have(run) -> None:
+    forge(run, lambda events: events[0]["config"].update(image_size=64))
+    assert_named(run, "configuration", "task 1: data shape: graphs/task-1.json takes 224×224×3 images to 1000 "
+                                       "classes, dataset imagenet has 64×64×3")  # fmt: skip
+
+
+def test_a_precision_the_system_event_did_not_choose(tmp_path) -> None:
+    """A run that chose fp32 (auto, on a CPU), its configuration and peaks relabelled bf16."""
+    run = consistent_run(tmp_path / "run", precision="fp32")
+
+    def relabel(events):
+        events[0]["config"]["precision"] = "bf16"
+        find(events, runlog.SYSTEM)["precision"] = {"setting": "auto", "chosen": "fp32", "reason": "a CPU"}
+        for peak in (e for e in events if e["event"] == runlog.PEAK):
+            peak["precision"] = "bf16"
+
+    forge(run, relabel)
+    assert_named(run, "configuration", "(system): precision: the system event chose 'fp32', the configuration "
+                                       "says 'bf16'")  # fmt: skip
+
+
+def test_the_rules_read_a_real_layout_field_by_field(run) -> None:
+    """A layout without horovod_size (older logs) counts its ranks: nothing to name."""
+    def older(events):
+        for group in find(events, runlog.LAYOUT)["groups"]:
+            del group["horovod_size"]
+
+    forge(run, older)
+    assert verify.verify(run).ok
+    assert json.loads((run / "score.json").read_text())["valid"]
+    assert read_log(run)[2]["groups"][0]["ranks"] == [1, 2]
