@@ -28,6 +28,9 @@ and without trusting any number that can be derived:
   its segment and after its task's proposal, none after its task's
   ``model_done``/``model_failed``; the graph files' sha256 equal the
   ``graph_sha256`` logged at ``model_proposed``;
+* **lineage**: every graph file equals its graph rebuilt from the seed model
+  or its parent's graph, the logged morphisms and the kernel size
+  (:mod:`analysis.lineage_check`);
 * **times, physics, counts, configuration**: what a real run cannot avoid
   (:mod:`analysis.verify_rules`): times in order, inside their segments, one
   model at a time per group, phases within their epoch; training rates
@@ -74,6 +77,7 @@ from aiperf_mpi.results.rules import shown_value
 from aiperf_mpi.results.schema import SCHEMA_VERSION, check_event
 from aiperf_mpi.results.score import MAX_GRID_SAMPLES, Score, ScoreInputs, run_step, score_inputs, stopped_by_signal
 from analysis.guard import guarded
+from analysis.lineage_check import LineageCheck
 from analysis.verify_rules import EvidenceRules
 
 OK, MISMATCH, NOT_RECORDED = "ok", "MISMATCH", "not recorded"
@@ -288,6 +292,7 @@ class _Walker:
         self.segments_check = Check("segments")
         self.epochs_check = Check("epochs in segments")
         self.graphs = Check("graph files")
+        self.lineage = LineageCheck(run_dir, Check("lineage"))
         self.ops = Check("ops recount")
         self.records = Check("model records")
         self.score_check = Check("score")
@@ -447,6 +452,7 @@ class _Walker:
             state.graph_text = data.decode("utf-8")
         except UnicodeDecodeError:
             self.graphs.problems.append(f"task {task}: {event['graph_file']} is not UTF-8 text")
+        self.lineage.proposed(event, state.graph_text, segment.config)
 
     def _graph_path(self, name: str, task: int) -> Path | None:
         root = self.run_dir.resolve()
@@ -584,6 +590,7 @@ class _Walker:
         self._end(event["task"], event, "model_failed")
 
     def _model_id(self, model_id: object, task: int) -> None:
+        self.lineage.ended(task, model_id)
         if model_id != self.next_model_id:
             self.records.problems.append(f"task {task}: model id {model_id}, the next id is {self.next_model_id}")
         self.next_model_id = (model_id if isinstance(model_id, int) else self.next_model_id) + 1
@@ -631,6 +638,7 @@ class _Walker:
                             f"({', '.join(EPOCH_OPS_FIELDS)})")  # fmt: skip
         self.records.summary = f"{self.records_checked} model_done records equal their epochs, graphs and counts"
         self.check_provenance()
+        self.lineage.finish()
         config = self.inputs.config or {}
         precision = config.get("precision", "fp32")
         if self.peak_precisions - {precision}:
@@ -827,9 +835,9 @@ def verify_dir(run_dir: Path, source: str | None = None, before: list[Check] | N
     walker.walk()
     walker.finish()
     rules, score = _score_checks(walker, run_dir)
-    checks = [*(before or []), walker.log, walker.segments_check, walker.epochs_check, walker.graphs, walker.ops,
-              walker.records, walker.times, walker.physics, walker.counts, walker.configuration, walker.score_check,
-              *rules, walker.provenance]  # fmt: skip
+    checks = [*(before or []), walker.log, walker.segments_check, walker.epochs_check, walker.graphs,
+              walker.lineage.check, walker.ops, walker.records, walker.times, walker.physics, walker.counts,
+              walker.configuration, walker.score_check, *rules, walker.provenance]  # fmt: skip
     result = Verification(source or str(run_dir), checks)
     if score is not None:
         result.valid = score.valid

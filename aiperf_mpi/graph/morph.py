@@ -20,6 +20,13 @@ applying it to real weights happens on the TensorFlow side
 
 A morphism that cannot apply raises :class:`MorphError` saying why.  Every
 child is validated before it is returned.
+
+Every result also carries its *steps*: ``{"kind": ..., "args": [...]}`` per
+morphism, the arguments being everything the child's structure depends on
+(the random generator only chooses replicated filters and initial weights,
+which are in the plan, not in the structure).  :func:`replay` applies steps
+again, so a verifier can rebuild a logged child from its parent's graph
+(:mod:`aiperf_mpi.graph.lineage`).
 """
 
 from __future__ import annotations
@@ -36,6 +43,8 @@ PER_CHANNEL = {"bn", "relu", "dropout", "maxpool", "avgpool", "gap"}
 CHANNEL_CONSUMERS = {"conv", "dense"}
 """Layers whose weights have one slice per input channel."""
 MORPH_KINDS = ("deeper", "wider", "add_skip", "concat_skip")
+MAX_CHAINED = 3
+"""morphisms the search chains into one proposal at most (its ``max_morphs``; the verifier's bound too)"""
 
 
 class MorphError(ValueError):
@@ -51,6 +60,8 @@ class Morphed:
     description: str
     morphs: int = 1
     """how many morphisms were chained to get here"""
+    steps: tuple[dict, ...] = ()
+    """the morphisms that made this child from its parent, replayable by :func:`replay` (JSON-ready)"""
     analysis: Analysis | None = field(default=None, compare=False, repr=False)
     """the child's validated structure (saves re-analysing it)"""
 
@@ -102,13 +113,16 @@ def channel_path(graph: nx.DiGraph, node: str) -> tuple[list[str], list[str]]:
     return sorted(per_channel), sorted(consumers)
 
 
-def _checked(graph: nx.DiGraph, plan: list[dict], description: str) -> Morphed:
-    """Validate a child before anyone sees it; an invalid child is a bug, reported loudly."""
+def _checked(graph: nx.DiGraph, plan: list[dict], description: str, kind: str, args: list) -> Morphed:
+    """Validate a child before anyone sees it; an invalid child is a bug, reported loudly.
+
+    ``kind`` and ``args`` are the morphism's replayable step (see :func:`replay`).
+    """
     try:
         analysis = analyse(graph)
     except GraphError as exc:
         raise AssertionError(f"{description} produced an invalid graph: {exc}") from exc
-    return Morphed(graph, plan, description, analysis=analysis)
+    return Morphed(graph, plan, description, steps=({"kind": kind, "args": args},), analysis=analysis)
 
 
 # --------------------------------------------------------------------------- the four morphisms
@@ -144,7 +158,7 @@ def deeper(
         {"op": "identity_conv", "layer": conv, "kernel": kernel, "channels": channels},
         {"op": "identity_bn", "layer": bn, "channels": channels, "epsilon": 1e-3},
     ]
-    return _checked(child, plan, f"deeper: {kernel}×{kernel} block after {after}")
+    return _checked(child, plan, f"deeper: {kernel}×{kernel} block after {after}", "deeper", [after, kernel])
 
 
 def wider(graph: nx.DiGraph, conv: str, extra: int, rng: random.Random) -> Morphed:
@@ -162,7 +176,7 @@ def wider(graph: nx.DiGraph, conv: str, extra: int, rng: random.Random) -> Morph
     plan += [{"op": "widen_bn", "layer": bn, "sources": sources} for bn in per_channel
              if graph.nodes[bn]["type"] == "bn"]  # fmt: skip
     plan += [{"op": "widen_in", "layer": layer, "sources": sources, "old": old} for layer in consumers]
-    return _checked(child, plan, f"wider: {conv} {old}→{old + extra} filters")
+    return _checked(child, plan, f"wider: {conv} {old}→{old + extra} filters", "wider", [conv, extra])
 
 
 def _projection_stride(shapes: dict, src: str, dst: str) -> int:
@@ -216,7 +230,7 @@ def add_skip(graph: nx.DiGraph, src: str, dst: str, analysis: Analysis | None = 
     cout = shapes[dst][2]
     child, proj = _join_through_projection(graph, src, dst, shapes, "add", cout)
     plan = [{"op": "zero_conv", "layer": proj, "kernel": 1, "cin": shapes[src][2], "cout": cout}]
-    return _checked(child, plan, f"add-skip: {src} → {dst}")
+    return _checked(child, plan, f"add-skip: {src} → {dst}", "add_skip", [src, dst])
 
 
 def concat_skip(graph: nx.DiGraph, src: str, dst: str, rng: random.Random, analysis: Analysis | None = None) -> Morphed:
@@ -233,7 +247,7 @@ def concat_skip(graph: nx.DiGraph, src: str, dst: str, rng: random.Random, analy
     plan += [{"op": "extend_bn", "layer": bn, "count": added} for bn in per_channel
              if graph.nodes[bn]["type"] == "bn"]  # fmt: skip
     plan += [{"op": "extend_in_zero", "layer": layer, "count": added} for layer in consumers]
-    return _checked(child, plan, f"concat-skip: {src} → {dst} (+{added} channels)")
+    return _checked(child, plan, f"concat-skip: {src} → {dst} (+{added} channels)", "concat_skip", [src, dst])
 
 
 # --------------------------------------------------------------------------- choosing
@@ -286,6 +300,11 @@ def candidates(graph: nx.DiGraph, kind: str, analysis: Analysis | None = None) -
     raise MorphError(f"unknown morphism {kind!r} (known: {', '.join(MORPH_KINDS)})")
 
 
+def wider_extra(filters: int) -> int:
+    """How many filters the search adds to a conv of ``filters``: half as many again (at least one)."""
+    return max(1, filters // 2)
+
+
 def apply_morph(
     graph: nx.DiGraph,
     kind: str,
@@ -298,8 +317,7 @@ def apply_morph(
     if kind == "deeper":
         return deeper(graph, args[0], kernel, analysis)
     if kind == "wider":
-        old = graph.nodes[args[0]]["filters"]
-        return wider(graph, args[0], max(1, old // 2), rng)
+        return wider(graph, args[0], wider_extra(graph.nodes[args[0]]["filters"]), rng)
     if kind == "add_skip":
         return add_skip(graph, *args, analysis=analysis)
     if kind == "concat_skip":
@@ -360,4 +378,51 @@ def compose(first: Morphed, second: Morphed) -> Morphed:
         first.plan + second.plan,
         f"{first.description}; {second.description}",
         first.morphs + second.morphs,
+        first.steps + second.steps,
     )
+
+
+REPLAY_ARGS = {"deeper": (str, int), "wider": (str, int), "add_skip": (str, str), "concat_skip": (str, str)}
+"""each morphism's step arguments and their JSON types: (ReLU, kernel), (conv, extra filters), (source, destination)"""
+
+
+def replay(graph: nx.DiGraph, steps: list[dict] | tuple[dict, ...]) -> nx.DiGraph:
+    """``graph`` with the logged ``steps`` applied again, in order (the structure only: no plan is kept).
+
+    Raises :class:`MorphError` for a step that is not one (unknown kind,
+    arguments of the wrong number or type), that cannot apply here, or that
+    the search would not have made (a widening by other than
+    :func:`wider_extra`).  The random generator is fixed: it only chooses
+    what the transfer plan copies, never the structure.
+    """
+    rng = random.Random(0)
+    analysis: Analysis | None = None
+    for number, step in enumerate(steps, start=1):
+        if not isinstance(step, dict) or set(step) != {"kind", "args"}:
+            raise MorphError(f"step {number} is not {{kind, args}}: {str(step)[:80]}")
+        kind, args = step["kind"], step["args"]
+        types = REPLAY_ARGS.get(kind) if isinstance(kind, str) else None
+        if types is None:
+            raise MorphError(f"step {number}: unknown morphism {str(kind)[:40]!r} (known: {', '.join(MORPH_KINDS)})")
+        if (
+            not isinstance(args, list | tuple)
+            or len(args) != len(types)
+            or not all(isinstance(a, t) and not isinstance(a, bool) for a, t in zip(args, types, strict=True))
+        ):
+            raise MorphError(f"step {number}: {kind} takes ({', '.join(t.__name__ for t in types)}), "
+                             f"got {str(args)[:80]}")  # fmt: skip
+        if kind == "deeper":
+            morphed = deeper(graph, args[0], args[1], analysis)
+        elif kind == "wider":
+            if args[0] in graph and graph.nodes[args[0]].get("type") == "conv":
+                expected = wider_extra(graph.nodes[args[0]]["filters"])
+                if args[1] != expected:  # and a forged huge count never reaches wider's per-filter plan
+                    raise MorphError(f"step {number}: the search widens {args[0]!r} by {expected} filters, "
+                                     f"not {args[1]}")  # fmt: skip
+            morphed = wider(graph, args[0], args[1], rng)
+        elif kind == "add_skip":
+            morphed = add_skip(graph, args[0], args[1], analysis)
+        else:
+            morphed = concat_skip(graph, args[0], args[1], rng, analysis)
+        graph, analysis = morphed.graph, morphed.analysis  # the child's analysis saves the next step one
+    return graph

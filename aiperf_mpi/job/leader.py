@@ -26,6 +26,7 @@ from typing import Protocol
 import networkx as nx
 
 from aiperf_mpi.config import RunConfig
+from aiperf_mpi.graph.lineage import seed_record
 from aiperf_mpi.graph.model import DEFAULT_KERNEL_SIZE, from_json, to_json, with_kernel_size
 from aiperf_mpi.graph.ops import count_ops
 from aiperf_mpi.job.messages import (
@@ -170,7 +171,8 @@ class Leader:
         hparams = self.tuner.ask()
         started = time.monotonic()
         try:
-            chosen = _choose(self.channel, work, self.view, self.search, self.seed_graph, hparams)
+            chosen = _choose(self.channel, work, self.view, self.search, self.seed_graph, hparams,
+                             self.config.seed_model)  # fmt: skip
         except (RuntimeError, ValueError) as exc:  # no new architecture found, a bad morph: this task fails
             self.tuner.tell(hparams, None)
             self.channel.send(Failed(work.task_id, self.rank, socket.gethostname(),
@@ -261,8 +263,12 @@ class _Proposal:
     search_seconds: float
 
 
-def _choose(channel, work: Work, view: SearchView, search, seed_graph: nx.DiGraph, hparams: HParams) -> tuple:
+def _choose(channel, work: Work, view: SearchView, search, seed_graph: nx.DiGraph, hparams: HParams,
+            seed_name: str) -> tuple:  # fmt: skip
     """The task's model, accepted by the master: (graph JSON, parent, plan, description, search info).
+
+    Each proposal carries its lineage for the verifier: the seed's record
+    (``seed_name`` and its sizes) or the morphisms from the parent's graph.
 
     Each proposal goes to the master, which answers Accepted or Duplicate;
     a duplicate's hash is remembered so the search skips it, and the search
@@ -274,16 +280,18 @@ def _choose(channel, work: Work, view: SearchView, search, seed_graph: nx.DiGrap
     for _ in range(PROPOSALS):
         if work.seed_model or not view.best(1):
             graph, parent, plan, description, info = seed_graph, None, [], "seed", {"strategy": "seed"}
+            lineage = {"seed": seed_record(seed_name, seed_graph)}
         else:
             proposal = search.ask(kernel=hparams.kernel_size)
             graph, parent, plan, description, info = (
                 proposal.graph, proposal.parent, proposal.plan, proposal.description, proposal.info
             )  # fmt: skip
+            lineage = {"morphs": list(proposal.steps)}
         graph_json = to_json(with_kernel_size(graph, hparams.kernel_size))
         info = {**info, "search_seconds": time.monotonic() - started}
         if duplicates:
             info["duplicates"] = duplicates
-        channel.send(Proposed(work.task_id, parent, graph_json, hparams.to_dict(), description, info))
+        channel.send(Proposed(work.task_id, parent, graph_json, hparams.to_dict(), description, info, **lineage))
         if isinstance(_answer(channel, work.task_id), Accepted):
             view.remember(graph_hash(graph_json))
             return graph_json, parent, plan, description, info

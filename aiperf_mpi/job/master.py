@@ -278,7 +278,7 @@ class Master:
         digest = hashlib.sha256(message.graph.encode("utf-8")).hexdigest()
         self.log.write(runlog.MODEL_PROPOSED, task=message.task_id, group=group, parent=message.parent,
                        hparams=message.hparams, description=message.description, graph_file=graph_file,
-                       search=message.search_info, graph_sha256=digest)  # fmt: skip
+                       search=message.search_info, graph_sha256=digest, **_lineage(message))  # fmt: skip
         self.retention.task_started(message.task_id, message.parent)
         return Accepted(message.task_id)
 
@@ -347,6 +347,11 @@ class Master:
                if self.early_stops and not self.stopping else "")
             + (f" | stopping: {self.stopping}" if self.stopping else "")
         )
+
+
+def _lineage(message: Proposed) -> dict:
+    """The proposal's lineage fields for ``model_proposed``: ``morphs`` (a child) or ``seed`` (the seed), if sent."""
+    return {name: value for name, value in (("morphs", message.morphs), ("seed", message.seed)) if value is not None}
 
 
 def _clock(seconds: float) -> str:

@@ -55,6 +55,11 @@ class Proposed:
     hparams: dict
     description: str
     search_info: dict = field(default_factory=dict)
+    morphs: list[dict] | None = None
+    """the morphisms that made the child from its parent's stored graph (``Morphed.steps``); None for the seed"""
+    seed: dict | None = None
+    """the seed's record (``aiperf_mpi.graph.lineage.seed_record``) when the model is the seed, else None:
+    with ``morphs`` and the kernel size, what a verifier needs to rebuild the graph"""
 
 
 @dataclass(frozen=True)

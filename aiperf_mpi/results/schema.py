@@ -72,7 +72,7 @@ OPTIONAL: dict[str, dict[str, object]] = {
     RUN_START: {"cut_tail": DICT, "provenance": DICT},
     STAGING: {"start": NUM},
     PEAK: {"threads": LIST},
-    MODEL_PROPOSED: {"graph_sha256": STR},
+    MODEL_PROPOSED: {"graph_sha256": STR, "morphs": LIST, "seed": DICT},
     EPOCH: {"compile": NUM, "xla": BOOL},
     MODEL_FAILED: {"graph_hash": (STR, NULL)},
     RUN_STOP: {"groups_stopped_early": INT},

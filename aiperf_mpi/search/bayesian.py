@@ -33,7 +33,7 @@ import networkx as nx
 import numpy as np
 
 from aiperf_mpi.graph.model import DEFAULT_KERNEL_SIZE, from_json, to_json
-from aiperf_mpi.graph.morph import Morphed, MorphError, compose, random_morph
+from aiperf_mpi.graph.morph import MAX_CHAINED, Morphed, MorphError, compose, random_morph
 from aiperf_mpi.search.distance import Signature, distances, signature
 from aiperf_mpi.search.gp import FitStatus, GaussianProcess
 from aiperf_mpi.search.history import History, ModelRecord, graph_hash
@@ -52,7 +52,7 @@ class SearchConfig:
     """annealing walks start from the best ``parents`` models"""
     candidates: int = 24
     """candidates evaluated per proposal (the annealing budget)"""
-    max_morphs: int = 3
+    max_morphs: int = MAX_CHAINED
     """morphisms chained into one proposal at most"""
     beta: float = 2.0
     """UCB exploration weight"""
@@ -74,6 +74,9 @@ class Proposal:
     plan: list[dict]
     description: str
     info: dict = field(default_factory=dict)
+    steps: tuple[dict, ...] = ()
+    """the morphisms from the parent's graph (:attr:`~aiperf_mpi.graph.morph.Morphed.steps`), logged for the
+    verifier's rebuild"""
 
 
 class _Cache:
@@ -216,7 +219,7 @@ class BayesianSearch:
                 continue
             if not self.history.contains_graph(to_json(morphed.graph)):
                 return Proposal(parent.id, morphed.graph, morphed.plan, morphed.description,
-                                {"strategy": "explore", "reason": reason})  # fmt: skip
+                                {"strategy": "explore", "reason": reason}, morphed.steps)  # fmt: skip
         raise RuntimeError("no new architecture found by morphing the best models")
 
     def _anneal(self, trained: list[ModelRecord], kernel: int, status: FitStatus) -> Proposal:
@@ -262,7 +265,7 @@ class BayesianSearch:
             return self._explore(trained, kernel, "annealing found no new candidate")
         value, parent_id, morphed, mean, std = best
         info = {"strategy": "gp-ucb", "ucb": value, "mean": mean, "std": std, "gp": status.message}
-        return Proposal(parent_id, morphed.graph, morphed.plan, morphed.description, info)
+        return Proposal(parent_id, morphed.graph, morphed.plan, morphed.description, info, morphed.steps)
 
 
 class RandomSearch:
@@ -298,5 +301,6 @@ class RandomSearch:
             parent = self.rng.choice(trained)
             morphed = random_morph(from_json(parent.graph), self.rng, kernel)
             if not self.history.contains_graph(to_json(morphed.graph)):
-                return Proposal(parent.id, morphed.graph, morphed.plan, morphed.description, {"strategy": "random"})
+                return Proposal(parent.id, morphed.graph, morphed.plan, morphed.description, {"strategy": "random"},
+                                morphed.steps)  # fmt: skip
         raise RuntimeError("no new architecture found by random morphing")

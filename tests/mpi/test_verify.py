@@ -6,7 +6,9 @@ The verifier and the bundle run as a reviewer would run them, as commands.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import random
 import shutil
 import subprocess
 import sys
@@ -15,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from aiperf_mpi.graph.model import from_json, to_json
+from aiperf_mpi.graph.morph import candidates, wider
 from aiperf_mpi.results import runlog
 from tests.support.mpirun import REPO_ROOT, run_mpi
 
@@ -62,7 +66,11 @@ def test_the_real_run_is_verified_and_records_its_provenance(real_run) -> None:
     if origin["git_commit"] != "unknown":  # the checkout's commit then (HEAD may have moved on since)
         ancestor = subprocess.run(["git", "merge-base", "--is-ancestor", origin["git_commit"], "HEAD"], cwd=REPO_ROOT)
         assert ancestor.returncode == 0, origin["git_commit"]
-    assert all(len(e["graph_sha256"]) == 64 for e in events if e["event"] == runlog.MODEL_PROPOSED)
+    proposals = [e for e in events if e["event"] == runlog.MODEL_PROPOSED]
+    assert all(len(e["graph_sha256"]) == 64 for e in proposals)
+    assert all(("seed" if e["parent"] is None else "morphs") in e for e in proposals)
+    assert any(e["parent"] is not None for e in proposals), "the run has no child to rebuild"
+    assert f"{len(proposals)} of {len(proposals)} graph files rebuilt from the seed model" in done.stdout
 
 
 def _ops(events):
@@ -102,6 +110,29 @@ def test_a_changed_graph_file_is_caught(real_run, tmp_path) -> None:
     done = command("analysis.verify", run_dir)
     assert done.returncode == 1
     assert "graph files: task 1: graphs/task-1.json has sha256" in done.stdout, done.stdout
+
+
+def test_a_childs_graph_forged_with_its_sha256_is_named_by_the_lineage(real_run, tmp_path) -> None:
+    """A layer of a child widened in its graph file, the logged sha256 updated: its morphisms do not lead there."""
+    run_dir = copy(real_run, tmp_path)
+    child = next(e for e in runlog.read_events(run_dir).events
+                 if e["event"] == runlog.MODEL_PROPOSED and e["parent"] is not None)  # fmt: skip
+    path = run_dir / child["graph_file"]
+    graph = from_json(path.read_text())
+    forged = to_json(wider(graph, candidates(graph, "wider")[0][0], 1, random.Random(0)).graph)
+    path.write_text(forged)
+    digest = hashlib.sha256(forged.encode()).hexdigest()
+
+    def rehash(events: list[dict]) -> None:
+        for event in events:
+            if event["event"] == runlog.MODEL_PROPOSED and event["task"] == child["task"]:
+                event["graph_sha256"] = digest
+
+    edit_log(run_dir, rehash)
+    done = command("analysis.verify", run_dir)
+    assert done.returncode == 1
+    assert (f"lineage: model_proposed of task {child['task']}: its graph is not its parent model {child['parent']}"
+            in done.stdout), done.stdout
 
 
 def test_the_bundle_verifies_and_a_tamper_inside_it_is_caught(real_run, tmp_path) -> None:

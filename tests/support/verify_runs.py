@@ -88,6 +88,8 @@ def consistent_run(run_dir: Path, dataset: str = "imagenet", precision: str = "f
            "ranks": RANKS, "ops_per_second": PEAK} for group in (0, 1)),
     ]  # fmt: skip
     seed = tiny_resnet(*DATA_SHAPES[dataset])
+    seed_record = dict(zip(("model", "image_size", "channels", "classes"), ("tiny", *DATA_SHAPES[dataset]),
+                           strict=True))  # model_proposed's lineage record: the seed both models are
     graphs = {0: to_json(seed), 1: to_json(with_kernel_size(seed, 5))}
     hparams = {0: {"batch_size": 32, "kernel_size": 3}, 1: {"batch_size": 16, "kernel_size": 5}}
     for task, graph_json in graphs.items():
@@ -95,7 +97,7 @@ def consistent_run(run_dir: Path, dataset: str = "imagenet", precision: str = "f
         (run_dir / name).write_bytes(graph_json.encode("utf-8"))
         events.append({"event": runlog.MODEL_PROPOSED, "time": 1001.0 + task, "task": task, "group": task,
                        "parent": None, "hparams": hparams[task], "description": "seed", "graph_file": name,
-                       "search": {"strategy": "seed" if task == 0 else "explore"},
+                       "search": {"strategy": "seed" if task == 0 else "explore"}, "seed": seed_record,
                        "graph_sha256": hashlib.sha256(graph_json.encode("utf-8")).hexdigest()})  # fmt: skip
     e01 = _epoch(0, 0, 1, 1030, graphs[0], 32, 0.5)
     e11 = _epoch(1, 1, 1, 1050, graphs[1], 16, 0.6)
