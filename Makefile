@@ -13,6 +13,7 @@
 #   make test-multinode   install, then the tests across several hosts made on this machine (root)
 #   make bench            install, then the benchmark scripts -> BENCHMARKS.md
 #   make lint             ruff
+#   make clean-runs       remove old runs under runs/ (the newest KEEP=1 stay; never a live one)
 #
 # Variables:
 #   MPI=openmpi|mpich|system   which MPI mpi4py and Horovod use (default openmpi,
@@ -63,7 +64,7 @@ TF_STAMP := $(STAMP_DIR)/tf-$(TF_VERSION)$(if $(GPU),-$(GPU))
 HVD_STAMP := $(STAMP_DIR)/horovod-$(MPI)-$(TF_VERSION)$(if $(GPU),-$(GPU))
 PKG_STAMP := $(STAMP_DIR)/package
 
-.PHONY: install test test-unit test-mpi test-integration run bench lint clean distclean
+.PHONY: install test test-unit test-mpi test-integration run bench lint clean clean-runs distclean
 
 install: $(PKG_STAMP)
 
@@ -191,6 +192,12 @@ run: install
 	  $(PY) -m aiperf_mpi \
 	  --dataset digits --seed-model resnet50 --time-limit $(TIME) --score-step 30 --progress-interval 15 \
 	  $(RUN_SHAPE) $(ARGS)
+
+# Old runs out of runs/ (make run leaves a few hundred MB each): the newest KEEP stay, and never a run that is
+# still going (its rank 0 holds RUN_DIR/running.lock); KEEP=0 removes every finished one.
+KEEP ?= 1
+clean-runs:
+	PYTHONPATH=$(CURDIR) $(if $(wildcard $(PY)),$(PY),$(PYTHON)) -m aiperf_mpi.job.clean runs --keep $(KEEP)
 
 clean:
 	rm -rf build *.egg-info .pytest_cache .ruff_cache .hypothesis

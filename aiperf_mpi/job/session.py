@@ -32,11 +32,13 @@ from aiperf_mpi.data.sources import DataSource, open_source
 from aiperf_mpi.errors import EXIT_GRACE_EXPIRED, EXIT_TERMINATED, UsageError
 from aiperf_mpi.graph.model import GraphError
 from aiperf_mpi.graph.seeds import seed_model
+from aiperf_mpi.job.clean import megabytes, tree_size
 from aiperf_mpi.job.finish import print_score
 from aiperf_mpi.job.master import Master, master_loop
 from aiperf_mpi.job.mllog import MLLogWriter
 from aiperf_mpi.job.mllog import repair_tail as repair_mllog_tail
 from aiperf_mpi.job.resume import Resumed, history_from_log
+from aiperf_mpi.job.runlock import RunLock
 from aiperf_mpi.job.transport import MasterTransport
 from aiperf_mpi.results import provenance, runlog
 from aiperf_mpi.results.score import Score, score_run
@@ -193,6 +195,19 @@ def run_master(
     the job (over MPI, ``Abort``).
     """
     run_dir = Path(prepared.run_dir)
+    # a second job on the same run directory (a --resume of a live run) raises here, on rank 0 alone: the
+    # abort guard ends the whole job with that one line, and the live run's log stays whole
+    with RunLock(run_dir):
+        return _run_master_locked(prepared, config, transport, system=system, layout=layout, staging=staging,
+                                  stop=stop, urgent=urgent, version=version, end=end,
+                                  search_config=search_config)  # fmt: skip
+
+
+def _run_master_locked(prepared: Prepared, config: RunConfig, transport: MasterTransport, *, system: dict,
+                       layout: dict, staging: list[dict], stop: Callable[[], str], urgent: Callable[[], bool],
+                       version: str, end: EndOfRunHooks, search_config: SearchConfig | None) -> Ended:  # fmt: skip
+    """:func:`run_master`'s body, while the run directory's lock is held (:mod:`aiperf_mpi.job.runlock`)."""
+    run_dir = Path(prepared.run_dir)
     # a resumed log may end in a cut line (killed mid-write): set it aside first, or the new segment's
     # first event would be glued onto it; here, after every check, so a start that fails touches nothing
     tail = runlog.repair_tail(run_dir, prepared.segment) if prepared.resumed else runlog.TailRepair()
@@ -242,8 +257,18 @@ def run_master(
         end.report(run_dir)
     if outcome == "done" and end.export is not None:  # ending in Abort leaves no time for it: analysis.export later
         end.export(run_dir, config.dataset)
+    _say_how_much_disk(run_dir)
     _say_what_was_abandoned(outcome, len(discarded), config.grace)
     return Ended(outcome, master, score, EXIT_STATUS[outcome])
+
+
+def _say_how_much_disk(run_dir: Path) -> None:
+    """The run directory's size, its largest parts named: a few demo runs can fill a small disk unnoticed."""
+    parts = {name: tree_size(run_dir / name) for name in ("weights", "best")}
+    total = tree_size(run_dir)
+    named = ", ".join(f"{name}/ {megabytes(size)}" for name, size in parts.items() if size)
+    print(f"aiperf_mpi: {run_dir} holds {megabytes(total)}{f' ({named})' if named else ''}; "
+          "python -m aiperf_mpi.job.clean (make clean-runs) removes old runs", flush=True)  # fmt: skip
 
 
 def _say_what_was_abandoned(outcome: str, running: int, grace: float) -> None:
