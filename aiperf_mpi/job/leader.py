@@ -143,6 +143,9 @@ class Leader:
                    if max_batch is None or b <= max_batch]  # fmt: skip
         self.tuner = make_tuner(config.hpo, sorted(set(batches) | {config.batch_size}), seed,
                                 HParams(config.batch_size, DEFAULT_KERNEL_SIZE))
+        self.algorithms = {"search": config.search, "tuner": config.hpo}
+        """what produced each proposal, in its search info (the seed's search is "seed"): what the verifier holds
+        to the configuration and the validity rule ``algorithms``"""
 
     def serve(self, ready: Ready) -> None:
         """Say Ready, then take Work until Stop."""
@@ -170,7 +173,7 @@ class Leader:
         hparams = self.tuner.ask()
         started = time.monotonic()
         try:
-            chosen = _choose(self.channel, work, self.view, self.search, self.seed_graph, hparams)
+            chosen = _choose(self.channel, work, self.view, self.search, self.seed_graph, hparams, self.algorithms)
         except (RuntimeError, ValueError) as exc:  # no new architecture found, a bad morph: this task fails
             self.tuner.tell(hparams, None)
             self.channel.send(Failed(work.task_id, self.rank, socket.gethostname(),
@@ -261,7 +264,8 @@ class _Proposal:
     search_seconds: float
 
 
-def _choose(channel, work: Work, view: SearchView, search, seed_graph: nx.DiGraph, hparams: HParams) -> tuple:
+def _choose(channel, work: Work, view: SearchView, search, seed_graph: nx.DiGraph, hparams: HParams,
+            algorithms: dict) -> tuple:  # fmt: skip
     """The task's model, accepted by the master: (graph JSON, parent, plan, description, search info).
 
     Each proposal goes to the master, which answers Accepted or Duplicate;
@@ -273,14 +277,15 @@ def _choose(channel, work: Work, view: SearchView, search, seed_graph: nx.DiGrap
     duplicates = 0
     for _ in range(PROPOSALS):
         if work.seed_model or not view.best(1):
-            graph, parent, plan, description, info = seed_graph, None, [], "seed", {"strategy": "seed"}
+            graph, parent, plan, description = seed_graph, None, [], "seed"
+            info = {"strategy": "seed", "search": "seed"}
         else:
             proposal = search.ask(kernel=hparams.kernel_size)
             graph, parent, plan, description, info = (
                 proposal.graph, proposal.parent, proposal.plan, proposal.description, proposal.info
             )  # fmt: skip
         graph_json = to_json(with_kernel_size(graph, hparams.kernel_size))
-        info = {**info, "search_seconds": time.monotonic() - started}
+        info = {**algorithms, **info, "search_seconds": time.monotonic() - started}
         if duplicates:
             info["duplicates"] = duplicates
         channel.send(Proposed(work.task_id, parent, graph_json, hparams.to_dict(), description, info))

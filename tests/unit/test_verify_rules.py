@@ -19,7 +19,7 @@ from pathlib import Path
 from aiperf_mpi.results import runlog
 from analysis import verify
 from analysis.verify_rules import PEAK_MULTIPLE
-from tests.support.verify_runs import PEAK, consistent_run, find, forge, read_log, recount, sync_record
+from tests.support.verify_runs import PEAK, consistent_run, data_check, find, forge, read_log, recount, sync_record
 
 RULE_CHECKS = {"times", "physics", "counts", "configuration"}
 
@@ -273,7 +273,12 @@ def test_a_horovod_size_that_is_not_its_ranks(run) -> None:
 
 def test_a_digits_run_relabelled_imagenet(tmp_path) -> None:
     run = consistent_run(tmp_path / "run", dataset="digits")
-    forge(run, lambda events: events[0]["config"].update(dataset="imagenet"))
+
+    def relabel(events):  # and the data check's counts too: ImageNet's standard split, or the run is unofficial
+        events[0]["config"].update(dataset="imagenet")
+        events[0].update(data=data_check("imagenet"))
+
+    forge(run, relabel)
     assert verify.verify(run).valid  # the forgery's aim: a valid run by the score's rules
     assert_named(run, "configuration", "task 0: data shape: graphs/task-0.json takes 32×32×3 images to 10 classes, "
                                        "dataset imagenet has 224×224×3 images to 1000 classes")  # fmt: skip
