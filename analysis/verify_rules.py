@@ -18,12 +18,21 @@ own code.  The rules here hold a log to what a real run cannot avoid:
   group's measured peak (the ``peak`` event), and no score exceeds the sum of
   its segment's peaks;
 * **counts**: an epoch's samples are its steps × its global batch (the
-  batch size × its group's Horovod size), the same in every epoch of a model;
-  no model has more than ``max_epochs`` epochs; a group's Horovod size is the
-  length of its list of ranks, and its peak was measured by that many ranks;
+  batch size × its group's Horovod size), the same in every epoch of a model,
+  and no more than the splits the data check counted (``run_start``'s
+  ``data``): a rank's steps × batch within its share of the train split (the
+  pipeline drops the remainder), the validation samples within the
+  validation split; an accuracy is its ``correct`` count over its validation
+  samples, exactly as the division gives it (without ``correct``, a whole
+  number of them in [0, 1]); no model has more than ``max_epochs`` epochs; a
+  group's Horovod size is the length of its list of ranks, and its peak was
+  measured by that many ranks;
 * **configuration against evidence**: every graph's input is the
-  configured data set's image shape and its output has its classes; the
-  precision the ``system`` event chose is the configured one.
+  configured data set's image shape and its output has its classes, and so
+  are the data check's images and classes, of the configured data set; the
+  precision the ``system`` event chose is the configured one; each proposal
+  names the search and the tuner that produced it (the seed's search is
+  ``seed``), the configured ones the validity rule ``algorithms`` judges.
 
 :class:`EvidenceRules` is fed every event once, in log order, by the
 verifier's walk (:class:`analysis.verify._Walker`), and keeps per-group and
@@ -34,6 +43,7 @@ and the rule.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -41,6 +51,7 @@ from typing import TYPE_CHECKING
 from aiperf_mpi.data.sources import DIGITS_SIZE, IMAGENET_CLASSES
 from aiperf_mpi.graph.model import GraphError, infer_shapes, input_node, output_node
 from aiperf_mpi.results import runlog
+from aiperf_mpi.results.rules import IMAGENET_SPLITS, VALID_SEARCH, VALID_TUNER, imagenet_split
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -70,6 +81,11 @@ DATA_SHAPES = {"digits": (DIGITS_SIZE, 3, 10), "cifar10": (32, 3, 10), "imagenet
                "synthetic": (None, 3, 10)}  # fmt: skip
 """(image size, channels, classes) of each data set (None: the configured ``image_size``); hdf5 files say
 their own, so its graphs are held to agree with each other"""
+COUNT_TOLERANCE = 1e-9
+"""how far accuracy × validation samples may lie from a whole number in a log without ``correct`` counts: the
+float division's rounding is below 1e-11 for 50,000 samples"""
+SEED_SEARCH = "seed"
+"""the search a proposal of the seed model (no parent) names"""
 
 
 @dataclass
@@ -126,7 +142,14 @@ class EvidenceRules:
         self.data_shape: tuple[int, int, int, int] | None = None
         """(height, width, channels, classes) every graph must have"""
         self.data_shape_from = ""
+        self.data: Mapping | None = None
+        """the open segment's data check (its run_start's ``data``); None when not recorded"""
+        self.first_data: Mapping | None = None
         self.epochs = self.rates = self.graphs = self.scores_bounded = 0
+        self.uncounted = 0
+        """epochs without a ``correct`` count"""
+        self.proposals = self.unnamed = 0
+        """proposals, and those that name no search and tuner"""
         self.max_rate_ratio = 0.0
         self.unprobed = 0
 
@@ -186,6 +209,7 @@ class EvidenceRules:
                                            f"claims ({previous.latest_claim:.3f}, {previous.latest_claim_what})")
             self.tasks.clear()  # a task still open was discarded with its segment
         self.segment = _SegmentTimes(previous.number + 1 if previous else 1, time)
+        self._data_check(event, f"event {number} (run_start of segment {self.segment.number})")
         self.segment.last_time = self.segment.latest_claim = time
         self.segment.latest_claim_what = f"event {number} (run_start)"
 
@@ -255,6 +279,22 @@ class EvidenceRules:
                                        f"{group.open_task}")  # fmt: skip
         group.open_task = task
         self.tasks[task] = _OpenTask(index, event[runlog.TIME], event["hparams"].get("batch_size"))
+        self._algorithms(event, label)
+
+    def _algorithms(self, event: dict, label: str) -> None:
+        """The search and the tuner the proposal names: the configured ones (the seed's search: ``seed``)."""
+        self.proposals += 1
+        info = event["search"]
+        if "search" not in info and "tuner" not in info:
+            self.unnamed += 1  # not recorded: said once at the end
+            return
+        search, tuner = self.config.get("search", VALID_SEARCH), self.config.get("hpo", VALID_TUNER)
+        expected = (SEED_SEARCH if event["parent"] is None else search, tuner)
+        named = (info.get("search"), info.get("tuner"))
+        if named != expected:
+            self.configuration.problems.append(f"{label}: algorithms: produced by search {named[0]!r} and tuner "
+                                               f"{named[1]!r}, the configuration (rule algorithms: "
+                                               f"{search}+{tuner}) needs {expected[0]!r} and {expected[1]!r}")
 
     def _epoch(self, event: dict, label: str, segment: _SegmentTimes) -> None:
         self.epochs += 1
@@ -329,6 +369,8 @@ class EvidenceRules:
         if isinstance(limit, int) and event["epoch"] > limit:
             self.counts.problems.append(f"{label}: max epochs: epoch {event['epoch']} of a run whose max_epochs "
                                         f"is {limit}")  # fmt: skip
+        self._accuracy(event, label)
+        self._splits(event, label, task, group)
         if task is None:
             return
         samples = (event["train_samples"], event["validation_samples"])
@@ -338,12 +380,49 @@ class EvidenceRules:
             self.counts.problems.append(f"{label}: same samples: {samples[0]} train and {samples[1]} validation "
                                         f"samples, its model's first epoch had {task.samples[0]} and "
                                         f"{task.samples[1]}")  # fmt: skip
-        if isinstance(task.batch, int) and not isinstance(task.batch, bool) and group.size is not None:
+        if _is_int(task.batch) and group.size is not None:
             global_batch = task.batch * group.size
             if event["train_samples"] != event["steps"] * global_batch:
                 self.counts.problems.append(f"{label}: samples: {event['train_samples']} train samples, not steps "
                                             f"{event['steps']} × global batch {global_batch} (batch size "
                                             f"{task.batch} × {group.size} ranks)")  # fmt: skip
+
+    def _accuracy(self, event: dict, label: str) -> None:
+        """An accuracy is a count of correct predictions over the validation samples, the trainer's division."""
+        accuracy, validated, correct = event["val_accuracy"], event["validation_samples"], event.get("correct")
+        if correct is None:
+            self.uncounted += 1
+            count = accuracy * validated
+            if not (0 <= accuracy <= 1 and math.isfinite(count) and abs(count - round(count)) <= COUNT_TOLERANCE):
+                self.counts.problems.append(f"{label}: accuracy: val_accuracy {accuracy!r} × {validated} validation "
+                                            f"samples is not a count of correct predictions in [0, {validated}]")
+            return
+        if not 0 <= correct <= validated:
+            self.counts.problems.append(f"{label}: accuracy: correct {correct} is not in [0, validation_samples "
+                                        f"{validated}]")  # fmt: skip
+        elif accuracy != correct / max(validated, 1):
+            self.counts.problems.append(f"{label}: accuracy: val_accuracy {accuracy!r} is not correct {correct} / "
+                                        f"validation_samples {validated} = {correct / max(validated, 1)!r}")
+
+    def _splits(self, event: dict, label: str, task: _OpenTask | None, group: _Group) -> None:
+        """No more samples than the data check counted: a rank's steps × batch within its share of the train
+        split (the pipeline's ``(train // ranks) // batch`` steps drop the remainder), the validation within its."""
+        data = self.data
+        if data is None:
+            return  # not recorded: said once per segment
+        train, validation = data["train"], data["validation"]
+        if event["train_samples"] > train:
+            self.counts.problems.append(f"{label}: split: {event['train_samples']} train samples, the train split "
+                                        f"holds {train} (as the data check counted it)")  # fmt: skip
+        elif task is not None and _is_int(task.batch) and group.size:
+            share = train // group.size
+            if event["steps"] * task.batch > share:
+                self.counts.problems.append(f"{label}: split: steps {event['steps']} × batch size {task.batch} = "
+                                            f"{event['steps'] * task.batch} samples a rank, more than its share of "
+                                            f"the train split ({train} // {group.size} ranks = {share})")
+        if event["validation_samples"] > validation:
+            self.counts.problems.append(f"{label}: split: {event['validation_samples']} validation samples, the "
+                                        f"validation split holds {validation} (as the data check counted it)")
 
     def _model_end(self, event: dict, label: str, segment: _SegmentTimes) -> None:
         task_id, time = event["task"], event[runlog.TIME]
@@ -388,6 +467,38 @@ class EvidenceRules:
         self.data_shape = (size, size, channels, classes)
         self.data_shape_from = f"dataset {dataset}"
 
+    def _data_check(self, event: dict, label: str) -> None:
+        """The data check's counts: well formed, of the configured data set, its images and classes."""
+        data = event.get("data")
+        self.data = None
+        if data is None:
+            self.counts.missing.append(f"{label}: no data check counts (a log older than the field): its epochs' "
+                                       "samples cannot be held to the splits")  # fmt: skip
+            return
+        wrong = _data_problem(data)
+        if wrong:
+            self.configuration.problems.append(f"{label}: data check: {wrong}")
+            return
+        if self.first_data is None:
+            self.first_data = data
+        elif data != self.first_data:
+            self.configuration.problems.append(f"{label}: data check: {_counts(data)}, the first segment counted "
+                                               f"{_counts(self.first_data)} (a resume runs on the same data)")
+        self.data = data
+        configured = self.config.get("dataset")
+        if data["dataset"] != configured:
+            self.configuration.problems.append(f"{label}: data check: it read {data['dataset']!r}, the "
+                                               f"configuration says {configured!r}")  # fmt: skip
+        found = (*data["image_shape"], data["classes"])
+        if self.data_shape is None:  # hdf5: the check read the file's own shape, which the graphs must take
+            self.data_shape, self.data_shape_from = found, "the data check"
+        elif found != self.data_shape:
+            self.configuration.problems.append(f"{label}: data shape: the data check found {_shape(found)}, "
+                                               f"{self.data_shape_from} has {_shape(self.data_shape)}")
+        if configured == "imagenet" and imagenet_split(data) is None and data is self.first_data:
+            self.configuration.notes.append(f"imagenet of {_counts(data)}: not the {' or '.join(IMAGENET_SPLITS)} "
+                                            "split, an unofficial run (rule dataset)")  # fmt: skip
+
     def graph(self, task: int, graph: nx.DiGraph, graph_file: str) -> None:
         """A task's graph, as the walk parsed it: its input and output against the configured data."""
         try:
@@ -413,12 +524,21 @@ class EvidenceRules:
         ratio = f"highest {self.max_rate_ratio:.2f} ×" if self.rates else "none"
         self.physics.summary = (f"{self.rates} epoch rates ≤ {PEAK_MULTIPLE} × their group's peak ({ratio}), "
                                 f"{self.scores_bounded} score(s) ≤ the sum of the peaks")  # fmt: skip
-        self.counts.summary = ("samples = steps × global batch, the same each epoch; ≤ max_epochs; Horovod "
-                               "sizes = ranks")  # fmt: skip
+        self.counts.summary = ("samples = steps × global batch, the same each epoch, within the counted splits; "
+                               "accuracy = correct ÷ validation samples; ≤ max_epochs; Horovod sizes = ranks")
         shape = "unknown" if self.data_shape is None else _shape(self.data_shape)
-        self.configuration.summary = f"{self.graphs} graphs against {self.data_shape_from or 'the data'} ({shape})"
+        self.configuration.summary = (f"{self.graphs} graphs against {self.data_shape_from or 'the data'} "
+                                      f"({shape}); {self.proposals - self.unnamed} proposals' search and tuner "
+                                      "as configured")  # fmt: skip
         if "max_epochs" not in self.config:
             self.counts.missing.append("the configuration has no max_epochs")
+        if self.uncounted:
+            self.counts.missing.append(f"{self.uncounted} of {self.epochs} epochs have no correct count (a log older "
+                                       "than the field): their accuracy is held to a whole number of their "
+                                       "validation samples only")  # fmt: skip
+        if self.unnamed:
+            self.configuration.missing.append(f"{self.unnamed} of {self.proposals} model_proposed events name no "
+                                              "search and tuner (a log older than the field)")  # fmt: skip
 
 
 def _label(event: Mapping, number: int) -> str:
@@ -431,6 +551,28 @@ def _label(event: Mapping, number: int) -> str:
     if name in (runlog.PEAK, runlog.MONITOR):
         return f"event {number} ({name} of group {event['group']})"
     return f"event {number} ({name})"
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _data_problem(data: object) -> str:
+    """What is wrong with a ``run_start``'s ``data`` (empty when nothing): its shape, not its agreement."""
+    if not isinstance(data, Mapping):
+        return f"not an object: {str(data)[:80]}"
+    wrong = [key for key in ("train", "validation", "classes") if not (_is_int(data.get(key)) and data[key] >= 0)]
+    shape = data.get("image_shape")
+    if not (isinstance(shape, list) and len(shape) == 3 and all(_is_int(d) and d > 0 for d in shape)):
+        wrong.append("image_shape")
+    if not isinstance(data.get("dataset"), str):
+        wrong.append("dataset")
+    return f"{', '.join(wrong)} not as the data check writes them" if wrong else ""
+
+
+def _counts(data: Mapping) -> str:
+    """'1281167 train, 50000 validation, 1000 classes'"""
+    return f"{data['train']} train, {data['validation']} validation, {data['classes']} classes"
 
 
 def _shape(shape: tuple) -> str:

@@ -144,6 +144,9 @@ class Leader:
                    if max_batch is None or b <= max_batch]  # fmt: skip
         self.tuner = make_tuner(config.hpo, sorted(set(batches) | {config.batch_size}), seed,
                                 HParams(config.batch_size, DEFAULT_KERNEL_SIZE))
+        self.algorithms = {"search": config.search, "tuner": config.hpo}
+        """what produced each proposal, in its search info (the seed's search is "seed"): what the verifier holds
+        to the configuration and the validity rule ``algorithms``"""
 
     def serve(self, ready: Ready) -> None:
         """Say Ready, then take Work until Stop."""
@@ -172,7 +175,7 @@ class Leader:
         started = time.monotonic()
         try:
             chosen = _choose(self.channel, work, self.view, self.search, self.seed_graph, hparams,
-                             self.config.seed_model)  # fmt: skip
+                             self.config.seed_model, self.algorithms)  # fmt: skip
         except (RuntimeError, ValueError) as exc:  # no new architecture found, a bad morph: this task fails
             self.tuner.tell(hparams, None)
             self.channel.send(Failed(work.task_id, self.rank, socket.gethostname(),
@@ -264,7 +267,7 @@ class _Proposal:
 
 
 def _choose(channel, work: Work, view: SearchView, search, seed_graph: nx.DiGraph, hparams: HParams,
-            seed_name: str) -> tuple:  # fmt: skip
+            seed_name: str, algorithms: dict) -> tuple:  # fmt: skip
     """The task's model, accepted by the master: (graph JSON, parent, plan, description, search info).
 
     Each proposal carries its lineage for the verifier: the seed's record
@@ -279,7 +282,8 @@ def _choose(channel, work: Work, view: SearchView, search, seed_graph: nx.DiGrap
     duplicates = 0
     for _ in range(PROPOSALS):
         if work.seed_model or not view.best(1):
-            graph, parent, plan, description, info = seed_graph, None, [], "seed", {"strategy": "seed"}
+            graph, parent, plan, description = seed_graph, None, [], "seed"
+            info = {"strategy": "seed", "search": "seed"}
             lineage = {"seed": seed_record(seed_name, seed_graph)}
         else:
             proposal = search.ask(kernel=hparams.kernel_size)
@@ -288,7 +292,7 @@ def _choose(channel, work: Work, view: SearchView, search, seed_graph: nx.DiGrap
             )  # fmt: skip
             lineage = {"morphs": list(proposal.steps)}
         graph_json = to_json(with_kernel_size(graph, hparams.kernel_size))
-        info = {**info, "search_seconds": time.monotonic() - started}
+        info = {**algorithms, **info, "search_seconds": time.monotonic() - started}
         if duplicates:
             info["duplicates"] = duplicates
         channel.send(Proposed(work.task_id, parent, graph_json, hparams.to_dict(), description, info, **lineage))

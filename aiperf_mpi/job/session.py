@@ -24,7 +24,7 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from aiperf_mpi.config import RunConfig
@@ -59,6 +59,9 @@ class Prepared:
     resumed: bool
     data_sizes: dict[str, int]
     """samples per split, as the master found them"""
+    data_check: dict = field(default_factory=dict)
+    """what the data check found (:func:`data_check`), logged in ``run_start`` as ``data``: the verifier holds
+    every epoch's samples to these splits, and the configuration and the graphs to their images and classes"""
 
 
 @dataclass(frozen=True)
@@ -126,7 +129,14 @@ def prepare(config: RunConfig, resume: str | None, ranks: int) -> Prepared:
         size = "x".join(str(d) for d in source.image_shape[:2])
         raise UsageError(f"the {config.seed_model} seed model cannot take {source.name} images of {size}: {exc}"
                          " (choose --image-size, the data or --seed-model accordingly)") from None  # fmt: skip
-    return Prepared(config, str(run_dir), segment, bool(resume), dict(source.sizes))
+    return Prepared(config, str(run_dir), segment, bool(resume), dict(source.sizes), data_check(source))
+
+
+def data_check(source: DataSource) -> dict:
+    """The data as the check counted it: ``run_start``'s ``data`` (docs/events.md), which no epoch may exceed."""
+    return {"dataset": source.name, "train": int(source.sizes["train"]),
+            "validation": int(source.sizes.get("validation", 0)), "classes": int(source.classes),
+            "image_shape": [int(d) for d in source.image_shape]}  # fmt: skip
 
 
 def check_new_run_dir(run_dir: Path) -> None:
@@ -224,6 +234,7 @@ def _run_master_locked(prepared: Prepared, config: RunConfig, transport: MasterT
     origin = provenance.collect(version, system)  # before run_start: its git calls are not active time
     started = log.write(runlog.RUN_START, sync=True, segment=prepared.segment, resumed=prepared.resumed,
               config=config.to_dict(), provenance=origin,
+              **({"data": prepared.data_check} if prepared.data_check else {}),
               **({"cut_tail": tail.to_dict()} if tail.changed else {}))  # fmt: skip
     log.write(runlog.SYSTEM, **system)
     log.write(runlog.LAYOUT, **layout)

@@ -10,17 +10,19 @@ and the change is visible in every ``score.json`` by its
 rules: a result names the ruleset it was judged by).
 
 A rule sees only what the score has at the end of the log: the first
-segment's configuration and the lowest validation error reached.
+segment's configuration, the data its check counted (``run_start``'s
+``data``) and the lowest validation error reached.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from aiperf_mpi.results.precisions import PRECISIONS
 
-RULES_VERSION = "1.0"
+RULES_VERSION = "1.1"
 """bump when a rule is added, removed or judged differently"""
 MAX_VALID_ERROR = 0.30
 """the largest final top-1 validation error a valid run may end with"""
@@ -29,6 +31,14 @@ VALID_PRECISIONS = tuple(PRECISIONS)
 VALID_SEARCH = "bayesian"
 VALID_TUNER = "tpe"
 """the fixed search algorithms: the network-morphism Bayesian search and TPE (also what a log without them ran)"""
+IMAGENET_SPLITS: Mapping[str, Mapping[str, int]] = MappingProxyType({
+    "ILSVRC-2012": MappingProxyType({"train": 1_281_167, "validation": 50_000, "classes": 1_000}),
+})  # fmt: skip
+"""the ImageNet splits a valid run trains and validates on, by name (documented variants): ILSVRC-2012's
+1,281,167 training and 50,000 validation images of 1,000 classes, as the standard converter writes them.  A
+variant is one more row here, and a new :data:`RULES_VERSION`.  Any other split of ImageNet-format data (the
+small sets the tests write, a subset) runs and verifies, as an *unofficial* run: the rule ``dataset`` names
+its counts."""
 
 
 @dataclass(frozen=True)
@@ -38,6 +48,9 @@ class RuleInputs:
     config: Mapping
     error: float | None
     """1 − the best validation accuracy reached; None when there is none (synthetic data, no epoch)"""
+    data: Mapping | None = None
+    """what the data check counted (the first ``run_start``'s ``data``); None in a log older than the field,
+    whose ImageNet is judged by its name alone (the verifier says its counts are not recorded)"""
 
 
 @dataclass(frozen=True)
@@ -55,12 +68,28 @@ class Rule:
         return {"ok": bool(self.ok(value)), "value": value, "need": self.need}
 
 
+def imagenet_split(data: Mapping) -> str | None:
+    """The name of the documented ImageNet split (:data:`IMAGENET_SPLITS`) the data check's counts are, or None."""
+    counts = {key: data.get(key) for key in ("train", "validation", "classes")}
+    return next((name for name, split in IMAGENET_SPLITS.items() if counts == dict(split)), None)
+
+
+def _dataset(inputs: RuleInputs) -> object:
+    """The data set's name; ImageNet whose counted splits are no documented split says so, with its counts."""
+    name, data = inputs.config.get("dataset"), inputs.data
+    if name != "imagenet" or not isinstance(data, Mapping) or imagenet_split(data) is not None:
+        return name
+    counts = ", ".join(f"{data.get(key)!s} {key}" for key in ("train", "validation", "classes"))
+    return f"imagenet, an undocumented split ({counts})"
+
+
 def _algorithms(inputs: RuleInputs) -> str:
     return f"{inputs.config.get('search', VALID_SEARCH)}+{inputs.config.get('hpo', VALID_TUNER)}"
 
 
 RULES: tuple[Rule, ...] = (
-    Rule("dataset", "imagenet", lambda inputs: inputs.config.get("dataset"), lambda value: value == "imagenet"),
+    Rule("dataset", f"imagenet, the {' or '.join(IMAGENET_SPLITS)} split", _dataset,
+         lambda value: value == "imagenet"),
     Rule("error", f"≤ {MAX_VALID_ERROR}", lambda inputs: inputs.error,
          lambda value: value is not None and value <= MAX_VALID_ERROR),
     Rule("precision", "fp16 or wider", lambda inputs: inputs.config.get("precision", "fp32"),
@@ -72,9 +101,9 @@ RULES: tuple[Rule, ...] = (
 RULE_NAMES = tuple(rule.name for rule in RULES)
 
 
-def evaluate_rules(config: Mapping, error: float | None) -> dict[str, dict]:
+def evaluate_rules(config: Mapping, error: float | None, data: Mapping | None = None) -> dict[str, dict]:
     """Every rule's record, by name, in :data:`RULES` order (the ``rules`` of ``score.json``)."""
-    inputs = RuleInputs(config, error)
+    inputs = RuleInputs(config, error, data)
     return {rule.name: rule.evaluate(inputs) for rule in RULES}
 
 

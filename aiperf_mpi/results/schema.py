@@ -69,11 +69,11 @@ REQUIRED: dict[str, dict[str, object]] = {
               "segments": INT, "valid": BOOL, "rules": DICT},
 }  # fmt: skip
 OPTIONAL: dict[str, dict[str, object]] = {
-    RUN_START: {"cut_tail": DICT, "provenance": DICT},
+    RUN_START: {"cut_tail": DICT, "provenance": DICT, "data": DICT},
     STAGING: {"start": NUM},
     PEAK: {"threads": LIST},
     MODEL_PROPOSED: {"graph_sha256": STR, "morphs": LIST, "seed": DICT},
-    EPOCH: {"compile": NUM, "xla": BOOL},
+    EPOCH: {"compile": NUM, "xla": BOOL, "correct": INT},
     MODEL_FAILED: {"graph_hash": (STR, NULL)},
     RUN_STOP: {"groups_stopped_early": INT},
     SCORE: {"rules_version": STR, "ops_cv_last_half": (NUM, NULL), "ops_change_last_quarter": (NUM, NULL)},

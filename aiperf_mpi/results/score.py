@@ -102,6 +102,8 @@ class ScoreInputs:
     def __init__(self) -> None:
         self.config: dict | None = None
         """the configuration of the first ``run_start``"""
+        self.data: dict | None = None
+        """what the first ``run_start``'s data check counted (its ``data``; None in older logs)"""
         self._segments: list[list[float]] = []
         self._limits: list[float | None] = []
         """each segment's time limit (its run_start's ``time_limit``; None: not recorded)"""
@@ -129,6 +131,7 @@ class ScoreInputs:
             self._closed = False
             if self.config is None:
                 self.config = event.get("config", {})
+                self.data = event.get("data")
         elif self._segments and not self._closed:
             self._extend(event[runlog.TIME])
             self._closed = name == runlog.RUN_STOP  # a segment ends at its run_stop; a killed one at its last event
@@ -288,7 +291,7 @@ def score_inputs(inputs: ScoreInputs, step: float = DEFAULT_STEP, truncated: boo
 
     final = samples[-1]
     error = None if final.best_accuracy is None else 1.0 - final.best_accuracy
-    rules = evaluate_rules(config, error)
+    rules = evaluate_rules(config, error, inputs.data)
     settled = stability([s.active_time for s in samples], [s.ops_per_second for s in samples])
     return Score(
         score=final.ops_per_second,

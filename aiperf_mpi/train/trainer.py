@@ -164,6 +164,9 @@ class EpochResult:
     steps: int
     train_samples: int
     validation_samples: int
+    correct: int
+    """the validation samples predicted right (top-1), over the whole group: ``val_accuracy`` is this count
+    over ``validation_samples``, logged so that a reader checks the ratio instead of trusting it"""
     data_wait: float
     compute: float
     """seconds in training steps, tracing and compilation excluded"""
@@ -424,9 +427,9 @@ class GroupTrainer:
         step.traces = lambda: sum(f.experimental_get_tracing_count() for f in functions)  # compile accounting
         return step
 
-    def _validate(self, evaluate, batch: int) -> tuple[float, int, float]:
-        """Top-1 accuracy over the whole group's validation split, the samples it covered, and the
-        seconds of batches that traced ``evaluate`` (the first batch, and a short last one)."""
+    def _validate(self, evaluate, batch: int) -> tuple[float, int, float, int]:
+        """Top-1 accuracy over the whole group's validation split, the samples it covered, the seconds of
+        batches that traced ``evaluate`` (the first batch, and a short last one), and the correct count."""
         correct = seen = 0
         tracing = 0.0
         for x, y in self.shard.validation(batch):
@@ -438,7 +441,7 @@ class GroupTrainer:
                 tracing += time.perf_counter() - started
             seen += int(y.shape[0])
         totals = self.comm.allreduce(np.array([correct, seen], dtype=np.int64), op=MPI.SUM)
-        return float(totals[0]) / max(int(totals[1]), 1), int(totals[1]), tracing
+        return float(totals[0]) / max(int(totals[1]), 1), int(totals[1]), tracing, int(totals[0])
 
     def _epoch(self, epoch, model, train_step, evaluate, optimizer, counts, batch, steps,
                on_start=None, deadline=None, probe=False) -> EpochResult:
@@ -479,7 +482,7 @@ class GroupTrainer:
         self._average_statistics(model)
 
         t3 = time.perf_counter()
-        accuracy, validated, eval_compile = self._validate(evaluate, batch)
+        accuracy, validated, eval_compile, correct = self._validate(evaluate, batch)
         evaluation = time.perf_counter() - t3 - eval_compile
         train_samples = steps * batch * self.size
         ops = epoch_ops(counts, train_samples, validated, batch * self.size)
@@ -496,6 +499,7 @@ class GroupTrainer:
             steps=steps,
             train_samples=train_samples,
             validation_samples=validated,
+            correct=correct,
             data_wait=data_wait,
             compute=compute,
             evaluation=evaluation,

@@ -59,7 +59,7 @@ def lineage_run(run_dir: Path) -> Path:
     hparams = {"batch_size": 32, "kernel_size": 3}
     proposal = {"event": runlog.MODEL_PROPOSED, "time": 1072.0, "task": CHILD, "group": 0, "parent": 0,
                 "hparams": hparams, "description": "deeper; wider", "graph_file": name,
-                "search": {"strategy": "gp-ucb"}, "morphs": list(steps),
+                "search": {"strategy": "gp-ucb", "search": "bayesian", "tuner": "tpe"}, "morphs": list(steps),
                 "graph_sha256": hashlib.sha256(graph_json.encode()).hexdigest()}  # fmt: skip
     epochs = [_epoch(CHILD, 0, 1, 1085, graph_json, 32, 0.6), _epoch(CHILD, 0, 2, 1095, graph_json, 32, 0.65)]
     done = _done(CHILD, 0, 1096, graph_json, hparams, epochs)

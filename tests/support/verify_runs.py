@@ -35,15 +35,27 @@ PEAK = 1e12
 """each group's measured peak, ops/s: the epochs below train at about 0.25 of it"""
 DATA_SHAPES = {"imagenet": (224, 3, 1000), "digits": (32, 3, 10)}
 """each data set's (image size, channels, classes): the graphs are built for the configured one"""
+DATA_SPLITS = {"imagenet": (1_281_167, 50_000), "digits": (1_437, 360)}
+"""each data set's (train, validation) samples as the data check counts them (ImageNet: the standard split)"""
+
+
+def data_check(dataset: str) -> dict:
+    """``run_start``'s ``data`` for ``dataset``, as the session logs it."""
+    size, channels, classes = DATA_SHAPES[dataset]
+    train, validation = DATA_SPLITS[dataset]
+    return {"dataset": dataset, "train": train, "validation": validation, "classes": classes,
+            "image_shape": [size, size, channels]}  # fmt: skip
 
 
 def _epoch(task: int, group: int, number: int, end: float, graph_json: str, batch: int, accuracy: float) -> dict:
     ops = epoch_ops(count_ops(from_json(graph_json)), STEPS * batch * RANKS, VALIDATION, batch * RANKS)
+    correct = round(accuracy * VALIDATION)
     return {"event": runlog.EPOCH, "time": end + 0.5, "task": task, "group": group, "epoch": number,
-            "train_loss": 1.0, "val_accuracy": accuracy, "start": end - 10, "end": end, "ops": ops.total,
+            "train_loss": 1.0, "val_accuracy": correct / VALIDATION, "start": end - 10, "end": end, "ops": ops.total,
             "ops_train": ops.train, "ops_update": ops.update, "ops_validation": ops.validation, "steps": ops.steps,
-            "train_samples": STEPS * batch * RANKS, "validation_samples": VALIDATION, "data_wait": 0.1,
-            "compute": 8.0, "evaluation": 1.0, "learning_rate": 0.1, "compile": 0.0, "xla": False}  # fmt: skip
+            "train_samples": STEPS * batch * RANKS, "validation_samples": VALIDATION, "correct": correct,
+            "data_wait": 0.1, "compute": 8.0, "evaluation": 1.0, "learning_rate": 0.1, "compile": 0.0,
+            "xla": False}  # fmt: skip
 
 
 def _done(task: int, group: int, t: float, graph_json: str, hparams: dict, epochs: list[dict]) -> dict:
@@ -72,7 +84,8 @@ def consistent_run(run_dir: Path, dataset: str = "imagenet", precision: str = "f
     config = {"dataset": dataset, "precision": precision, "search": "bayesian", "hpo": "tpe", "score_step": 50.0,
               "seed_model": "tiny", "time_limit": 100.0, "run_dir": str(run_dir), "max_epochs": 2,
               "image_size": 0}  # fmt: skip
-    start = {"event": runlog.RUN_START, "time": 1000.0, "segment": 1, "resumed": False, "config": config}
+    start = {"event": runlog.RUN_START, "time": 1000.0, "segment": 1, "resumed": False, "config": config,
+             "data": data_check(dataset)}  # fmt: skip
     if with_provenance:
         start["provenance"] = provenance.collect(__version__, VERSIONS)
     events = [
@@ -97,7 +110,8 @@ def consistent_run(run_dir: Path, dataset: str = "imagenet", precision: str = "f
         (run_dir / name).write_bytes(graph_json.encode("utf-8"))
         events.append({"event": runlog.MODEL_PROPOSED, "time": 1001.0 + task, "task": task, "group": task,
                        "parent": None, "hparams": hparams[task], "description": "seed", "graph_file": name,
-                       "search": {"strategy": "seed" if task == 0 else "explore"}, "seed": seed_record,
+                       "search": {"strategy": "seed", "search": "seed", "tuner": "tpe"},  # both: no parent
+                       "seed": seed_record,
                        "graph_sha256": hashlib.sha256(graph_json.encode("utf-8")).hexdigest()})  # fmt: skip
     e01 = _epoch(0, 0, 1, 1030, graphs[0], 32, 0.5)
     e11 = _epoch(1, 1, 1, 1050, graphs[1], 16, 0.6)

@@ -194,7 +194,7 @@ def test_the_rules_are_one_versioned_table_that_the_score_reads() -> None:
     assert score.rules_version == RULES_VERSION and score.to_dict()["rules_version"] == RULES_VERSION
     assert score.rules == evaluate_rules(score_config(), 1.0 - 0.8)
     assert evaluate_rules({}, None) == {  # an old log without the fields: the defaults, no accuracy
-        "dataset": {"ok": False, "value": None, "need": "imagenet"},
+        "dataset": {"ok": False, "value": None, "need": "imagenet, the ILSVRC-2012 split"},
         "error": {"ok": False, "value": None, "need": "≤ 0.3"},
         "precision": {"ok": True, "value": "fp32", "need": "fp16 or wider"},
         "algorithms": {"ok": True, "value": "bayesian+tpe", "need": "bayesian+tpe"},
@@ -203,6 +203,13 @@ def test_the_rules_are_one_versioned_table_that_the_score_reads() -> None:
     assert evaluate_rules({"dataset": "imagenet"}, 0.30)["error"]["ok"]  # 30 % itself is valid
     assert not evaluate_rules({"search": "random", "hpo": "tpe"}, 0.1)["algorithms"]["ok"]
     assert not evaluate_rules({"search": "bayesian", "hpo": "gp"}, 0.1)["algorithms"]["ok"]
+    standard = {"dataset": "imagenet", "train": 1_281_167, "validation": 50_000, "classes": 1000,
+                "image_shape": [224, 224, 3]}  # fmt: skip
+    assert evaluate_rules({"dataset": "imagenet"}, 0.1, standard)["dataset"]["ok"]
+    assert evaluate_rules({"dataset": "imagenet"}, 0.1)["dataset"]["ok"]  # a log older than the data check: its name
+    small = evaluate_rules({"dataset": "imagenet"}, 0.1, dict(standard, train=48, validation=16))["dataset"]
+    assert small == {"ok": False, "value": "imagenet, an undocumented split (48 train, 16 validation, 1000 classes)",
+                     "need": "imagenet, the ILSVRC-2012 split"}  # fmt: skip
 
 
 def score_config() -> dict:

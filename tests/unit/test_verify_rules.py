@@ -19,7 +19,7 @@ from pathlib import Path
 from aiperf_mpi.results import runlog
 from analysis import verify
 from analysis.verify_rules import PEAK_MULTIPLE
-from tests.support.verify_runs import PEAK, consistent_run, find, forge, read_log, recount, sync_record
+from tests.support.verify_runs import PEAK, consistent_run, data_check, find, forge, read_log, recount, sync_record
 
 RULE_CHECKS = {"times", "physics", "counts", "configuration"}
 
@@ -29,11 +29,11 @@ def failing(result: verify.Verification) -> dict[str, list[str]]:
     return {c.name: [*c.problems, *c.missing] for c in result.checks if c.verdict != verify.OK}
 
 
-def assert_named(run: Path, check: str, *fragments: str) -> list[str]:
-    """Only the new rule classes fail; ``check`` has a line holding every fragment; exit 1."""
+def assert_named(run: Path, check: str, *fragments: str, also: frozenset[str] = frozenset()) -> list[str]:
+    """Only the new rule classes (and ``also``) fail; ``check`` has a line holding every fragment; exit 1."""
     result = verify.verify(run)
     bad = failing(result)
-    assert set(bad) <= RULE_CHECKS and check in bad, bad
+    assert set(bad) <= RULE_CHECKS | also and check in bad, bad
     assert any(all(f in line for f in fragments) for line in bad[check]), bad[check]
     assert verify.main([str(run)]) == 1
     return bad[check]
@@ -273,7 +273,12 @@ def test_a_horovod_size_that_is_not_its_ranks(run) -> None:
 
 def test_a_digits_run_relabelled_imagenet(tmp_path) -> None:
     run = consistent_run(tmp_path / "run", dataset="digits")
-    forge(run, lambda events: events[0]["config"].update(dataset="imagenet"))
+
+    def relabel(events):  # and the data check's counts too: ImageNet's standard split, or the run is unofficial
+        events[0]["config"].update(dataset="imagenet")
+        events[0].update(data=data_check("imagenet"))
+
+    forge(run, relabel)
     assert verify.verify(run).valid  # the forgery's aim: a valid run by the score's rules
     assert_named(run, "configuration", "task 0: data shape: graphs/task-0.json takes 32×32×3 images to 10 classes, "
                                        "dataset imagenet has 224×224×3 images to 1000 classes")  # fmt: skip
@@ -310,3 +315,145 @@ def test_the_rules_read_a_real_layout_field_by_field(run) -> None:
     assert verify.verify(run).ok
     assert json.loads((run / "score.json").read_text())["valid"]
     assert read_log(run)[2]["groups"][0]["ranks"] == [1, 2]
+
+
+# --------------------------------------------------------------------------- the data check's counts
+
+
+def test_train_samples_beyond_the_split_the_data_check_counted(tmp_path) -> None:
+    """A digits run (1,437 training images) whose epochs claim 3 × their samples, steps and ops recounted: a
+    rate of 0.84 × the peak is physical, 1,920 samples of a 1,437-image split are not."""
+    run = consistent_run(tmp_path / "run", dataset="digits")
+
+    def inflate(events):
+        for epoch in _epochs(events):
+            recount(events, epoch, epoch["train_samples"] * 3)
+
+    forge(run, inflate)
+    assert_named(run, "counts", "event 8 (epoch 1 of task 0, group 0): split: 1920 train samples, the train split "
+                                "holds 1437 (as the data check counted it)")  # fmt: skip
+
+
+def test_validation_samples_beyond_the_split(tmp_path) -> None:
+    """1,000 validation samples (the correct counts scaled alike) of a split of 360."""
+    run = consistent_run(tmp_path / "run", dataset="digits")
+
+    def inflate(events):
+        for epoch in _epochs(events):
+            epoch.update(validation_samples=1000, correct=epoch["correct"] * 10)
+            recount(events, epoch)
+
+    forge(run, inflate)
+    assert_named(run, "counts", "(epoch 2 of task 1, group 1): split: 1000 validation samples, the validation split "
+                                "holds 360")  # fmt: skip
+
+
+def test_a_data_check_of_other_images_than_the_configuration(run) -> None:
+    """The data check relabelled: another data set's name, its images and classes."""
+    forge(run, lambda events: events[0].update(data=dict(data_check("digits"), train=1_281_167, validation=50_000)))
+    lines = assert_named(run, "configuration", "event 1 (run_start of segment 1): data check: it read 'digits', the "
+                                               "configuration says 'imagenet'")  # fmt: skip
+    assert any("data shape: the data check found 32×32×3 images to 10 classes, dataset imagenet has 224×224×3 "
+               "images to 1000 classes" in line for line in lines), lines
+
+
+def test_a_small_imagenet_is_an_unofficial_run_that_verifies(tmp_path, capsys) -> None:
+    """An ImageNet-format set of 48/16 images (as tests/mpi write) is no documented split: verified, unofficial."""
+    run = consistent_run(tmp_path / "run")
+    forge(run, lambda events: events[0]["data"].update(train=1280, validation=100))
+    assert verify.main([str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "verdict: VERIFIED, an unofficial run (rules not met: dataset)" in out, out
+    assert "imagenet, an undocumented split (1280 train, 100 validation, 1000 classes)" in out
+    assert "imagenet of 1280 train, 100 validation, 1000 classes: not the ILSVRC-2012 split" in out
+
+
+def test_a_log_without_the_data_check_is_not_recorded(run) -> None:
+    forge(run, lambda events: events[0].__delitem__("data"))
+    row = next(c for c in verify.verify(run).checks if c.name == "counts")
+    assert row.verdict == verify.NOT_RECORDED and not row.problems
+    assert row.missing == ["event 1 (run_start of segment 1): no data check counts (a log older than the field): "
+                           "its epochs' samples cannot be held to the splits"]  # fmt: skip
+    assert verify.main([str(run)]) == 1
+
+
+# --------------------------------------------------------------------------- accuracy as a count
+
+
+def test_an_accuracy_that_is_not_its_count(run) -> None:
+    """The best epoch's accuracy raised to 0.99 in its event, its record and the score; its count left at 75."""
+
+    def raise_best(events):
+        find(events, runlog.EPOCH, task=0, epoch=2)["val_accuracy"] = 0.99
+        sync_record(events, 0)
+
+    forge(run, raise_best)
+    assert_named(run, "counts", "event 10 (epoch 2 of task 0, group 0): accuracy: val_accuracy 0.99 is not correct "
+                                "75 / validation_samples 100 = 0.75")  # fmt: skip
+
+
+def test_a_correct_count_above_the_validation_samples(run) -> None:
+    """correct 150 of 100 samples: an accuracy of 1.5, the division agreeing."""
+
+    def overcount(events):
+        find(events, runlog.EPOCH, task=0, epoch=2).update(correct=150, val_accuracy=1.5)
+        sync_record(events, 0)
+
+    forge(run, overcount)
+    assert_named(run, "counts", "(epoch 2 of task 0, group 0): accuracy: correct 150 is not in [0, "
+                                "validation_samples 100]")  # fmt: skip
+
+
+def test_without_counts_an_accuracy_must_be_a_whole_number_of_samples(run) -> None:
+    """A log older than ``correct``: 0.755 of 100 samples is 75.5 predictions."""
+
+    def older(events):
+        for epoch in _epochs(events):
+            del epoch["correct"]
+        find(events, runlog.EPOCH, task=0, epoch=2)["val_accuracy"] = 0.755
+        for task in (0, 1):
+            sync_record(events, task)
+
+    forge(run, older)
+    lines = assert_named(run, "counts", "(epoch 2 of task 0, group 0): accuracy: val_accuracy 0.755 × 100 validation "
+                                        "samples is not a count of correct predictions in [0, 100]")  # fmt: skip
+    assert "4 of 4 epochs have no correct count (a log older than the field): their accuracy is held to a whole " \
+           "number of their validation samples only" in lines  # fmt: skip
+
+
+# --------------------------------------------------------------------------- search and tuner per proposal
+
+
+def test_proposals_of_another_search_than_the_run_claims(tmp_path) -> None:
+    """A random-search run (its proposals say random, their strategies too) relabelled bayesian+tpe in its
+    configuration and strategies: valid by the score's rules, but each proposal still names its search."""
+    run = consistent_run(tmp_path / "run")
+
+    def random_search(events):
+        find(events, runlog.MODEL_PROPOSED, task=1).update(parent=0)
+        find(events, runlog.MODEL_PROPOSED, task=1)["search"].update(search="random", strategy="explore")
+
+    forge(run, random_search)
+    assert verify.verify(run).valid  # the forgery's aim
+    assert_named(run, "configuration", "event 7 (model_proposed of task 1, group 1): algorithms: produced by search "
+                                       "'random' and tuner 'tpe', the configuration (rule algorithms: bayesian+tpe) "
+                                       "needs 'bayesian' and 'tpe'",
+                 also=frozenset({"lineage"}))  # fmt: skip  # a child of 0 that logs a seed record: lineage too
+
+
+def test_a_seed_proposal_must_name_the_seed_and_the_tuner(run) -> None:
+    forge(run, lambda events: find(events, runlog.MODEL_PROPOSED, task=0)["search"].update(tuner="random"))
+    assert_named(run, "configuration", "event 6 (model_proposed of task 0, group 0): algorithms: produced by search "
+                                       "'seed' and tuner 'random', the configuration (rule algorithms: bayesian+tpe) "
+                                       "needs 'seed' and 'tpe'")  # fmt: skip
+
+
+def test_proposals_that_name_no_search_are_not_recorded(run) -> None:
+    def older(events):
+        for proposal in (e for e in events if e["event"] == runlog.MODEL_PROPOSED):
+            proposal["search"] = {"strategy": "seed"}
+
+    forge(run, older)
+    row = next(c for c in verify.verify(run).checks if c.name == "configuration")
+    assert row.verdict == verify.NOT_RECORDED and not row.problems
+    assert row.missing == ["2 of 2 model_proposed events name no search and tuner (a log older than the field)"]
