@@ -405,8 +405,8 @@ class EvidenceRules:
                                         f"validation_samples {validated} = {correct / max(validated, 1)!r}")
 
     def _splits(self, event: dict, label: str, task: _OpenTask | None, group: _Group) -> None:
-        """No more samples than the data check counted: a rank's steps × batch within its share of the train
-        split (the pipeline's ``(train // ranks) // batch`` steps drop the remainder), the validation within its."""
+        """The samples the data check counted: an epoch is one pass, ``(train // ranks) // batch`` steps a rank
+        (the pipeline drops the remainder), and validates the whole validation split."""
         data = self.data
         if data is None:
             return  # not recorded: said once per segment
@@ -416,13 +416,15 @@ class EvidenceRules:
                                         f"holds {train} (as the data check counted it)")  # fmt: skip
         elif task is not None and _is_int(task.batch) and group.size:
             share = train // group.size
-            if event["steps"] * task.batch > share:
-                self.counts.problems.append(f"{label}: split: steps {event['steps']} × batch size {task.batch} = "
-                                            f"{event['steps'] * task.batch} samples a rank, more than its share of "
-                                            f"the train split ({train} // {group.size} ranks = {share})")
-        if event["validation_samples"] > validation:
+            if event["steps"] != share // task.batch:  # a logged epoch is one whole pass: never fewer steps
+                self.counts.problems.append(f"{label}: split: {event['steps']} steps of batch size {task.batch} a "
+                                            f"rank, where one pass over the train split is ({train} // "
+                                            f"{group.size} ranks) // {task.batch} = {share // task.batch} steps "
+                                            "(as the data check counted it)")  # fmt: skip
+        if event["validation_samples"] != validation:  # every rank validates its share: the group, the whole split
             self.counts.problems.append(f"{label}: split: {event['validation_samples']} validation samples, the "
-                                        f"validation split holds {validation} (as the data check counted it)")
+                                        f"validation split holds {validation} (as the data check counted it) and "
+                                        "each epoch validates all of it")  # fmt: skip
 
     def _model_end(self, event: dict, label: str, segment: _SegmentTimes) -> None:
         task_id, time = event["task"], event[runlog.TIME]

@@ -24,7 +24,7 @@ from aiperf_mpi.graph.ops import count_ops, epoch_ops
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.score import compute_score
 from tests.support.event_logs import write_log
-from tests.support.verify_runs import RANKS, STEPS, _done, _epoch, consistent_run, find, read_log
+from tests.support.verify_runs import RANKS, _done, _epoch, consistent_run, find, read_log
 
 CHILD = 2
 """the child's task (and model id), on group 0, of parent model 0"""
@@ -61,7 +61,8 @@ def lineage_run(run_dir: Path) -> Path:
                 "hparams": hparams, "description": "deeper; wider", "graph_file": name,
                 "search": {"strategy": "gp-ucb", "search": "bayesian", "tuner": "tpe"}, "morphs": list(steps),
                 "graph_sha256": hashlib.sha256(graph_json.encode()).hexdigest()}  # fmt: skip
-    epochs = [_epoch(CHILD, 0, 1, 1085, graph_json, 32, 0.6), _epoch(CHILD, 0, 2, 1095, graph_json, 32, 0.65)]
+    epochs = [_epoch(CHILD, 0, 1, 1085, graph_json, 32, 0.6, "imagenet"),
+              _epoch(CHILD, 0, 2, 1095, graph_json, 32, 0.65, "imagenet")]
     done = _done(CHILD, 0, 1096, graph_json, hparams, epochs)
     done["model"].update(parent=0, description="deeper; wider")
     events += [proposal, *epochs, done]
@@ -87,7 +88,7 @@ def forge(run_dir: Path, task: int, graph: nx.DiGraph, kernel_size: int | None =
     batch = hparams["batch_size"] * RANKS
     epochs = [e for e in events if e["event"] == runlog.EPOCH and e["task"] == task]
     for epoch in epochs:
-        ops = epoch_ops(count_ops(from_json(counted)), STEPS * batch, epoch["validation_samples"], batch)
+        ops = epoch_ops(count_ops(from_json(counted)), epoch["train_samples"], epoch["validation_samples"], batch)
         epoch.update(ops=ops.total, ops_train=ops.train, ops_update=ops.update, ops_validation=ops.validation,
                      steps=ops.steps)  # fmt: skip
     record = find(events, runlog.MODEL_DONE, task=task)["model"]

@@ -19,7 +19,17 @@ from pathlib import Path
 from aiperf_mpi.results import runlog
 from analysis import verify
 from analysis.verify_rules import PEAK_MULTIPLE
-from tests.support.verify_runs import PEAK, consistent_run, data_check, find, forge, read_log, recount, sync_record
+from tests.support.verify_runs import (
+    PEAK,
+    consistent_run,
+    data_check,
+    find,
+    forge,
+    full_pass,
+    read_log,
+    recount,
+    sync_record,
+)
 
 RULE_CHECKS = {"times", "physics", "counts", "configuration"}
 
@@ -164,8 +174,8 @@ def test_a_resumed_segment_that_starts_before_the_last_one_ended(run) -> None:
 def test_an_epoch_faster_than_its_machine(run) -> None:
     """Every time and phase squeezed ×10 alike: the log is self-consistent, the rates are not physical."""
     forge(run, lambda events: _retime(events, 10.0, ("time", "start", "end"), phases=True))
-    lines = assert_named(run, "physics", "(epoch 1 of task 0, group 0): training rate:",
-                         "× group 0's measured peak 1000 G ops/s (at most 2.0)")  # fmt: skip
+    lines = assert_named(run, "physics", "(epoch 1 of task 1, group 1): training rate:",
+                         f"× group 1's measured peak {PEAK / 1e9:.2g} G ops/s (at most 2.0)")  # fmt: skip
     assert not any("score:" in line for line in lines)
 
 
@@ -177,7 +187,7 @@ def test_samples_times_ten_recounted(run) -> None:
             recount(events, epoch, epoch["train_samples"] * 10)
 
     forge(run, inflate)
-    assert_named(run, "physics", "(epoch 1 of task 0, group 0): training rate:")
+    assert_named(run, "physics", "(epoch 1 of task 1, group 1): training rate:")
 
 
 def test_a_score_above_the_sum_of_the_peaks(run) -> None:
@@ -207,7 +217,7 @@ def test_a_score_above_the_sum_of_the_peaks(run) -> None:
 
     forge(run, pack)
     lines = assert_named(run, "physics", "(score): score:", "is more than the sum of the groups' measured peaks "
-                                                             "(2000 G ops/s)")  # fmt: skip
+                                                             f"({2 * PEAK / 1e9:.2g} G ops/s)")  # fmt: skip
     assert not any("training rate" in line for line in lines), lines
 
 
@@ -235,8 +245,9 @@ def test_samples_that_are_not_steps_times_the_global_batch(run) -> None:
 
 def test_samples_that_change_between_epochs_of_a_model(run) -> None:
     forge(run, lambda events: recount(events, find(events, runlog.EPOCH, task=1, epoch=2), 640))
-    assert_named(run, "counts", "(epoch 2 of task 1, group 1): same samples: 640 train and 100 validation samples, "
-                                "its model's first epoch had 320 and 100")  # fmt: skip
+    steps, validation = full_pass("imagenet", 16)
+    assert_named(run, "counts", f"(epoch 2 of task 1, group 1): same samples: 640 train and {validation} validation "
+                                f"samples, its model's first epoch had {steps * 16 * 2} and {validation}")  # fmt: skip
 
 
 def test_more_epochs_than_max_epochs(run) -> None:
@@ -330,8 +341,9 @@ def test_train_samples_beyond_the_split_the_data_check_counted(tmp_path) -> None
             recount(events, epoch, epoch["train_samples"] * 3)
 
     forge(run, inflate)
-    assert_named(run, "counts", "event 8 (epoch 1 of task 0, group 0): split: 1920 train samples, the train split "
-                                "holds 1437 (as the data check counted it)")  # fmt: skip
+    steps, _ = full_pass("digits", 32)
+    assert_named(run, "counts", f"event 8 (epoch 1 of task 0, group 0): split: {steps * 32 * 2 * 3} train samples, the "
+                                "train split holds 1437 (as the data check counted it)")  # fmt: skip
 
 
 def test_validation_samples_beyond_the_split(tmp_path) -> None:
@@ -360,12 +372,40 @@ def test_a_data_check_of_other_images_than_the_configuration(run) -> None:
 def test_a_small_imagenet_is_an_unofficial_run_that_verifies(tmp_path, capsys) -> None:
     """An ImageNet-format set of 48/16 images (as tests/mpi write) is no documented split: verified, unofficial."""
     run = consistent_run(tmp_path / "run")
-    forge(run, lambda events: events[0]["data"].update(train=1280, validation=100))
+
+    def small(events):  # each epoch one pass over the small split, as the pipeline would make it
+        events[0]["data"].update(train=1280, validation=100)
+        for epoch in _epochs(events):
+            batch = find(events, runlog.MODEL_PROPOSED, task=epoch["task"])["hparams"]["batch_size"]
+            epoch.update(validation_samples=100, correct=round(epoch["val_accuracy"] * 100))
+            recount(events, epoch, (1280 // 2) // batch * batch * 2)
+
+    forge(run, small)
     assert verify.main([str(run)]) == 0
     out = capsys.readouterr().out
     assert "verdict: VERIFIED, an unofficial run (rules not met: dataset)" in out, out
     assert "imagenet, an undocumented split (1280 train, 100 validation, 1000 classes)" in out
     assert "imagenet of 1280 train, 100 validation, 1000 classes: not the ILSVRC-2012 split" in out
+
+
+def test_a_small_imagenet_relabelled_the_standard_split(tmp_path) -> None:
+    """The 1,280/100-image set's epochs kept, its data check relabelled ILSVRC-2012's: valid by the rules, but an
+    epoch is one whole pass over the split the check counted, so 20 steps of a 640-image share are not."""
+    run = consistent_run(tmp_path / "run")
+
+    def small_epochs(events):
+        for epoch in _epochs(events):
+            batch = find(events, runlog.MODEL_PROPOSED, task=epoch["task"])["hparams"]["batch_size"]
+            epoch.update(validation_samples=100, correct=round(epoch["val_accuracy"] * 100))
+            recount(events, epoch, (1280 // 2) // batch * batch * 2)
+
+    forge(run, small_epochs)
+    assert verify.verify(run).valid  # the forgery's aim
+    steps, validation = full_pass("imagenet", 32)
+    lines = assert_named(run, "counts", "event 8 (epoch 1 of task 0, group 0): split: 20 steps of batch size 32 a "
+                                        f"rank, where one pass over the train split is (1281167 // 2 ranks) // 32 = "
+                                        f"{steps} steps")  # fmt: skip
+    assert any(f"100 validation samples, the validation split holds {validation}" in line for line in lines), lines
 
 
 def test_a_log_without_the_data_check_is_not_recorded(run) -> None:
@@ -381,42 +421,46 @@ def test_a_log_without_the_data_check_is_not_recorded(run) -> None:
 
 
 def test_an_accuracy_that_is_not_its_count(run) -> None:
-    """The best epoch's accuracy raised to 0.99 in its event, its record and the score; its count left at 75."""
+    """The best epoch's accuracy raised to 0.99 in its event, its record and the score; its count left at 0.75's."""
 
     def raise_best(events):
         find(events, runlog.EPOCH, task=0, epoch=2)["val_accuracy"] = 0.99
         sync_record(events, 0)
 
     forge(run, raise_best)
+    _, validation = full_pass("imagenet", 32)
     assert_named(run, "counts", "event 10 (epoch 2 of task 0, group 0): accuracy: val_accuracy 0.99 is not correct "
-                                "75 / validation_samples 100 = 0.75")  # fmt: skip
+                                f"{round(0.75 * validation)} / validation_samples {validation} = 0.75")  # fmt: skip
 
 
 def test_a_correct_count_above_the_validation_samples(run) -> None:
-    """correct 150 of 100 samples: an accuracy of 1.5, the division agreeing."""
+    """correct 1.5 × the validation samples: an accuracy of 1.5, the division agreeing."""
 
     def overcount(events):
-        find(events, runlog.EPOCH, task=0, epoch=2).update(correct=150, val_accuracy=1.5)
+        find(events, runlog.EPOCH, task=0, epoch=2).update(correct=validation * 3 // 2, val_accuracy=1.5)
         sync_record(events, 0)
 
+    _, validation = full_pass("imagenet", 32)
     forge(run, overcount)
-    assert_named(run, "counts", "(epoch 2 of task 0, group 0): accuracy: correct 150 is not in [0, "
-                                "validation_samples 100]")  # fmt: skip
+    assert_named(run, "counts", f"(epoch 2 of task 0, group 0): accuracy: correct {validation * 3 // 2} is not in "
+                                f"[0, validation_samples {validation}]")  # fmt: skip
 
 
 def test_without_counts_an_accuracy_must_be_a_whole_number_of_samples(run) -> None:
-    """A log older than ``correct``: 0.755 of 100 samples is 75.5 predictions."""
+    """A log older than ``correct``: 0.75501 of 50,000 samples is 37,750.5 predictions."""
 
     def older(events):
         for epoch in _epochs(events):
             del epoch["correct"]
-        find(events, runlog.EPOCH, task=0, epoch=2)["val_accuracy"] = 0.755
+        find(events, runlog.EPOCH, task=0, epoch=2)["val_accuracy"] = 0.75501
         for task in (0, 1):
             sync_record(events, task)
 
     forge(run, older)
-    lines = assert_named(run, "counts", "(epoch 2 of task 0, group 0): accuracy: val_accuracy 0.755 × 100 validation "
-                                        "samples is not a count of correct predictions in [0, 100]")  # fmt: skip
+    _, validation = full_pass("imagenet", 32)
+    lines = assert_named(run, "counts", f"(epoch 2 of task 0, group 0): accuracy: val_accuracy 0.75501 × {validation} "
+                                        f"validation samples is not a count of correct predictions in "
+                                        f"[0, {validation}]")  # fmt: skip
     assert "4 of 4 epochs have no correct count (a log older than the field): their accuracy is held to a whole " \
            "number of their validation samples only" in lines  # fmt: skip
 
