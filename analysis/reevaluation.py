@@ -7,13 +7,13 @@ weights, and ``analysis/`` loads neither: it runs
 process under a timeout and reads the one JSON line it prints.  Here only the
 launching and the comparison live, so both are testable without TensorFlow.
 
-The counts must be equal: the child evaluates the logged weights on the same
-images, through the trainer's own pipeline, in the trainer's batches and at the
-run's precision, so on the machine kind the run trained on nothing is left to
-differ.  What may differ elsewhere (another precision, an accelerator's
+The counts must be equal when the run trained on CPUs: the child evaluates
+the logged weights on the same images, through the trainer's own pipeline, in
+the trainer's batches and at the run's precision, on the CPU, so nothing is
+left to differ.  What may differ elsewhere (another precision, an accelerator's
 kernels against the CPU's) and by how much is ``docs/verify.md``'s section
-"Re-evaluating the best model"; ``--precision fp32`` on a narrower run is
-allowed :data:`NARROW_VS_FP32` predictions.
+"Re-evaluating the best model": where the recount's arithmetic is not the
+run's, :data:`ALLOWED_SHARE` of the predictions.
 """
 
 from __future__ import annotations
@@ -29,8 +29,11 @@ CHILD = "aiperf_mpi.export.reevaluate"
 DEFAULT_TIMEOUT = 3600.0
 """seconds the recount may take: a digits or small CIFAR-10 run takes 5–15 s on 2 cores; ResNet-50 over ImageNet's
 50,000 validation images on a CPU takes most of an hour (``--reevaluate-timeout`` to change)"""
-NARROW_VS_FP32 = 0.01
-"""the share of the validation samples a float32 recount of a bf16/fp16 run may differ by (docs/verify.md)"""
+ALLOWED_SHARE = 0.01
+"""the share of the validation samples (at least one) a recount may differ by where its arithmetic is not the run's:
+another precision (``--precision fp32`` on a bf16/fp16 run), or a run that trained on accelerators recounted on the
+CPU (other kernels, TF32 in cuDNN's fp32 convolutions).  Measured on CPUs: 0 at the run's precision; up to 2 of 360
+(0.56 %) between fp32, bf16 and fp16 (docs/verify.md)"""
 
 
 class ReevaluationFailed(Exception):
@@ -67,10 +70,16 @@ def run_child(run_dir: Path, data_path: Path | None, precision: str | None, time
 
 
 def allowed_difference(answer: dict) -> int:
-    """Predictions the recount may differ by: none at the run's precision, :data:`NARROW_VS_FP32` in fp32."""
-    if answer["precision"] == answer["run_precision"]:
+    """Predictions the recount may differ by: none in the run's arithmetic, else :data:`ALLOWED_SHARE` of them."""
+    if answer["precision"] == answer["run_precision"] and answer.get("trained_on") == "cpus":
         return 0
-    return int(NARROW_VS_FP32 * answer["claim"]["validation_samples"])
+    return max(1, int(ALLOWED_SHARE * answer["claim"]["validation_samples"]))
+
+
+def _why_allowed(answer: dict) -> str:
+    if answer["precision"] != answer["run_precision"]:
+        return f"a {answer['precision']} recount of a {answer['run_precision']} run"
+    return "a run on accelerators recounted on the CPU"
 
 
 def compare(answer: dict) -> Row:
@@ -81,18 +90,18 @@ def compare(answer: dict) -> Row:
     if answer.get("problem"):
         return Row(f"{where}: best/model.keras is not the logged model", [answer["problem"]])
     correct, seen = answer["correct"], answer["seen"]
-    how = (f"{answer['precision']}, batch {claim['batch_size']}, {claim['ranks']} shard(s), "
+    how = (f"{answer['precision']} on the CPU, batch {claim['batch_size']}, {claim['ranks']} shard(s), "
            f"{answer['seconds']:.1f} s")  # fmt: skip
     allowed = allowed_difference(answer)
     if seen != samples:
         return Row(f"{where}: {seen} images re-evaluated, {samples} logged",
                    [f"logged {logged} correct of {samples}, re-evaluated {correct} of {seen} ({how})"])  # fmt: skip
     if abs(correct - logged) > allowed:
-        within = f"; {allowed} allowed at {answer['precision']}" if allowed else ""
+        within = f"; {allowed} allowed: {_why_allowed(answer)}" if allowed else ""
         return Row(f"{where}: logged {logged} correct of {samples}, re-evaluated {correct}",
                    [f"logged {logged} correct of {samples} ({claim['logged_from']}), re-evaluated {correct} "
                     f"({how}{within})"])  # fmt: skip
     if correct != logged:
-        return Row(f"{where}: {correct} of {samples} correct, logged {logged} (within {allowed} at "
-                   f"{answer['precision']}; {how})")  # fmt: skip
+        return Row(f"{where}: {correct} of {samples} correct, logged {logged} (within the {allowed} allowed: "
+                   f"{_why_allowed(answer)}; {how})")  # fmt: skip
     return Row(f"{where}: {correct} of {samples} correct, as logged ({how})")

@@ -88,6 +88,8 @@ class Recount:
     precision: str
     """the precision evaluated at (the run's, or fp32 with ``--precision fp32``)"""
     run_precision: str
+    trained_on: str
+    """``cpus`` or ``accelerators`` (the ``system`` event's ``accelerators_per_node``); the recount runs on the CPU"""
     claim: Claim
     correct: int | None
     seen: int | None
@@ -220,8 +222,10 @@ def reevaluate(run_dir: Path, data_path: Path | None, precision: str | None = No
     correct = seen = None
     if model is not None:
         correct, seen = count_correct(model, source, claim)
-    return Recount(FORMAT, str(run_dir), source.name, chosen, run_precision, claim, correct, seen, problem,
-                   round(time.monotonic() - started, 3))  # fmt: skip
+    accelerators = facts.system.get("accelerators_per_node")
+    trained_on = "accelerators" if isinstance(accelerators, int) and accelerators > 0 else "cpus"
+    return Recount(FORMAT, str(run_dir), source.name, chosen, run_precision, trained_on, claim, correct, seen,
+                   problem, round(time.monotonic() - started, 3))  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,40 +19,43 @@ from tests.support.data_files import write_cifar
 from tests.support.verify_runs import consistent_run, rewrite_log
 
 REPO = Path(__file__).resolve().parents[2]
+HOW = "fp32 on the CPU, batch 16, 2 shard(s), 4.2 s"
 
 
 def answer(correct: int, logged: int = 90, seen: int = 100, precision: str = "fp32", run_precision: str = "fp32",
-           problem: str = "") -> dict:  # fmt: skip
+           problem: str = "", trained_on: str = "cpus") -> dict:  # fmt: skip
     """The child's JSON answer (``python -m aiperf_mpi.export.reevaluate``), as parsed."""
     claim = {"task": 3, "model_id": 3, "epoch": 2, "logged_correct": logged, "logged_from": "correct",
              "validation_samples": 100, "val_accuracy": logged / 100, "batch_size": 16, "ranks": 2}  # fmt: skip
     return {"format": "aiperf_mpi.reevaluate/1", "run_dir": "r", "dataset": "digits", "precision": precision,
-            "run_precision": run_precision, "claim": claim, "correct": correct, "seen": seen, "problem": problem,
-            "seconds": 4.2}  # fmt: skip
+            "run_precision": run_precision, "trained_on": trained_on, "claim": claim, "correct": correct,
+            "seen": seen, "problem": problem, "seconds": 4.2}  # fmt: skip
 
 
 def test_an_equal_count_is_ok_and_any_difference_at_the_run_precision_is_a_mismatch() -> None:
     row = compare(answer(90))
-    assert not row.problems and row.summary.startswith("task 3 epoch 2: 90 of 100 correct, as logged (fp32, batch 16")
+    assert not row.problems and row.summary == f"task 3 epoch 2: 90 of 100 correct, as logged ({HOW})"
     row = compare(answer(89))
-    assert row.problems == ["logged 90 correct of 100 (correct), re-evaluated 89 (fp32, batch 16, 2 shard(s), 4.2 s)"]
+    assert row.problems == [f"logged 90 correct of 100 (correct), re-evaluated 89 ({HOW})"]
     assert row.summary == "task 3 epoch 2: logged 90 correct of 100, re-evaluated 89"
     assert compare(answer(90, run_precision="bf16", precision="bf16")).problems == []
     assert compare(answer(91, run_precision="bf16", precision="bf16")).problems
 
 
-def test_fp32_on_a_narrow_run_has_its_stated_allowance() -> None:
+def test_fp32_on_a_narrow_run_and_a_run_on_accelerators_have_the_stated_allowance() -> None:
     within = compare(answer(91, precision="fp32", run_precision="bf16"))
-    assert not within.problems and "logged 90 (within 1 at fp32" in within.summary
+    assert not within.problems and "logged 90 (within the 1 allowed: a fp32 recount of a bf16 run" in within.summary
     beyond = compare(answer(92, precision="fp32", run_precision="bf16"))
-    assert beyond.problems and "1 allowed at fp32" in beyond.problems[0]
+    assert beyond.problems and "1 allowed: a fp32 recount of a bf16 run" in beyond.problems[0]
+    assert not compare(answer(89, trained_on="accelerators")).problems  # cuDNN's kernels, TF32
+    assert compare(answer(88, trained_on="accelerators")).problems
 
 
 def test_another_model_or_another_split_size_is_a_mismatch() -> None:
     row = compare(answer(0, problem="best/model.keras is not the logged graph of the best model (x)"))
     assert row.problems == ["best/model.keras is not the logged graph of the best model (x)"]
     row = compare(answer(90, seen=99))
-    assert row.problems == ["logged 90 correct of 100, re-evaluated 90 of 99 (fp32, batch 16, 2 shard(s), 4.2 s)"]
+    assert row.problems == [f"logged 90 correct of 100, re-evaluated 90 of 99 ({HOW})"]
 
 
 def verify(*args: object) -> subprocess.CompletedProcess:
