@@ -76,6 +76,7 @@ from aiperf_mpi.results import runlog
 from aiperf_mpi.results.rules import shown_value
 from aiperf_mpi.results.schema import SCHEMA_VERSION, check_event
 from aiperf_mpi.results.score import MAX_GRID_SAMPLES, Score, ScoreInputs, run_step, score_inputs, stopped_by_signal
+from analysis import reevaluation
 from analysis.guard import guarded
 from analysis.lineage_check import LineageCheck
 from analysis.verify_rules import EvidenceRules
@@ -923,17 +924,45 @@ def verify(path: Path) -> Verification:
         return verify_dir(root, source=f"{path} (bundle)", before=[manifest])
 
 
+def reevaluation_check(options: argparse.Namespace) -> Check:
+    """The ``re-evaluation`` row: the best model's logged count against a recount from its weights (a child)."""
+    if not Path(options.run).is_dir():
+        raise BadInput(f"{options.run}: --reevaluate needs the run directory: a bundle leaves the weights out")
+    try:
+        answer = reevaluation.run_child(options.run, options.data_path, options.precision, options.reevaluate_timeout)
+    except reevaluation.ReevaluationFailed as exc:
+        raise BadInput(f"--reevaluate: {exc}") from None
+    row = reevaluation.compare(answer)
+    check = Check("re-evaluation", row.summary)
+    check.problems += row.problems
+    return check
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m analysis.verify", description=__doc__.split("\n\n")[0])
     parser.add_argument("run", type=Path, help="the run directory, or a bundle made by python -m analysis.bundle")
     parser.add_argument("--json", type=Path, default=None, help="also write the checks as JSON to this file")
+    parser.add_argument("--reevaluate", action="store_true",
+                        help="also recount the best model's correct predictions from best/model.keras (TensorFlow, "
+                             "in a child process; docs/verify.md)")  # fmt: skip
+    parser.add_argument("--data-path", type=Path, default=None,
+                        help="with --reevaluate: the run's data set (cifar10, imagenet, hdf5; digits is embedded)")
+    parser.add_argument("--precision", choices=("fp32",), default=None,
+                        help="with --reevaluate: evaluate in float32 instead of the run's precision")
+    parser.add_argument("--reevaluate-timeout", type=float, default=reevaluation.DEFAULT_TIMEOUT, metavar="SECONDS",
+                        help=f"with --reevaluate: give the recount up after this long (default "
+                             f"{reevaluation.DEFAULT_TIMEOUT:g})")  # fmt: skip
     options = parser.parse_args(argv)
+    if not options.reevaluate and (options.data_path is not None or options.precision is not None):
+        parser.error("--data-path and --precision apply to --reevaluate only")
     return guarded("analysis.verify", options.run, lambda: _main(options))
 
 
 def _main(options: argparse.Namespace) -> int:
     try:
         result = verify(options.run)
+        if options.reevaluate:
+            result.checks.append(reevaluation_check(options))
     except BadInput as exc:
         print(f"analysis.verify: error: {exc}", file=sys.stderr)
         return 2

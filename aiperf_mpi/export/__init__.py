@@ -147,7 +147,8 @@ class RunFacts:
         return self.tasks[number]
 
 
-_EPOCH_KEEP = ("epoch", "val_accuracy", "validation_samples", "train_samples", "steps")
+_EPOCH_KEEP = ("epoch", "val_accuracy", "validation_samples", "train_samples", "steps", "correct")
+"""an epoch's fields the export and the re-evaluation read (``correct``: its count of right predictions, if logged)"""
 
 
 def read_run(run_dir: Path) -> RunFacts:

@@ -21,6 +21,7 @@ from aiperf_mpi.graph.model import from_json, to_json
 from aiperf_mpi.graph.morph import candidates, wider
 from aiperf_mpi.results import runlog
 from tests.support.mpirun import REPO_ROOT, run_mpi
+from tests.support.verify_runs import find, forge, sync_record
 
 pytestmark = [pytest.mark.slow, pytest.mark.horovod, pytest.mark.tf]
 ARGS = ["--seed-model", "tiny", "--max-epochs", "2", "--max-models", "3", "--time-limit", "120", "--score-step", "10",
@@ -156,3 +157,45 @@ def test_the_bundle_verifies_and_a_tamper_inside_it_is_caught(real_run, tmp_path
     caught = command("analysis.verify", tmp_path / "tampered.tar.gz")
     assert caught.returncode == 1
     assert "bundle manifest: score.json: sha256 differs from MANIFEST" in caught.stdout, caught.stdout
+
+
+# --------------------------------------------------------------------------- the second step: re-evaluation
+
+
+def reevaluation_row(output: str) -> str:
+    return next(line for line in output.splitlines() if line.startswith("re-evaluation "))
+
+
+def test_the_best_model_re_evaluated_from_its_weights_gives_the_logged_count(real_run) -> None:
+    """best/model.keras on the digits validation split, in the trainer's shards and batches: the count as logged."""
+    done = command("analysis.verify", real_run, "--reevaluate")
+    assert done.returncode == 0, done.stdout + done.stderr
+    events = runlog.read_events(real_run).events
+    best = json.loads((real_run / "best" / "metadata.json").read_text())
+    [epoch] = [e for e in events if e["event"] == runlog.EPOCH and e["task"] == best["task"]
+               and e["epoch"] == best["accuracy"]["epoch"]]  # fmt: skip
+    logged = epoch.get("correct", round(epoch["val_accuracy"] * epoch["validation_samples"]))
+    row = reevaluation_row(done.stdout)
+    assert row.split()[1] == "ok", row
+    assert f"task {best['task']} epoch {epoch['epoch']}: {logged} of 360 correct, as logged (fp32 on the CPU" in row
+
+
+def test_an_edited_accuracy_is_caught_by_the_re_evaluation(real_run, tmp_path) -> None:
+    """The best epoch's accuracy raised by 5 images, its model record and every score recomputed to match."""
+    run_dir = copy(real_run, tmp_path)  # best/ travels with it; weights/ are not needed
+    best = json.loads((run_dir / "best" / "metadata.json").read_text())
+    logged = best["accuracy"]["validation_correct"]
+
+    def raise_accuracy(events):
+        epoch = find(events, runlog.EPOCH, task=best["task"], epoch=best["accuracy"]["epoch"])
+        epoch["val_accuracy"] = (logged + 5) / epoch["validation_samples"]
+        if "correct" in epoch:  # the count itself, where the run logs it
+            epoch["correct"] = logged + 5
+        sync_record(events, best["task"])
+
+    forge(run_dir, raise_accuracy, step=10.0)
+    done = command("analysis.verify", run_dir, "--reevaluate")
+    assert done.returncode == 1, done.stdout + done.stderr
+    row = reevaluation_row(done.stdout)
+    assert "MISMATCH" in row and f"logged {logged + 5} correct of 360, re-evaluated {logged}" in row, row
+    assert f"MISMATCH      re-evaluation: logged {logged + 5} correct of 360" in done.stdout

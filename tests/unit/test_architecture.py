@@ -47,7 +47,8 @@ ALLOWED = {
             "horovod"},
     "train": {"graph", "search", "results", "data", "config", "job", "errors", "tensorflow", "keras", "horovod",
               "mpi4py"},
-    "export": {"graph", "results", "train", "errors", "analysis", "tensorflow", "keras"},
+    # data: the re-evaluation opens the run's data set (export/reevaluate.py) to feed the trainer's pipeline
+    "export": {"graph", "results", "data", "train", "errors", "analysis", "tensorflow", "keras"},
     "analysis": {"graph", "results", "data", "errors"},  # data: the data sets' constants (sizes, classes)
 }  # fmt: skip
 """what each room may import besides itself: rooms of the package, ``analysis`` and the heavy libraries by name"""
