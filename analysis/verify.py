@@ -65,6 +65,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from aiperf_mpi.graph.model import GraphError, from_json, with_kernel_size
 from aiperf_mpi.graph.ops import ModelOps, count_ops, epoch_ops
@@ -75,6 +76,9 @@ from aiperf_mpi.results.schema import SCHEMA_VERSION, check_event
 from aiperf_mpi.results.score import MAX_GRID_SAMPLES, Score, ScoreInputs, run_step, score_inputs, stopped_by_signal
 from analysis.guard import guarded
 from analysis.verify_rules import EvidenceRules
+
+if TYPE_CHECKING:
+    from analysis.side_files import SideFiles
 
 OK, MISMATCH, NOT_RECORDED = "ok", "MISMATCH", "not recorded"
 REL_TOLERANCE = 1e-12
@@ -311,6 +315,8 @@ class _Walker:
         self.peak_precisions: set[str] = set()
         self.strategies: dict[str, int] = {}
         self.truncated = False
+        self.side: SideFiles | None = None
+        """the side files' checks (analysis/side_files.py), fed every event that keeps to the schema"""
 
     # -- the stream
 
@@ -336,6 +342,8 @@ class _Walker:
             self.log.problems.append(f"event {self.events} ({event.get('event')}): {'; '.join(problems)}")
             return
         self.rules.event(event, self.events)
+        if self.side is not None:
+            self.side.event(event)
         name = event[runlog.EVENT]
         if name == runlog.RUN_START:
             self.run_start(event)
@@ -816,24 +824,30 @@ def _limit(limit: float | None) -> str:
 # --------------------------------------------------------------------------- directories and bundles
 
 
-def verify_dir(run_dir: Path, source: str | None = None, before: list[Check] | None = None) -> Verification:
-    """Every check of a run directory."""
+def verify_dir(run_dir: Path, source: str | None = None, before: list[Check] | None = None,
+               bundle: bool = False) -> Verification:  # fmt: skip
+    """Every check of a run directory (``bundle``: an unpacked bundle, whose verify.* and system.json are checked)."""
+    from analysis.side_files import SideFiles, bundle_checks  # it builds on this module's Check and comparisons
+
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise BadInput(f"{run_dir}: no such run directory")
     if not (run_dir / runlog.EVENTS_FILE).is_file():
         raise BadInput(f"{run_dir}: not a run directory (no {runlog.EVENTS_FILE})")
     walker = _Walker(run_dir)
+    walker.side = SideFiles(run_dir)
     walker.walk()
     walker.finish()
     rules, score = _score_checks(walker, run_dir)
     checks = [*(before or []), walker.log, walker.segments_check, walker.epochs_check, walker.graphs, walker.ops,
               walker.records, walker.times, walker.physics, walker.counts, walker.configuration, walker.score_check,
-              *rules, walker.provenance]  # fmt: skip
+              *rules, walker.provenance, *walker.side.finish()]  # fmt: skip
     result = Verification(source or str(run_dir), checks)
     if score is not None:
         result.valid = score.valid
         result.broken_rules = [name for name, rule in score.rules.items() if not rule["ok"]]
+    if bundle:
+        result.checks += bundle_checks(run_dir, result, walker.side.system)
     return result
 
 
@@ -912,7 +926,7 @@ def verify(path: Path) -> Verification:
     with unpacked(path) as folder:
         root = bundle_root(folder, path)
         manifest = check_manifest(root)
-        return verify_dir(root, source=f"{path} (bundle)", before=[manifest])
+        return verify_dir(root, source=f"{path} (bundle)", before=[manifest], bundle=True)
 
 
 def main(argv: list[str] | None = None) -> int:
