@@ -56,12 +56,15 @@ from pathlib import Path
 
 from aiperf_mpi.graph.model import GraphError, from_json, to_json, with_kernel_size
 from aiperf_mpi.graph.ops import count_ops
-from aiperf_mpi.job.mllog import FLUSH_SECONDS, MLLOG_FILE
 from aiperf_mpi.results import runlog
 from analysis.logdata import loads
 from analysis.verify import MISMATCH, OK, Check, Lines, Verification, _short, same
 
 PREFIX = ":::MLLOG "
+MLLOG_FILE = "mllog.log"
+FLUSH_SECONDS = 1.0
+"""the writer's name and flush interval (``aiperf_mpi.job.mllog``, a room analysis does not import; a unit test
+holds the two equal)"""
 FLUSH_WINDOW = FLUSH_SECONDS + 0.25
 """seconds of a killed segment's last epochs that may lack their mllog lines: the writer's flush interval, and
 0.25 s for the two clocks that time it (``time.monotonic`` for the flush, ``time.time`` for the events)"""

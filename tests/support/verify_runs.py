@@ -226,3 +226,38 @@ def pristine(tmp_path_factory) -> Path:
 def run(pristine, tmp_path) -> Path:
     """A fresh copy of :func:`pristine` to tamper with."""
     return Path(shutil.copytree(pristine, tmp_path / "run"))
+
+
+def write_best(run_dir: Path) -> Path:
+    """Write ``best/`` as the export room does (metadata.json, ops.json, graph.json), without TensorFlow.
+
+    The model file and the versions need TensorFlow and are left out; every field the verifier compares is
+    built by the export room's own functions (:func:`aiperf_mpi.export.read_run`, ``choose``'s rule, ``lineage``,
+    ``trained_graph``) from the log as it stands.
+    """
+    from aiperf_mpi import export
+
+    facts = export.read_run(run_dir)
+    task = facts.tasks[facts.best]
+    graph = export.trained_graph(facts, task)
+    ops = count_ops(graph)
+    saved = task.saved_epoch or {}
+    meta = {
+        "format": export.FORMAT, "task": task.task, "model_id": task.model_id,
+        "dataset": {"name": str(facts.config.get("dataset", ""))},
+        "accuracy": {"weights": saved.get("val_accuracy"), "validation_samples": saved.get("validation_samples"),
+                     "epoch": saved.get("epoch"), "best_epoch": task.accuracy, "run_best": facts.run_best_accuracy},
+        "hparams": task.hparams,
+        "training": {"epochs": task.epochs, "stop": task.stop, "precision": facts.config.get("precision", "fp32")},
+        "params": {"total": ops.params, "trainable": ops.trainable_params},
+        "ops_per_sample": {"forward": ops.forward_eval, "forward_train": ops.forward_train, "backward": ops.backward,
+                           "training": ops.forward_train + ops.backward, "update_per_step": ops.update,
+                           "macs": ops.macs},
+        "lineage": export.lineage(facts, task),
+    }  # fmt: skip
+    best = run_dir / "best"
+    best.mkdir(exist_ok=True)
+    (best / "metadata.json").write_text(json.dumps(meta, indent=2))
+    (best / "ops.json").write_text(json.dumps(ops.to_dict(), indent=1) + "\n")
+    (best / "graph.json").write_text(to_json(graph) + "\n")
+    return best
