@@ -10,7 +10,8 @@ record with its graph and epochs, the score event and ``score.json`` from
 the score module, ``mllog.log`` from the master's own writer.  Verify runs
 in a child process (wall time, CPU time, peak RSS of that child alone); the
 figure is seconds per model, and the run is linear when the largest log's
-seconds per model are within :data:`LINEAR_TOLERANCE` of the smallest's.
+seconds per model are within :data:`LINEAR_TOLERANCE` of the next size's (the smallest log's time is mostly
+the child's imports).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ ROUND = 22.0
 LINEAR_TOLERANCE = 1.5
 """the largest log's seconds per model may be at most this × the smallest's"""
 GOAL_MS_PER_MODEL = 1.0
+LINKS_PER_FILE = 50_000
 
 
 def _line(event: dict) -> str:
@@ -96,6 +98,9 @@ def write_verifiable_log(run_dir: Path, models: int, groups: int = GROUPS) -> di
             tasks = [(r * groups + g, g) for g in range(groups) if r * groups + g < models]
             for task, g in tasks:
                 name = f"graphs/task-{task}.json"
+                if task % LINKS_PER_FILE == 0 and task:  # a file system allows ~65,000 links to one file
+                    shared = run_dir / "graphs" / f"seed-{task}.json"
+                    shared.write_text(graph_json, encoding="utf-8")
                 os.link(shared, run_dir / name)
                 emit({"event": runlog.MODEL_PROPOSED, "time": t + g * 1e-4, "task": task, "group": g, "parent": None,
                       "hparams": hparams, "description": "seed", "graph_file": name,
@@ -140,6 +145,7 @@ def write_verifiable_log(run_dir: Path, models: int, groups: int = GROUPS) -> di
 
 def run(sizes: tuple[int, ...] = SIZES) -> str:
     rows, figures = [], []
+    load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
     with tempfile.TemporaryDirectory(prefix="aiperf-verify-bench-") as scratch:
         for models in sizes:
             run_dir = Path(scratch) / f"run-{models}"
@@ -151,16 +157,18 @@ def run(sizes: tuple[int, ...] = SIZES) -> str:
             if "verdict: VERIFIED" not in measured["output"]:
                 raise RuntimeError(f"the synthetic run of {models} models does not verify:\n{measured['output']}")
             per_model = measured["seconds"] / models
-            figures.append((models, per_model))
+            figures.append((models, measured["cpu"] / models))
             rows.append(f"| {models:,} | {held['events']:,} | {held['bytes'] / 1e6:.0f} MB | {measured['seconds']:.1f} "
                         f"| {measured['cpu']:.1f} | {per_model * 1e3:.3f} | {measured['rss_gib'] * 1024:.0f} MiB |")
             print(rows[-1], flush=True)
             for path in sorted(run_dir.rglob("*"), reverse=True):  # free the disk before the next size
                 path.rmdir() if path.is_dir() else path.unlink()
-    smallest, largest = figures[0][1], figures[-1][1]
+    # judged in CPU time (the machine is shared: wall time also measures the neighbours), and on the two largest
+    # logs: the smallest one's time is mostly the child's imports (~1 s)
+    smallest, largest = figures[-2][1], figures[-1][1]
     ratio = largest / smallest
     linear = "**pass**" if ratio <= LINEAR_TOLERANCE else "**FAIL**"
-    ratios = ", ".join(f"{b[0] // a[0]}× the models: {b[1] / a[1]:.2f}× the time per model"
+    ratios = ", ".join(f"{b[0] // a[0]}× the models: {b[1] / a[1]:.2f}× the CPU time per model"
                        for a, b in itertools.pairwise(figures))  # fmt: skip
     fast = "meets" if largest * 1e3 < GOAL_MS_PER_MODEL else "MISSES"
     return "\n".join([
@@ -172,10 +180,13 @@ def run(sizes: tuple[int, ...] = SIZES) -> str:
         "|---|---|---|---|---|---|---|",
         *rows,
         "",
-        f"Linearity: {ratios}; largest against smallest {ratio:.2f}× (allowed {LINEAR_TOLERANCE:g}×): {linear}.  "
-        f"Goal ~{GOAL_MS_PER_MODEL:g} ms per model: **{fast}** ({largest * 1e3:.3f} ms at {figures[-1][0]:,}).  "
+        f"Linearity: {ratios}; judged in CPU time on the two largest logs (the smallest one's time is mostly the "
+        f"child's imports): {ratio:.2f}× (allowed {LINEAR_TOLERANCE:g}×): {linear}.  "
+        f"Goal ~{GOAL_MS_PER_MODEL:g} ms per model: **{fast}** ({largest * 1e3:.3f} ms of CPU at {figures[-1][0]:,}).  "
+        f"Load average when it began (1 / 5 / 15 min): {load}, on a machine shared with other work.  "
         "Peak RSS is the verify child's own (`RUSAGE_CHILDREN` of a wrapper whose only child it is); it stays "
-        "flat when the verifier keeps per-open-task state only.",
+        "near flat: the walk keeps per-open-task state, plus a set of finished task numbers and model ids (a few "
+        "hundred bytes a model).",
     ])  # fmt: skip
 
 
