@@ -39,6 +39,7 @@ from pathlib import Path
 
 from aiperf_mpi.results import runlog
 from analysis.guard import guarded
+from analysis.side_files import SystemDescription
 from analysis.verify import MANIFEST, SCORE_FILE, BadInput, Verification, verify_dir
 
 BEST_SUFFIXES = (".json", ".md", ".txt", ".csv")
@@ -47,7 +48,6 @@ TOP_FILES = (runlog.EVENTS_FILE, "mllog.log", SCORE_FILE)
 SIDE_FILES = (runlog.EVENTS_FILE + ".cut-", "mllog.log.cut-")
 """a resume's set-aside cut lines: part of the log's history"""
 FOLDERS = ("graphs", "report")
-SYSTEM_EVENTS = (runlog.SYSTEM, runlog.LAYOUT, runlog.PEAK)
 
 
 @dataclass
@@ -93,19 +93,11 @@ def select(run_dir: Path) -> tuple[list[str], list[str]]:
 
 
 def system_description(run_dir: Path) -> dict:
-    """Each segment's system, layout, peaks and provenance, from the log."""
-    segments: list[dict] = []
+    """Each segment's system, layout, peaks and provenance, from the log (verify rebuilds it the same way)."""
+    description = SystemDescription()
     for event in runlog.EventStream(run_dir):
-        name = event.get(runlog.EVENT)
-        if name == runlog.RUN_START:
-            segments.append({"segment": event.get("segment"), "provenance": event.get("provenance"),
-                             runlog.SYSTEM: None, runlog.LAYOUT: None, runlog.PEAK: []})  # fmt: skip
-        elif segments and name in SYSTEM_EVENTS:
-            if name == runlog.PEAK:
-                segments[-1][runlog.PEAK].append(event)
-            else:
-                segments[-1][name] = event
-    return {"segments": segments}
+        description.add(event)
+    return description.to_dict()
 
 
 def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes, mtime: float) -> None:

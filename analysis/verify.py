@@ -64,10 +64,12 @@ import math
 import sys
 import tarfile
 import tempfile
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from aiperf_mpi.graph.model import GraphError, from_json, with_kernel_size
 from aiperf_mpi.graph.ops import ModelOps, count_ops, epoch_ops
@@ -80,6 +82,9 @@ from analysis import reevaluation
 from analysis.guard import guarded
 from analysis.lineage_check import LineageCheck
 from analysis.verify_rules import EvidenceRules
+
+if TYPE_CHECKING:
+    from analysis.side_files import SideFiles
 
 OK, MISMATCH, NOT_RECORDED = "ok", "MISMATCH", "not recorded"
 REL_TOLERANCE = 1e-12
@@ -106,6 +111,8 @@ STRATEGIES = {"bayesian": {"seed", "explore", "gp-ucb"}, "random": {"seed", "ran
 STOP_REASONS = ("time limit", "max models", "done", runlog.SIGNAL_REASON + "SIGTERM", runlog.SIGNAL_REASON + "SIGUSR1")
 """the reasons the master writes in a ``run_stop`` (job/master.py, signals.py)"""
 WINDOW_RULE = "rule: the scored window is the time limit"
+COUNT_CACHE = 64
+"""distinct graphs whose counts the walk keeps (a real run's graphs all differ; a bound, not a hope)"""
 
 
 class Lines(list):
@@ -262,6 +269,8 @@ class _Task:
     hparams: dict
     graph_file: str
     graph_text: str | None = None
+    graph_sha256: str = ""
+    """the sha256 of the graph file's bytes: the key of the walk's count cache"""
     counts: ModelOps | None = None
     count_error: str = ""
     epochs: list[dict] = field(default_factory=list)
@@ -317,6 +326,10 @@ class _Walker:
         self.peak_precisions: set[str] = set()
         self.strategies: dict[str, int] = {}
         self.truncated = False
+        self.count_cache: OrderedDict[tuple[str, str], tuple] = OrderedDict()
+        """(graph file sha256, kernel size) → (graph, counts, stored kernels, passed the graph rules), last used last"""
+        self.side: SideFiles | None = None
+        """the side files' checks (analysis/side_files.py), fed every event that keeps to the schema"""
 
     # -- the stream
 
@@ -342,6 +355,8 @@ class _Walker:
             self.log.problems.append(f"event {self.events} ({event.get('event')}): {'; '.join(problems)}")
             return
         self.rules.event(event, self.events)
+        if self.side is not None:
+            self.side.event(event)
         name = event[runlog.EVENT]
         if name == runlog.RUN_START:
             self.run_start(event)
@@ -441,6 +456,7 @@ class _Walker:
             return
         data = path.read_bytes()
         digest = hashlib.sha256(data).hexdigest()
+        state.graph_sha256 = digest
         logged = event.get("graph_sha256")
         if logged is None:
             self.graph_unhashed += 1
@@ -471,17 +487,40 @@ class _Walker:
         return path
 
     def _counts(self, state: _Task) -> ModelOps | None:
-        """The task's per-sample counts, from its graph file, as the trainer built the model (once per task)."""
+        """The task's per-sample counts, from its graph file, as the trainer built it (once per task).
+
+        Parsing, shape inference and counting cost ~2 ms a graph; the last :data:`COUNT_CACHE` distinct
+        (file sha256, kernel size) are kept, so tasks that share a graph file's bytes are counted once
+        (a byte-identical file parses to the identical graph, so nothing is skipped but the repetition).
+        """
         if state.counts is None and not state.count_error:
             if state.graph_text is None:
                 state.count_error = "its graph file could not be read"
                 return None
+            kernel = state.hparams.get("kernel_size")
+            key = (state.graph_sha256, json.dumps(kernel)) if state.graph_sha256 else None
+            cached = self.count_cache.get(key) if key is not None else None
             try:
-                graph = from_json(state.graph_text)
-                self.rules.graph(state.task, graph, state.graph_file)
-                kernel = state.hparams.get("kernel_size")
-                state.counts = count_ops(graph if kernel is None else with_kernel_size(graph, kernel))
-                stored = sorted({data.get("kernel") for _, data in graph.nodes(data=True) if data.get("tunable")})
+                if cached is None:
+                    graph = from_json(state.graph_text)
+                    before = len(self.configuration.problems)
+                    self.rules.graph(state.task, graph, state.graph_file)
+                    clean = len(self.configuration.problems) == before
+                    counts = count_ops(graph if kernel is None else with_kernel_size(graph, kernel))
+                    stored = sorted({data.get("kernel") for _, data in graph.nodes(data=True) if data.get("tunable")})
+                    cached = (graph, counts, stored, clean)
+                    if key is not None:
+                        self.count_cache[key] = cached
+                        if len(self.count_cache) > COUNT_CACHE:
+                            self.count_cache.popitem(last=False)
+                else:
+                    self.count_cache.move_to_end(key)
+                    graph, counts, stored, clean = cached
+                    if clean:
+                        self.rules.graphs += 1  # the same bytes pass the same way: counted, not redone
+                    else:  # a problem: named for this task too
+                        self.rules.graph(state.task, graph, state.graph_file)
+                state.counts = counts
                 if kernel is not None and stored not in ([], [kernel]):  # the leader stores the graph it tuned
                     self.graphs.problems.append(f"task {state.task}: the graph file's tunable kernels are "
                                                 f"{stored}, its hparams' kernel_size {kernel}")  # fmt: skip
@@ -825,24 +864,30 @@ def _limit(limit: float | None) -> str:
 # --------------------------------------------------------------------------- directories and bundles
 
 
-def verify_dir(run_dir: Path, source: str | None = None, before: list[Check] | None = None) -> Verification:
-    """Every check of a run directory."""
+def verify_dir(run_dir: Path, source: str | None = None, before: list[Check] | None = None,
+               bundle: bool = False) -> Verification:  # fmt: skip
+    """Every check of a run directory (``bundle``: an unpacked bundle, whose verify.* and system.json are checked)."""
+    from analysis.side_files import SideFiles, bundle_checks  # it builds on this module's Check and comparisons
+
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise BadInput(f"{run_dir}: no such run directory")
     if not (run_dir / runlog.EVENTS_FILE).is_file():
         raise BadInput(f"{run_dir}: not a run directory (no {runlog.EVENTS_FILE})")
     walker = _Walker(run_dir)
+    walker.side = SideFiles(run_dir)
     walker.walk()
     walker.finish()
     rules, score = _score_checks(walker, run_dir)
     checks = [*(before or []), walker.log, walker.segments_check, walker.epochs_check, walker.graphs,
               walker.lineage.check, walker.ops, walker.records, walker.times, walker.physics, walker.counts,
-              walker.configuration, walker.score_check, *rules, walker.provenance]  # fmt: skip
+              walker.configuration, walker.score_check, *rules, walker.provenance, *walker.side.finish()]  # fmt: skip
     result = Verification(source or str(run_dir), checks)
     if score is not None:
         result.valid = score.valid
         result.broken_rules = [name for name, rule in score.rules.items() if not rule["ok"]]
+    if bundle:
+        result.checks += bundle_checks(run_dir, result, walker.side.system)
     return result
 
 
@@ -921,7 +966,7 @@ def verify(path: Path) -> Verification:
     with unpacked(path) as folder:
         root = bundle_root(folder, path)
         manifest = check_manifest(root)
-        return verify_dir(root, source=f"{path} (bundle)", before=[manifest])
+        return verify_dir(root, source=f"{path} (bundle)", before=[manifest], bundle=True)
 
 
 def reevaluation_check(options: argparse.Namespace) -> Check:

@@ -24,7 +24,7 @@ from aiperf_mpi.graph.ops import count_ops, epoch_ops
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.score import compute_score
 from tests.support.event_logs import write_log
-from tests.support.verify_runs import RANKS, _done, _epoch, consistent_run, find, read_log
+from tests.support.verify_runs import RANKS, _done, _epoch, consistent_run, find, read_log, write_mllog
 
 CHILD = 2
 """the child's task (and model id), on group 0, of parent model 0"""
@@ -44,6 +44,7 @@ def rescore(run_dir: Path, events: list[dict]) -> None:
     events.insert(stop + 1, {"event": runlog.SCORE, "time": events[stop]["time"] + 0.1,
                              **{k: v for k, v in score.to_dict().items() if k != "grid"}})  # fmt: skip
     write_log(run_dir, events)
+    write_mllog(run_dir, events)  # as the master would have written it for these events
     (run_dir / "score.json").write_text(json.dumps(score.to_dict(), indent=2))
 
 

@@ -22,6 +22,7 @@ from aiperf_mpi import __version__
 from aiperf_mpi.graph.model import from_json, to_json, with_kernel_size
 from aiperf_mpi.graph.ops import count_ops, epoch_ops
 from aiperf_mpi.graph.seeds import tiny_resnet
+from aiperf_mpi.job.mllog import MLLOG_FILE, MLLogWriter
 from aiperf_mpi.results import provenance, runlog
 from aiperf_mpi.results.score import compute_score
 from tests.support.event_logs import write_log
@@ -133,7 +134,47 @@ def consistent_run(run_dir: Path, dataset: str = "imagenet", precision: str = "f
     events.append({"event": runlog.SCORE, "time": 1100.1,
                    **{k: v for k, v in score.to_dict().items() if k != "grid"}})  # fmt: skip
     write_log(run_dir, events)
+    write_mllog(run_dir, events)
     (run_dir / "score.json").write_text(json.dumps(score.to_dict(), indent=2))
+    return run_dir
+
+
+MLLOG_DEFAULTS = {"seed": 0, "base_lr": 0.1, "warmup_epochs": 0}
+"""what the master's mllog description needs of a configuration that a hand-made one may lack"""
+
+
+def write_mllog(run_dir: Path, events) -> Path:
+    """Write ``run_dir/mllog.log`` from ``events`` (an iterable, streamed) as the master's MLLogWriter does.
+
+    The master writes an epoch's ``epoch_start`` when its leader reports the start; here it is written just
+    before the epoch's stop, with the epoch's own start time (a late line, as the writer marks one), which
+    says the same.  An existing ``mllog.log`` is replaced.
+    """
+    (run_dir / MLLOG_FILE).unlink(missing_ok=True)
+    writer = MLLogWriter(run_dir)
+    config: dict = {}
+    ranks: dict[int, int] = {}
+    batch: dict[int, int] = {}
+    try:
+        for event in events:
+            name = event["event"]
+            if name == runlog.LAYOUT:
+                ranks = {g["index"]: g.get("horovod_size", len(g["ranks"])) for g in event["groups"]}
+            elif name == runlog.MODEL_PROPOSED:
+                batch[event["task"]] = event["hparams"]["batch_size"] * ranks.get(event["group"], 1)
+            elif name == runlog.RUN_START:
+                config = {**MLLOG_DEFAULTS, **event["config"]}
+                start = event
+            elif name == runlog.SYSTEM:  # written after run_start in the log, before the mllog description
+                system = {"accelerators_per_node": 0, **event}
+                writer.run_start(config, system, start["segment"], start["time"])
+            elif name == runlog.EPOCH:
+                writer.epoch_start(event["task"], event["epoch"], event["start"], batch.get(event["task"], 0))
+                writer.epoch_stop(event["task"], event)
+            elif name == runlog.RUN_STOP:
+                writer.run_stop(event["reason"], event["time"])
+    finally:
+        writer.close()
     return run_dir
 
 
@@ -153,11 +194,14 @@ def find(events: list[dict], name: str, **fields: object) -> dict:
     return next(e for e in events if e["event"] == name and all(e.get(k) == v for k, v in fields.items()))
 
 
-def forge(run_dir: Path, change: Callable[[list[dict]], list[dict] | None], step: float = 50.0) -> None:
+def forge(run_dir: Path, change: Callable[[list[dict]], list[dict] | None], step: float = 50.0,
+          mllog: bool = True) -> None:  # fmt: skip
     """Change the log as a careful forger would: then rescore it with the package's own score code.
 
     Every ``score`` event is recomputed from the events before it, and ``score.json`` from the whole log,
     so the checks that recompute the score agree with the forgery: only the rules it breaks can name it.
+    ``mllog``: write ``mllog.log`` again from the forged log too (False: leave the honest one, for the
+    side-file checks to find).
     """
     events = read_log(run_dir)
     events = change(events) or events
@@ -166,6 +210,8 @@ def forge(run_dir: Path, change: Callable[[list[dict]], list[dict] | None], step
             score = compute_score([e for e in events[:index] if e["event"] != runlog.SCORE], step=step)
             event.update({k: v for k, v in score.to_dict().items() if k != "grid"})
     write_log(run_dir, events)
+    if mllog:
+        write_mllog(run_dir, events)
     score = compute_score([e for e in events if e["event"] != runlog.SCORE], step=step)
     (run_dir / "score.json").write_text(json.dumps(score.to_dict(), indent=2))
 
@@ -204,3 +250,38 @@ def pristine(tmp_path_factory) -> Path:
 def run(pristine, tmp_path) -> Path:
     """A fresh copy of :func:`pristine` to tamper with."""
     return Path(shutil.copytree(pristine, tmp_path / "run"))
+
+
+def write_best(run_dir: Path) -> Path:
+    """Write ``best/`` as the export room does (metadata.json, ops.json, graph.json), without TensorFlow.
+
+    The model file and the versions need TensorFlow and are left out; every field the verifier compares is
+    built by the export room's own functions (:func:`aiperf_mpi.export.read_run`, ``choose``'s rule, ``lineage``,
+    ``trained_graph``) from the log as it stands.
+    """
+    from aiperf_mpi import export
+
+    facts = export.read_run(run_dir)
+    task = facts.tasks[facts.best]
+    graph = export.trained_graph(facts, task)
+    ops = count_ops(graph)
+    saved = task.saved_epoch or {}
+    meta = {
+        "format": export.FORMAT, "task": task.task, "model_id": task.model_id,
+        "dataset": {"name": str(facts.config.get("dataset", ""))},
+        "accuracy": {"weights": saved.get("val_accuracy"), "validation_samples": saved.get("validation_samples"),
+                     "epoch": saved.get("epoch"), "best_epoch": task.accuracy, "run_best": facts.run_best_accuracy},
+        "hparams": task.hparams,
+        "training": {"epochs": task.epochs, "stop": task.stop, "precision": facts.config.get("precision", "fp32")},
+        "params": {"total": ops.params, "trainable": ops.trainable_params},
+        "ops_per_sample": {"forward": ops.forward_eval, "forward_train": ops.forward_train, "backward": ops.backward,
+                           "training": ops.forward_train + ops.backward, "update_per_step": ops.update,
+                           "macs": ops.macs},
+        "lineage": export.lineage(facts, task),
+    }  # fmt: skip
+    best = run_dir / "best"
+    best.mkdir(exist_ok=True)
+    (best / "metadata.json").write_text(json.dumps(meta, indent=2))
+    (best / "ops.json").write_text(json.dumps(ops.to_dict(), indent=1) + "\n")
+    (best / "graph.json").write_text(to_json(graph) + "\n")
+    return best

@@ -91,7 +91,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, case: str) -> None:
         with_dataset(run_dir, "cifar10")
         write_cifar(tmp_path / "cifar", per_file=20)
         args += ["--data-path", tmp_path / "cifar"]
-        expected = "'s validation split holds 20 images; the run validated 100: not the run's data"
+        expected = "'s validation split holds 20 images; the run validated 360: not the run's data"
     elif case == "digits with a path":
         args += ["--data-path", tmp_path]
         expected = "digits: the data set is embedded or generated: --data-path does not apply"

@@ -267,7 +267,7 @@ def test_a_bundle_holds_the_run_without_weights_and_verifies(run, tmp_path, caps
     assert "left out: weights/ (1 file, 0.0 MB" in printed and "left out: best/model.keras (a model file" in printed
     files = _members(out)
     assert sorted(files) == sorted(f"run/{name}" for name in (
-        "events.jsonl", "score.json", "graphs/task-0.json", "graphs/task-1.json", "report/report.md",
+        "events.jsonl", "mllog.log", "score.json", "graphs/task-0.json", "graphs/task-1.json", "report/report.md",
         "best/graph.json", "best/model_card.md", "system.json", "verify.txt", "verify.json", "MANIFEST"))  # fmt: skip
     manifest = verify.read_manifest(files["run/MANIFEST"].decode())
     assert set(manifest) == {name[len("run/"):] for name in files} - {"MANIFEST"}
@@ -276,7 +276,10 @@ def test_a_bundle_holds_the_run_without_weights_and_verifies(run, tmp_path, caps
     system = json.loads(files["run/system.json"])
     assert system["segments"][0]["provenance"]["source_sha256"] and system["segments"][0]["layout"]["groups"]
     assert verify.main([str(out)]) == 0
-    assert "bundle manifest     ok            10 of 10 files as MANIFEST lists them" in capsys.readouterr().out
+    rows = {line.split("  ")[0]: line.split() for line in capsys.readouterr().out.splitlines() if "  " in line}
+    assert rows["bundle manifest"][2:] == ["ok", "11", "of", "11", "files", "as", "MANIFEST", "lists", "them"]
+    assert rows["bundle verify.txt/json"][2] == "ok" and rows["bundle system.json"][2] == "ok"
+    assert rows["mllog.log"][1] == "ok" and "4 of 4 epochs equal their events" in " ".join(rows["mllog.log"])
 
 
 def _repack(archive: Path, out: Path, change) -> None:

@@ -1,0 +1,730 @@
+"""The side files against the event log: ``mllog.log``, ``best/``, and a bundle's ``verify.*`` and ``system.json``.
+
+``events.jsonl`` is the record verify recomputes everything from; the side
+files repeat parts of it for other readers (mlcommons' tools, a person
+loading the best model, a reviewer opening a bundle).  A forger who edits
+the log and rescores it consistently leaves them telling the old story, and
+one who edits a side file leaves it disagreeing with the log; either way a
+row here names the file, the event or task, and the rule.
+
+* **mllog.log** (:mod:`aiperf_mpi.job.mllog`): read streaming, line by line,
+  beside the event walk.  Per epoch its ``epoch_start`` (the epoch's
+  ``start``), ``epoch_stop`` (its ``end``, ``ops``, ``train_samples``),
+  ``eval_accuracy`` (``val_accuracy``, ``validation_samples``; the samples
+  against steps × global batch are the ``counts`` row's); per segment its
+  ``run_start`` and ``run_stop`` (time, segment, reason).
+  Times are compared in whole milliseconds as the writer rounds them
+  (``int(seconds × 1000)``), a late line's true time being its
+  ``metadata.event_time_ms``.  Every epoch event has its lines, and no
+  epoch of mllog lacks its event, except an epoch begun and cut: an
+  ``epoch_start`` alone for the epoch after its task's last, when the task
+  was discarded at ``run_stop``, failed, gave up with no epoch (the time
+  limit), or was still training when its segment was killed.
+  **A killed segment's last second.**  The writer flushes at most once a
+  second, so a segment killed without ``run_stop`` may lack the lines
+  written after its last flush.  Missing epochs are tolerated then, and
+  only then, when they are the segment's last epochs (no epoch after the
+  first missing one has its lines) and were logged within
+  :data:`FLUSH_WINDOW` seconds of each other; they are noted, not failed.
+  A forger can hide at most that last second this way.
+  Memory: the lines read ahead of the event walk are kept until their epoch
+  event comes, at most :data:`LOOKAHEAD_SECONDS` of log time, plus the
+  begun-and-cut epochs until their segment ends.
+* **best/metadata.json, best/ops.json, best/graph.json**
+  (:mod:`aiperf_mpi.export`): the task is the best trained model (ties: the
+  earliest) as of the log's last ``run_stop``, and its model id, accuracy
+  (the best epoch's), the saved epoch's accuracy and samples, hyper-
+  parameters, data set, precision, epochs and every lineage step (task,
+  model, parent, description, accuracy, hyper-parameters; each step's parent
+  the previous step's model) are the log's; the operations per sample and
+  the graph are recounted from the task's graph file.  A run without
+  ``best/`` (ended by a signal, synthetic data) is noted, not failed.
+* **a bundle's verify.txt and verify.json** (:mod:`analysis.bundle`): their
+  verdict, validity, broken rules and each row's verdict equal what verify
+  recomputes now (the bundle's own rows apart); **system.json**: each
+  segment's ``system``, ``layout``, ``peak`` events and provenance, as in the
+  log.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from aiperf_mpi.graph.model import GraphError, from_json, to_json, with_kernel_size
+from aiperf_mpi.graph.ops import count_ops
+from aiperf_mpi.results import runlog
+from analysis.logdata import loads
+from analysis.verify import MISMATCH, OK, Check, Lines, Verification, _short, same
+
+PREFIX = ":::MLLOG "
+MLLOG_FILE = "mllog.log"
+FLUSH_SECONDS = 1.0
+"""the writer's name and flush interval (``aiperf_mpi.job.mllog``, a room analysis does not import; a unit test
+holds the two equal)"""
+FLUSH_WINDOW = FLUSH_SECONDS + 0.25
+"""seconds of a killed segment's last epochs that may lack their mllog lines: the writer's flush interval, and
+0.25 s for the two clocks that time it (``time.monotonic`` for the flush, ``time.time`` for the events)"""
+LOOKAHEAD_SECONDS = 60.0
+"""how far (in the lines' time) mllog is read ahead of the event walk looking for an epoch's lines"""
+MLLOG_RULE = "rule: mllog.log repeats the events"
+BEST_RULE = "rule: best/ describes the run's best model"
+BUNDLE_RULE = "rule: the bundle's verdict is the one verify recomputes"
+SYSTEM_RULE = "rule: system.json is the log's system description"
+BEST = "best"
+BUNDLE_ROWS = ("bundle manifest", "bundle verify.txt/json", "bundle system.json")
+"""rows only a bundle has: the verdict written into the bundle was made before they existed"""
+VERDICT_FILES = ("verify.txt", "verify.json")
+SYSTEM_FILE = "system.json"
+SYSTEM_EVENTS = (runlog.SYSTEM, runlog.LAYOUT, runlog.PEAK)
+
+
+def milliseconds(seconds: object) -> int | None:
+    """A time as the mllog writer writes it (``int(seconds × 1000)``); None for what is not a time."""
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not math.isfinite(seconds):
+        return None
+    return int(seconds * 1000)
+
+
+class SystemDescription:
+    """Each segment's system, layout, peaks and provenance, built from the events one at a time.
+
+    The bundle writes it as ``system.json`` (:func:`analysis.bundle.system_description`) and verify rebuilds it
+    during its walk to compare: one code for both.
+    """
+
+    def __init__(self) -> None:
+        self.segments: list[dict] = []
+
+    def add(self, event: dict) -> None:
+        name = event.get(runlog.EVENT)
+        if name == runlog.RUN_START:
+            self.segments.append({"segment": event.get("segment"), "provenance": event.get("provenance"),
+                                  runlog.SYSTEM: None, runlog.LAYOUT: None, runlog.PEAK: []})  # fmt: skip
+        elif self.segments and name in SYSTEM_EVENTS:
+            if name == runlog.PEAK:
+                self.segments[-1][runlog.PEAK].append(event)
+            else:
+                self.segments[-1][name] = event
+
+    def to_dict(self) -> dict:
+        return {"segments": self.segments}
+
+
+# --------------------------------------------------------------------------- mllog.log
+
+
+@dataclass
+class _MLEpoch:
+    """What mllog says of one epoch (only what is compared)."""
+
+    line: int
+    start_ms: int | None = None
+    stop_ms: int | None = None
+    ops: object = None
+    train_samples: object = None
+    has_eval: bool = False
+    accuracy: object = None
+    eval_samples: object = None
+
+    @property
+    def complete(self) -> bool:
+        return self.stop_ms is not None and self.has_eval
+
+
+def _line_time(record: dict) -> int | None:
+    """A line's true time: ``metadata.event_time_ms`` on a late line, else ``time_ms``."""
+    meta = record.get("metadata") if isinstance(record.get("metadata"), dict) else {}
+    value = meta.get("event_time_ms", record.get("time_ms"))
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+class _MLLogReader:
+    """``mllog.log`` one line at a time, read ahead of the event walk only as far as a question needs."""
+
+    def __init__(self, path: Path, problems: Lines) -> None:
+        self.path = path
+        self.problems = problems
+        self.lines = self._records(path)
+        self.number = 0
+        self.held: tuple[int, dict] | None = None
+        """a ``run_start`` line read ahead: it opens the next segment, not the one being read"""
+        self.pending: dict[tuple[int, int], _MLEpoch] = {}
+        self.stop_line: tuple[int, dict] | None = None
+        """the current segment's ``run_stop`` line"""
+        self.ended = False
+        self.cut_tail = 0
+        self.count = 0
+
+    def _records(self, path: Path) -> Iterator[tuple[int, dict]]:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            number = 0
+            for text in handle:
+                number += 1
+                if not text.endswith("\n"):  # the last line, cut by a kill mid-write
+                    self.cut_tail = len(text)
+                    return
+                if not text.startswith(PREFIX):
+                    if text.strip():
+                        self.problems.append(f"mllog.log line {number}: not a ':::MLLOG' line ({MLLOG_RULE})")
+                    continue
+                try:
+                    record = loads(text[len(PREFIX):])
+                except (ValueError, RecursionError):
+                    record = None
+                if not isinstance(record, dict) or not isinstance(record.get("key"), str):
+                    self.problems.append(f"mllog.log line {number}: not an MLLOG JSON object ({MLLOG_RULE})")
+                    continue
+                yield number, record
+
+    def _next(self) -> tuple[int, dict] | None:
+        """The next line of the current segment; None at its end (the next run_start, held) or the file's."""
+        if self.held is not None or self.ended:
+            return None
+        found = next(self.lines, None)
+        if found is None:
+            self.ended = True
+            return None
+        self.count += 1
+        if found[1]["key"] == "run_start":
+            self.held = found
+            return None
+        return found
+
+    def _absorb(self, number: int, record: dict) -> None:
+        key = record["key"]
+        meta = record.get("metadata") if isinstance(record.get("metadata"), dict) else {}
+        if key == "run_stop":
+            if self.stop_line is not None:
+                self.problems.append(f"mllog.log line {number}: a second run_stop in one segment ({MLLOG_RULE})")
+            self.stop_line = (number, record)
+            return
+        if key not in ("epoch_start", "epoch_stop", "eval_accuracy"):
+            return
+        task, epoch = meta.get("task"), meta.get("epoch_num")
+        if not isinstance(task, int) or not isinstance(epoch, int):
+            self.problems.append(f"mllog.log line {number}: {key} without its task and epoch_num ({MLLOG_RULE})")
+            return
+        entry = self.pending.get((task, epoch))
+        if entry is None:
+            entry = self.pending[(task, epoch)] = _MLEpoch(number)
+        if key == "epoch_start":
+            entry.start_ms = _line_time(record)
+        elif key == "epoch_stop":
+            entry.stop_ms = _line_time(record)
+            entry.ops, entry.train_samples = meta.get("ops"), meta.get("train_samples")
+        elif key == "eval_accuracy":
+            entry.has_eval, entry.accuracy, entry.eval_samples = True, record.get("value"), meta.get("eval_samples")
+
+    def read_until(self, done, limit_ms: float = math.inf) -> None:
+        """Read lines of the current segment until ``done()``, a line later than ``limit_ms``, or its end."""
+        while not done():
+            found = self._next()
+            if found is None:
+                return
+            self._absorb(*found)
+            time_ms = found[1].get("time_ms")
+            if isinstance(time_ms, int | float) and time_ms > limit_ms:
+                return
+
+    def enter_segment(self) -> tuple[int, dict] | None:
+        """Skip to the next segment's ``run_start`` line (its staging and description lines before it)."""
+        while self.held is None and not self.ended:
+            found = self._next()
+            if found is not None:
+                self._absorb(*found)
+        opened, self.held = self.held, None
+        self.stop_line = None
+        return opened
+
+
+@dataclass
+class _Missing:
+    """The epochs of one segment whose mllog lines are absent: a killed segment may lack its last second."""
+
+    lines: Lines
+    count: int = 0
+    first_time: float = math.inf
+    last_time: float = -math.inf
+    matched_after: bool = False
+    """an epoch after the first missing one has its lines: not a lost tail"""
+
+
+class MLLogCheck:
+    """``mllog.log`` against the events, streamed beside the verifier's walk (see the module's doc)."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.check = Check("mllog.log")
+        self.path = run_dir / MLLOG_FILE
+        self.reader: _MLLogReader | None = None
+        if self.path.is_file():
+            self.reader = _MLLogReader(self.path, self.check.problems)
+        else:
+            self.check.problems.append(f"mllog.log is missing: every run writes one ({MLLOG_RULE})")
+        self.segment = 0
+        self.stopped = False
+        self.discarded: set[int] = set()
+        self.open_epochs: dict[int, int] = {}
+        """task → epochs logged, for the tasks still training in this segment"""
+        self.cut_allowed: dict[int, int] = {}
+        """task → the one epoch number that may have begun and been cut (no epoch event)"""
+        self.missing = _Missing(Lines())
+        self.compared = self.epochs = 0
+        self.tolerated = 0
+
+    def event(self, event: dict) -> None:
+        if self.reader is None:
+            return
+        name = event.get(runlog.EVENT)
+        if name == runlog.RUN_START:
+            self._end_segment()
+            self._start_segment(event)
+        elif self.segment == 0:
+            return
+        elif name == runlog.EPOCH:
+            self._epoch(event)
+        elif name in (runlog.MODEL_DONE, runlog.MODEL_FAILED):
+            task = event.get("task")
+            done = self.open_epochs.pop(task, 0)
+            model = event.get("model") if isinstance(event.get("model"), dict) else {}
+            if name == runlog.MODEL_FAILED or model.get("status") == "failed" or not done:
+                self.cut_allowed[task] = done + 1
+        elif name == runlog.RUN_STOP:
+            self._run_stop(event)
+
+    def _start_segment(self, event: dict) -> None:
+        self.segment += 1
+        self.stopped = False
+        self.discarded, self.open_epochs, self.cut_allowed = set(), {}, {}
+        self.missing = _Missing(Lines())
+        opened = self.reader.enter_segment()
+        where = f"segment {self.segment}'s run_start"
+        if opened is None:
+            self.check.problems.append(f"mllog.log: no run_start line for {where} ({MLLOG_RULE})")
+            return
+        number, record = opened
+        meta = record.get("metadata") if isinstance(record.get("metadata"), dict) else {}
+        if meta.get("segment") != event.get("segment"):
+            self.check.problems.append(f"mllog.log line {number}: run_start of segment {_short(meta.get('segment'))}"
+                                       f", the event log's {where} is segment {event.get('segment')} "
+                                       f"({MLLOG_RULE})")  # fmt: skip
+        if _line_time(record) != milliseconds(event.get(runlog.TIME)):
+            self.check.problems.append(f"mllog.log line {number}: run_start at {_line_time(record)} ms, {where} at "
+                                       f"{milliseconds(event.get(runlog.TIME))} ms ({MLLOG_RULE})")  # fmt: skip
+
+    def _epoch(self, event: dict) -> None:
+        self.epochs += 1
+        task, number = event.get("task"), event.get("epoch")
+        self.open_epochs[task] = self.open_epochs.get(task, 0) + 1
+        key = (task, number)
+        pending = self.reader.pending
+        logged = event.get(runlog.TIME)
+        times = [t for t in (logged, event.get("end")) if isinstance(t, int | float) and not isinstance(t, bool)]
+        limit = (max(times) + LOOKAHEAD_SECONDS) * 1000 if times else math.inf
+        self.reader.read_until(lambda: key in pending and pending[key].complete, limit)
+        entry = pending.pop(key, None)
+        where = f"task {task} epoch {number}"
+        if entry is None or not entry.complete:
+            what = "no lines" if entry is None else ("no epoch_stop" if entry.stop_ms is None else "no eval_accuracy")
+            missing = self.missing
+            missing.count += 1
+            missing.lines.append(f"mllog.log: {where} (event logged at {_short(logged)}): {what} ({MLLOG_RULE}: "
+                                 "every epoch event has its mllog lines)")  # fmt: skip
+            if isinstance(logged, int | float):
+                missing.first_time = min(missing.first_time, logged)
+                missing.last_time = max(missing.last_time, logged)
+            return
+        if self.missing.count:
+            self.missing.matched_after = True
+        wrong = []
+        for label, theirs, mine in (
+            ("epoch_start time", entry.start_ms, milliseconds(event.get("start"))),
+            ("epoch_stop time", entry.stop_ms, milliseconds(event.get("end"))),
+            ("ops", entry.ops, event.get("ops")),
+            ("train_samples", entry.train_samples, event.get("train_samples")),
+            ("eval_accuracy", entry.accuracy, event.get("val_accuracy")),
+            ("eval_samples", entry.eval_samples, event.get("validation_samples")),
+        ):
+            if not same(theirs, mine):
+                wrong.append(f"{label} {_short(theirs)}, the epoch event {_short(mine)}")
+        if wrong:
+            self.check.problems.append(f"mllog.log line {entry.line}: {where}: {'; '.join(wrong)} ({MLLOG_RULE})")
+        else:
+            self.compared += 1
+
+    def _run_stop(self, event: dict) -> None:
+        self.stopped = True
+        tasks = event.get("discarded_tasks")
+        for task in tasks if isinstance(tasks, list) else ():
+            self.cut_allowed[task] = self.open_epochs.get(task, 0) + 1
+        reader = self.reader
+        reader.read_until(lambda: reader.stop_line is not None)
+        where = f"segment {self.segment}'s run_stop"
+        if reader.stop_line is None:
+            self.check.problems.append(f"mllog.log: no run_stop line for {where} ({MLLOG_RULE})")
+            return
+        number, record = reader.stop_line
+        meta = record.get("metadata") if isinstance(record.get("metadata"), dict) else {}
+        if _line_time(record) != milliseconds(event.get(runlog.TIME)):
+            self.check.problems.append(f"mllog.log line {number}: run_stop at {_line_time(record)} ms, {where} at "
+                                       f"{milliseconds(event.get(runlog.TIME))} ms ({MLLOG_RULE})")  # fmt: skip
+        if meta.get("reason") != event.get("reason"):
+            self.check.problems.append(f"mllog.log line {number}: run_stop reason {_short(meta.get('reason'))}, "
+                                       f"{where} {_short(event.get('reason'))} ({MLLOG_RULE})")  # fmt: skip
+
+    def _end_segment(self) -> None:
+        """The segment's remaining lines: epochs of mllog without their event, and the lost tail of a kill."""
+        if self.segment == 0:
+            return
+        reader = self.reader
+        reader.read_until(lambda: False)
+        if not self.stopped and reader.stop_line is not None:
+            self.check.problems.append(f"mllog.log line {reader.stop_line[0]}: a run_stop for segment {self.segment},"
+                                       f" which the event log does not stop ({MLLOG_RULE})")  # fmt: skip
+        for (task, number), entry in sorted(reader.pending.items()):
+            where = f"mllog.log line {entry.line}: task {task} epoch {number}"
+            if entry.stop_ms is not None or entry.has_eval:
+                self.check.problems.append(f"{where}: an epoch_stop/eval_accuracy without an epoch event "
+                                           f"({MLLOG_RULE}: no mllog epoch without its event)")  # fmt: skip
+            elif self.cut_allowed.get(task) == number or (not self.stopped and
+                                                          self.open_epochs.get(task, 0) + 1 == number):  # fmt: skip
+                continue  # begun and cut: discarded at run_stop, failed, given up, or killed while training
+            else:
+                self.check.problems.append(f"{where}: an epoch_start without an epoch event, and its task was "
+                                           "neither discarded at run_stop, failed, given up at the time limit nor "
+                                           f"training when its segment was killed ({MLLOG_RULE})")  # fmt: skip
+        reader.pending.clear()
+        missing = self.missing
+        if missing.count:
+            lost_tail = (not self.stopped and not missing.matched_after
+                         and missing.last_time - missing.first_time <= FLUSH_WINDOW)  # fmt: skip
+            if lost_tail:
+                self.tolerated += missing.count
+                self.check.notes.append(f"segment {self.segment} was killed (no run_stop): its last "
+                                        f"{missing.count} epoch(s), logged within {FLUSH_WINDOW:g} s, have no mllog "
+                                        "lines (mllog.log is flushed once a second)")  # fmt: skip
+            else:
+                self.check.problems += missing.lines
+                if missing.lines.dropped:
+                    self.check.problems.dropped += missing.lines.dropped
+
+    def finish(self) -> Check:
+        if self.reader is None:
+            return self.check
+        self._end_segment()
+        reader = self.reader
+        if reader.held is not None:
+            self.check.problems.append(f"mllog.log line {reader.held[0]}: a run_start of a segment the event log "
+                                       f"does not have ({MLLOG_RULE})")  # fmt: skip
+        elif not reader.ended:
+            reader.read_until(lambda: False)
+        if reader.cut_tail:
+            self.check.notes.append(f"mllog.log ends in a cut line ({reader.cut_tail} bytes): the run was killed "
+                                    "while writing")  # fmt: skip
+        tolerated = f", {self.tolerated} lost with a killed segment's last second" if self.tolerated else ""
+        self.check.summary = (f"{reader.count} lines; {self.compared} of {self.epochs} epochs equal their events "
+                              f"(start, stop, ops, samples, accuracy){tolerated}; {self.segment} segment(s)")
+        return self.check
+
+
+# --------------------------------------------------------------------------- best/
+
+
+class BestCheck:
+    """``best/metadata.json``, ``best/ops.json`` and ``best/graph.json`` against the log (see the module's doc)."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.check = Check("best/ (exported model)")
+        self.meta: dict | None = None
+        self.tasks: set[int] = set()
+        self.model_ids: set[int] = set()
+        path = run_dir / BEST / "metadata.json"
+        if not path.is_file():
+            self.check.notes.append("not present: the run published no best model (ended by a signal, synthetic "
+                                    "data, or an export that failed)")  # fmt: skip
+            self.check.summary = "not present"
+            return
+        try:
+            meta = json.loads(path.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+            self.check.problems.append(f"best/metadata.json is not readable: {' '.join(str(exc).split())[:160]} "
+                                       f"({BEST_RULE})")  # fmt: skip
+            return
+        if not isinstance(meta, dict) or not isinstance(meta.get("task"), int):
+            self.check.problems.append(f"best/metadata.json has no task ({BEST_RULE})")
+            return
+        self.meta = meta
+        self.tasks.add(meta["task"])
+        steps = meta.get("lineage") if isinstance(meta.get("lineage"), list) else []
+        for step in steps:
+            if isinstance(step, dict):
+                if isinstance(step.get("task"), int):
+                    self.tasks.add(step["task"])
+                if isinstance(step.get("model_id"), int):
+                    self.model_ids.add(step["model_id"])
+        self.proposals: dict[int, dict] = {}
+        self.records: dict[int, dict] = {}
+        self.seen_ids: set[int] = set()
+        self.best: tuple[float, int] | None = None
+        self.best_at_stop: tuple[float, int] | None = None
+        self.stopped = False
+        self.config: dict = {}
+
+    def event(self, event: dict) -> None:
+        if self.meta is None:
+            return
+        name = event.get(runlog.EVENT)
+        if name == runlog.RUN_START:
+            self.config = event.get("config") if isinstance(event.get("config"), dict) else {}
+        elif name == runlog.MODEL_PROPOSED and event.get("task") in self.tasks:
+            self.proposals[event["task"]] = event
+        elif name == runlog.MODEL_DONE:
+            model = event.get("model") if isinstance(event.get("model"), dict) else {}
+            if model.get("id") in self.model_ids:
+                self.seen_ids.add(model["id"])
+            if event.get("task") in self.tasks:
+                self.records[event["task"]] = model
+            accuracy = model.get("accuracy")
+            if model.get("status") == "trained" and isinstance(accuracy, int | float) and math.isfinite(accuracy) \
+                    and (self.best is None or accuracy > self.best[0]):  # fmt: skip
+                self.best = (accuracy, event.get("task"))
+        elif name == runlog.RUN_STOP:
+            self.stopped, self.best_at_stop = True, self.best
+
+    def finish(self) -> Check:
+        meta = self.meta
+        if meta is None:
+            return self.check
+        problems = self.check.problems
+        task = meta["task"]
+
+        def wrong(field: str, theirs: object, mine: object, what: str = "the log") -> None:
+            if not same(theirs, mine):
+                problems.append(f"best/metadata.json: task {task}: {field} {_short(theirs)}, {what} "
+                                f"{_short(mine)} ({BEST_RULE})")  # fmt: skip
+
+        best = self.best_at_stop if self.stopped else self.best
+        if best is None:
+            problems.append(f"best/metadata.json: task {task}, but no model finished training in the log "
+                            f"({BEST_RULE})")  # fmt: skip
+        elif best[1] != task:
+            problems.append(f"best/metadata.json: task {task}, the log's best model is task {best[1]} (accuracy "
+                            f"{best[0]:g}) ({BEST_RULE})")  # fmt: skip
+        record, proposal = self.records.get(task), self.proposals.get(task)
+        if record is None or proposal is None:
+            problems.append(f"best/metadata.json: task {task} has no model_proposed and model_done in the log "
+                            f"({BEST_RULE})")  # fmt: skip
+            return self._summary()
+        wrong("model_id", meta.get("model_id"), record.get("id"))
+        accuracy = meta.get("accuracy") if isinstance(meta.get("accuracy"), dict) else {}
+        wrong("accuracy.best_epoch", accuracy.get("best_epoch"), record.get("accuracy"), "its model_done")
+        epochs = [e for e in record.get("epochs") or [] if isinstance(e, dict)]
+        saved = self._saved_epoch(record, epochs)
+        for field, key in (("weights", "val_accuracy"), ("validation_samples", "validation_samples"),
+                           ("epoch", "epoch")):  # fmt: skip
+            wrong(f"accuracy.{field}", accuracy.get(field), saved.get(key), "its saved epoch")
+        wrong("hparams", meta.get("hparams"), record.get("hparams"), "its model_done")
+        training = meta.get("training") if isinstance(meta.get("training"), dict) else {}
+        wrong("training.epochs", training.get("epochs"), len(epochs))
+        wrong("training.precision", training.get("precision"), self.config.get("precision", "fp32"), "the config")
+        dataset = meta.get("dataset") if isinstance(meta.get("dataset"), dict) else {}
+        wrong("dataset.name", dataset.get("name"), str(self.config.get("dataset", "")), "the config")
+        self._lineage(meta, task)
+        self._recount(meta, task, proposal, record)
+        return self._summary()
+
+    @staticmethod
+    def _saved_epoch(record: dict, epochs: list[dict]) -> dict:
+        """The epoch whose weights were saved: the logged ``weights_epoch``, else the last (as the export says)."""
+        timings = record.get("timings") if isinstance(record.get("timings"), dict) else {}
+        chosen = timings.get("weights_epoch")
+        for epoch in epochs:
+            if chosen is not None and epoch.get("epoch") == chosen:
+                return epoch
+        return epochs[-1] if epochs else {}
+
+    def _lineage(self, meta: dict, task: int) -> None:
+        problems = self.check.problems
+        steps = meta.get("lineage")
+        if not isinstance(steps, list) or not steps or not all(isinstance(s, dict) for s in steps):
+            problems.append(f"best/metadata.json: task {task}: no lineage ({BEST_RULE})")
+            return
+        if steps[-1].get("task") != task:
+            problems.append(f"best/metadata.json: task {task}: its lineage ends at task "
+                            f"{_short(steps[-1].get('task'))} ({BEST_RULE})")  # fmt: skip
+        for index, step in enumerate(steps):
+            where = f"best/metadata.json: task {task}: lineage step {index + 1}"
+            if index + 1 < len(steps) and steps[index + 1].get("parent_model_id") != step.get("model_id"):
+                problems.append(f"{where} is model {_short(step.get('model_id'))}, the next step's parent "
+                                f"{_short(steps[index + 1].get('parent_model_id'))} ({BEST_RULE})")  # fmt: skip
+            if step.get("task") is None:  # the export's '(not in the log)': the log must indeed lack that model
+                if index or step.get("model_id") in self.seen_ids:
+                    problems.append(f"{where}: model {_short(step.get('model_id'))} said not to be in the log, "
+                                    f"which has it ({BEST_RULE})")  # fmt: skip
+                continue
+            proposal, record = self.proposals.get(step["task"]), self.records.get(step["task"])
+            if proposal is None or record is None:
+                problems.append(f"{where}: task {_short(step['task'])} has no model_proposed and model_done in the "
+                                f"log ({BEST_RULE})")  # fmt: skip
+                continue
+            logged = {"model_id": record.get("id"), "parent_model_id": proposal.get("parent"),
+                      "description": str(proposal.get("description", "")), "accuracy": record.get("accuracy"),
+                      "hparams": record.get("hparams")}  # fmt: skip
+            for field, mine in logged.items():
+                if not same(step.get(field), mine):
+                    problems.append(f"{where} (task {step['task']}): {field} {_short(step.get(field))}, the log "
+                                    f"{_short(mine)} ({BEST_RULE})")  # fmt: skip
+        if steps[0].get("task") is not None and steps[0].get("parent_model_id") is not None:
+            problems.append(f"best/metadata.json: task {task}: its lineage starts at a model with a parent "
+                            f"({BEST_RULE})")  # fmt: skip
+
+    def _recount(self, meta: dict, task: int, proposal: dict, record: dict) -> None:
+        """Operations per sample and the graph, from the task's graph file as the trainer built it."""
+        problems = self.check.problems
+        name = str(proposal.get("graph_file", ""))
+        root = self.run_dir.resolve()
+        try:
+            path = (root / name).resolve()
+            if root not in path.parents:
+                raise ValueError(f"{name!r} lies outside the run directory")
+            graph = from_json(path.read_bytes())
+            kernel = (record.get("hparams") or {}).get("kernel_size")
+            graph = graph if kernel is None else with_kernel_size(graph, kernel)
+            ops = count_ops(graph)
+        except (OSError, RuntimeError, ValueError, GraphError, KeyError, TypeError) as exc:
+            problems.append(f"best/: task {task}: its graph file cannot be recounted: "
+                            f"{' '.join(str(exc).split())[:160]} ({BEST_RULE})")  # fmt: skip
+            return
+        per_sample = meta.get("ops_per_sample") if isinstance(meta.get("ops_per_sample"), dict) else {}
+        recounted = {"forward": ops.forward_eval, "forward_train": ops.forward_train, "backward": ops.backward,
+                     "training": ops.forward_train + ops.backward, "update_per_step": ops.update, "macs": ops.macs}
+        for field, mine in recounted.items():
+            if not same(per_sample.get(field), mine):
+                problems.append(f"best/metadata.json: task {task}: ops_per_sample.{field} "
+                                f"{_short(per_sample.get(field))}, recounted {mine} ({BEST_RULE})")  # fmt: skip
+        params = meta.get("params") if isinstance(meta.get("params"), dict) else {}
+        if not same(params, {"total": ops.params, "trainable": ops.trainable_params}):
+            problems.append(f"best/metadata.json: task {task}: params {_short(params)}, recounted "
+                            f"{ops.params} ({ops.trainable_params} trainable) ({BEST_RULE})")  # fmt: skip
+        self._file_equals("ops.json", task, ops.to_dict(), json.loads)
+        self._file_equals("graph.json", task, to_json(graph), lambda text: text.strip())
+
+    def _file_equals(self, name: str, task: int, mine: object, read) -> None:
+        path = self.run_dir / BEST / name
+        if not path.is_file():
+            if name == "ops.json":  # written with metadata.json, always
+                self.check.problems.append(f"best/ops.json is missing beside best/metadata.json ({BEST_RULE})")
+            return
+        try:
+            theirs = read(path.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            theirs = None
+        if not same(theirs, mine):
+            self.check.problems.append(f"best/{name}: task {task}: not the recount of its graph file ({BEST_RULE})")
+
+    def _summary(self) -> Check:
+        meta = self.meta or {}
+        self.check.summary = (f"task {meta.get('task')}: metadata.json, ops.json and graph.json against the log and "
+                              "the recount of its graph")  # fmt: skip
+        return self.check
+
+
+# --------------------------------------------------------------------------- a bundle's own files
+
+
+def bundle_checks(root: Path, recomputed: Verification, system: SystemDescription) -> list[Check]:
+    """verify.txt/verify.json against ``recomputed``, system.json against ``system`` (a bundle only)."""
+    verdict = Check("bundle verify.txt/json")
+    rows = {c.name: c.verdict for c in recomputed.checks if c.name not in BUNDLE_ROWS}
+    verified = all(v == OK for v in rows.values())
+    try:
+        recorded = json.loads((root / "verify.json").read_text(encoding="utf-8"))
+        if not isinstance(recorded, dict):
+            raise ValueError("not a JSON object")
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError) as exc:
+        verdict.problems.append(f"verify.json is not readable: {' '.join(str(exc).split())[:160]} ({BUNDLE_RULE})")
+        recorded = None
+    if recorded is not None:
+        for field, mine in (("verified", verified), ("valid", recomputed.valid),
+                            ("broken_rules", recomputed.broken_rules)):  # fmt: skip
+            if not same(recorded.get(field), mine):
+                verdict.problems.append(f"verify.json: {field} {_short(recorded.get(field))}, recomputed "
+                                        f"{_short(mine)} ({BUNDLE_RULE})")  # fmt: skip
+        theirs = {c.get("name"): c.get("verdict") for c in recorded.get("checks") or [] if isinstance(c, dict)}
+        for name, mine in rows.items():
+            if name not in theirs:
+                verdict.notes.append(f"verify.json has no row {name!r} (made by an older verifier)")
+            elif theirs[name] != mine:
+                verdict.problems.append(f"verify.json: row {name!r} says {_short(theirs[name])}, recomputed {mine} "
+                                        f"({BUNDLE_RULE})")  # fmt: skip
+    try:
+        text = (root / "verify.txt").read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        verdict.problems.append(f"verify.txt is not readable: {exc.__class__.__name__} ({BUNDLE_RULE})")
+        text = None
+    if text is not None:
+        lines = text.splitlines()
+        shown = next((line for line in reversed(lines) if line.startswith("verdict: ")), None)
+        mine = _verdict_line(verified, recomputed)
+        if shown != mine:
+            verdict.problems.append(f"verify.txt: {_short(shown)}, recomputed {_short(mine)} ({BUNDLE_RULE})")
+        width = max(len(name) for name in rows) if rows else 0
+        for line in lines:
+            for name, row in rows.items():
+                if line.startswith(name + " ") and len(line) > width + 2 and line[:width].rstrip() == name:
+                    said = MISMATCH if line[width + 2:].startswith(MISMATCH) else (
+                        OK if line[width + 2:].startswith(OK + " ") else line[width + 2:width + 14].strip())
+                    if said != row:
+                        verdict.problems.append(f"verify.txt: row {name!r} says {said}, recomputed {row} "
+                                                f"({BUNDLE_RULE})")  # fmt: skip
+    verdict.summary = f"the verdict written into the bundle against this one ({len(rows)} rows)"
+    described = Check("bundle system.json")
+    try:
+        recorded_system = json.loads((root / SYSTEM_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError) as exc:
+        described.problems.append(f"system.json is not readable: {' '.join(str(exc).split())[:160]} "
+                                  f"({SYSTEM_RULE})")  # fmt: skip
+        recorded_system = None
+    if recorded_system is not None:
+        mine_segments = system.to_dict()["segments"]
+        theirs_segments = recorded_system.get("segments") if isinstance(recorded_system, dict) else None
+        if not isinstance(theirs_segments, list) or len(theirs_segments) != len(mine_segments):
+            described.problems.append(f"system.json: {_short(len(theirs_segments) if isinstance(theirs_segments, list) else None)} segments, the log {len(mine_segments)} ({SYSTEM_RULE})")  # noqa: E501
+        else:
+            for index, (theirs, mine) in enumerate(zip(theirs_segments, mine_segments, strict=True), start=1):
+                keys = ("provenance", runlog.SYSTEM, runlog.LAYOUT, runlog.PEAK, "segment")
+                bad = [k for k in keys if not isinstance(theirs, dict) or not same(theirs.get(k), mine.get(k))]
+                if bad:
+                    described.problems.append(f"system.json: segment {index}: {', '.join(bad)} differ from the "
+                                              f"log's events ({SYSTEM_RULE})")  # fmt: skip
+    described.summary = f"{len(system.segments)} segment(s): system, layout, peaks and provenance as in the log"
+    return [verdict, described]
+
+
+def _verdict_line(verified: bool, recomputed: Verification) -> str:
+    """The verdict line the bundle's verify.txt shows, for the run's rows (not the bundle's own)."""
+    if verified:
+        return Verification(recomputed.source, [Check("x")], recomputed.valid, recomputed.broken_rules).verdict_line()
+    rows = [c for c in recomputed.checks if c.name not in BUNDLE_ROWS]
+    return Verification(recomputed.source, rows, recomputed.valid, recomputed.broken_rules).verdict_line()
+
+
+class SideFiles:
+    """Every side file's check, fed the events by the verifier's walk."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.mllog = MLLogCheck(run_dir)
+        self.best = BestCheck(run_dir)
+        self.system = SystemDescription()
+
+    def event(self, event: dict) -> None:
+        self.mllog.event(event)
+        self.best.event(event)
+        self.system.add(event)
+
+    def finish(self) -> list[Check]:
+        return [self.mllog.finish(), self.best.finish()]

@@ -1,0 +1,323 @@
+"""The side files against the event log: mllog.log, best/ and a bundle's verify.* and system.json.
+
+Each test forges one side of a consistent run with the other left honest — the event log forged and rescored
+by :func:`tests.support.verify_runs.forge` with the honest ``mllog.log`` kept, or a side file edited under an
+honest log — and asserts that verify names the file, the task and the rule, and exits 1.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import shutil
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from aiperf_mpi.results import runlog
+from analysis import bundle, side_files, verify
+from tests.support.verify_runs import (
+    consistent_run,
+    find,
+    forge,
+    read_log,
+    recount,
+    sync_record,
+    write_best,
+    write_mllog,
+)
+
+
+def row(result: verify.Verification, name: str) -> verify.Check:
+    return next(c for c in result.checks if c.name == name)
+
+
+def assert_named(run_dir: Path, name: str, *fragments: str) -> list[str]:
+    """``name``'s row has a problem line holding every fragment; verify exits 1."""
+    lines = row(verify.verify(run_dir), name).problems
+    assert any(all(f in line for f in fragments) for line in lines), lines
+    assert verify.main([str(run_dir)]) == 1
+    return lines
+
+
+def mllog_lines(run_dir: Path) -> list[dict]:
+    text = (run_dir / "mllog.log").read_text().splitlines()
+    return [json.loads(line[len(side_files.PREFIX):]) for line in text]
+
+
+def write_mllog_lines(run_dir: Path, records: list[dict]) -> None:
+    (run_dir / "mllog.log").write_text("".join(side_files.PREFIX + json.dumps(r) + "\n" for r in records))
+
+
+def line_of(records: list[dict], key: str, task: int, epoch: int) -> dict:
+    return next(r for r in records if r["key"] == key and r["metadata"].get("task") == task
+                and r["metadata"].get("epoch_num") == epoch)  # fmt: skip
+
+
+# --------------------------------------------------------------------------- mllog.log
+
+
+def test_the_consistent_run_has_each_side_file_row_ok(pristine, capsys) -> None:
+    result = verify.verify(pristine)
+    assert result.ok
+    assert row(result, "mllog.log").verdict == verify.OK
+    assert "4 of 4 epochs equal their events" in row(result, "mllog.log").summary
+    assert any("not present" in note for note in row(result, "best/ (exported model)").notes)
+
+
+def test_a_forged_log_against_its_honest_mllog(run) -> None:
+    """train_samples ×10 with ops and steps recounted and the score redone: mllog still says what ran."""
+
+    honest = find(read_log(run), runlog.EPOCH, task=0, epoch=1)["train_samples"]
+
+    def inflate(events):
+        for number in (1, 2):
+            recount(events, find(events, runlog.EPOCH, task=0, epoch=number), honest * 10)
+
+    forge(run, inflate, mllog=False)
+    assert_named(run, "mllog.log", "task 0 epoch 1", "ops ", f"train_samples {honest}, the epoch event {honest * 10}",
+                 side_files.MLLOG_RULE)  # fmt: skip
+
+
+def test_a_forged_accuracy_against_its_honest_mllog(run) -> None:
+    def better(events):
+        find(events, runlog.EPOCH, task=1, epoch=2)["val_accuracy"] = 0.99
+        sync_record(events, 1)
+
+    forge(run, better, mllog=False)
+    assert_named(run, "mllog.log", "task 1 epoch 2", "eval_accuracy 0.7, the epoch event 0.99", side_files.MLLOG_RULE)
+
+
+def test_squeezed_epoch_times_against_the_honest_mllog(run) -> None:
+    def squeeze(events):
+        epoch = find(events, runlog.EPOCH, task=0, epoch=2)
+        epoch["start"] += 5.0
+
+    forge(run, squeeze, mllog=False)
+    assert_named(run, "mllog.log", "task 0 epoch 2", "epoch_start time 1060000, the epoch event 1065000",
+                 side_files.MLLOG_RULE)  # fmt: skip
+
+
+def test_an_edited_mllog_under_an_honest_log(run) -> None:
+    records = mllog_lines(run)
+    line_of(records, "epoch_stop", 1, 1)["metadata"]["ops"] += 1
+    write_mllog_lines(run, records)
+    assert_named(run, "mllog.log", "task 1 epoch 1: ops", side_files.MLLOG_RULE)
+
+
+def test_an_invented_epoch_in_the_log_has_no_mllog_lines(run) -> None:
+    """A third epoch of task 1 (max_epochs raised to match), rescored; its mllog lines are absent."""
+
+    def third(events):
+        events[0]["config"]["max_epochs"] = 3
+        epoch = dict(find(events, runlog.EPOCH, task=1, epoch=2), epoch=3, start=1090.5, end=1095.0, time=1095.5)
+        epoch.update(compute=4.0, evaluation=0.3)
+        at = events.index(find(events, runlog.MODEL_DONE, task=1))
+        events.insert(at, epoch)
+        done = find(events, runlog.MODEL_DONE, task=1)
+        done["time"] = 1096.0
+        sync_record(events, 1)
+
+    forge(run, third, mllog=False)
+    assert_named(run, "mllog.log", "task 1 epoch 3", "no lines", "every epoch event has its mllog lines")
+
+
+def test_an_mllog_epoch_without_its_event(run) -> None:
+    records = mllog_lines(run)
+    extra = [dict(r, metadata=dict(r["metadata"], epoch_num=3)) for r in records
+             if r["key"] in ("epoch_stop", "eval_accuracy") and r["metadata"].get("task") == 0
+             and r["metadata"].get("epoch_num") == 2]  # fmt: skip
+    at = records.index(line_of(records, "eval_accuracy", 0, 2)) + 1
+    records[at:at] = extra
+    write_mllog_lines(run, records)
+    assert_named(run, "mllog.log", "task 0 epoch 3", "without an epoch event", side_files.MLLOG_RULE)
+
+
+def test_a_missing_mllog_fails(run) -> None:
+    (run / "mllog.log").unlink()
+    assert_named(run, "mllog.log", "mllog.log is missing", side_files.MLLOG_RULE)
+
+
+def test_a_run_stop_at_another_time(run) -> None:
+    forge(run, lambda events: find(events, runlog.RUN_STOP).update(time=1099.0), mllog=False)
+    assert_named(run, "mllog.log", "run_stop at 1100000 ms, segment 1's run_stop at 1099000 ms")
+
+
+def _begun_epoch(run_dir: Path, task: int, epoch: int, when: float) -> None:
+    records = mllog_lines(run_dir)
+    stop = next(r for r in records if r["key"] == "run_stop")
+    start = {"namespace": "", "time_ms": int(when * 1000), "event_type": "INTERVAL_START", "key": "epoch_start",
+             "value": None, "metadata": {"task": task, "epoch_num": epoch}}  # fmt: skip
+    records.insert(records.index(stop), start)
+    write_mllog_lines(run_dir, records)
+
+
+def test_an_epoch_begun_and_cut_is_allowed_only_for_a_discarded_task(run) -> None:
+    """Task 1 was in its second epoch at run_stop: an epoch_start alone, fine while run_stop discards the task."""
+
+    def cut(events):
+        events.remove(find(events, runlog.EPOCH, task=1, epoch=2))
+        events.remove(find(events, runlog.MODEL_DONE, task=1))
+        find(events, runlog.RUN_STOP).update(discarded_tasks=[1])
+
+    forge(run, cut)
+    _begun_epoch(run, 1, 2, 1080.5)
+    assert row(verify.verify(run), "mllog.log").verdict == verify.OK
+    forge(run, lambda events: find(events, runlog.RUN_STOP).update(discarded_tasks=[]), mllog=False)
+    assert_named(run, "mllog.log", "task 1 epoch 2", "an epoch_start without an epoch event", "neither discarded")
+
+
+def _killed(events: list[dict], keep_until: float) -> list[dict]:
+    """The run killed at ``keep_until``: no run_stop, no score, nothing logged later."""
+    return [e for e in events if e["event"] not in (runlog.RUN_STOP, runlog.SCORE) and e["time"] <= keep_until]
+
+
+def test_a_killed_run_may_lack_its_last_second_of_mllog(tmp_path) -> None:
+    run = consistent_run(tmp_path / "run")
+    events = _killed(read_log(run), 1091.5)
+    write_mllog(run, [e for e in events if not (e["event"] == runlog.EPOCH and e["time"] > 1090)])
+    forge(run, lambda evs: _killed(evs, 1091.5), mllog=False)
+    result = verify.verify(run)
+    mllog = row(result, "mllog.log")
+    assert mllog.verdict == verify.OK, mllog.problems
+    assert any("its last 1 epoch(s)" in note and "flushed once a second" in note for note in mllog.notes)
+
+
+def test_a_killed_run_lacking_more_than_its_last_second_fails(tmp_path) -> None:
+    run = consistent_run(tmp_path / "run")
+    events = _killed(read_log(run), 1091.5)
+    missing = [e for e in events if e["event"] == runlog.EPOCH and e["time"] > 1050]  # 40 s of epochs
+    write_mllog(run, [e for e in events if not any(e is m for m in missing)])
+    forge(run, lambda evs: _killed(evs, 1091.5), mllog=False)
+    assert_named(run, "mllog.log", "task 0 epoch 2", "no lines")
+
+
+# --------------------------------------------------------------------------- best/
+
+
+@pytest.fixture
+def exported(run) -> Path:
+    write_best(run)
+    return run
+
+
+def test_an_honest_best_export_is_ok(exported) -> None:
+    result = verify.verify(exported)
+    assert result.ok, [c.problems for c in result.checks if c.problems]
+    assert row(result, "best/ (exported model)").summary.startswith("task 0: ")
+
+
+def test_a_raised_accuracy_in_the_log_against_the_honest_best(exported) -> None:
+    def better(events):
+        find(events, runlog.EPOCH, task=0, epoch=2)["val_accuracy"] = 0.95
+        sync_record(events, 0)
+
+    forge(exported, better)  # mllog.log rewritten to match: only best/ still tells the truth
+    lines = assert_named(exported, "best/ (exported model)", "best/metadata.json: task 0: accuracy.best_epoch 0.75, "
+                                                            "its model_done 0.95", side_files.BEST_RULE)  # fmt: skip
+    assert row(verify.verify(exported), "mllog.log").verdict == verify.OK, lines
+
+
+@pytest.mark.parametrize(("edit", "fragments"), [
+    (lambda meta: meta.update(task=1, model_id=1), ("task 1, the log's best model is task 0",)),
+    (lambda meta: meta["hparams"].update(kernel_size=7), ("task 0: hparams",)),
+    (lambda meta: meta["ops_per_sample"].update(forward=1), ("ops_per_sample.forward 1, recounted",)),
+    (lambda meta: meta["lineage"][0].update(description="wider"), ("lineage step 1 (task 0): description",)),
+    (lambda meta: meta["lineage"][0].update(parent_model_id=7), ("lineage starts at a model with a parent",)),
+    (lambda meta: meta["accuracy"].update(weights=0.9), ("accuracy.weights 0.9, its saved epoch 0.75",)),
+], ids=["task", "hparams", "ops", "lineage", "parent", "weights"])  # fmt: skip
+def test_an_edited_metadata_json(exported, edit, fragments) -> None:
+    path = exported / "best" / "metadata.json"
+    meta = json.loads(path.read_text())
+    edit(meta)
+    path.write_text(json.dumps(meta))
+    assert_named(exported, "best/ (exported model)", "best/metadata.json", *fragments, side_files.BEST_RULE)
+
+
+def test_an_edited_ops_json_or_graph_json(exported) -> None:
+    path = exported / "best" / "ops.json"
+    ops = json.loads(path.read_text())
+    ops["forward_eval"] += 1
+    path.write_text(json.dumps(ops))
+    assert_named(exported, "best/ (exported model)", "best/ops.json: task 0: not the recount of its graph file")
+    path.unlink()
+    assert_named(exported, "best/ (exported model)", "best/ops.json is missing")
+
+
+# --------------------------------------------------------------------------- a bundle's own files
+
+
+def _members(archive: Path) -> dict[str, bytes]:
+    with tarfile.open(archive) as tar:
+        return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
+
+
+def _repack(archive: Path, out: Path, change) -> Path:
+    """Change the bundle's files, then rewrite its MANIFEST to match, as a careful forger would."""
+    files = _members(archive)
+    change(files)
+    files.pop("run/MANIFEST")
+    manifest = "".join(f"{hashlib.sha256(data).hexdigest()}  {name[len('run/'):]}\n"
+                       for name, data in sorted(files.items()))  # fmt: skip
+    files["run/MANIFEST"] = manifest.encode()
+    with tarfile.open(out, "w:gz") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return out
+
+
+def test_a_bundle_of_a_forged_run_relabelled_verified(run, tmp_path) -> None:
+    """A run that does not verify, bundled; verify.txt/json rewritten to say VERIFIED, the MANIFEST redone."""
+    forge(run, lambda events: find(events, runlog.EPOCH, task=0, epoch=1).update(ops=1), mllog=True)
+    archive = tmp_path / "b.tar.gz"
+    assert bundle.main([str(run), "--out", str(archive)]) == 1
+    good = verify.verify_dir(consistent_run(tmp_path / "honest"))
+
+    def relabel(files):
+        files["run/verify.json"] = json.dumps(good.to_dict()).encode()
+        files["run/verify.txt"] = good.text().encode()
+
+    forged = _repack(archive, tmp_path / "forged.tar.gz", relabel)
+    result = verify.verify(forged)
+    assert row(result, "bundle manifest").verdict == verify.OK
+    lines = row(result, "bundle verify.txt/json").problems
+    assert any("verify.json: verified true, recomputed false" in line for line in lines), lines
+    assert any("verify.json: row 'ops recount' says \"ok\", recomputed MISMATCH" in line for line in lines), lines
+    assert any(line.startswith("verify.txt: \"verdict: VERIFIED") for line in lines), lines
+    assert all(side_files.BUNDLE_RULE in line for line in lines)
+
+
+def test_a_bundle_with_an_edited_system_json(pristine, tmp_path) -> None:
+    archive = tmp_path / "b.tar.gz"
+    assert bundle.main([str(pristine), "--out", str(archive)]) == 0
+    assert verify.main([str(archive)]) == 0
+
+    def faster(files):
+        system = json.loads(files["run/system.json"])
+        for peak in system["segments"][0]["peak"]:
+            peak["ops_per_second"] *= 10
+        files["run/system.json"] = json.dumps(system).encode()
+
+    forged = _repack(archive, tmp_path / "forged.tar.gz", faster)
+    lines = row(verify.verify(forged), "bundle system.json").problems
+    assert lines == [f"system.json: segment 1: peak differ from the log's events ({side_files.SYSTEM_RULE})"]
+    assert verify.main([str(forged)]) == 1
+
+
+def test_a_bundle_keeps_its_best_files_checked(run, tmp_path) -> None:
+    write_best(run)
+    shutil.copy(run / "best" / "metadata.json", run / "best" / "metadata.bak.json")
+    archive = tmp_path / "b.tar.gz"
+    assert bundle.main([str(run), "--out", str(archive)]) == 0
+    result = verify.verify(archive)
+    assert result.ok and row(result, "best/ (exported model)").summary.startswith("task 0")
+
+
+def test_the_writer_and_the_reader_agree_on_the_file_and_its_flush() -> None:
+    from aiperf_mpi.job import mllog
+
+    assert (side_files.MLLOG_FILE, side_files.FLUSH_SECONDS) == (mllog.MLLOG_FILE, mllog.FLUSH_SECONDS)
