@@ -169,9 +169,13 @@ bench: install
 # (master + one group of NP-1), TIME seconds; prints the score and the run directory.
 # RUN_SHAPE makes a first run show the benchmark, not one long training: a group's first three
 # models (the warm-up rounds) train 2 epochs each and the search gets their predicted accuracy,
-# later models at most 3 epochs; so about five models go through the search, the tuner and
-# inheritance in 4 minutes on 2 cores.  A ranking run uses the defaults (60 epochs, patience 5).
-RUN_SHAPE := --warmup-epochs 2 --max-epochs 3
+# later models at most 3 epochs; and no model begins an epoch that would end more than TIME/MODELS
+# seconds after its training began (--model-seconds: at least one epoch).  The epoch counts suit a fast
+# machine; the budget is what plans the demo on a slow one, from the epoch times it measures there, so
+# about MODELS models go through the search, the tuner and inheritance in TIME on any 2-core machine.
+# A ranking run uses the defaults (60 epochs, patience 5, no budget).
+MODELS ?= 7
+RUN_SHAPE = --warmup-epochs 2 --max-epochs 3 --model-seconds $(shell echo $$(( $(TIME) / $(MODELS) )))
 #
 # One node needs no network (docs/cluster.md, "Security note"; tests/mpi/test_sockets.py runs this
 # target and checks it).  SINGLE_NODE_MPI keeps Open MPI's ranks on shared memory: the ob1 PML

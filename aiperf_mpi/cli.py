@@ -117,6 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="epochs of each model in a group's first three rounds, whose final accuracy the search "
                      "then predicts from the curve (default 0: up to --max-epochs)")  # fmt: skip
     run.add_argument("--patience", type=int, metavar="N", help="early stop after N epochs without gain (default 5)")
+    run.add_argument("--model-seconds", type=float, metavar="SECONDS",
+                     help="a model begins no epoch that would end more than SECONDS after its training began "
+                          "(at least one epoch; default 0: no budget; make run plans its demo with it)")
     run.add_argument("--min-delta", type=float, metavar="X", help="accuracy gain that counts (default 0.001)")
     run.add_argument("--batch-size", type=int, metavar="N", help="per-rank batch of the warm-up rounds (default 32)")
     run.add_argument("--base-lr", type=float, metavar="X", help="learning rate per 256 samples (default 0.1)")
@@ -152,8 +155,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 RUN_OPTIONS = (
     "time_limit", "max_models", "dataset", "data_path", "stage_dir", "image_size", "seed_model", "precision", "run_dir",
-    "score_step", "max_epochs", "warmup_epochs", "patience", "min_delta", "batch_size", "base_lr", "hpo", "search",
-    "inherit", "keep_weights", "xla", "device_prefetch", "seed", "grace", "progress_interval", "device_memory_gb",
+    "score_step", "max_epochs", "warmup_epochs", "patience", "model_seconds", "min_delta", "batch_size", "base_lr",
+    "hpo", "search", "inherit", "keep_weights", "xla", "device_prefetch", "seed", "grace", "progress_interval",
+    "device_memory_gb",
     "monitor_interval", "peak_probe", "peak_seconds",
 )  # fmt: skip
 

@@ -53,6 +53,10 @@ class RunConfig:
     warmup_epochs: int = 0
     """epochs each model of a group's first three rounds trains at most, its final accuracy then predicted
     for the search (0: as many as max_epochs allow; never more than max_epochs)"""
+    model_seconds: float = 0.0
+    """a model's training time budget: it begins no epoch that, as long as its last, would end more than this
+    many seconds after its training began (at least one epoch; 0: no budget).  ``make run`` plans its demo
+    with it: time limit ÷ models, so the same number of models fits on a fast or a slow machine"""
     patience: int = 5
     min_delta: float = 0.001
     batch_size: int = 32
@@ -108,6 +112,7 @@ NUMERIC_RANGES: dict[str, tuple[float, float, bool]] = {
     "max_epochs": (1, 10**6, True),
     "warmup_epochs": (0, 10**6, True),
     "patience": (1, 10**6, True),
+    "model_seconds": (0.0, 31 * 86400.0, True),
     "min_delta": (0.0, 1.0, True),
     "batch_size": (1, 2**20, True),
     "base_lr": (0.0, 1000.0, False),

@@ -204,9 +204,16 @@ class Leader:
         def report_start(epoch: int, started: float, global_batch: int, task_id: int = work.task_id) -> None:
             self.channel.send(EpochStarted(task_id, epoch, started, global_batch))
 
-        def should_stop() -> bool:
-            """Stop asked for, or the next epoch, as long as the last, would end after the time limit."""
-            return self.should_stop() or epoch_would_overrun(deadline, last_epoch, time.monotonic())
+        budget_ends = None if not self.config.model_seconds else time.monotonic() + self.config.model_seconds
+
+        def should_stop() -> str:
+            """Why the model stops before its next epoch ('' : it goes on): a stop asked for, or the next epoch,
+            as long as the last, would end after the time limit (``time limit``) or after the model's own
+            budget of seconds (``model budget``, ``--model-seconds``)."""
+            now = time.monotonic()
+            if self.should_stop() or epoch_would_overrun(deadline, last_epoch, now):
+                return "time limit"
+            return MODEL_BUDGET if epoch_would_overrun(budget_ends, last_epoch, now) else ""
 
         return task, self.runner.run(task, report_epoch, should_stop, on_epoch_start=report_start)
 
@@ -238,6 +245,11 @@ class Leader:
         self.channel.send(Result(work.task_id, parent, graph_json, hparams.to_dict(), outcome.epochs, accuracy,
                                  predicted, ops, timings, proposal.description, outcome.stop_reason,
                                  outcome.weights_file, proposal.info))  # fmt: skip
+
+
+MODEL_BUDGET = "model budget"
+"""a model's stop reason when its next epoch would end after its ``--model-seconds`` from the start of its
+training: the demo's plan (``make run``), so that a fixed number of models fits the time on any machine"""
 
 
 def epoch_would_overrun(deadline: float | None, last_epoch: list[float], now: float) -> bool:

@@ -347,8 +347,9 @@ class GroupTrainer:
         best, since_best, reason = -math.inf, 0, "epoch limit"
         kept_accuracy, kept_weights, kept_epoch = -math.inf, None, None  # the best epoch's weights (first rank)
         for epoch in range(1, limit + 1):
-            if should_stop is not None and self.comm.bcast(bool(should_stop()), root=0):
-                reason = "time limit"
+            stop = self.comm.bcast(should_stop() or "", root=0) if should_stop is not None else ""
+            if stop:  # the first rank's reason, the same on every rank
+                reason = stop if isinstance(stop, str) else "time limit"
                 break
             try:
                 result = self._epoch(epoch, model, train_step, evaluate, optimizer, counts, batch, steps,

@@ -44,8 +44,9 @@ class FakeRunner:
         accuracy = synthetic_accuracy(from_json(task.graph))
         epochs, reason = [], "epoch limit"
         for epoch in range(1, min(self.epochs, task.max_epochs or self.epochs) + 1):
-            if should_stop():
-                reason = "time limit"  # as the real trainer says
+            stop = should_stop()
+            if stop:
+                reason = stop if isinstance(stop, str) else "time limit"  # as the real trainer says
                 break
             start = time.time()
             if on_epoch_start is not None:

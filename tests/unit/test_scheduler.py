@@ -271,6 +271,24 @@ def test_a_leader_starts_no_epoch_that_would_end_after_the_time_limit(tmp_path) 
     assert len(done.epochs) == 10  # no limit given: every epoch
 
 
+def test_a_model_stops_at_its_budget_of_seconds(tmp_path) -> None:
+    """--model-seconds 1.0, epochs of 0.4 s: two fit (the second ends by 0.8 s), a third would end at 1.2 s."""
+    history = MasterHistory(SearchConfig().view_bounds())
+    work = Work(0, history.update(0, with_dictionary=True), round=5, seed_model=True, seconds_left=60)
+    channel = ScriptedMaster(work, ["accepted"])
+    config = RunConfig(time_limit=60, seed_model="tiny", run_dir=str(tmp_path), model_seconds=1.0)
+    leader_loop(channel, 0, 1, config, tiny_resnet(), FakeRunner(0, epoch_seconds=0.4, epochs=10))
+    [done] = [m for m in channel.sent if isinstance(m, Result)]
+    assert 1 <= len(done.epochs) <= 2 and done.stop_reason == "model budget"  # one when a loaded machine slows it
+    assert done.epochs[-1]["end"] - done.epochs[0]["start"] < 1.0
+    work = Work(0, history.update(0, with_dictionary=True), round=5, seed_model=True, seconds_left=60)
+    channel = ScriptedMaster(work, ["accepted"])
+    slow = RunConfig(time_limit=60, seed_model="tiny", run_dir=str(tmp_path), model_seconds=0.1)
+    leader_loop(channel, 0, 1, slow, tiny_resnet(), FakeRunner(0, epoch_seconds=0.4, epochs=10))
+    [done] = [m for m in channel.sent if isinstance(m, Result)]
+    assert len(done.epochs) == 1 and done.stop_reason == "model budget"  # a budget shorter than an epoch: one
+
+
 def test_epoch_would_overrun() -> None:
     assert not epoch_would_overrun(None, [5.0], 100.0)  # no limit
     assert not epoch_would_overrun(110.0, [], 100.0)  # no epoch of this task yet: the master judged the first
