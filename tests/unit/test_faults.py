@@ -16,6 +16,7 @@ from aiperf_mpi.graph.seeds import tiny_resnet
 from aiperf_mpi.job.faults import HangPolicy
 from aiperf_mpi.job.master import ALL_LOST, Master
 from aiperf_mpi.job.messages import EpochDone, EpochStarted, GroupLost, MonitorSample, Proposed, Ready, Stop
+from aiperf_mpi.mpi.tolerance import OPEN_MPI_LAUNCH, fault_tolerance, start_line
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.score import score_run
 from aiperf_mpi.search.bayesian import SearchConfig
@@ -196,3 +197,17 @@ def test_verify_accepts_a_lost_groups_open_task_and_refuses_work_logged_after_th
     forge(run, late_epoch)
     assert verify.main([str(run)]) == 1
     assert "after it was lost" in capsys.readouterr().out
+
+
+def test_fault_tolerance_is_on_only_with_open_mpis_ulfm_and_its_detector() -> None:
+    open_mpi = "Open MPI v5.0.11, package: Open MPI user@localhost Distribution, ident: 5.0.11"
+    on = {"OMPI_MCA_mpi_ft_enable": "true", "OMPI_MCA_mpi_ft_detector": "true"}
+    assert fault_tolerance(on, open_mpi) == (True, "Open MPI ULFM, failure detector on")
+    assert fault_tolerance({}, open_mpi)[0] is False  # the default launch: as before
+    assert "mpi_ft_detector" in fault_tolerance({"OMPI_MCA_mpi_ft_enable": "1"}, open_mpi)[1]
+    off, why = fault_tolerance(on, "MPICH Version:\\t4.2.0")
+    assert not off and "not Open MPI" in why
+    assert start_line(False, why).startswith("aiperf_mpi: fault tolerance off (MPICH")
+    assert "group_lost" in start_line(True, "x") and "\n" not in start_line(True, "x")
+    for option in ("--with-ft ulfm", "--enable-recovery", "mpi_ft_enable true", "mpi_ft_detector true"):
+        assert option in OPEN_MPI_LAUNCH
