@@ -9,6 +9,7 @@ its time limit, writes one score and passes verify.
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 from aiperf_mpi.config import RunConfig
 from aiperf_mpi.graph.model import to_json
@@ -211,3 +212,18 @@ def test_fault_tolerance_is_on_only_with_open_mpis_ulfm_and_its_detector() -> No
     assert "group_lost" in start_line(True, "x") and "\n" not in start_line(True, "x")
     for option in ("--with-ft ulfm", "--enable-recovery", "mpi_ft_enable true", "mpi_ft_detector true"):
         assert option in OPEN_MPI_LAUNCH
+
+
+def test_make_run_and_the_templates_turn_on_the_same_settings() -> None:
+    """``make run FT=1`` passes OPEN_MPI_LAUNCH; the templates set the same with AIPERF_FAULT_TOLERANCE=1."""
+    repo = Path(__file__).resolve().parents[2]
+    makefile = (repo / "Makefile").read_text().replace("\\\n", " ")
+    [flags] = [line.split(":=", 1)[1].split() for line in makefile.splitlines() if line.startswith("OPENMPI_FT_FLAGS")]
+    assert flags == OPEN_MPI_LAUNCH.split()
+    settings = dict(zip(flags[4::3], flags[5::3], strict=True))  # --mca NAME VALUE after --with-ft … --enable-recovery
+    for template in sorted((repo / "jobscripts").glob("*.sbatch")):
+        text = template.read_text()
+        assert "--with-ft ulfm --enable-recovery" in text and 'kill-on-bad-exit="$KILL_ON_BAD_EXIT"' in text
+        for name, value in settings.items():
+            assert f"OMPI_MCA_{name}={value}" in text or f"OMPI_MCA_{name}=${{OMPI_MCA_{name}:-{value}}}" in text, \
+                (template.name, name)  # fmt: skip
