@@ -190,7 +190,12 @@ RUN_SHAPE = --warmup-epochs 2 --max-epochs 3 --model-seconds $(shell echo $$(( $
 # within a node by itself, so it gets none.  The launcher is asked what it is at run time.
 SINGLE_NODE_MPI := --mca pml ob1 --mca btl self,sm
 OPENMPI_RUN_FLAGS := $(SINGLE_NODE_MPI) --oversubscribe --bind-to none
-RUN_MPI_FLAGS = $(shell $(BIN)/mpirun --version 2>&1 | grep -qiE 'open mpi|open-mpi|openrte' && echo '$(OPENMPI_RUN_FLAGS)')
+# FT=1: a dead or hung rank costs its group, not the run (Open MPI's ULFM; docs/cluster.md, "When a node
+# fails"); the default launch is unchanged.  MPICH gets none of these flags and runs as before.
+FT ?= 0
+OPENMPI_FT_FLAGS := --with-ft ulfm --enable-recovery --mca mpi_ft_enable true --mca mpi_ft_detector true \
+  --mca mpi_ft_detector_thread true --mca mpi_ft_detector_timeout 10 --mca mpi_ft_detector_period 2
+RUN_MPI_FLAGS = $(shell $(BIN)/mpirun --version 2>&1 | grep -qiE 'open mpi|open-mpi|openrte' && echo '$(OPENMPI_RUN_FLAGS) $(if $(filter 1,$(FT)),$(OPENMPI_FT_FLAGS))')
 run: install
 	jobscripts/loopback-only $(BIN)/mpirun $(RUN_MPI_FLAGS) -n $(NP) \
 	  $(PY) -m aiperf_mpi \

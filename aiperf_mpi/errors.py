@@ -19,6 +19,9 @@ EXIT_USAGE = 2
 """bad input (options, configuration, data, launch): nothing was measured"""
 EXIT_GRACE_EXPIRED = 3
 """the grace period after the time limit ran out with groups still training; the score is written"""
+EXIT_GROUPS_LOST = 4
+"""fault tolerance on, groups were lost and the run went on to its end and its score; the job is then ended with
+``MPI_Abort`` (``MPI_Finalize`` cannot complete after a failure), so this status says the score is written"""
 EXIT_TERMINATED = 128 + signal.SIGTERM
 """SIGTERM: the score is written at once, running epochs are not counted (143, as a shell reports it)"""
 

@@ -193,6 +193,8 @@ class RunLog:
     system: dict | None = None
     layout: dict | None = None
     run_stops: list[dict] = field(default_factory=list)
+    lost_groups: list[dict] = field(default_factory=list)
+    """``group_lost`` events: groups taken out of the run by a dead or hung rank"""
     logged_score: dict | None = None
     """the last ``score`` event: what the run itself printed"""
     best: BestModel | None = None
@@ -430,6 +432,9 @@ class _Reader:
         self.run.provenances.append(origin if isinstance(origin, dict) else {})
         if isinstance(event.get("cut_tail"), dict):
             self.run.cut_tails.append({"segment": event.get(runlog.SEGMENT), **event["cut_tail"]})
+
+    def _group_lost(self, event: dict) -> None:
+        self.run.lost_groups.append(event)
 
     def _run_stop(self, event: dict) -> None:
         self.run.run_stops.append(event)

@@ -419,6 +419,10 @@ class _Builder:
                 + (f"; unfinished tasks discarded: {discarded}" if discarded else "")
                 + "."
             )
+        for lost in run.lost_groups:
+            self.doc.paragraph(f"Group {lost.get('group')} on {lost.get('host') or '?'} was lost: "
+                               f"{lost.get('reason', '?')}; its task {lost.get('task')} was discarded (its completed "
+                               "epochs count, its running one does not), and the other groups went on.")  # fmt: skip
         if len(run.run_stops) < self.score.segments:
             self.doc.paragraph("The last segment has no `run_stop`: it was killed; it ends at its last event.")
         if run.truncated_tail:

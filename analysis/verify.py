@@ -108,7 +108,8 @@ RESUME_MAY_CHANGE = ("time_limit", "run_dir")
 """configuration a ``--resume`` may change (everything else is the first segment's)"""
 STRATEGIES = {"bayesian": {"seed", "explore", "gp-ucb"}, "random": {"seed", "random"}}
 """the search strategies a proposal may name under each ``--search``"""
-STOP_REASONS = ("time limit", "max models", "done", runlog.SIGNAL_REASON + "SIGTERM", runlog.SIGNAL_REASON + "SIGUSR1")
+STOP_REASONS = ("time limit", "max models", "done", "all groups lost", runlog.SIGNAL_REASON + "SIGTERM",
+                runlog.SIGNAL_REASON + "SIGUSR1")
 """the reasons the master writes in a ``run_stop`` (job/master.py, signals.py)"""
 WINDOW_RULE = "rule: the scored window is the time limit"
 COUNT_CACHE = 64

@@ -114,6 +114,8 @@ class _Group:
     model_end: float | None = None
     """the log time of its previous model's model_done/model_failed"""
     model_ended: int | None = None
+    lost: str = ""
+    """its group_lost event's label: nothing of the group may be logged after it"""
 
 
 @dataclass
@@ -186,8 +188,12 @@ class EvidenceRules:
         handler = {runlog.LAYOUT: self._layout, runlog.PEAK: self._peak, runlog.SYSTEM: self._system,
                    runlog.MODEL_PROPOSED: self._proposed, runlog.EPOCH: self._epoch,
                    runlog.MODEL_DONE: self._model_end, runlog.MODEL_FAILED: self._model_end,
-                   runlog.STAGING: self._staging, runlog.RUN_STOP: self._run_stop,
+                   runlog.STAGING: self._staging, runlog.RUN_STOP: self._run_stop, runlog.GROUP_LOST: self._lost,
                    runlog.SCORE: self._score}.get(name)  # fmt: skip
+        index = event.get("group")
+        lost = segment.groups[index].lost if name != runlog.MONITOR and index in segment.groups else ""
+        if lost and name in (runlog.MODEL_PROPOSED, runlog.EPOCH, runlog.MODEL_DONE, runlog.MODEL_FAILED):
+            self.times.problems.append(f"{label}: lost group: group {index} works after it was lost ({lost})")
         if handler is not None:
             handler(event, label, segment)
 
@@ -436,6 +442,21 @@ class EvidenceRules:
         if group.open_task == task_id:
             group.open_task = None
         group.model_end, group.model_ended = time, task_id
+
+    def _lost(self, event: dict, label: str, segment: _SegmentTimes) -> None:
+        """A lost group's open task ends here, discarded as a task open at a run_stop is; the group is done."""
+        index, task = event["group"], event["task"]
+        group = segment.groups.setdefault(index, _Group())
+        if group.lost:
+            self.times.problems.append(f"{label}: lost group: group {index} was lost already ({group.lost})")
+        group.lost = label
+        if task is not None and task != group.open_task:
+            self.times.problems.append(f"{label}: lost group: its task {task} is not the task group {index} was "
+                                       f"training ({group.open_task})")  # fmt: skip
+        self.tasks.pop(task, None)
+        group.open_task = None
+        self.times.notes.append(f"segment {segment.number}: group {index} lost at {event[runlog.TIME]:.3f} "
+                                f"({event['reason']}); its task {task} discarded")  # fmt: skip
 
     # -- the end of a segment, the score
 

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 import networkx as nx
 
 from aiperf_mpi.config import RunConfig
+from aiperf_mpi.job.faults import HangPolicy
 from aiperf_mpi.job.leader import Runner, leader_loop
 from aiperf_mpi.job.messages import Stop
 from aiperf_mpi.job.session import NO_HOOKS, Ended, EndOfRunHooks, create_run_dir, prepare, run_master
@@ -36,10 +37,15 @@ class LocalHub:
     def __init__(self, groups: int) -> None:
         self.to_master: queue.Queue = queue.Queue()
         self.to_leader = {g: queue.Queue() for g in range(groups)}
+        self.lost: set[int] = set()
 
     # master side
     def send(self, group: int, message: object) -> None:
-        self.to_leader[group].put(message)
+        if group not in self.lost:
+            self.to_leader[group].put(message)
+
+    def lose(self, group: int) -> None:
+        self.lost.add(group)
 
     def poll(self, timeout: float) -> tuple[int, object] | None:
         try:
@@ -92,11 +98,13 @@ def run_in_process(
     views: Mapping[int, SearchView] | None = None,
     search_config: SearchConfig | None = None,
     end: EndOfRunHooks = NO_HOOKS,
+    hang: HangPolicy | None = None,
 ) -> Ended:
     """A whole run in this process: the session as the master, one leader thread per group of one rank.
 
     ``runners[g]`` trains group ``g``'s models; ``views[g]``, if given, is the
-    (empty) view its leader keeps, for a caller to inspect.  The checks, the
+    (empty) view its leader keeps, for a caller to inspect; ``hang`` loses a
+    group silent past its deadline (:mod:`aiperf_mpi.job.faults`).  The checks, the
     log's events, the score and the hooks are the MPI run's
     (:func:`~aiperf_mpi.job.session.run_master`); only the transport and the
     layout (one host, one rank per group) differ.
@@ -116,9 +124,11 @@ def run_in_process(
         thread.start()
     system, layout = one_host_layout(groups)
     ended = run_master(prepared, config, hub, system=system, layout=layout, staging=[], stop=lambda: "",
-                       urgent=lambda: False, version=version, end=end, search_config=search)  # fmt: skip
-    for thread in threads:
-        thread.join(timeout=LEADER_JOIN_TIMEOUT)
+                       urgent=lambda: False, version=version, end=end, search_config=search,
+                       hang=hang)  # fmt: skip
+    for group, thread in enumerate(threads):
+        if group not in hub.lost:  # a lost group's thread may never leave (a daemon: it ends with the process)
+            thread.join(timeout=LEADER_JOIN_TIMEOUT)
     return ended
 
 

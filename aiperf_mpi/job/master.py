@@ -27,12 +27,14 @@ from pathlib import Path
 
 from aiperf_mpi.config import RunConfig
 from aiperf_mpi.job.batchio import BatchIO, BatchWork
+from aiperf_mpi.job.faults import HangPolicy, silent_reason
 from aiperf_mpi.job.messages import (
     Accepted,
     Duplicate,
     EpochDone,
     EpochStarted,
     Failed,
+    GroupLost,
     MonitorSample,
     Proposed,
     Ready,
@@ -69,6 +71,12 @@ class GroupState:
     first_epoch_cost: float | None = None
     """seconds from this group's latest Work to its first completed epoch (search, build, trace, the epoch):
     what a new model costs before it adds any operations; None until one was measured"""
+    last_heard: float = 0.0
+    """the master's clock when this group last spoke (monitor samples aside) or was handed work"""
+    longest_epoch: float | None = None
+    """the wall seconds of this group's longest epoch so far (the scale of its hang deadline)"""
+    lost: bool = False
+    """a rank of the group died or hangs: it gets nothing more and what it sends is ignored"""
 
 
 @dataclass
@@ -104,6 +112,13 @@ class Master:
     stopped_groups: int = 0
     early_stops: int = 0
     """groups stopped before the time limit because a new model's first epoch could not end by it"""
+    hang: HangPolicy | None = None
+    """the deadline after which a silent group counts as lost (None: no deadline, as without fault tolerance)"""
+    lost_groups: int = 0
+    newly_lost: list[int] = field(default_factory=list)
+    """groups lost since the loop last looked (it tells the transport to forget them)"""
+    ignored: int = 0
+    """messages from lost groups, ignored"""
     retention: Retention = field(init=False)
 
     def __post_init__(self) -> None:
@@ -117,6 +132,7 @@ class Master:
         self._search = search_class(self.config.search)  # the leaders' search: which parents it may choose
         self._candidates: list[int] = []
         self._update_candidates()
+        self._next_hang_check = self.started
         (self.run_dir / "graphs").mkdir(parents=True, exist_ok=True)
 
     # ------------------------------------------------------------------ messages
@@ -125,6 +141,14 @@ class Master:
         """One message from ``group``'s leader → the replies to send."""
         self.handled += 1
         state = self.state[group]
+        if state.lost:  # a group lost to its deadline may wake up: its task was discarded, it gets nothing more
+            self.ignored += 1
+            return []
+        if isinstance(message, GroupLost):
+            self.lose(group, message.ranks, message.reason)
+            return []
+        if not isinstance(message, MonitorSample):  # a monitor thread samples on while its group's training hangs
+            state.last_heard = self.clock()
         if isinstance(message, MonitorSample):
             self.log.write(runlog.MONITOR, time=message.time, group=group, host=message.host, node=message.node,
                            source=message.source, devices=message.devices)  # fmt: skip
@@ -155,6 +179,8 @@ class Master:
 
     def tick(self, external_stop: str = "") -> list[tuple[int, object]]:
         """Between messages: start the stop when its time has come; Stop every group once."""
+        if self.hang is not None:
+            self._check_hangs()
         if not self.stopping:
             elapsed = self.clock() - self.started
             if external_stop:
@@ -164,7 +190,8 @@ class Master:
             elif self.config.max_models and len(self.history) >= self.config.max_models:
                 self._begin_stop("max models")
             elif self.stopped_groups == self.groups and not self.tasks:
-                self._begin_stop("time limit" if self.early_stops else "max models")
+                self._begin_stop(ALL_LOST if self.lost_groups == self.groups
+                                 else "time limit" if self.early_stops else "max models")  # fmt: skip
         if not self.stopping or self._stops_sent:
             return []
         self._stops_sent = True  # one walk over the groups, once per run
@@ -204,6 +231,45 @@ class Master:
     def grace_expired(self) -> bool:
         return bool(self.stopping) and self.clock() - self.stop_started > self.config.grace
 
+    # ------------------------------------------------------------------ lost groups
+
+    def lose(self, group: int, ranks: list[int], reason: str) -> None:
+        """Take ``group`` out of the run: log ``group_lost``, drop its running task, never send it work again.
+
+        The task's completed epochs were logged (they count); its running
+        epoch never will be, and no ``model_done`` follows its proposal (a
+        verifier accepts it as a discarded task).  The run's active time is
+        unchanged: lost capacity costs score, as it would on the machine.
+        """
+        state = self.state[group]
+        if state.lost:
+            return
+        now = self.clock()
+        self.log.write(runlog.GROUP_LOST, sync=True, group=group, ranks=sorted(ranks), host=state.host,
+                       task=state.task, reason=reason, silent=round(now - state.last_heard, 3))  # fmt: skip
+        state.lost = True
+        self.lost_groups += 1
+        self.newly_lost.append(group)
+        if not state.stopped:
+            state.stopped = True
+            self.stopped_groups += 1
+            self.retention.release(group)
+        self._task_ended(state)
+
+    def _check_hangs(self) -> None:
+        """At most once per ``check_interval``: lose every group with a task in flight silent past its deadline."""
+        now = self.clock()
+        if now < self._next_hang_check:
+            return
+        self._next_hang_check = now + self.hang.check_interval
+        for state in self.state.values():
+            if state.task is None or state.lost:
+                continue
+            limit = self.hang.silent_limit(state.longest_epoch, state.first_epoch_cost)
+            silent = now - state.last_heard
+            if limit is not None and silent > limit:
+                self.lose(state.index, [], silent_reason(silent, limit))
+
     # ------------------------------------------------------------------ internals
 
     def _begin_stop(self, reason: str) -> None:
@@ -241,7 +307,7 @@ class Master:
         task = self.next_task
         self.next_task += 1
         state.task = task
-        state.handed_out = now
+        state.handed_out = state.last_heard = now
         self.tasks[task] = state.index
         return [(state.index, Work(task, update, state.rounds, seed_model=not self.history.trained,
                                    seconds_left=seconds_left))]  # fmt: skip
@@ -287,6 +353,8 @@ class Master:
         state = self.state[group]
         if message.task_id == state.task and epoch.get("epoch") == 1:
             state.first_epoch_cost = self.clock() - state.handed_out
+        wall = epoch.get("end", 0.0) - epoch.get("start", 0.0)
+        state.longest_epoch = wall if state.longest_epoch is None else max(state.longest_epoch, wall)
         self.log.write(runlog.EPOCH, sync=True, task=message.task_id, group=group, **epoch)
         self.ops_done += int(epoch["ops"])
         self.epochs_done += 1
@@ -345,8 +413,13 @@ class Master:
             f"{self.running} running | epochs {self.epochs_done} | OPS {rate / 1e9:.3f} G/s | best accuracy {best}"
             + (f" | {self.early_stops} group(s) done: no new model fits before the time limit"
                if self.early_stops and not self.stopping else "")
+            + (f" | {self.lost_groups} group(s) lost" if self.lost_groups else "")
             + (f" | stopping: {self.stopping}" if self.stopping else "")
         )
+
+
+ALL_LOST = "all groups lost"
+"""the run_stop reason when every group was lost before the time limit (the window is still the time limit)"""
 
 
 def _lineage(message: Proposed) -> dict:
@@ -361,6 +434,17 @@ def _clock(seconds: float) -> str:
 
 BATCH = 64
 """messages the master handles before it hands their file work (fsync included) and replies to its I/O thread"""
+
+
+def _forget_lost(master: Master, transport: MasterTransport) -> None:
+    """Tell the transport about groups lost since the last call (it sends them nothing more), and say so once."""
+    for group in master.newly_lost:
+        transport.lose(group)
+        state = master.state[group]
+        print(f"aiperf_mpi: group {group} on {state.host or '?'} lost; its running task is discarded, the other "
+              f"groups go on ({master.groups - master.stopped_groups} "
+              "still training)", flush=True)  # fmt: skip
+    master.newly_lost.clear()
 
 
 def master_loop(
@@ -395,6 +479,7 @@ def master_loop(
                 if item is None:
                     break
             replies += master.tick(stop_flag())
+            _forget_lost(master, transport)
             io.submit(master.take_batch(), replies)  # what was reported is on disk before anyone hears back
             for group, message in io.completed():
                 transport.send(group, message)

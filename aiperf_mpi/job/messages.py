@@ -158,6 +158,20 @@ class MonitorSample:
     """per device: index, name, utilization (percent), memory_used, memory_total (bytes)"""
 
 
+@dataclass(frozen=True)
+class GroupLost:
+    """A group is out of the run: one of its ranks died or hangs.  Never on the wire.
+
+    The MPI transport makes one when ULFM reports a failed rank of the group
+    (``MPI_ERR_PROC_FAILED``); the master makes one itself when the group has
+    been silent past its deadline (:mod:`aiperf_mpi.job.faults`).
+    """
+
+    ranks: list[int]
+    """the world ranks known dead (empty when the group was silent: which rank hangs is not known)"""
+    reason: str
+
+
 TAGS: dict[type, int] = {
     Ready: 11, Work: 12, Proposed: 17, EpochDone: 13, Result: 14, Failed: 15, Stop: 16, MonitorSample: 18,
     Accepted: 19, Duplicate: 20, EpochStarted: 21,

@@ -29,10 +29,11 @@ from pathlib import Path
 
 from aiperf_mpi.config import RunConfig
 from aiperf_mpi.data.sources import DataSource, open_source
-from aiperf_mpi.errors import EXIT_GRACE_EXPIRED, EXIT_TERMINATED, UsageError
+from aiperf_mpi.errors import EXIT_GRACE_EXPIRED, EXIT_GROUPS_LOST, EXIT_TERMINATED, UsageError
 from aiperf_mpi.graph.model import GraphError
 from aiperf_mpi.graph.seeds import seed_model
 from aiperf_mpi.job.clean import megabytes, tree_size
+from aiperf_mpi.job.faults import HangPolicy
 from aiperf_mpi.job.finish import print_score
 from aiperf_mpi.job.master import Master, master_loop
 from aiperf_mpi.job.mllog import MLLogWriter
@@ -194,6 +195,7 @@ def run_master(
     version: str,
     end: EndOfRunHooks = NO_HOOKS,
     search_config: SearchConfig | None = None,
+    hang: HangPolicy | None = None,
 ) -> Ended:
     """The master's session, from the log's repair to the end-of-run hooks; the groups talk through ``transport``.
 
@@ -202,7 +204,10 @@ def run_master(
     the groups ``transport`` reaches by index); ``stop()`` names a reason to
     stop (a signal) and ``urgent()`` says the kill is under way.  The exit
     status is non-zero when groups were abandoned mid-epoch: the caller ends
-    the job (over MPI, ``Abort``).
+    the job (over MPI, ``Abort``).  ``hang`` (fault tolerance on) loses a
+    group silent past its deadline; a run that lost groups ends with
+    :data:`~aiperf_mpi.errors.EXIT_GROUPS_LOST` (``MPI_Finalize`` cannot
+    complete after a failure: the job is ended once the score is written).
     """
     run_dir = Path(prepared.run_dir)
     # a second job on the same run directory (a --resume of a live run) raises here, on rank 0 alone: the
@@ -210,12 +215,13 @@ def run_master(
     with RunLock(run_dir):
         return _run_master_locked(prepared, config, transport, system=system, layout=layout, staging=staging,
                                   stop=stop, urgent=urgent, version=version, end=end,
-                                  search_config=search_config)  # fmt: skip
+                                  search_config=search_config, hang=hang)  # fmt: skip
 
 
 def _run_master_locked(prepared: Prepared, config: RunConfig, transport: MasterTransport, *, system: dict,
                        layout: dict, staging: list[dict], stop: Callable[[], str], urgent: Callable[[], bool],
-                       version: str, end: EndOfRunHooks, search_config: SearchConfig | None) -> Ended:  # fmt: skip
+                       version: str, end: EndOfRunHooks, search_config: SearchConfig | None,
+                       hang: HangPolicy | None = None) -> Ended:  # fmt: skip
     """:func:`run_master`'s body, while the run directory's lock is held (:mod:`aiperf_mpi.job.runlock`)."""
     run_dir = Path(prepared.run_dir)
     # a resumed log may end in a cut line (killed mid-write): set it aside first, or the new segment's
@@ -249,14 +255,15 @@ def _run_master_locked(prepared: Prepared, config: RunConfig, transport: MasterT
               flush=True)  # fmt: skip
     groups = len(layout["groups"])
     master = Master(config, log, resumed.history, groups, run_dir, next_task=resumed.next_task, mllog=mllog,
-                    weights=resumed.weights, search_config=search)  # fmt: skip
+                    weights=resumed.weights, search_config=search, hang=hang)  # fmt: skip
     print(f"aiperf_mpi: run directory {run_dir} (segment {prepared.segment}); {layout['world_size']} ranks, "
           f"{groups} group(s); time limit {config.time_limit:.0f} s", flush=True)  # fmt: skip
     outcome = master_loop(master, transport, stop, config.progress_interval, urgent=urgent)
     reason = master.stopping or "done"
     discarded = master.busy
     stopped = log.write(runlog.RUN_STOP, sync=True, reason=reason, discarded_tasks=discarded,
-                        segment=prepared.segment, groups_stopped_early=master.early_stops)  # fmt: skip
+                        segment=prepared.segment, groups_stopped_early=master.early_stops,
+                        **({"groups_lost": master.lost_groups} if master.lost_groups else {}))  # fmt: skip
     mllog.run_stop(reason, stopped[runlog.TIME])
     score = score_run(run_dir)
     log.write(runlog.SCORE, sync=True, **{k: v for k, v in score.to_dict().items() if k != "grid"})
@@ -270,7 +277,11 @@ def _run_master_locked(prepared: Prepared, config: RunConfig, transport: MasterT
         end.export(run_dir, config.dataset)
     _say_how_much_disk(run_dir)
     _say_what_was_abandoned(outcome, len(discarded), config.grace)
-    return Ended(outcome, master, score, EXIT_STATUS[outcome])
+    status = EXIT_STATUS[outcome] or (EXIT_GROUPS_LOST if master.lost_groups else 0)
+    if master.lost_groups:
+        print(f"aiperf_mpi: {master.lost_groups} group(s) were lost during the run (group_lost in the log); "
+              "the score above is final", flush=True)  # fmt: skip
+    return Ended(outcome, master, score, status)
 
 
 def _say_how_much_disk(run_dir: Path) -> None:

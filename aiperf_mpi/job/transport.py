@@ -21,7 +21,11 @@ class MasterTransport(Protocol):
         ...
 
     def close(self) -> None:
-        """Wait for the sends still under way."""
+        """Wait for the sends still under way (none to a lost group)."""
+        ...
+
+    def lose(self, group: int) -> None:
+        """``group`` is out of the run: send it nothing more and wait for none of its sends."""
         ...
 
 

@@ -7,6 +7,11 @@ prints exactly one line tagged with rank and host, then ``MPI_Abort`` ends
 every rank of the job with a non-zero status.  The full traceback goes to
 stderr only when ``AIPERF_MPI_DEBUG`` is set, so a 4,096-rank failure is not a
 wall of identical tracebacks.
+
+With fault tolerance on (:mod:`aiperf_mpi.mpi.tolerance`) a training rank's
+failure ends that rank alone: its group is lost and the run goes on.  Rank
+0's failure, or a training rank's that knows rank 0 has died, still ends the
+job.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from collections.abc import Callable
 from mpi4py import MPI
 
 from aiperf_mpi.errors import EXIT_FATAL, EXIT_OK, EXIT_USAGE, UsageError, one_line
+from aiperf_mpi.mpi.faults import master_failed
+from aiperf_mpi.mpi.tolerance import fault_tolerance
 
 DEBUG_ENV = "AIPERF_MPI_DEBUG"
 PROGRAM = "aiperf_mpi"
@@ -55,6 +62,13 @@ def run_guarded(comm: MPI.Comm, main: Callable[[], int | None]) -> int:
         raise  # unreachable: abort() ends the process
 
 
+def _fault_tolerant() -> bool:
+    try:
+        return fault_tolerance(os.environ, MPI.Get_library_version())[0]
+    except MPI.Exception:
+        return False
+
+
 def abort(comm: MPI.Comm, exc: BaseException) -> None:
     """Print the fatal line (and the traceback on request), then abort the job."""
     rank = MPI.COMM_WORLD.Get_rank()
@@ -62,6 +76,10 @@ def abort(comm: MPI.Comm, exc: BaseException) -> None:
     if os.environ.get(DEBUG_ENV):
         traceback.print_exception(exc, file=sys.stderr)
         sys.stderr.flush()
+    if rank != 0 and _fault_tolerant() and not master_failed(MPI.COMM_WORLD):
+        # fault tolerance on: this rank's death takes only its group out (the master is told by MPI and the
+        # other groups go on); an Abort would end them all, and under ULFM MPI_Finalize would hang
+        os._exit(EXIT_FATAL)
     comm.Abort(EXIT_FATAL)
     # MPICH's MPI_Abort can return to the caller before the launcher kills the
     # job; exiting here keeps the promise "one line, no traceback".

@@ -27,6 +27,7 @@ from aiperf_mpi.config import RunConfig, resolve_precision
 from aiperf_mpi.data.sources import DataError
 from aiperf_mpi.errors import EXIT_TERMINATED, UsageError
 from aiperf_mpi.graph.seeds import seed_model
+from aiperf_mpi.job.faults import HangPolicy
 from aiperf_mpi.job.leader import Runner, leader_loop
 from aiperf_mpi.job.session import NO_HOOKS, EndOfRunHooks, Prepared, create_run_dir, open_data, prepare, run_master
 from aiperf_mpi.mpi.horovod import horovod_on
@@ -34,6 +35,7 @@ from aiperf_mpi.mpi.layout import RankLayout, build_layout
 from aiperf_mpi.mpi.plan import LayoutPlan
 from aiperf_mpi.mpi.staging import stage_on_nodes
 from aiperf_mpi.mpi.system import system_description
+from aiperf_mpi.mpi.tolerance import fault_tolerance, start_line
 from aiperf_mpi.mpi.transport import MpiLeaderChannel, MpiMasterTransport
 from aiperf_mpi.signals import StopFlag
 
@@ -141,11 +143,15 @@ class MasterRole:
         """The session, then the end of the job: ``Abort`` when groups were left training mid-epoch."""
         context = self.context
         groups = context.layout.plan.groups
-        transport = MpiMasterTransport(context.comm, {g.index: g.leader for g in groups})
+        tolerant, why = fault_tolerance(os.environ, MPI.Get_library_version())
+        print(start_line(tolerant, why), flush=True)
+        transport = MpiMasterTransport(context.comm, {g.index: g.leader for g in groups},
+                                       {g.index: list(g.ranks) for g in groups}, fault_tolerant=tolerant)  # fmt: skip
         ended = run_master(context.prepared, config, transport, system=system, layout=context.layout.plan.to_dict(),
                            staging=context.staging, stop=context.stop_flag, urgent=lambda: context.stop_flag.urgent,
-                           version=__version__, end=context.end)  # fmt: skip
-        if ended.exit_status:
+                           version=__version__, end=context.end,
+                           hang=HangPolicy() if tolerant else None)  # fmt: skip
+        if ended.exit_status:  # groups abandoned mid-epoch, or lost (MPI_Finalize would hang): end every rank
             context.comm.Abort(ended.exit_status)
         transport.close()
         return 0

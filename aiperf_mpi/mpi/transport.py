@@ -7,6 +7,12 @@ leader waiting for the answer to its proposal may receive a Stop first: it
 ``hold``s it, and ``recv``/``stop_pending`` see held messages first.  Each
 message is a dataclass of :mod:`aiperf_mpi.job.messages`, pickled by mpi4py
 under its own tag.
+
+With fault tolerance on (``fault_tolerant``: ULFM, :mod:`aiperf_mpi.mpi.tolerance`)
+an ``MPI_ERR_PROC_FAILED`` from the probe, a receive or a send is not fatal:
+the failed ranks are acknowledged, each one's group is handed to the master as
+one :class:`~aiperf_mpi.job.messages.GroupLost`, and the transport sends that
+group nothing more.
 """
 
 from __future__ import annotations
@@ -16,7 +22,8 @@ from collections import deque
 
 from mpi4py import MPI
 
-from aiperf_mpi.job.messages import TAGS, MonitorSample, Stop
+from aiperf_mpi.job.messages import TAGS, GroupLost, MonitorSample, Stop
+from aiperf_mpi.mpi.faults import world_ranks
 
 MASTER = 0
 TAG_TYPES = {tag: kind for kind, tag in TAGS.items()}
@@ -28,12 +35,20 @@ class MpiMasterTransport:
     KEEP = 64
     """pending sends below which completed ones are not looked for"""
 
-    def __init__(self, comm: MPI.Comm, leaders: dict[int, int]) -> None:
+    def __init__(self, comm: MPI.Comm, leaders: dict[int, int], members: dict[int, list[int]] | None = None,
+                 fault_tolerant: bool = False) -> None:  # fmt: skip
         self.comm = comm
         self.leaders = dict(leaders)  # group → world rank
         self.group_of = {rank: group for group, rank in leaders.items()}
-        self._pending: list[MPI.Request] = []
+        self.member_of = {rank: group for group, ranks in (members or {}).items() for rank in ranks}
+        """every training rank → its group (a failed non-leader loses its group too)"""
+        self.fault_tolerant = fault_tolerant
+        self.lost: set[int] = set()
+        self._losses: deque[tuple[int, GroupLost]] = deque()
+        self._pending: list[tuple[int, MPI.Request]] = []
         self._limit = self.KEEP
+        if fault_tolerant:
+            comm.Set_errhandler(MPI.ERRORS_RETURN)  # mpi4py's default too; said here because it is relied on
 
     def send(self, group: int, message: object) -> None:
         """Send without waiting; completed sends are collected when the pending ones have doubled.
@@ -43,19 +58,33 @@ class MpiMasterTransport:
         only when the list has doubled since the last collection is O(1)
         per send, amortised, and keeps at most twice the incomplete sends.
         """
-        self._pending.append(self.comm.isend(message, dest=self.leaders[group], tag=TAGS[type(message)]))
-        if len(self._pending) >= self._limit:
-            self._pending = [r for r in self._pending if not r.Test()]
-            self._limit = max(self.KEEP, 2 * len(self._pending))
+        if group in self.lost:
+            return
+        try:
+            self._pending.append((group, self.comm.isend(message, dest=self.leaders[group],
+                                                         tag=TAGS[type(message)])))  # fmt: skip
+            if len(self._pending) >= self._limit:
+                self._pending = [(g, r) for g, r in self._pending if g not in self.lost and not r.Test()]
+                self._limit = max(self.KEEP, 2 * len(self._pending))
+        except MPI.Exception as exc:
+            self._failure(exc)
 
     def poll(self, timeout: float) -> tuple[int, object] | None:
         deadline = time.monotonic() + timeout
         pause = 0.0005
         status = MPI.Status()
         while True:
-            if self.comm.Iprobe(source=MPI.ANY_SOURCE, tag=MPI.ANY_TAG, status=status):
-                source, tag = status.Get_source(), status.Get_tag()
-                message = self.comm.recv(source=source, tag=tag)
+            if self._losses:
+                return self._losses.popleft()
+            try:
+                found = self.comm.Iprobe(source=MPI.ANY_SOURCE, tag=MPI.ANY_TAG, status=status)
+                if found:
+                    source, tag = status.Get_source(), status.Get_tag()
+                    message = self.comm.recv(source=source, tag=tag)
+            except MPI.Exception as exc:
+                self._failure(exc)
+                continue
+            if found:
                 if source not in self.group_of or not isinstance(message, TAG_TYPES.get(tag, ())):
                     raise RuntimeError(f"unexpected message {type(message).__name__} (tag {tag}) from rank {source}")
                 return self.group_of[source], message
@@ -65,9 +94,45 @@ class MpiMasterTransport:
             pause = min(pause * 2, 0.05)
 
     def close(self) -> None:
-        for request in self._pending:
-            request.Wait()
+        """Wait for the sends under way, except those to lost groups (they may never complete)."""
+        for group, request in self._pending:
+            if group in self.lost:
+                continue
+            try:
+                request.Wait()
+            except MPI.Exception as exc:
+                self._failure(exc)
         self._pending = []
+
+    def lose(self, group: int) -> None:
+        self.lost.add(group)
+
+    def _failure(self, exc: MPI.Exception) -> None:
+        """A process failure (fault tolerance on): acknowledge it and queue one GroupLost per group hit."""
+        if not self.fault_tolerant or exc.Get_error_class() not in _FAILURE_CLASSES:
+            raise exc
+        self.comm.Ack_failed()
+        failed = self.comm.Get_failed()
+        try:
+            ranks = world_ranks(failed, self.comm)
+        finally:
+            failed.Free()
+        if 0 in ranks:
+            raise exc
+        hit: dict[int, list[int]] = {}
+        for rank in ranks:
+            group = self.member_of.get(rank, self.group_of.get(rank))
+            if group is not None and group not in self.lost:
+                hit.setdefault(group, []).append(rank)
+        for group, dead in sorted(hit.items()):
+            self.lost.add(group)
+            self._losses.append((group, GroupLost(dead, f"rank(s) {', '.join(map(str, dead))} failed "
+                                                        f"({exc.Get_error_string().strip()})")))  # fmt: skip
+
+
+_FAILURE_CLASSES = tuple(getattr(MPI, name) for name in ("ERR_PROC_FAILED", "ERR_PROC_FAILED_PENDING", "ERR_REVOKED")
+                         if hasattr(MPI, name))  # fmt: skip
+"""ULFM's error classes for a failed process (mpi4py names them whether or not the library has ULFM)"""
 
 
 class MpiLeaderChannel:

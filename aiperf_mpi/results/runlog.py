@@ -28,6 +28,7 @@ from pathlib import Path
 from aiperf_mpi.results.schema import EPOCH as EPOCH
 from aiperf_mpi.results.schema import EVENT as EVENT
 from aiperf_mpi.results.schema import EVENT_NAMES, check_event
+from aiperf_mpi.results.schema import GROUP_LOST as GROUP_LOST
 from aiperf_mpi.results.schema import LAYOUT as LAYOUT
 from aiperf_mpi.results.schema import MODEL_DONE as MODEL_DONE
 from aiperf_mpi.results.schema import MODEL_FAILED as MODEL_FAILED

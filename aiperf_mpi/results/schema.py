@@ -29,6 +29,8 @@ MODEL_PROPOSED = "model_proposed"
 EPOCH = "epoch"
 MODEL_DONE = "model_done"
 MODEL_FAILED = "model_failed"
+GROUP_LOST = "group_lost"
+"""a group is out of the run (a rank died, or the group was silent past its deadline): see job/faults.py"""
 WEIGHTS_REMOVED = "weights_removed"
 """weights files the search can no longer inherit from, removed (models, files); see job/retention.py"""
 RUN_STOP = "run_stop"
@@ -62,6 +64,7 @@ REQUIRED: dict[str, dict[str, object]] = {
     MODEL_DONE: {"task": INT, "group": INT, "model": DICT},
     MODEL_FAILED: {"task": INT, "group": INT, "model": INT, "rank": INT, "host": STR, "reason": STR,
                      "traceback": STR},
+    GROUP_LOST: {"group": INT, "ranks": LIST, "host": STR, "task": (INT, NULL), "reason": STR},
     WEIGHTS_REMOVED: {"models": LIST, "files": LIST},
     RUN_STOP: {"reason": STR, "discarded_tasks": LIST, SEGMENT: INT},
     SCORE: {"score": NUM, "regulated_score": (NUM, NULL), "active_time": NUM, "total_ops": INT,
@@ -75,7 +78,8 @@ OPTIONAL: dict[str, dict[str, object]] = {
     MODEL_PROPOSED: {"graph_sha256": STR, "morphs": LIST, "seed": DICT},
     EPOCH: {"compile": NUM, "xla": BOOL, "correct": INT},
     MODEL_FAILED: {"graph_hash": (STR, NULL)},
-    RUN_STOP: {"groups_stopped_early": INT},
+    GROUP_LOST: {"silent": NUM},
+    RUN_STOP: {"groups_stopped_early": INT, "groups_lost": INT},
     SCORE: {"rules_version": STR, "ops_cv_last_half": (NUM, NULL), "ops_change_last_quarter": (NUM, NULL)},
 }
 """fields some events carry (newer than the first logs, or only in some runs): typed when present"""

@@ -13,6 +13,7 @@ from pathlib import Path
 from aiperf_mpi import __version__
 from aiperf_mpi.config import RunConfig
 from aiperf_mpi.graph.seeds import tiny_resnet
+from aiperf_mpi.job.faults import HangPolicy
 from aiperf_mpi.job.local import run_in_process
 from aiperf_mpi.job.master import Master
 from aiperf_mpi.results import runlog
@@ -31,7 +32,7 @@ class LocalRun:
 
 
 def run_local(tmp_path: Path, groups: int, time_limit: float, slow=(), fail=(), max_models=0,
-              search_config: SearchConfig | None = None, epoch_seconds: float = 0.02,
+              search_config: SearchConfig | None = None, epoch_seconds: float = 0.02, hang: HangPolicy | None = None,
               **options) -> LocalRun:  # fmt: skip
     """The benchmark's own session in this process (job.local.run_in_process), with fake training."""
     config = RunConfig(time_limit=time_limit, seed_model="tiny", score_step=0.5, run_dir=str(tmp_path),
@@ -41,7 +42,8 @@ def run_local(tmp_path: Path, groups: int, time_limit: float, slow=(), fail=(), 
     runners = {group: FakeRunner(group, epoch_seconds=epoch_seconds, slow_groups=slow, fail_tasks=fail,
                                  run_dir=tmp_path)
                for group in range(groups)}  # fmt: skip
-    ended = run_in_process(config, runners, tiny_resnet(), version=__version__, views=views, search_config=search)
+    ended = run_in_process(config, runners, tiny_resnet(), version=__version__, views=views, search_config=search,
+                           hang=hang)  # fmt: skip
     return LocalRun(ended.master, views, runners, ended.outcome)
 
 

@@ -1,0 +1,58 @@
+"""Whether this job can lose a group and go on: the MPI library's fault tolerance (ULFM), found at start.
+
+Open MPI 5 carries ULFM (User-Level Failure Mitigation): with the launch
+options of :data:`OPEN_MPI_LAUNCH`, a rank that dies or stops answering is
+reported to the others as ``MPI_ERR_PROC_FAILED``, and the launcher keeps the
+rest of the job alive.  Then the master takes the dead rank's group out of the
+run (``group_lost``) and the others train on; a rank that hangs without being
+reported is lost by the master's deadline (:mod:`aiperf_mpi.job.faults`).
+
+Without it (MPICH, a direct ``srun`` without the settings, Open MPI launched
+without them) the job behaves as it always did: one dead rank ends the job
+through the abort guard.  Rank 0 says which in one line at start.
+
+Measured here (Open MPI 5.0.11, 4 ranks, one host, docs/cluster.md): a
+training rank's ``os._exit`` or ``SIGSTOP`` reached rank 0's ``Iprobe`` as
+``MPI_ERR_PROC_FAILED`` 8.4–8.9 s later with a 10 s detector timeout; the
+dead rank's Horovod partner got an error from its all-reduce, not a hang;
+``MPI_Finalize`` after a failure hangs, ``MPI_Abort`` with a non-zero code
+ends every rank, a stopped one included (``MPI_Abort(0)`` does not).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+OPEN_MPI_LAUNCH = ("--with-ft ulfm --enable-recovery --mca mpi_ft_enable true --mca mpi_ft_detector true "
+                   "--mca mpi_ft_detector_thread true --mca mpi_ft_detector_timeout 10 "
+                   "--mca mpi_ft_detector_period 2")  # fmt: skip
+"""the mpirun options that turn fault tolerance on (the detector in its own thread: a rank busy in TensorFlow
+misses heartbeats otherwise, and was declared dead by mistake with a 3 s timeout in the probe)"""
+TRUE = ("1", "true", "yes", "on", "enabled")
+
+
+def fault_tolerance(environ: Mapping[str, str], library: str) -> tuple[bool, str]:
+    """(on, why): whether a failed rank will be reported to the master and the job kept alive.
+
+    ``library`` is ``MPI.Get_library_version()``.  Open MPI passes ``--mca``
+    settings to every rank as ``OMPI_MCA_*`` variables, so each rank reads
+    the same answer from its environment.  No MPI here (unit-tested).
+    """
+    if "Open MPI" not in library:
+        return False, f"{library.split(',')[0].strip() or 'this MPI'} is not Open MPI with ULFM"
+    enabled = environ.get("OMPI_MCA_mpi_ft_enable", "").strip().lower() in TRUE
+    detector = environ.get("OMPI_MCA_mpi_ft_detector", "").strip().lower() in TRUE
+    if not enabled:
+        return False, "launched without --with-ft ulfm --mca mpi_ft_enable true"
+    if not detector:
+        return False, "launched without --mca mpi_ft_detector true (a failure would never be reported)"
+    return True, "Open MPI ULFM, failure detector on"
+
+
+def start_line(on: bool, why: str) -> str:
+    """The one line rank 0 prints at start."""
+    if on:
+        return (f"aiperf_mpi: fault tolerance on ({why}): a dead or hung group is logged (group_lost) and "
+                "the other groups train on; rank 0's death still ends the job")  # fmt: skip
+    return (f"aiperf_mpi: fault tolerance off ({why}): a dead rank ends the job, as before; "
+            "docs/cluster.md says how to turn it on")  # fmt: skip

@@ -1,0 +1,229 @@
+"""A lost group costs its group, not the run: the master's side, without MPI (issue 25).
+
+The hang deadline is driven with a fake clock; the loss reported by the MPI
+transport (ULFM) is the same ``GroupLost`` the MPI backend hands the master,
+fed here directly; a whole in-process run with a group that hangs goes on to
+its time limit, writes one score and passes verify.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from aiperf_mpi.config import RunConfig
+from aiperf_mpi.graph.model import to_json
+from aiperf_mpi.graph.seeds import tiny_resnet
+from aiperf_mpi.job.faults import HangPolicy
+from aiperf_mpi.job.master import ALL_LOST, Master
+from aiperf_mpi.job.messages import EpochDone, EpochStarted, GroupLost, MonitorSample, Proposed, Ready, Stop
+from aiperf_mpi.mpi.tolerance import OPEN_MPI_LAUNCH, fault_tolerance, start_line
+from aiperf_mpi.results import runlog
+from aiperf_mpi.results.score import score_run
+from aiperf_mpi.search.bayesian import SearchConfig
+from aiperf_mpi.search.view import MasterHistory
+from analysis import report, verify
+from tests.support.local_run import run_local
+from tests.support.verify_runs import consistent_run, find, forge
+
+POLICY = HangPolicy(epochs=3.0, margin=10.0, check_interval=1.0)
+
+
+def epoch(number: int, start: float, end: float) -> dict:
+    """An epoch with every field the log's schema asks for."""
+    return {"epoch": number, "train_loss": 1.0, "val_accuracy": 0.5, "start": start, "end": end, "ops": 1000,
+            "ops_train": 1000, "ops_update": 0, "ops_validation": 0, "steps": 1, "train_samples": 1,
+            "validation_samples": 1, "data_wait": 0.0, "compute": end - start, "evaluation": 0.0,
+            "learning_rate": 0.1}  # fmt: skip
+
+
+def started_master(tmp_path, groups: int, now: list[float], hang: HangPolicy | None = POLICY) -> tuple[Master, list]:
+    """A master with ``groups`` groups, each handed its first task and its seed accepted."""
+    config = RunConfig(time_limit=1000, seed_model="tiny", run_dir=str(tmp_path))
+    master = Master(config, runlog.EventLog(tmp_path), MasterHistory(SearchConfig().view_bounds()), groups,
+                    tmp_path, clock=lambda: now[0], hang=hang)  # fmt: skip
+    works = []
+    for group in range(groups):
+        [(_, work)] = master.handle(group, Ready(group, 2, f"host{group}"))
+        master.handle(group, Proposed(work.task_id, None, to_json(tiny_resnet(width=8 + 2 * group)), {}, "seed"))
+        works.append(work)
+    return master, works
+
+
+def lost_events(tmp_path) -> list[dict]:
+    return [e for e in runlog.read_events(tmp_path).events if e["event"] == runlog.GROUP_LOST]
+
+
+def test_the_deadline_is_a_multiple_of_the_groups_own_longest_epoch() -> None:
+    assert POLICY.silent_limit(None, None) is None  # nothing timed yet: no deadline
+    assert POLICY.silent_limit(20.0, None) == 70.0
+    assert POLICY.silent_limit(20.0, 45.0) == 3 * 45.0 + 10.0  # a new model's first-epoch cost counts too
+
+
+def test_a_silent_group_is_lost_at_its_own_deadline_and_the_other_goes_on(tmp_path) -> None:
+    """Group 0 trains 10 s epochs; group 1 falls silent after its first: lost at 3 × 10 + 10 s of silence."""
+    now = [0.0]
+    master, works = started_master(tmp_path, 2, now)
+    now[0] = 10.0
+    for group in (0, 1):
+        master.handle(group, EpochDone(works[group].task_id, epoch(1, now[0] - 10.0, now[0])))
+    for second in range(11, 51):  # group 0 speaks every 5 s; group 1 never again (its monitor does)
+        now[0] = float(second)
+        if second % 5 == 0:
+            master.handle(0, EpochStarted(works[0].task_id, 2, now[0], 32))
+        master.handle(1, MonitorSample(now[0], 1, "host1", 0, "cpu", []))
+        assert master.tick() == []
+        assert master.lost_groups == 0  # 40 s of silence at most: not past its deadline yet
+    now[0] = 50.5
+    master.tick()
+    assert master.lost_groups == 0  # 40.5 s silent, the deadline is 40 s, but the walk runs once a second
+    now[0] = 51.0
+    master.tick()
+    assert master.lost_groups == 1 and master.state[1].lost and master.newly_lost == [1]
+    [lost] = lost_events(tmp_path)
+    assert lost["group"] == 1 and lost["task"] == works[1].task_id and lost["host"] == "host1"
+    assert lost["ranks"] == [] and "silent for 41.0 s" in lost["reason"] and lost["silent"] == 41.0
+    assert works[1].task_id not in master.tasks and master.running == 1  # its task is not waited for
+    assert master.handle(1, EpochDone(works[1].task_id, epoch(2, 10.0, 60.0))) == []  # woke up: ignored
+    assert master.ignored == 1 and master.epochs_done == 2  # only the completed epochs count
+    now[0] = 1000.0
+    master.handle(0, EpochStarted(works[0].task_id, 3, now[0], 32))
+    stops = master.tick()
+    assert [(group, type(message)) for group, message in stops] == [(0, Stop)]  # nothing to the lost group
+    master.log.close()
+
+
+def test_a_group_without_a_timed_epoch_has_no_deadline(tmp_path) -> None:
+    now = [0.0]
+    master, _ = started_master(tmp_path, 1, now)
+    now[0] = 900.0
+    master.tick()
+    assert master.lost_groups == 0
+    master.log.close()
+
+
+def test_without_a_policy_no_group_is_ever_lost_to_silence(tmp_path) -> None:
+    """Fault tolerance off: as before, a silent group is waited for (until the grace period)."""
+    now = [0.0]
+    master, works = started_master(tmp_path, 1, now, hang=None)
+    now[0] = 10.0
+    master.handle(0, EpochDone(works[0].task_id, epoch(1, 0.0, 10.0)))
+    now[0] = 900.0
+    master.tick()
+    assert master.lost_groups == 0 and master.running == 1
+    master.log.close()
+
+
+def test_a_failed_rank_reported_by_mpi_loses_its_group_and_when_all_are_lost_the_run_stops(tmp_path) -> None:
+    now = [0.0]
+    master, works = started_master(tmp_path, 2, now)
+    assert master.handle(1, GroupLost([4], "rank 4 failed (MPI_ERR_PROC_FAILED)")) == []
+    assert master.handle(1, GroupLost([3], "rank 3 failed")) == []  # the same group again: once
+    [lost] = lost_events(tmp_path)
+    assert lost["ranks"] == [4] and lost["task"] == works[1].task_id and "MPI_ERR_PROC_FAILED" in lost["reason"]
+    assert "1 group(s) lost" in master.progress_line()
+    master.handle(0, GroupLost([1, 2], "ranks 1, 2 failed"))
+    assert master.tick() == [] and master.stopping == ALL_LOST and master.done
+    master.log.close()
+
+
+class HangingRunner:
+    """Wraps a fake runner: from its second task on, the group's training never returns (until released)."""
+
+    def __init__(self, runner, release: threading.Event) -> None:
+        self.runner, self.release, self.tasks = runner, release, 0
+
+    def run(self, task, on_epoch, should_stop, on_epoch_start=None):
+        self.tasks += 1
+        if self.tasks >= 2:
+            self.release.wait()
+        return self.runner.run(task, on_epoch, should_stop, on_epoch_start)
+
+    def __getattr__(self, name):
+        return getattr(self.runner, name)
+
+
+def test_a_run_with_a_hung_group_goes_on_to_its_time_limit_with_one_score(tmp_path, monkeypatch) -> None:
+    """The benchmark's own session in this process: group 1 hangs in its second task; the run goes on."""
+    release = threading.Event()
+    from tests.support import fake_runner
+
+    original = fake_runner.FakeRunner
+
+    def hanging_in_group_1(group, **options):
+        runner = original(group, **options)
+        return HangingRunner(runner, release) if group == 1 else runner
+
+    monkeypatch.setattr("tests.support.local_run.FakeRunner", hanging_in_group_1)
+    policy = HangPolicy(epochs=3.0, margin=0.5, check_interval=0.1)
+    try:
+        run = run_local(tmp_path, groups=2, time_limit=4.0, epoch_seconds=0.1, hang=policy)
+    finally:
+        release.set()
+    assert run.outcome == "done" and run.master.stopping == "time limit"
+    [lost] = lost_events(tmp_path)
+    assert lost["group"] == 1 and "silent" in lost["reason"]
+    events = runlog.read_events(tmp_path).events
+    assert sum(e["event"] == runlog.SCORE for e in events) == 1
+    assert find(events, runlog.RUN_STOP)["groups_lost"] == 1
+    after = [e for e in events if e.get("group") == 1 and e[runlog.TIME] > lost[runlog.TIME]]
+    assert after == []  # nothing of the lost group is logged after its loss
+    assert score_run(tmp_path).active_time >= 4.0  # never shortened by the loss: lost capacity costs score
+    markdown = report.write_report(tmp_path).read_text()
+    assert "Group 1 on " in markdown and " was lost: silent for " in markdown  # the report shows the lost group
+    # verify is not asked here: the fake runner's operation counts are not a graph's (see the next test)
+
+
+def test_verify_accepts_a_lost_groups_open_task_and_refuses_work_logged_after_the_loss(tmp_path, capsys) -> None:
+    run = consistent_run(tmp_path / "run")
+
+    def lose_group_1(events: list[dict]) -> list[dict]:
+        kept = [e for e in events  # group 1's second epoch and its model_done never came
+                if not (e.get("group") == 1 and (e["event"] == runlog.MODEL_DONE or e.get("epoch") == 2))]
+        stop = kept.index(find(kept, runlog.RUN_STOP))
+        kept.insert(stop, {"event": runlog.GROUP_LOST, "time": 1095.0, "group": 1, "ranks": [4], "host": "h0",
+                           "task": 1, "reason": "rank 4 failed (MPI_ERR_PROC_FAILED)"})  # fmt: skip
+        kept[stop + 1]["groups_lost"] = 1
+        return kept
+
+    forge(run, lose_group_1)
+    assert verify.main([str(run)]) == 0, capsys.readouterr().out
+    assert "group 1 lost" in capsys.readouterr().out
+
+    def late_epoch(events: list[dict]) -> list[dict]:
+        lost = find(events, runlog.GROUP_LOST)
+        lost["time"] = 1040.0  # before group 1's first epoch is logged
+        return sorted(events, key=lambda e: e["time"])
+
+    forge(run, late_epoch)
+    assert verify.main([str(run)]) == 1
+    assert "after it was lost" in capsys.readouterr().out
+
+
+def test_fault_tolerance_is_on_only_with_open_mpis_ulfm_and_its_detector() -> None:
+    open_mpi = "Open MPI v5.0.11, package: Open MPI user@localhost Distribution, ident: 5.0.11"
+    on = {"OMPI_MCA_mpi_ft_enable": "true", "OMPI_MCA_mpi_ft_detector": "true"}
+    assert fault_tolerance(on, open_mpi) == (True, "Open MPI ULFM, failure detector on")
+    assert fault_tolerance({}, open_mpi)[0] is False  # the default launch: as before
+    assert "mpi_ft_detector" in fault_tolerance({"OMPI_MCA_mpi_ft_enable": "1"}, open_mpi)[1]
+    off, why = fault_tolerance(on, "MPICH Version:\\t4.2.0")
+    assert not off and "not Open MPI" in why
+    assert start_line(False, why).startswith("aiperf_mpi: fault tolerance off (MPICH")
+    assert "group_lost" in start_line(True, "x") and "\n" not in start_line(True, "x")
+    for option in ("--with-ft ulfm", "--enable-recovery", "mpi_ft_enable true", "mpi_ft_detector true"):
+        assert option in OPEN_MPI_LAUNCH
+
+
+def test_make_run_and_the_templates_turn_on_the_same_settings() -> None:
+    """``make run FT=1`` passes OPEN_MPI_LAUNCH; the templates set the same with AIPERF_FAULT_TOLERANCE=1."""
+    repo = Path(__file__).resolve().parents[2]
+    makefile = (repo / "Makefile").read_text().replace("\\\n", " ")
+    [flags] = [line.split(":=", 1)[1].split() for line in makefile.splitlines() if line.startswith("OPENMPI_FT_FLAGS")]
+    assert flags == OPEN_MPI_LAUNCH.split()
+    settings = dict(zip(flags[4::3], flags[5::3], strict=True))  # --mca NAME VALUE after --with-ft … --enable-recovery
+    for template in sorted((repo / "jobscripts").glob("*.sbatch")):
+        text = template.read_text()
+        assert "--with-ft ulfm --enable-recovery" in text and 'kill-on-bad-exit="$KILL_ON_BAD_EXIT"' in text
+        for name, value in settings.items():
+            assert f"OMPI_MCA_{name}={value}" in text or f"OMPI_MCA_{name}=${{OMPI_MCA_{name}:-{value}}}" in text, \
+                (template.name, name)  # fmt: skip
