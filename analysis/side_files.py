@@ -292,6 +292,9 @@ class MLLogCheck:
             model = event.get("model") if isinstance(event.get("model"), dict) else {}
             if name == runlog.MODEL_FAILED or model.get("status") == "failed" or not done:
                 self.cut_allowed[task] = done + 1
+        elif name == runlog.GROUP_LOST and isinstance(event.get("task"), int):
+            task = event["task"]  # its running epoch, begun and never ended, went with the group
+            self.cut_allowed[task] = self.open_epochs.pop(task, 0) + 1
         elif name == runlog.RUN_STOP:
             self._run_stop(event)
 
@@ -391,11 +394,12 @@ class MLLogCheck:
                                            f"({MLLOG_RULE}: no mllog epoch without its event)")  # fmt: skip
             elif self.cut_allowed.get(task) == number or (not self.stopped and
                                                           self.open_epochs.get(task, 0) + 1 == number):  # fmt: skip
-                continue  # begun and cut: discarded at run_stop, failed, given up, or killed while training
+                continue  # begun and cut: discarded at run_stop, failed, given up, lost, or killed while training
             else:
                 self.check.problems.append(f"{where}: an epoch_start without an epoch event, and its task was "
-                                           "neither discarded at run_stop, failed, given up at the time limit nor "
-                                           f"training when its segment was killed ({MLLOG_RULE})")  # fmt: skip
+                                           "neither discarded at run_stop, failed, given up at the time limit, "
+                                           "lost with its group nor training when its segment was killed "
+                                           f"({MLLOG_RULE})")  # fmt: skip
         reader.pending.clear()
         missing = self.missing
         if missing.count:

@@ -62,7 +62,8 @@ def run_guarded(comm: MPI.Comm, main: Callable[[], int | None]) -> int:
         raise  # unreachable: abort() ends the process
 
 
-def _fault_tolerant() -> bool:
+def fault_tolerant() -> bool:
+    """Whether this job runs with fault tolerance on (:func:`~aiperf_mpi.mpi.tolerance.fault_tolerance`)."""
     try:
         return fault_tolerance(os.environ, MPI.Get_library_version())[0]
     except MPI.Exception:
@@ -76,7 +77,7 @@ def abort(comm: MPI.Comm, exc: BaseException) -> None:
     if os.environ.get(DEBUG_ENV):
         traceback.print_exception(exc, file=sys.stderr)
         sys.stderr.flush()
-    if rank != 0 and _fault_tolerant() and not master_failed(MPI.COMM_WORLD):
+    if rank != 0 and fault_tolerant() and not master_failed(MPI.COMM_WORLD):
         # fault tolerance on: this rank's death takes only its group out (the master is told by MPI and the
         # other groups go on); an Abort would end them all, and under ULFM MPI_Finalize would hang
         os._exit(EXIT_FATAL)

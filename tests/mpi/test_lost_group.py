@@ -115,6 +115,21 @@ def test_a_training_rank_killed_or_stopped_mid_run_costs_its_group_not_the_run(t
 
 
 @pytest.mark.skipif(mpi_vendor() != "openmpi", reason="fault tolerance needs Open MPI's ULFM")
+def test_a_run_with_fault_tolerance_on_and_nothing_lost_ends_by_itself(tmp_path) -> None:
+    """MPI_Finalize never returns under ULFM's detector thread: every rank leaves together without it, status 0."""
+    run_dir = tmp_path / "run"
+    job = launch(run_dir, 20)
+    try:
+        output, _ = job.communicate(timeout=240)
+    except subprocess.TimeoutExpired:
+        os.killpg(job.pid, signal.SIGKILL)
+        pytest.fail(f"a run with nothing lost did not end by itself\n{job.communicate()[0]}")
+    assert job.returncode == 0 and "fault tolerance on" in output, output
+    assert "aiperf_mpi: score" in output and "exiting improperly" not in output, output
+    assert not any(e["event"] == runlog.GROUP_LOST for e in events_of(run_dir))
+
+
+@pytest.mark.skipif(mpi_vendor() != "openmpi", reason="fault tolerance needs Open MPI's ULFM")
 def test_rank_0s_death_still_ends_the_job_within_seconds(tmp_path) -> None:
     run_dir = tmp_path / "run"
     job = launch(run_dir, 300)
