@@ -35,13 +35,19 @@ class BatchWork:
     sync: bool = False
     """the event log must reach stable storage"""
     removals: list[Path] = field(default_factory=list)
+    prepare: list[Callable[[], None]] = field(default_factory=list)
+    """work on the replies before they leave: the view records a Work carries, compressed here rather than on
+    the loop's thread (:meth:`~aiperf_mpi.search.view.MasterHistory.update`)"""
 
     def __bool__(self) -> bool:
-        return bool(self.graphs or self.sync or self.removals)
+        return bool(self.graphs or self.sync or self.removals or self.prepare)
 
 
 def do_work(works: list[BatchWork], fsync: Callable[[], None]) -> list[str]:
-    """Do batches' file work in order (graphs, one fsync, removals); returns the removals that failed."""
+    """Do batches' work in order (replies prepared, graphs, one fsync, removals); returns the removals that failed."""
+    for work in works:
+        for prepare in work.prepare:
+            prepare()
     for work in works:
         for path, text in work.graphs:
             path.write_bytes(text.encode("utf-8"))  # the bytes the log's graph_sha256 hashes, on any locale

@@ -105,12 +105,16 @@ class Master:
     early_stops: int = 0
     """groups stopped before the time limit because a new model's first epoch could not end by it"""
     retention: Retention = field(init=False)
+    compress_later: bool = False
+    """leave the compression of a Work's new view records to :meth:`take_batch`'s work (the I/O thread), which
+    runs before the replies leave: what :func:`master_loop` does; off, :meth:`handle` returns complete replies"""
 
     def __post_init__(self) -> None:
         self.state = {g: GroupState(g) for g in range(self.groups)}
         self.started = self.clock()
         self._stops_sent = False
         self._graphs: list[tuple[Path, str]] = []
+        self._later: list[Callable[[], None]] = []
         self.retention = Retention(keep_all=self.config.keep_weights == "all")
         for model_id, weights in sorted(self.weights.items()):
             self.retention.added(model_id, weights)
@@ -127,14 +131,15 @@ class Master:
         state = self.state[group]
         if isinstance(message, MonitorSample):
             self.log.write(runlog.MONITOR, time=message.time, group=group, host=message.host, node=message.node,
-                           source=message.source, devices=message.devices)  # fmt: skip
+                           source=message.source, devices=message.devices, flush=False)  # fmt: skip
             return []
         if isinstance(message, EpochDone):
             self._epoch(group, message)
+            if message.next_start is not None:  # the next epoch's start rode on it (messages.EpochDone)
+                self._epoch_started(message.next_start)
             return []
         if isinstance(message, EpochStarted):
-            if self.mllog is not None:  # the event log records an epoch once, when it is done
-                self.mllog.epoch_start(message.task_id, message.epoch, message.time, message.global_batch)
+            self._epoch_started(message)
             return []
         if isinstance(message, Proposed):
             return [(group, self._proposed(group, message))]
@@ -181,8 +186,8 @@ class Master:
         gone = self.retention.sweep()
         if gone:
             self.log.write(runlog.WEIGHTS_REMOVED, sync=True, models=[m for m, _ in gone], files=[f for _, f in gone])
-        work = BatchWork(self._graphs, self.log.take_sync(), [self.run_dir / f for _, f in gone])
-        self._graphs = []
+        work = BatchWork(self._graphs, self.log.take_sync(), [self.run_dir / f for _, f in gone], self._later)
+        self._graphs, self._later = [], []
         return work
 
     @property
@@ -211,7 +216,7 @@ class Master:
         self.stop_started = self.clock()
 
     def _update(self, state: GroupState) -> ViewUpdate:
-        update = self.history.update(state.seen, with_dictionary=not state.has_dictionary)
+        update = self.history.update(state.seen, not state.has_dictionary, self._later if self.compress_later else None)
         state.seen = len(self.history)
         state.has_dictionary = state.has_dictionary or bool(update.dictionary)
         return update
@@ -278,16 +283,20 @@ class Master:
         digest = hashlib.sha256(message.graph.encode("utf-8")).hexdigest()
         self.log.write(runlog.MODEL_PROPOSED, task=message.task_id, group=group, parent=message.parent,
                        hparams=message.hparams, description=message.description, graph_file=graph_file,
-                       search=message.search_info, graph_sha256=digest)  # fmt: skip
+                       search=message.search_info, graph_sha256=digest, flush=False)  # fmt: skip
         self.retention.task_started(message.task_id, message.parent)
         return Accepted(message.task_id)
+
+    def _epoch_started(self, message: EpochStarted) -> None:
+        if self.mllog is not None:  # the event log records an epoch once, when it is done
+            self.mllog.epoch_start(message.task_id, message.epoch, message.time, message.global_batch)
 
     def _epoch(self, group: int, message: EpochDone) -> None:
         epoch = message.epoch
         state = self.state[group]
         if message.task_id == state.task and epoch.get("epoch") == 1:
             state.first_epoch_cost = self.clock() - state.handed_out
-        self.log.write(runlog.EPOCH, sync=True, task=message.task_id, group=group, **epoch)
+        self.log.write(runlog.EPOCH, sync=True, flush=False, task=message.task_id, group=group, **epoch)
         self.ops_done += int(epoch["ops"])
         self.epochs_done += 1
         accuracy = epoch.get("val_accuracy")
@@ -322,7 +331,8 @@ class Master:
             weights=message.weights_file,
         )
         self.append(record)
-        self.log.write(runlog.MODEL_DONE, sync=True, model=record.fields(), task=message.task_id, group=group)
+        self.log.write(runlog.MODEL_DONE, sync=True, flush=False, model=record.fields(), task=message.task_id,
+                       group=group)
 
     def _failed(self, group: int, message: Failed) -> None:
         record = ModelRecord(
@@ -334,7 +344,7 @@ class Master:
         self.append(record)
         self.log.write(runlog.MODEL_FAILED, sync=True, task=message.task_id, group=group, model=record.id,
                        rank=message.rank, host=message.host, reason=message.reason, traceback=message.traceback,
-                       graph_hash=record.graph_hash)  # fmt: skip
+                       graph_hash=record.graph_hash, flush=False)  # fmt: skip
 
     def progress_line(self) -> str:
         elapsed = self.clock() - self.started
@@ -376,9 +386,9 @@ def master_loop(
     batch logs (seen here).
     """
     last_progress = time.monotonic()
-    for group, message in master.tick(stop_flag()):
-        transport.send(group, message)
+    master.compress_later = True  # every reply below leaves through the I/O thread, which completes it first
     with BatchIO(master.log.fsync) as io:  # graph files, fsyncs and removals, off this thread
+        io.submit(master.take_batch(), master.tick(stop_flag()))
         while not master.done or io.pending:
             replies: list[tuple[int, object]] = []
             item = transport.poll(0.001 if io.pending else 0.2)  # replies may be released any moment
