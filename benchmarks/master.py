@@ -177,6 +177,13 @@ def simulate(groups: int, history_size: int, speed: float = 1.0) -> dict:
         per_model = EPOCHS + 3  # Proposed, EpochStarted, EPOCHS × EpochDone, Result
         rate = groups * per_model * speed / MODEL_SECONDS
 
+        # the leaders' weights files, each written before its Result: made now, since a new file costs this
+        # machine's disk ≈ 0.5 ms of CPU, which would fall on the loop's thread that plays the leaders here;
+        # a group's next task is the next the master hands out (one Work per Result, in order)
+        first_tasks = [tasks[g] for g in range(min(timed, groups))]
+        for task in [*first_tasks, *range(master.next_task, master.next_task + max(0, timed - groups))]:
+            (run_dir / f"weights/task-{task}.npz").write_bytes(b"")
+
         def stream():
             """The timed messages in arrival order: per model its Proposed, epochs and Result.
 
@@ -201,8 +208,7 @@ def simulate(groups: int, history_size: int, speed: float = 1.0) -> dict:
                                    "learning_rate": 0.1})  # every field of a real epoch (the log's schema)  # fmt: skip
                     following = EpochStarted(task, epoch + 1, now, 64) if epoch < EPOCHS else None
                     yield group, EpochDone(task, epochs[-1], following)
-                weights = f"weights/task-{task}.npz"
-                (run_dir / weights).write_bytes(b"")  # the leader wrote it before its Result
+                weights = f"weights/task-{task}.npz"  # written before the timing (below), as a leader does
                 accuracy = accuracy_of(history_size + number, rng)
                 yield group, Result(task, parent, graph, hparams, epochs, accuracy, None, {"total": 3 * 10**15},
                                     {"train": 60.0}, "bench", "epoch limit", weights)  # fmt: skip

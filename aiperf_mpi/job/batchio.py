@@ -30,7 +30,7 @@ from pathlib import Path
 class BatchWork:
     """One batch's file work (:meth:`aiperf_mpi.job.master.Master.take_batch`)."""
 
-    graphs: list[tuple[Path, str]] = field(default_factory=list)
+    graphs: list[tuple[Path | str, str]] = field(default_factory=list)
     """files to write: (path, text)"""
     sync: bool = False
     """the event log must reach stable storage"""
@@ -50,7 +50,8 @@ def do_work(works: list[BatchWork], fsync: Callable[[], None]) -> list[str]:
             prepare()
     for work in works:
         for path, text in work.graphs:
-            path.write_bytes(text.encode("utf-8"))  # the bytes the log's graph_sha256 hashes, on any locale
+            with open(path, "wb") as handle:
+                handle.write(text.encode("utf-8"))  # the bytes the log's graph_sha256 hashes, on any locale
     if any(work.sync for work in works):
         fsync()
     failures = []

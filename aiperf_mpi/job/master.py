@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -113,8 +114,13 @@ class Master:
         self.state = {g: GroupState(g) for g in range(self.groups)}
         self.started = self.clock()
         self._stops_sent = False
-        self._graphs: list[tuple[Path, str]] = []
+        self._graphs: list[tuple[str, str]] = []
+        self._graph_dir = f"{self.run_dir / 'graphs'}{os.sep}"  # a file's path by concatenation: a Path join per
+        # model cost the loop as much as hashing its graph
         self._later: list[Callable[[], None]] = []
+        self._accepted: dict[int, tuple[int, str]] = {}
+        """task → (length, graph hash) of the graph the master accepted for it: its Result's graph is not hashed
+        again (the leader sends the same string; the length guards against one that does not)"""
         self.retention = Retention(keep_all=self.config.keep_weights == "all")
         for model_id, weights in sorted(self.weights.items()):
             self.retention.added(model_id, weights)
@@ -276,8 +282,9 @@ class Master:
             self.duplicates += 1
             return Duplicate(message.task_id)
         self.history.add_hash(key)
+        self._accepted[message.task_id] = (len(message.graph), key)
         graph_file = f"graphs/task-{message.task_id}.json"
-        self._graphs.append((self.run_dir / graph_file, message.graph))
+        self._graphs.append((f"{self._graph_dir}task-{message.task_id}.json", message.graph))
         # the file's bytes (written as UTF-8 by the I/O thread) are hashed here, so a verifier can tell
         # whether the graph it recounts is the one the run trained
         digest = hashlib.sha256(message.graph.encode("utf-8")).hexdigest()
@@ -305,17 +312,19 @@ class Master:
         if self.mllog is not None:
             self.mllog.epoch_stop(message.task_id, epoch)
 
-    def append(self, record: ModelRecord) -> None:
+    def append(self, record: ModelRecord, key: str | None = None) -> None:
         """Add a finished model to the history and the retention state (it is not logged here).
 
         :meth:`handle` logs each Result and Failed, then calls this; the
         master benchmark calls it alone to load a history of 10⁵ models.
+        ``key``: the graph's hash when known.
         """
-        self.history.append(record, graph_hash(record.graph))
+        self.history.append(record, key or graph_hash(record.graph))
         self.retention.added(record.id, record.weights)
         self._update_candidates()
 
     def _result(self, group: int, message: Result) -> None:
+        length, key = self._accepted.pop(message.task_id, (-1, ""))
         record = ModelRecord(
             id=self.history.next_id,
             parent=message.parent,
@@ -330,11 +339,12 @@ class Master:
             description=message.description,
             weights=message.weights_file,
         )
-        self.append(record)
+        self.append(record, key if length == len(message.graph) else None)
         self.log.write(runlog.MODEL_DONE, sync=True, flush=False, model=record.fields(), task=message.task_id,
                        group=group)
 
     def _failed(self, group: int, message: Failed) -> None:
+        self._accepted.pop(message.task_id, None)
         record = ModelRecord(
             id=self.history.next_id, parent=message.parent, graph=message.graph or "{}", status=FAILED,
             hparams=message.hparams, epochs=message.epochs,
