@@ -43,6 +43,7 @@ import statistics
 import tempfile
 import time
 import tracemalloc
+from collections import deque
 from pathlib import Path
 
 from aiperf_mpi.config import RunConfig
@@ -65,6 +66,8 @@ HISTORY_SWEEP = (1_000, 10_000)
 FASTER = 2.0
 """the largest machine is run again with messages arriving this many times faster: rank 0's headroom"""
 TIMED_MODELS = 4_000
+PREFETCH = 512
+"""timed messages made and pickled ahead of their arrival, in the loop's idle time"""
 TIMED_SECONDS = 15.0
 """at most this much arrival time per size: fewer models at the smaller machines, whose messages come slower"""
 EPOCHS = 3
@@ -161,6 +164,7 @@ def simulate(groups: int, history_size: int, speed: float = 1.0) -> dict:
         log.sync()
         master.compress_later = True  # from now on as in master_loop: the I/O thread compresses new view records
         gc.collect()
+        gc.freeze()  # as master_loop does once the run is set up
         preload_rss = rss_mb()
 
         wall: list[float] = []
@@ -213,8 +217,7 @@ def simulate(groups: int, history_size: int, speed: float = 1.0) -> dict:
                 yield group, Result(task, parent, graph, hparams, epochs, accuracy, None, {"total": 3 * 10**15},
                                     {"train": 60.0}, "bench", "epoch limit", weights)  # fmt: skip
 
-        def deliver(group: int, message: object, replies: list, arrival: float) -> None:
-            data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)  # the leader's side: not timed
+        def deliver(group: int, data: bytes, replies: list, arrival: float) -> None:
             start, start_cpu = time.perf_counter(), time.thread_time()
             answer = master.handle(group, pickle.loads(data))
             cpu.append(time.thread_time() - start_cpu)
@@ -236,8 +239,23 @@ def simulate(groups: int, history_size: int, speed: float = 1.0) -> dict:
 
         # as master_loop: take what has arrived (at most BATCH), hand the batch to the I/O thread, send what
         # it released; messages arrive at the machine's rate, one every 1/rate seconds, in real time
-        arrivals = stream()
-        upcoming = next(arrivals, None)
+        # the leaders' side (making and pickling the messages) runs on this thread too: as far as it can, in the
+        # loop's idle time, PREFETCH messages ahead, so that it delays the loop as little as it can
+        arrivals = ((group, pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)) for group, message in stream())
+        ahead: deque = deque()
+
+        def prefetch(until: float) -> None:
+            while len(ahead) < PREFETCH and time.perf_counter() < until:
+                made = next(arrivals, None)
+                if made is None:
+                    return
+                ahead.append(made)
+
+        def following() -> tuple[int, bytes] | None:
+            return ahead.popleft() if ahead else next(arrivals, None)
+
+        prefetch(float("inf"))
+        upcoming = following()
         begin = time.perf_counter()
         load = os.getloadavg()[0]
         number = 0
@@ -248,7 +266,7 @@ def simulate(groups: int, history_size: int, speed: float = 1.0) -> dict:
                 deliver(*upcoming, replies, begin + number / rate)
                 number += 1
                 handled += 1
-                upcoming = next(arrivals, None)
+                upcoming = following()
             start, start_cpu = time.perf_counter(), time.thread_time()
             if handled:
                 io.submit(master.take_batch(), replies)
@@ -258,6 +276,7 @@ def simulate(groups: int, history_size: int, speed: float = 1.0) -> dict:
                 handing.append(time.perf_counter() - start)
                 handing_cpu.append(time.thread_time() - start_cpu)
             if not handled:
+                prefetch(begin + number / rate)
                 wait = number / rate - (time.perf_counter() - begin) if upcoming is not None else 0.001
                 time.sleep(min(max(wait, 0.0), 0.001) if io.pending else max(wait, 0.0))
         elapsed = time.perf_counter() - begin
