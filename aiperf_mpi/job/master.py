@@ -401,6 +401,7 @@ def master_loop(
     # what exists now lives for the run (a state per group, a resumed history, the modules): out of the cyclic
     # collector's sight, a full collection walks only what was made since — 20–25 ms instead of 80–90 ms at
     # 65,536 groups (BENCHMARKS.md, the master), a pause that every message arriving meanwhile queues behind
+    gc.collect()  # garbage first: what is frozen is never collected
     gc.freeze()
     with BatchIO(master.log.fsync) as io:  # graph files, fsyncs and removals, off this thread
         io.submit(master.take_batch(), master.tick(stop_flag()))
