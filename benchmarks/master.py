@@ -282,6 +282,7 @@ def simulate(groups: int, history_size: int, speed: float = 1.0) -> dict:
         elapsed = time.perf_counter() - begin
         load = max(load, os.getloadavg()[0])
         io.close()
+        send(io.completed())  # what the I/O thread released after the loop's last look
         log.close()
         mllog.close()
         end_rss = rss_mb()

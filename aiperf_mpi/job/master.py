@@ -430,4 +430,8 @@ def master_loop(
         for failure in io.close()[:1]:
             print(f"aiperf_mpi: warning: {len(io.failures)} weights file(s) could not be removed, e.g. {failure}",
                   flush=True)  # fmt: skip
+        # replies the I/O thread released between the loop's last look and its test of io.pending (the last
+        # Stops, say): without this a leader could wait for its Stop for ever
+        for group, message in io.completed():
+            transport.send(group, message)
     return "done"
