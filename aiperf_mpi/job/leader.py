@@ -20,7 +20,7 @@ import socket
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 import networkx as nx
@@ -185,7 +185,14 @@ class Leader:
         return _Proposal(hparams, *chosen, search_seconds=time.monotonic() - started)
 
     def train(self, work: Work, proposal: _Proposal) -> tuple[Task, Outcome]:
-        """The group trains the proposal; every epoch is sent to the master as it completes."""
+        """The group trains the proposal; every epoch is sent to the master as the next begins or the task ends.
+
+        An epoch's report waits for the next epoch's start, which rides on
+        it (:class:`~aiperf_mpi.job.messages.EpochDone`): the wait is the
+        group's agreement between epochs.  It goes at once after the task's
+        last allowed epoch and when the stop is decided; only after an early
+        stop (patience) or a failure does it wait for the runner's return.
+        """
         parent_weights = ""
         if proposal.parent is not None and self.config.inherit:
             parent_weights = self.view[proposal.parent].weights
@@ -196,13 +203,23 @@ class Leader:
                     parent_weights, limit, deadline)  # fmt: skip
 
         last_epoch: list[float] = []  # the task's latest epoch, in seconds, tracing and compilation left out
+        held: list[EpochDone] = []  # the latest epoch, until the next one's start can ride on it (messages.py)
+        epoch_limit = task.max_epochs or self.config.max_epochs
+
+        def send_held(next_start: EpochStarted | None = None) -> None:
+            if held:
+                self.channel.send(held.pop() if next_start is None else replace(held.pop(), next_start=next_start))
+            elif next_start is not None:
+                self.channel.send(next_start)
 
         def report_epoch(epoch: dict, task_id: int = work.task_id) -> None:
             last_epoch[:] = [max(0.0, epoch["end"] - epoch["start"] - epoch.get("compile", 0.0))]
-            self.channel.send(EpochDone(task_id, epoch))
+            held[:] = [EpochDone(task_id, epoch)]
+            if epoch["epoch"] >= epoch_limit:  # no next epoch will begin: do not wait for the task's end
+                send_held()
 
         def report_start(epoch: int, started: float, global_batch: int, task_id: int = work.task_id) -> None:
-            self.channel.send(EpochStarted(task_id, epoch, started, global_batch))
+            send_held(EpochStarted(task_id, epoch, started, global_batch))
 
         budget_ends = None if not self.config.model_seconds else time.monotonic() + self.config.model_seconds
 
@@ -212,10 +229,16 @@ class Leader:
             budget of seconds (``model budget``, ``--model-seconds``)."""
             now = time.monotonic()
             if self.should_stop() or epoch_would_overrun(deadline, last_epoch, now):
-                return "time limit"
-            return MODEL_BUDGET if epoch_would_overrun(budget_ends, last_epoch, now) else ""
+                stop = "time limit"
+            else:
+                stop = MODEL_BUDGET if epoch_would_overrun(budget_ends, last_epoch, now) else ""
+            if stop:  # no next epoch will begin: the held one goes now, before the weights are saved
+                send_held()
+            return stop
 
-        return task, self.runner.run(task, report_epoch, should_stop, on_epoch_start=report_start)
+        outcome = self.runner.run(task, report_epoch, should_stop, on_epoch_start=report_start)
+        send_held()  # an early stop (patience) or a failure: the epoch before it, ahead of the Result or Failed
+        return task, outcome
 
     def report(self, work: Work, proposal: _Proposal, task: Task, outcome: Outcome) -> None:
         """Tell the tuner and the master how the task ended (Failed or Result)."""

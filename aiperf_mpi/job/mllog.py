@@ -88,6 +88,8 @@ class MLLogWriter:
         self._last_ms = max(self._last_ms, event_ms)
         line = {"namespace": "", "time_ms": self._last_ms, "event_type": EVENT_TYPES[kind], "key": key,
                 "value": value, "metadata": meta}  # fmt: skip
+        # json.dumps as mlperf-logging writes them (its spacing: readers and tests match '"key": "…"');
+        # orjson would take a tenth of the time but knows no such spacing
         self._file.write(":::MLLOG " + json.dumps(line) + "\n")
         now = time.monotonic()
         if now - self._flushed >= FLUSH_SECONDS:

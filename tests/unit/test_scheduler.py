@@ -3,6 +3,7 @@
 The same contract as tests/mpi/test_protocol.py, which runs it over MPI.
 """
 
+import json
 from collections import deque
 from pathlib import Path
 
@@ -305,3 +306,43 @@ def test_a_short_run_ends_by_its_time_limit_not_after_it(tmp_path) -> None:
     start = next(e for e in events if e["event"] == runlog.RUN_START)[runlog.TIME]
     ends = [e["end"] - start for e in events if e["event"] == runlog.EPOCH]
     assert ends and max(ends) <= 4.0 + 0.4, max(ends)
+
+
+# --------------------------------------------------------------------------- messages per model (issue 26)
+
+
+def test_a_later_epochs_start_rides_on_the_report_of_the_epoch_before(tmp_path) -> None:
+    """Per model: Proposed, the first epoch's EpochStarted, one EpochDone per epoch — each but the last carrying
+    the next epoch's start, at the time that epoch's own report gives — and the Result: 3 + E messages."""
+    for config_epochs, runner_epochs in [(10, 3), (3, 3)]:  # the leader learns of the end late, or knows it
+        history = MasterHistory(SearchConfig().view_bounds())
+        channel = ScriptedMaster(Work(0, history.update(0, with_dictionary=True), round=5, seed_model=True),
+                                 ["accepted"])  # fmt: skip
+        config = RunConfig(time_limit=60, seed_model="tiny", run_dir=str(tmp_path), max_epochs=config_epochs)
+        leader_loop(channel, 0, 1, config, tiny_resnet(), FakeRunner(0, epoch_seconds=0.001, epochs=runner_epochs))
+        kinds = [type(m).__name__ for m in channel.sent[1:]]  # after Ready
+        assert kinds == ["Proposed", "EpochStarted", "EpochDone", "EpochDone", "EpochDone", "Result"]
+        started, *done, result_message = channel.sent[2:]
+        epochs = result_message.epochs
+        assert (started.epoch, started.time) == (1, epochs[0]["start"])
+        assert [d.epoch for d in done] == epochs
+        assert [(d.next_start.epoch, d.next_start.time) for d in done[:-1]] == [(2, epochs[1]["start"]),
+                                                                                (3, epochs[2]["start"])]
+        assert done[-1].next_start is None
+
+
+def test_the_master_logs_every_epoch_start_at_its_time_from_the_messages_that_carry_it(tmp_path) -> None:
+    run = run_local(tmp_path, groups=1, time_limit=60, max_models=3, warmup_epochs=0)
+    events = runlog.read_events(tmp_path).events
+    epochs = [e for e in events if e["event"] == runlog.EPOCH]
+    models = [e for e in events if e["event"] == runlog.MODEL_DONE]
+    assert len(models) == 3 and len(epochs) == 6  # the fake runner's 2 epochs each
+    # Ready, then per model Proposed (one more per duplicate), EpochStarted, 2 EpochDone, Result
+    assert run.master.handled == 1 + 3 * (3 + 2) + run.master.duplicates
+    starts = {}
+    for line in (tmp_path / "mllog.log").read_text().splitlines():
+        entry = json.loads(line.removeprefix(":::MLLOG "))
+        if entry["key"] == "epoch_start":
+            meta = entry["metadata"]
+            starts[(meta["task"], meta["epoch_num"])] = meta.get("event_time_ms", entry["time_ms"])
+    assert starts == {(e["task"], e["epoch"]): int(e["start"] * 1000) for e in epochs}
