@@ -23,6 +23,7 @@ import pytest
 
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.score import score_run
+from tests.support.lost_groups import events_so_far
 from tests.support.mpirun import REPO_ROOT, mpi_env
 
 pytestmark = [pytest.mark.multinode, pytest.mark.mpi, pytest.mark.slow, pytest.mark.tf, pytest.mark.horovod]
@@ -38,15 +39,6 @@ def digits_h5(tmp_path_factory) -> Path:
     done = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=REPO_ROOT, env=mpi_env())
     assert done.returncode == 0, done.stderr
     return path
-
-
-def events_so_far(run_dir: Path) -> list[dict]:
-    """The complete lines of a log that is still being written."""
-    try:
-        data = (run_dir / runlog.EVENTS_FILE).read_text()
-    except FileNotFoundError:
-        return []
-    return [json.loads(line) for line in data.splitlines(keepends=True) if line.endswith("\n") and line.strip()]
 
 
 def test_layout_shows_both_nodes_the_master_and_a_group_per_node(multihost) -> None:

@@ -236,12 +236,13 @@ class VirtualCluster:
         return ",".join(f"{name}:{count}" for name, count in chosen.items())
 
     def mpirun_command(self, argv: Sequence[str], slots: int | Mapping[str, int] = SLOTS,
-                       env: Mapping[str, str] | None = None) -> list[str]:  # fmt: skip
+                       env: Mapping[str, str] | None = None, options: Sequence[str] = ()) -> list[str]:  # fmt: skip
         """``mpirun --host …`` on the head host, launching the other hosts' daemons through the agent.
 
         ``argv`` starting with ``-m``, ``-c`` or a ``.py`` path runs with this
         interpreter.  ``--bind-to none``: every host shares the machine's
         cores, so binding each host's ranks to "its" cores would pile them up.
+        ``options`` go to mpirun itself (the fault-tolerance settings, say).
         """
         argv = list(argv)
         if argv and (argv[0] in ("-m", "-c") or argv[0].endswith(".py")):
@@ -251,7 +252,7 @@ class VirtualCluster:
         environment = self.env(env)
         forward = [arg for name in FORWARDED if name in environment for arg in ("-x", name)]
         return ["nsenter", "-t", str(self.head.pid), "--net", "--uts", "--mount", f"--wd={REPO_ROOT}", "--",
-                mpirun_path(), "-n", str(ranks), "--host", spec, "--bind-to", "none", "--tag-output",
+                mpirun_path(), *options, "-n", str(ranks), "--host", spec, "--bind-to", "none", "--tag-output",
                 "--prtemca", "plm_ssh_agent", str(self.agent), *forward, *argv]  # fmt: skip
 
     def mpirun(self, argv: Sequence[str], timeout: float, slots: int | Mapping[str, int] = SLOTS,
@@ -270,10 +271,10 @@ class VirtualCluster:
         return MultihostResult(result.returncode, result.output, result.elapsed, self.settle())
 
     def launch(self, argv: Sequence[str], output: str | os.PathLike, slots: int | Mapping[str, int] = SLOTS,
-               env: Mapping[str, str] | None = None) -> subprocess.Popen:  # fmt: skip
+               env: Mapping[str, str] | None = None, options: Sequence[str] = ()) -> subprocess.Popen:  # fmt: skip
         """Start an MPI job in the background (its own session), its output to ``output``."""
         with open(output, "wb") as sink:
-            return subprocess.Popen(self.mpirun_command(argv, slots, env), env=self.env(env), cwd=REPO_ROOT,
+            return subprocess.Popen(self.mpirun_command(argv, slots, env, options), env=self.env(env), cwd=REPO_ROOT,
                                     stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT,
                                     start_new_session=True)  # fmt: skip
 
