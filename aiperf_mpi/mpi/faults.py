@@ -11,6 +11,8 @@ from typing import NoReturn
 
 from mpi4py import MPI
 
+from aiperf_mpi.errors import EXIT_FATAL, EXIT_GROUPS_LOST
+
 
 def master_failed(comm: MPI.Comm) -> bool:
     """Whether rank 0 is among the failures this rank knows of (then the whole job must end).
@@ -40,24 +42,40 @@ def world_ranks(group: MPI.Group, comm: MPI.Comm) -> list[int]:
         whole.Free()
 
 
+LEAVE_TAG = 32_000
+"""the tag a survivor waits on at the end after a failure; never sent (rank 0's ``MPI_Abort`` ends the wait), and
+apart from every message tag (:data:`aiperf_mpi.job.messages.TAGS`)"""
+
+
 def leave_without_finalize(comm: MPI.Comm, status: int) -> NoReturn:
     """End this rank, fault tolerance on, without ``MPI_Finalize``: every rank meets once more, then leaves.
 
     Under ULFM with the failure detector in its own thread (the launch
     options of :data:`~aiperf_mpi.mpi.tolerance.OPEN_MPI_LAUNCH`), Open MPI
     5.0.11's ``MPI_Finalize`` never returns, even when nothing failed
-    (measured: a 3-rank barrier-then-exit program hangs until killed, without
+    (measured: a 3-rank barrier-then-exit program hangs until killed; without
     the thread it ends in 4 s).  Leaving with ``os._exit`` after a last barrier
     ends such a job at once with exit status 0 and no message, because the
     launcher runs with ``--enable-recovery`` (the same exit under a plain
     launch is reported as an improper termination, so this is for tolerant
-    runs only).  A rank lost on the way makes the barrier fail: the others
-    leave all the same.
+    runs only).
+
+    When a rank was lost the barrier fails at once, and the job's end is rank
+    0's ``MPI_Abort`` (it also ends a stopped rank, which an exit would leave
+    the launcher waiting for): rank 0 aborts, and every other rank waits for
+    that here, so that none leaves while rank 0 still writes the report (a
+    survivor that left early had the launcher end the job mid-report: seen).
+    If rank 0 is gone too, the wait fails and this rank ends the job.
     """
     try:
         comm.Barrier()
     except MPI.Exception:
-        pass  # a failed rank: nothing more to wait for
+        if comm.Get_rank() == 0:
+            comm.Abort(status or EXIT_GROUPS_LOST)
+        try:
+            comm.recv(source=0, tag=LEAVE_TAG)  # never sent: rank 0's Abort ends this wait
+        except MPI.Exception:
+            comm.Abort(EXIT_FATAL)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(status)

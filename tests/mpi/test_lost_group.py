@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -54,7 +55,26 @@ def events_of(run_dir: Path) -> list[dict]:
 
 
 def launch(run_dir: Path, time_limit: int) -> subprocess.Popen:
-    """The benchmark under ``mpirun -n 4`` with the fault-tolerance options: groups [1, 2] and [3]."""
+    """The benchmark under ``mpirun -n 4`` with the fault-tolerance options, started: groups [1, 2] and [3].
+
+    Open MPI 5.0.11 with ULFM on sometimes crashes inside ``MPI_Init`` (signal 11 in ``ompi_mpi_init``, before
+    anything of the benchmark ran: seen in about one launch in ten here, and across hosts); such a launch is
+    made again, once, so that what is tested is the benchmark's handling of a failure, not that crash.
+    """
+    job = _launch(run_dir, time_limit)
+    deadline = time.monotonic() + OUTER_TIMEOUT
+    while job.poll() is None and not events_of(run_dir) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if job.poll() is not None and not events_of(run_dir):
+        output = job.communicate()[0]
+        assert "ompi_mpi_init" in output, output  # anything else is the benchmark's failure to start
+        print("Open MPI crashed in MPI_Init; launching again")
+        shutil.rmtree(run_dir, ignore_errors=True)
+        job = _launch(run_dir, time_limit)
+    return job
+
+
+def _launch(run_dir: Path, time_limit: int) -> subprocess.Popen:
     argv = ["python", "-m", "aiperf_mpi", "--seed-model", "tiny", "--max-epochs", "2", "--score-step", "10",
             "--progress-interval", "10", "--monitor-interval", "0", "--peak-seconds", "1", "--group-size", "2",
             "--time-limit", str(time_limit), "--run-dir", str(run_dir)]  # fmt: skip
