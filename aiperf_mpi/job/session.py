@@ -285,11 +285,16 @@ def _run_master_locked(prepared: Prepared, config: RunConfig, transport: MasterT
 
 
 def _say_how_much_disk(run_dir: Path) -> None:
-    """The run directory's size, its largest parts named: a few demo runs can fill a small disk unnoticed."""
-    parts = {name: tree_size(run_dir / name) for name in ("weights", "best")}
-    total = tree_size(run_dir)
+    """The size of the run directory's bulky parts: a few demo runs can fill a small disk unnoticed.
+
+    Only the parts bounded by retention are walked (``weights/``, ``best/``, the report, the top-level files):
+    ``graphs/`` holds one file a model, and stat-ing 100,000 of them on a shared file system at the end of a
+    large run is work on rank 0 that grows with the models, for a figure nobody needs (about 18 kB a model).
+    """
+    parts = {name: tree_size(run_dir / name) for name in ("weights", "best", "report")}
+    top = sum(entry.stat().st_size for entry in run_dir.iterdir() if entry.is_file() and not entry.is_symlink())
     named = ", ".join(f"{name}/ {megabytes(size)}" for name, size in parts.items() if size)
-    print(f"aiperf_mpi: {run_dir} holds {megabytes(total)}{f' ({named})' if named else ''}; "
+    print(f"aiperf_mpi: {run_dir} holds {megabytes(top + sum(parts.values()))} besides graphs/ ({named}); "
           "python -m aiperf_mpi.job.clean (make clean-runs) removes old runs", flush=True)  # fmt: skip
 
 
