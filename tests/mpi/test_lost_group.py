@@ -15,6 +15,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -29,6 +30,8 @@ from tests.support.mpirun import mpi_env, mpi_vendor, mpirun_command
 pytestmark = [pytest.mark.slow, pytest.mark.horovod, pytest.mark.tf]
 TIME_LIMIT = 75
 OUTER_TIMEOUT = 420
+START_CRASH = "Signal: Segmentation fault (11)"
+START_CRASH_RELAUNCHES = 2
 
 
 def rank_pid(rank: int) -> int | None:
@@ -57,25 +60,28 @@ def events_of(run_dir: Path) -> list[dict]:
 def launch(run_dir: Path, time_limit: int) -> subprocess.Popen:
     """The benchmark under ``mpirun -n 4`` with the fault-tolerance options, started: groups [1, 2] and [3].
 
-    Open MPI 5.0.11 with ULFM on sometimes crashes inside ``MPI_Init`` (signal 11 in ``ompi_mpi_init``, before
-    anything of the benchmark ran: seen in about one launch in ten here, and across hosts); such a launch is
-    made again, once, so that what is tested is the benchmark's handling of a failure, not that crash.
+    Open MPI 5.0.11 with ULFM on sometimes crashes a rank with signal 11 while the job starts, before rank 0
+    logged anything (seen in about one launch in ten here, and across hosts: in ``ompi_mpi_init``, and once with
+    a one-frame backtrace in CI).  Such a launch is made again, at most twice, so that what is tested is the
+    benchmark's handling of a failure, not that crash.  Any other failure to start fails the test: a Python
+    error of the benchmark's own prints no signal 11.
     """
-    job = _launch(run_dir, time_limit)
-    deadline = time.monotonic() + OUTER_TIMEOUT
-    while job.poll() is None and not events_of(run_dir) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    if job.poll() is not None and not events_of(run_dir):
-        output = job.communicate()[0]
-        assert "ompi_mpi_init" in output, output  # anything else is the benchmark's failure to start
-        print("Open MPI crashed in MPI_Init; launching again")
+    for attempt in range(1 + START_CRASH_RELAUNCHES):
         shutil.rmtree(run_dir, ignore_errors=True)
         job = _launch(run_dir, time_limit)
-    return job
+        deadline = time.monotonic() + OUTER_TIMEOUT
+        while job.poll() is None and not events_of(run_dir) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if job.poll() is None or events_of(run_dir):
+            return job
+        output = job.communicate()[0]
+        assert START_CRASH in output, output  # anything else is the benchmark's failure to start
+        print(f"launch {attempt + 1}: a rank crashed with signal 11 before the run started; launching again")
+    pytest.fail(f"every one of {1 + START_CRASH_RELAUNCHES} launches crashed before the run started\n{output}")
 
 
 def _launch(run_dir: Path, time_limit: int) -> subprocess.Popen:
-    argv = ["python", "-m", "aiperf_mpi", "--seed-model", "tiny", "--max-epochs", "2", "--score-step", "10",
+    argv = [sys.executable, "-m", "aiperf_mpi", "--seed-model", "tiny", "--max-epochs", "2", "--score-step", "10",
             "--progress-interval", "10", "--monitor-interval", "0", "--peak-seconds", "1", "--group-size", "2",
             "--time-limit", str(time_limit), "--run-dir", str(run_dir)]  # fmt: skip
     command = mpirun_command(4, argv)
