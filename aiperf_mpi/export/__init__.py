@@ -453,6 +453,8 @@ class Exported:
     seconds: float
     removed: str = ""
     """the weights file the single-copy export removed ('' when none)"""
+    only_copy: str = ""
+    """the weights file whose only copy ``model.keras`` now is (removed now or by an earlier single-copy export)"""
     restored: str = ""
     """the previous best model's weights file, written back from its model.keras before ``best/`` was replaced"""
 
@@ -533,5 +535,6 @@ def export(run_dir: Path | str, task: int | None = None, out: Path | str | None 
     partial.rename(out)
     if remove:  # only now: best/ (whose metadata says the .npz is gone) is in place first
         npz.unlink(missing_ok=True)
+    only_copy = chosen.weights if into_best and meta[stored_weights.WEIGHTS_FILE_REMOVED] else ""
     return Exported(out, chosen.task, meta["accuracy"]["weights"], (out / "model.keras").stat().st_size,
-                    time.monotonic() - started, chosen.weights if remove else "", restored)  # fmt: skip
+                    time.monotonic() - started, chosen.weights if remove else "", only_copy, restored)  # fmt: skip

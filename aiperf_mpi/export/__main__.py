@@ -39,8 +39,11 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
         print(f"{prog}: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     accuracy = "–" if done.accuracy is None else f"{done.accuracy:.4f}"
-    stored = "".join((f"; {done.restored} written back (the replaced best/ held its only copy)" if done.restored
-                      else "", f"; {done.removed} removed (model.keras is its only copy)" if done.removed else ""))
+    stored = f"; {done.restored} written back (the replaced best/ held its only copy)" if done.restored else ""
+    if done.removed:
+        stored += f"; {done.removed} removed (model.keras is its only copy)"
+    elif done.only_copy:
+        stored += f"; model.keras is the only copy of {done.only_copy}"
     print(f"{prog}: task {done.task} (validation accuracy {accuracy}) in {done.out}: model.keras "
           f"{done.model_bytes / 1e6:.1f} MB, model_card.md, metadata.json; {done.seconds:.1f} s{stored}")  # fmt: skip
     return 0

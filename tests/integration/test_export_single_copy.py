@@ -17,6 +17,7 @@ from aiperf_mpi.results import runlog  # noqa: E402
 from aiperf_mpi.results.stored_weights import locate_weights  # noqa: E402
 from aiperf_mpi.train.keras_model import build_keras_model  # noqa: E402
 from aiperf_mpi.train.transfer import model_weights, read_weights, save_weights, transfer_weights  # noqa: E402
+from analysis.after_run import export_best  # noqa: E402
 from tests.support.event_logs import epoch, model_done, proposed, start, write_log  # noqa: E402
 
 pytestmark = pytest.mark.tf
@@ -50,7 +51,7 @@ def metadata(run_dir) -> dict:
     return json.loads((run_dir / "best" / "metadata.json").read_text())
 
 
-def test_the_best_model_is_stored_once_and_every_reader_finds_it(tmp_path) -> None:
+def test_the_best_model_is_stored_once_and_every_reader_finds_it(tmp_path, capsys) -> None:
     run_dir = tmp_path / "run"
     events, weights = [start(0.0, dataset="digits", precision="fp32")], {}
     for task, accuracy in ((0, 0.5), (1, 0.8)):
@@ -58,8 +59,11 @@ def test_the_best_model_is_stored_once_and_every_reader_finds_it(tmp_path) -> No
         events += logged
     write_log(run_dir, events)
 
-    done = export(run_dir, single_copy=True)  # the run's end
-    assert (done.task, done.removed, done.restored) == (1, "weights/task-1.npz", "")
+    export_best(run_dir, "digits")  # the run's end: python -m analysis.export --single-copy, in a child
+    printed = capsys.readouterr()
+    assert printed.err == "" and printed.out.startswith(f"aiperf_mpi: best model: task 1 (validation accuracy "
+                                                        f"0.8000) in {run_dir / 'best'}: model.keras ")  # fmt: skip
+    assert printed.out.endswith(" s; weights/task-1.npz removed (model.keras is its only copy)\n"), printed.out
     assert not (run_dir / "weights" / "task-1.npz").exists() and (run_dir / "weights" / "task-0.npz").is_file()
     assert metadata(run_dir)["weights_file"] == "weights/task-1.npz" and metadata(run_dir)["weights_file_removed"]
     assert_same(read_weights(run_dir / "best" / "model.keras"), weights[1])
@@ -73,9 +77,10 @@ def test_the_best_model_is_stored_once_and_every_reader_finds_it(tmp_path) -> No
 
     # a re-export by hand (both copies kept unless --single-copy) and --task N build from best/model.keras
     again = export(run_dir)
-    assert (again.task, again.removed) == (1, "") and metadata(run_dir)["weights_file_removed"]  # still the only copy
+    assert (again.task, again.removed, again.only_copy) == (1, "", "weights/task-1.npz")  # still the only copy
+    assert metadata(run_dir)["weights_file_removed"]
     assert_same(read_weights(run_dir / "best" / "model.keras"), weights[1])
-    export(run_dir, task=1)
+    assert export(run_dir, task=1).only_copy == ""  # export/task-1/ is a copy elsewhere, not the store
     assert_same(read_weights(run_dir / "export" / "task-1" / "model.keras"), weights[1])
 
     # a resumed segment found a better model: replacing best/ first writes task 1's .npz back (the log never
