@@ -20,7 +20,8 @@ or ``--out DIR``):
   ``docs/counting.md`` (forward, training, per layer);
 * ``metadata.json`` — accuracy, hyper-parameters, the input the model expects
   (image size, channel order, scaling), the data set, the lineage of
-  morphisms from the seed and the versions, for programs;
+  morphisms from the seed and the versions, for programs; and the weights
+  file it was built from, and whether that file is gone (below);
 * ``model_card.md`` — the same for a person.
 
 Which model: the best by observed validation accuracy, ties going to the
