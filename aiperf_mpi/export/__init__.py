@@ -464,13 +464,16 @@ def _same_weights(model, saved: Path) -> bool:
     """Whether the model file ``saved`` reads back as exactly ``model``'s arrays (before the other copy goes)."""
     import numpy as np
 
-    from aiperf_mpi.train.transfer import model_weights, read_weights
+    from aiperf_mpi.train.transfer import read_weights
 
-    expected, got = model_weights(model), read_weights(saved)
-    return expected.keys() == got.keys() and all(
-        len(expected[name]) == len(got[name])
-        and all(np.array_equal(a, b) for a, b in zip(expected[name], got[name], strict=True))
-        for name in expected)  # fmt: skip
+    got = read_weights(saved)
+    for layer in model.layers:  # a layer's arrays at a time: no second full copy of the model in memory
+        if not layer.weights:
+            continue
+        expected, read = layer.get_weights(), got.pop(layer.name, [])
+        if len(expected) != len(read) or not all(np.array_equal(a, b) for a, b in zip(expected, read, strict=True)):
+            return False
+    return not got
 
 
 def _restore_replaced_best(facts: RunFacts, chosen: Task) -> str:
