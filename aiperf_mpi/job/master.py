@@ -518,7 +518,7 @@ def master_loop(
     # 65,536 groups (BENCHMARKS.md, the master), a pause that every message arriving meanwhile queues behind
     gc.collect()  # garbage first: what is frozen is never collected
     gc.freeze()
-    with BatchIO(master.log.fsync) as io:  # graph files, fsyncs and removals, off this thread
+    with BatchIO(master.log.fsync) as io:  # the graphs file, fsyncs and removals, off this thread
         io.submit(master.take_batch(), master.tick(stop_flag()))
         while not master.done or io.pending:
             replies: list[tuple[int, object]] = []
