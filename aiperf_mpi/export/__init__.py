@@ -82,6 +82,7 @@ from aiperf_mpi.graph.model import (
 )
 from aiperf_mpi.graph.ops import ModelOps, count_ops
 from aiperf_mpi.results import runlog, stored_weights
+from aiperf_mpi.results.graphs import LENGTH, OFFSET, GraphFileError, graph_place, read_graph
 from analysis.logdata import parse_line
 
 FORMAT = "aiperf_mpi.export/1"
@@ -120,7 +121,9 @@ class Task:
     """the parent's model id (``model_proposed``), None for the seed"""
     description: str = ""
     hparams: dict = field(default_factory=dict)
-    graph_file: str = ""
+    graph_place: dict = field(default_factory=dict)
+    """where its graph lies: ``model_proposed``'s ``graph_file`` (and ``graph_offset``, ``graph_bytes`` in an
+    appended graphs file), what :func:`aiperf_mpi.results.graphs.read_graph` reads"""
     model_id: int | None = None
     status: str = ""
     """``trained`` or ``failed`` once ``model_done`` / ``model_failed`` came; empty while it never ended"""
@@ -189,7 +192,8 @@ def read_run(run_dir: Path) -> RunFacts:
         elif name == runlog.MODEL_PROPOSED:
             task = facts.task(int(event["task"]))
             task.parent, task.description = event.get("parent"), str(event.get("description", ""))
-            task.hparams, task.graph_file = dict(event.get("hparams") or {}), str(event.get("graph_file", ""))
+            task.hparams = dict(event.get("hparams") or {})
+            task.graph_place = {name: event[name] for name in ("graph_file", OFFSET, LENGTH) if name in event}
         elif name == runlog.MODEL_DONE:
             model = event.get("model") or {}
             task = facts.task(int(event["task"]))
@@ -252,14 +256,14 @@ def weights_path(facts: RunFacts, task: Task) -> Path:
 
 
 def trained_graph(facts: RunFacts, task: Task):
-    """The graph the task trained: its graph file, the tuned kernel size applied as the trainer applies it."""
-    path = facts.run_dir / (task.graph_file or f"graphs/task-{task.task}.json")
+    """The graph the task trained: its stored graph, the tuned kernel size applied as the trainer applies it."""
+    place = task.graph_place or {"graph_file": f"graphs/task-{task.task}.json"}
     try:
-        graph = from_json(path.read_bytes())
-    except FileNotFoundError:
-        raise ExportError(f"task {task.task}'s graph file {path} is missing") from None
+        graph = from_json(read_graph(facts.run_dir, place))
+    except GraphFileError as exc:
+        raise ExportError(f"task {task.task}'s graph in {facts.run_dir}: {exc}") from None
     except GraphError as exc:
-        raise ExportError(f"task {task.task}'s graph file {path}: {exc}") from None
+        raise ExportError(f"task {task.task}'s graph ({graph_place(place)} in {facts.run_dir}): {exc}") from None
     kernel = task.hparams.get("kernel_size")
     return graph if kernel is None else with_kernel_size(graph, kernel)
 
