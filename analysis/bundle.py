@@ -5,7 +5,9 @@ reviewer needs to check the score and nothing that only retraining needs:
 
 * ``events.jsonl`` (and any ``events.jsonl.cut-N`` a resume set aside),
   ``mllog.log`` (and its ``.cut-N``), ``score.json``;
-* ``graphs/``: every model's graph, which the verifier recounts;
+* ``graphs/``: every model's graph, which the verifier recounts (one appended
+  ``segment-N.jsonl`` per run segment, or one ``task-N.json`` per model in a
+  run from before that file);
 * ``report/``: the report (written into the bundle if the run has none);
 * ``system.json``: the system description of each segment — the ``system``,
   ``layout`` and ``peak`` events and the ``run_start`` provenance;

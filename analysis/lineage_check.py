@@ -27,6 +27,7 @@ import networkx as nx
 from aiperf_mpi.graph.lineage import rebuild, seed_from_record, structure_difference
 from aiperf_mpi.graph.model import from_json, to_json
 from aiperf_mpi.graph.morph import MAX_CHAINED as MAX_MORPHS
+from aiperf_mpi.results.graphs import LENGTH, OFFSET, GraphFileError, graph_place, read_graph
 
 ERRORS = (ValueError, KeyError, TypeError, AttributeError, RecursionError)
 """what a malformed record or graph raises here (GraphError and MorphError are ValueErrors)"""
@@ -39,9 +40,10 @@ class LineageCheck:
         """``check`` is the verifier's row (``analysis.verify.Check``): problems and missing lines go there."""
         self.run_dir = run_dir
         self.check = check
-        self.tasks: dict[int, tuple[str, str] | None] = {}
-        """a proposed task not yet ended → (graph file, its sha256), None when its file was unreadable"""
-        self.models: dict[int, tuple[int, tuple[str, str] | None]] = {}
+        self.tasks: dict[int, tuple[dict, str] | None] = {}
+        """a proposed task not yet ended → (where its graph lies: the event's graph fields, its sha256), None when
+        its graph was unreadable"""
+        self.models: dict[int, tuple[int, tuple[dict, str] | None]] = {}
         """a logged model's id → (its task, its task's graph file and sha256 or None)"""
         self.seeds: dict[str, nx.DiGraph] = {}
         """seed graphs by their record's JSON (a run has one)"""
@@ -54,7 +56,8 @@ class LineageCheck:
         if graph_text is None:  # missing, outside the run or not UTF-8: the graph files check says so
             self.tasks[task] = None
             return
-        self.tasks[task] = (event["graph_file"], _sha256(graph_text))
+        place = {name: event[name] for name in ("graph_file", OFFSET, LENGTH) if name in event}
+        self.tasks[task] = (place, _sha256(graph_text))
         parent, kernel = event["parent"], event["hparams"].get("kernel_size")
         where = f"model_proposed of task {task}"
         if "seed" not in event if parent is None else "morphs" not in event:
@@ -107,12 +110,14 @@ class LineageCheck:
             self.check.problems.append(f"{where}: {named} has no readable graph file to morph")
             return
         try:
-            text = (self.run_dir / parent_file[0]).read_bytes().decode("utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            self.check.problems.append(f"{where}: {named}: {parent_file[0]} cannot be read again ({_brief(exc)})")
+            text = read_graph(self.run_dir, parent_file[0]).decode("utf-8")
+        except (GraphFileError, UnicodeDecodeError) as exc:
+            self.check.problems.append(f"{where}: {named}: {graph_place(parent_file[0])} cannot be read again "
+                                       f"({_brief(exc)})")  # fmt: skip
             return
         if _sha256(text) != parent_file[1]:
-            self.check.problems.append(f"{where}: {named}: {parent_file[0]} changed while it was verified")
+            self.check.problems.append(f"{where}: {named}: {graph_place(parent_file[0])} changed while it was "
+                                       "verified")  # fmt: skip
             return
         rule = f"{where}: its graph is not {named}'s graph with the logged morphisms {_steps(steps)} at kernel {kernel}"
         try:

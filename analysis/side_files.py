@@ -57,6 +57,7 @@ from pathlib import Path
 from aiperf_mpi.graph.model import GraphError, from_json, to_json, with_kernel_size
 from aiperf_mpi.graph.ops import count_ops
 from aiperf_mpi.results import runlog
+from aiperf_mpi.results.graphs import read_graph
 from analysis.logdata import loads
 from analysis.verify import MISMATCH, OK, Check, Lines, Verification, _short, same
 
@@ -589,17 +590,12 @@ class BestCheck:
     def _recount(self, meta: dict, task: int, proposal: dict, record: dict) -> None:
         """Operations per sample and the graph, from the task's graph file as the trainer built it."""
         problems = self.check.problems
-        name = str(proposal.get("graph_file", ""))
-        root = self.run_dir.resolve()
         try:
-            path = (root / name).resolve()
-            if root not in path.parents:
-                raise ValueError(f"{name!r} lies outside the run directory")
-            graph = from_json(path.read_bytes())
+            graph = from_json(read_graph(self.run_dir, proposal))
             kernel = (record.get("hparams") or {}).get("kernel_size")
             graph = graph if kernel is None else with_kernel_size(graph, kernel)
             ops = count_ops(graph)
-        except (OSError, RuntimeError, ValueError, GraphError, KeyError, TypeError) as exc:
+        except (ValueError, GraphError, KeyError, TypeError) as exc:  # GraphFileError is a ValueError
             problems.append(f"best/: task {task}: its graph file cannot be recounted: "
                             f"{' '.join(str(exc).split())[:160]} ({BEST_RULE})")  # fmt: skip
             return

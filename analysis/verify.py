@@ -26,8 +26,10 @@ and without trusting any number that can be derived:
   cut tail; segments are numbered in order, each opened by ``run_start`` and
   closed by one ``run_stop`` before its ``score``; every epoch lies inside
   its segment and after its task's proposal, none after its task's
-  ``model_done``/``model_failed``; the graph files' sha256 equal the
-  ``graph_sha256`` logged at ``model_proposed``;
+  ``model_done``/``model_failed``; the stored graphs' sha256 equal the
+  ``graph_sha256`` logged at ``model_proposed`` (either layout:
+  :func:`aiperf_mpi.results.graphs.read_graph`), and no two models' events
+  place their graphs at the same line of an appended graphs file;
 * **lineage**: every graph file equals its graph rebuilt from the seed model
   or its parent's graph, the logged morphisms and the kernel size
   (:mod:`analysis.lineage_check`);
@@ -61,6 +63,7 @@ import argparse
 import hashlib
 import json
 import math
+import os
 import sys
 import tarfile
 import tempfile
@@ -75,6 +78,7 @@ from aiperf_mpi.graph.model import GraphError, from_json, with_kernel_size
 from aiperf_mpi.graph.ops import ModelOps, count_ops, epoch_ops
 from aiperf_mpi.results import provenance as provenance_module
 from aiperf_mpi.results import runlog
+from aiperf_mpi.results.graphs import OFFSET, GraphFileError, graph_place, read_graph
 from aiperf_mpi.results.rules import shown_value
 from aiperf_mpi.results.schema import SCHEMA_VERSION, check_event
 from aiperf_mpi.results.score import MAX_GRID_SAMPLES, Score, ScoreInputs, run_step, score_inputs, stopped_by_signal
@@ -322,6 +326,8 @@ class _Walker:
         self.events = self.epoch_count = self.recounted = self.records_checked = 0
         self.graph_count = self.graph_hashes = self.graph_unhashed = 0
         self.graph_cross_checked = 0
+        self.graph_places: dict[tuple[str, int], int] = {}
+        """(appended graphs file, offset) → the task whose graph lies there: a line belongs to one model"""
         self.score_events = 0
         self.next_model_id = 0
         self.peak_precisions: set[str] = set()
@@ -447,45 +453,42 @@ class _Walker:
         if task in self.tasks or task in self.finished:
             self.epochs_check.problems.append(f"task {task} proposed twice")
             return
-        state = _Task(task, event["group"], segment.number, event["hparams"], event["graph_file"])
+        state = _Task(task, event["group"], segment.number, event["hparams"], graph_place(event))
         self.tasks[task] = state
         strategy = str((event.get("search") or {}).get("strategy", "?"))
         self.strategies[strategy] = self.strategies.get(strategy, 0) + 1
         self.graph_count += 1
-        path = self._graph_path(event["graph_file"], task)
-        if path is None:
-            return
-        data = path.read_bytes()
+        try:
+            data = read_graph(self.run_dir, event)
+        except GraphFileError as exc:
+            self.graphs.problems.append(f"task {task}: {exc}")
+            data = None
+        if data is not None:
+            self._graph_bytes(event, state, data)
+        self.lineage.proposed(event, state.graph_text, segment.config)
+
+    def _graph_bytes(self, event: dict, state: _Task, data: bytes) -> None:
+        """Check a graph's stored bytes against the log: its logged sha256, and its place in an appended file."""
+        task = state.task
+        if event.get(OFFSET) is not None:  # an appended file: one line a model, never another model's
+            place = (os.path.normpath(str(event["graph_file"])), event[OFFSET])
+            other = self.graph_places.setdefault(place, task)
+            if other != task:
+                self.graphs.problems.append(f"task {task}: {state.graph_file} is task {other}'s graph")
         digest = hashlib.sha256(data).hexdigest()
         state.graph_sha256 = digest
         logged = event.get("graph_sha256")
         if logged is None:
             self.graph_unhashed += 1
         elif logged != digest:
-            self.graphs.problems.append(f"task {task}: {event['graph_file']} has sha256 {digest[:16]}…, the log "
+            self.graphs.problems.append(f"task {task}: {state.graph_file} has sha256 {digest[:16]}…, the log "
                                         f"recorded {str(logged)[:16]}… (the file was changed)")  # fmt: skip
         else:
             self.graph_hashes += 1
         try:
             state.graph_text = data.decode("utf-8")
         except UnicodeDecodeError:
-            self.graphs.problems.append(f"task {task}: {event['graph_file']} is not UTF-8 text")
-        self.lineage.proposed(event, state.graph_text, segment.config)
-
-    def _graph_path(self, name: str, task: int) -> Path | None:
-        root = self.run_dir.resolve()
-        try:
-            path = (root / name).resolve()
-        except (RuntimeError, OSError) as exc:  # a symlink loop (RuntimeError in Python 3.11), a name too long
-            self.graphs.problems.append(f"task {task}: {name} cannot be resolved: {' '.join(str(exc).split())[:120]}")
-            return None
-        if root not in path.parents:
-            self.graphs.problems.append(f"task {task}: graph_file {name!r} lies outside the run directory")
-            return None
-        if not path.is_file():
-            self.graphs.problems.append(f"task {task}: {name} is missing")
-            return None
-        return path
+            self.graphs.problems.append(f"task {task}: {state.graph_file} is not UTF-8 text")
 
     def _counts(self, state: _Task) -> ModelOps | None:
         """The task's per-sample counts, from its graph file, as the trainer built it (once per task).

@@ -1,7 +1,7 @@
 """Rank 0 against simulated groups: cost per message, bytes per model and memory, flat in groups and models.
 
 The real :class:`~aiperf_mpi.job.master.Master` (history, event log with its
-fsyncs, graph files, duplicate check, weights retention) handles a synthetic
+fsyncs, the appended graphs file, duplicate check, weights retention) handles a synthetic
 stream of messages; every message is pickled by its sender and unpickled
 before it is handled, and every reply is pickled, as mpi4py does.
 
@@ -295,7 +295,7 @@ def simulate(groups: int, history_size: int, speed: float = 1.0) -> dict:
                 event_bytes.setdefault(kind, [0, 0])
                 event_bytes[kind][0] += len(line)
                 event_bytes[kind][1] += 1
-        graphs = [path.stat().st_size for path in (run_dir / "graphs").iterdir()]
+        graph_bytes = sum(path.stat().st_size for path in (run_dir / "graphs").iterdir())  # one appended file
     messages = len(wall)
     ordered_wall, ordered_cpu, ordered_queued, ordered_answered = sorted(wall), sorted(cpu), sorted(queued), \
         sorted(answered)
@@ -334,7 +334,7 @@ def simulate(groups: int, history_size: int, speed: float = 1.0) -> dict:
         "weights_left": weights_left,
         "log_bytes_per_model": log_bytes / timed,
         "event_bytes": {kind: total / count for kind, (total, count) in event_bytes.items()},
-        "graph_bytes": statistics.mean(graphs) if graphs else 0.0,
+        "graph_bytes": graph_bytes / timed,  # the timed models' graphs: the preloaded history wrote none
         "hashes": master.history.hashes,
     }
 
@@ -465,9 +465,9 @@ def run() -> str:
             "handling, on the clock — what a group feels; measured, not replayed from handling times, so a loop "
             "that falls behind shows it. Reply released: from the arrival of the message answered (Proposed, "
             "Result) to its reply's release by the I/O thread, after the batch's fsync. As in the master's loop, "
-            f"what has arrived (up to {BATCH} messages) is handled, then its file work (graph files, the fsync, "
-            "weights removals, the compression of the view records new to the replies) and its replies go to the "
-            "I/O thread; the released replies are pickled on the loop's thread (mpi4py's isend). Busy: the loop "
+            f"what has arrived (up to {BATCH} messages) is handled, then its file work (the graphs appended, the "
+            "fsync, weights removals, the compression of the view records new to the replies) and its replies go to "
+            "the I/O thread; the released replies are pickled on the loop's thread (mpi4py's isend). Busy: the loop "
             "thread's time (messages, handing over batches, pickling replies) over the time the messages take to "
             "arrive; the I/O thread's likewise (its wall time is mostly waiting for the disk). Bytes per model: "
             "every reply rank 0 pickled (Accepted and Work), per model. Records "
@@ -481,8 +481,9 @@ def run() -> str:
             f"Run directory per model ({EPOCHS} epochs each): event log {largest['log_bytes_per_model'] / 1e3:.1f} kB "
             f"— model_done {sizes['model_done'] / 1e3:.1f} kB (the whole record, its graph JSON escaped once more), "
             f"epoch {sizes['epoch'] / 1e3:.2f} kB each, model_proposed {sizes['model_proposed'] / 1e3:.2f} kB, "
-            f"weights_removed {sizes.get('weights_removed', 0.0) / 1e3:.2f} kB per batch of removals; graph file "
-            f"{largest['graph_bytes'] / 1e3:.1f} kB. So a run of N models and E epochs writes ≈ "
+            f"weights_removed {sizes.get('weights_removed', 0.0) / 1e3:.2f} kB per batch of removals; graph "
+            f"(a line of the segment's graphs file) {largest['graph_bytes'] / 1e3:.1f} kB. So a run of N models and "
+            "E epochs writes ≈ "
             f"N × {(sizes['model_done'] + sizes['model_proposed'] + largest['graph_bytes']) / 1e3:.0f} kB + "
             f"E × {sizes['epoch'] / 1e3:.2f} kB besides weights. Weights files left after {largest['timed']:,} models "
             f"at {largest['groups']:,} groups: {largest['weights_left']} (the preloaded models had none; what stays "

@@ -4,8 +4,8 @@ Issue 23 asks that verify stay under 1 s on a ``make run`` and linear in the
 log's length.  Each log here is a run that verifies (an unofficial one: the
 digits data set), written streaming by :func:`write_verifiable_log`: 64
 groups of 2 ranks, every model the tiny seed graph at kernel 3 (each task's
-graph file a hard link to one file, so 100,000 files cost no disk and no
-time), two epochs each counted by the package's counter, its ``model_done``
+graph a line of its own in the segment's appended graphs file, as the master
+writes it: 2 kB a model), two epochs each counted by the package's counter, its ``model_done``
 record with its graph and epochs, the score event and ``score.json`` from
 the score module, ``mllog.log`` from the master's own writer.  Verify runs
 in a child process (wall time, CPU time, peak RSS of that child alone); the
@@ -31,6 +31,7 @@ from aiperf_mpi.graph.ops import count_ops, epoch_ops
 from aiperf_mpi.graph.seeds import tiny_resnet
 from aiperf_mpi.job.mllog import MLLogWriter
 from aiperf_mpi.results import provenance, runlog
+from aiperf_mpi.results.graphs import segment_graph_file
 from aiperf_mpi.results.score import ScoreInputs, score_inputs
 from benchmarks.report import _measure
 from tests.support.verify_runs import VERSIONS
@@ -45,7 +46,6 @@ ROUND = 22.0
 LINEAR_TOLERANCE = 1.5
 """the largest log's seconds per model may be at most this × the smallest's"""
 GOAL_MS_PER_MODEL = 1.0
-LINKS_PER_FILE = 50_000
 
 
 def _line(event: dict) -> str:
@@ -58,9 +58,9 @@ def write_verifiable_log(run_dir: Path, models: int, groups: int = GROUPS) -> di
     (run_dir / "graphs").mkdir(exist_ok=True)
     graph_json = to_json(tiny_resnet(32, 3, 10))
     counts = count_ops(from_json(graph_json))
-    digest = hashlib.sha256(graph_json.encode("utf-8")).hexdigest()
-    shared = run_dir / "graphs" / "seed.json"
-    shared.write_text(graph_json, encoding="utf-8")
+    graph_line = graph_json.encode("utf-8") + b"\n"
+    placed = {"graph_file": segment_graph_file(1), "graph_bytes": len(graph_line) - 1,
+              "graph_sha256": hashlib.sha256(graph_line[:-1]).hexdigest()}  # fmt: skip
     ops = epoch_ops(counts, STEPS * BATCH * RANKS, VALIDATION, BATCH * RANKS)
     rounds = -(-models // groups)
     start_time = 1_800_000_000.0
@@ -72,7 +72,8 @@ def write_verifiable_log(run_dir: Path, models: int, groups: int = GROUPS) -> di
     inputs = ScoreInputs()
     mllog = MLLogWriter(run_dir)
     written = 0
-    with open(run_dir / runlog.EVENTS_FILE, "w", encoding="utf-8") as handle:
+    with open(run_dir / runlog.EVENTS_FILE, "w", encoding="utf-8") as handle, \
+            open(run_dir / placed["graph_file"], "wb") as graphs:
 
         def emit(event: dict) -> None:
             nonlocal written
@@ -97,14 +98,11 @@ def write_verifiable_log(run_dir: Path, models: int, groups: int = GROUPS) -> di
             t = start_time + 1.0 + r * ROUND
             tasks = [(r * groups + g, g) for g in range(groups) if r * groups + g < models]
             for task, g in tasks:
-                name = f"graphs/task-{task}.json"
-                if task % LINKS_PER_FILE == 0 and task:  # a file system allows ~65,000 links to one file
-                    shared = run_dir / "graphs" / f"seed-{task}.json"
-                    shared.write_text(graph_json, encoding="utf-8")
-                os.link(shared, run_dir / name)
+                offset = graphs.tell()
+                graphs.write(graph_line)
                 emit({"event": runlog.MODEL_PROPOSED, "time": t + g * 1e-4, "task": task, "group": g, "parent": None,
-                      "hparams": hparams, "description": "seed", "graph_file": name,
-                      "search": {"strategy": "explore"}, "graph_sha256": digest})  # fmt: skip
+                      "hparams": hparams, "description": "seed", "search": {"strategy": "explore"},
+                      "graph_offset": offset, **placed})  # fmt: skip
             epochs: dict[int, list[dict]] = {task: [] for task, _ in tasks}
             for number in (1, 2):
                 end = t + 0.5 + 10.0 * number
@@ -173,7 +171,8 @@ def run(sizes: tuple[int, ...] = SIZES) -> str:
     fast = "meets" if largest * 1e3 < GOAL_MS_PER_MODEL else "MISSES"
     return "\n".join([
         "Each log a run that verifies (digits, so *an unofficial run*), 64 groups of 2 ranks, two epochs per model, "
-        "every graph file a hard link to the tiny seed's; `mllog.log` written by the master's writer.  "
+        "every graph the tiny seed's, a line of its own in the segment's appended graphs file; `mllog.log` written "
+        "by the master's writer.  "
         "`python -m analysis.verify RUN_DIR` in a child process (imports included).",
         "",
         "| models | events | events.jsonl | wall (s) | CPU (s) | ms per model (wall) | peak RSS |",

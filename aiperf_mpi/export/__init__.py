@@ -20,7 +20,8 @@ or ``--out DIR``):
   ``docs/counting.md`` (forward, training, per layer);
 * ``metadata.json`` — accuracy, hyper-parameters, the input the model expects
   (image size, channel order, scaling), the data set, the lineage of
-  morphisms from the seed and the versions, for programs;
+  morphisms from the seed and the versions, for programs; and the weights
+  file it was built from, and whether that file is gone (below);
 * ``model_card.md`` — the same for a person.
 
 Which model: the best by observed validation accuracy, ties going to the
@@ -31,6 +32,25 @@ highest validation accuracy and logs which, ``weights_epoch`` in the model's
 ``timings``), so the accuracy *these weights* give is the model's logged
 accuracy, what the search and the score saw.  A log from before that (no
 ``weights_epoch``) saved the last epoch's weights; the card then names both.
+
+The best model is stored once.  A run's end exports with ``single_copy``
+(``--single-copy``; :func:`analysis.after_run.export_best` passes it): once
+``best/model.keras`` reads back as exactly the arrays of the task's
+``weights/task-N.npz`` (float32 both: every precision keeps float32
+variables), the ``.npz`` is removed and ``metadata.json`` says so
+(``weights_file``, ``weights_file_removed: true``).  The log is not told — to
+the master's retention and ``--resume`` the file still exists — so every
+reader asks :func:`aiperf_mpi.results.stored_weights.locate_weights` where a
+task's weights are: a resumed run's training rank inherits from
+``best/model.keras``, a re-export builds from it, and a master's sweep that
+removes the gone file finds nothing to remove (harmless).  A re-export whose
+best model is another task first writes the old one's ``.npz`` back from the
+old ``model.keras`` (unless the log says it was removed), so replacing
+``best/`` never loses weights a later segment may inherit.  By hand the
+command keeps both copies unless ``--single-copy`` is given: a run that is
+still going may be reading that ``.npz``; ``--single-copy`` is for a finished
+run, and applies only to the best model into ``RUN_DIR/best`` (with
+``--task`` or ``--out`` it is refused).
 
 Reading the log streams it once (constant memory per epoch); TensorFlow is
 imported only to build and save the one model, on the CPU.  The benchmark's
@@ -61,7 +81,8 @@ from aiperf_mpi.graph.model import (
     with_kernel_size,
 )
 from aiperf_mpi.graph.ops import ModelOps, count_ops
-from aiperf_mpi.results import runlog
+from aiperf_mpi.results import runlog, stored_weights
+from aiperf_mpi.results.graphs import LENGTH, OFFSET, GraphFileError, graph_place, read_graph
 from analysis.logdata import parse_line
 
 FORMAT = "aiperf_mpi.export/1"
@@ -100,7 +121,9 @@ class Task:
     """the parent's model id (``model_proposed``), None for the seed"""
     description: str = ""
     hparams: dict = field(default_factory=dict)
-    graph_file: str = ""
+    graph_place: dict = field(default_factory=dict)
+    """where its graph lies: ``model_proposed``'s ``graph_file`` (and ``graph_offset``, ``graph_bytes`` in an
+    appended graphs file), what :func:`aiperf_mpi.results.graphs.read_graph` reads"""
     model_id: int | None = None
     status: str = ""
     """``trained`` or ``failed`` once ``model_done`` / ``model_failed`` came; empty while it never ended"""
@@ -169,7 +192,8 @@ def read_run(run_dir: Path) -> RunFacts:
         elif name == runlog.MODEL_PROPOSED:
             task = facts.task(int(event["task"]))
             task.parent, task.description = event.get("parent"), str(event.get("description", ""))
-            task.hparams, task.graph_file = dict(event.get("hparams") or {}), str(event.get("graph_file", ""))
+            task.hparams = dict(event.get("hparams") or {})
+            task.graph_place = {name: event[name] for name in ("graph_file", OFFSET, LENGTH) if name in event}
         elif name == runlog.MODEL_DONE:
             model = event.get("model") or {}
             task = facts.task(int(event["task"]))
@@ -213,27 +237,33 @@ def choose(facts: RunFacts, task: int | None) -> Task:
         if chosen.status != "trained":
             state = "failed" if chosen.status == "failed" else "never finished training (the run ended first)"
             raise ExportError(f"task {task} {state}: it has no trained weights")
-    if not chosen.weights:
-        raise ExportError(f"task {chosen.task} has no weights file in the log (it trained no epoch)")
-    path = facts.run_dir / chosen.weights
-    if not path.is_file():
-        if chosen.weights in facts.removed:
-            raise ExportError(f"task {chosen.task}'s weights ({chosen.weights}) were removed during the run: a run "
-                              "keeps only the weights a child may inherit and the best model's "
-                              "(--keep-weights all keeps every one)")  # fmt: skip
-        raise ExportError(f"task {chosen.task}'s weights file {path} is missing")
+    weights_path(facts, chosen)
     return chosen
 
 
+def weights_path(facts: RunFacts, task: Task) -> Path:
+    """Where ``task``'s weights are: its ``.npz``, or ``best/model.keras`` once a single-copy export removed it."""
+    if not task.weights:
+        raise ExportError(f"task {task.task} has no weights file in the log (it trained no epoch)")
+    path = stored_weights.locate_weights(facts.run_dir, task.weights)
+    if path is None:
+        if task.weights in facts.removed:
+            raise ExportError(f"task {task.task}'s weights ({task.weights}) were removed during the run: a run "
+                              "keeps only the weights a child may inherit and the best model's "
+                              "(--keep-weights all keeps every one)")  # fmt: skip
+        raise ExportError(f"task {task.task}'s weights file {facts.run_dir / task.weights} is missing")
+    return path
+
+
 def trained_graph(facts: RunFacts, task: Task):
-    """The graph the task trained: its graph file, the tuned kernel size applied as the trainer applies it."""
-    path = facts.run_dir / (task.graph_file or f"graphs/task-{task.task}.json")
+    """The graph the task trained: its stored graph, the tuned kernel size applied as the trainer applies it."""
+    place = task.graph_place or {"graph_file": f"graphs/task-{task.task}.json"}
     try:
-        graph = from_json(path.read_bytes())
-    except FileNotFoundError:
-        raise ExportError(f"task {task.task}'s graph file {path} is missing") from None
+        graph = from_json(read_graph(facts.run_dir, place))
+    except GraphFileError as exc:
+        raise ExportError(f"task {task.task}'s graph in {facts.run_dir}: {exc}") from None
     except GraphError as exc:
-        raise ExportError(f"task {task.task}'s graph file {path}: {exc}") from None
+        raise ExportError(f"task {task.task}'s graph ({graph_place(place)} in {facts.run_dir}): {exc}") from None
     kernel = task.hparams.get("kernel_size")
     return graph if kernel is None else with_kernel_size(graph, kernel)
 
@@ -272,10 +302,10 @@ def build_model(graph, weights_path: Path):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     _cpu_only()
     from aiperf_mpi.train.keras_model import build_keras_model
-    from aiperf_mpi.train.transfer import load_weights
+    from aiperf_mpi.train.transfer import read_weights
 
     model = build_keras_model(graph, dtype="float32")
-    weights = load_weights(weights_path)
+    weights = read_weights(weights_path)  # an .npz, or the model.keras of an earlier single-copy export
     for layer in model.layers:
         if not layer.weights:
             continue
@@ -426,32 +456,93 @@ class Exported:
     accuracy: float | None
     model_bytes: int
     seconds: float
+    removed: str = ""
+    """the weights file the single-copy export removed ('' when none)"""
+    only_copy: str = ""
+    """the weights file whose only copy ``model.keras`` now is (removed now or by an earlier single-copy export)"""
+    restored: str = ""
+    """the previous best model's weights file, written back from its model.keras before ``best/`` was replaced"""
 
 
-def export(run_dir: Path | str, task: int | None = None, out: Path | str | None = None) -> Exported:
-    """Write the model of ``task`` (default: the best) and its description to ``out`` (see the module)."""
+def _same_weights(model, saved: Path) -> bool:
+    """Whether the model file ``saved`` reads back as exactly ``model``'s arrays (before the other copy goes)."""
+    import numpy as np
+
+    from aiperf_mpi.train.transfer import read_weights
+
+    got = read_weights(saved)
+    for layer in model.layers:  # a layer's arrays at a time: no second full copy of the model in memory
+        if not layer.weights:
+            continue
+        expected, read = layer.get_weights(), got.pop(layer.name, [])
+        if len(expected) != len(read) or not all(np.array_equal(a, b) for a, b in zip(expected, read, strict=True)):
+            return False
+    return not got
+
+
+def _restore_replaced_best(facts: RunFacts, chosen: Task) -> str:
+    """Write the old ``best/``'s weights back to their ``.npz`` when it held their only copy and another task
+    replaces it; the file the log did not see removed, a later ``--resume`` may still hand a child.  Returns
+    the file written ('' when there was nothing to keep)."""
+    old = stored_weights.read_best_metadata(facts.run_dir) or {}
+    weights_file = old.get(stored_weights.WEIGHTS_FILE)
+    if not isinstance(weights_file, str) or weights_file == chosen.weights or weights_file in facts.removed:
+        return ""
+    if stored_weights.locate_weights(facts.run_dir, weights_file) != facts.run_dir / stored_weights.BEST_MODEL:
+        return ""
+    from aiperf_mpi.train.transfer import read_weights, save_weights
+
+    save_weights(facts.run_dir / weights_file, read_weights(facts.run_dir / stored_weights.BEST_MODEL))
+    return weights_file
+
+
+def export(run_dir: Path | str, task: int | None = None, out: Path | str | None = None,
+           single_copy: bool = False) -> Exported:
+    """Write the model of ``task`` (default: the best) and its description to ``out`` (see the module).
+
+    ``single_copy`` (the run's end asks for it; ``--single-copy``): the best model, into ``RUN_DIR/best/``
+    only, and its ``weights/task-N.npz`` removed once ``model.keras`` reads back as the same arrays; the
+    metadata says so and every reader then loads ``best/model.keras`` (:mod:`aiperf_mpi.results.stored_weights`).
+    """
     started = time.monotonic()
     run_dir = Path(run_dir)
+    if single_copy and (task is not None or out is not None):
+        raise ExportError("--single-copy applies to the best model exported to RUN_DIR/best only "
+                          "(not with --task or --out)")  # fmt: skip
     runlog.log_path(run_dir)  # FileNotFoundError: not a run directory
     facts = read_run(run_dir)
     chosen = choose(facts, task)
     graph = trained_graph(facts, chosen)
     ops = count_ops(graph)
     selected = "best validation accuracy of the run's models" if task is None else f"--task {task}"
-    default = run_dir / "best" if task is None else run_dir / "export" / f"task-{chosen.task}"
+    best_dir = run_dir / stored_weights.BEST_DIR
+    default = best_dir if task is None else run_dir / "export" / f"task-{chosen.task}"
     out = Path(out) if out is not None else default
-    model = build_model(graph, run_dir / chosen.weights)
+    into_best = os.path.abspath(out) == os.path.abspath(best_dir)
+    source = weights_path(facts, chosen)
+    model = build_model(graph, source)
     meta = metadata(facts, chosen, graph, ops, selected)
+    npz = run_dir / chosen.weights
     partial = out.with_name(out.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
     model.save(partial / "model.keras")
+    remove = single_copy and npz.is_file()
+    if remove and not _same_weights(model, partial / "model.keras"):
+        raise ExportError(f"{partial / 'model.keras'} does not read back as the weights of {npz}: "
+                          "both kept, nothing published")  # fmt: skip
+    # the truth once this export is done: the .npz is gone (removed now, or by an earlier single-copy export)
+    meta[stored_weights.WEIGHTS_FILE_REMOVED] = remove or not npz.is_file()
     (partial / "graph.json").write_text(to_json(graph) + "\n", encoding="utf-8")
     (partial / "ops.json").write_text(json.dumps(ops.to_dict(), indent=1) + "\n", encoding="utf-8")
     (partial / "metadata.json").write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     (partial / "model_card.md").write_text(model_card(meta), encoding="utf-8")
+    restored = _restore_replaced_best(facts, chosen) if into_best else ""
     if out.exists():  # a re-export (a resumed run found a better model): the old one goes only now
         shutil.rmtree(out)
     partial.rename(out)
+    if remove:  # only now: best/ (whose metadata says the .npz is gone) is in place first
+        npz.unlink(missing_ok=True)
+    only_copy = chosen.weights if into_best and meta[stored_weights.WEIGHTS_FILE_REMOVED] else ""
     return Exported(out, chosen.task, meta["accuracy"]["weights"], (out / "model.keras").stat().st_size,
-                    time.monotonic() - started)  # fmt: skip
+                    time.monotonic() - started, chosen.weights if remove else "", only_copy, restored)  # fmt: skip

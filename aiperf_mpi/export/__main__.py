@@ -1,6 +1,6 @@
-"""``python -m aiperf_mpi.export RUN_DIR [--task N] [--out DIR]``: publish a run's best (or a given) model.
+"""``python -m aiperf_mpi.export RUN_DIR [--task N] [--out DIR] [--single-copy]``: publish a run's best model.
 
-What it writes and which model: :mod:`aiperf_mpi.export`.  The same command
+``--task N`` publishes a given one instead.  What it writes and which model: :mod:`aiperf_mpi.export`.  The same command
 answers to its old name, ``python -m analysis.export`` (``analysis/export.py``,
 which the run's end uses), and then names itself so in its lines.
 """
@@ -29,15 +29,23 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     parser.add_argument("--task", type=int, default=None, help="export this task (default: the best model)")
     parser.add_argument("--out", type=Path, default=None,
                         help="output folder (default: RUN_DIR/best, or RUN_DIR/export/task-N with --task)")
+    parser.add_argument("--single-copy", action="store_true",
+                        help="then remove the best model's weights/task-N.npz: best/model.keras is its only copy "
+                             "(what the run's end does; for a finished run only, not with --task or --out)")
     options = parser.parse_args(argv)
     try:
-        done = export(options.run_dir, options.task, options.out)
+        done = export(options.run_dir, options.task, options.out, single_copy=options.single_copy)
     except (ExportError, FileNotFoundError, GraphError) as exc:
         print(f"{prog}: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     accuracy = "–" if done.accuracy is None else f"{done.accuracy:.4f}"
+    stored = f"; {done.restored} written back (the replaced best/ held its only copy)" if done.restored else ""
+    if done.removed:
+        stored += f"; {done.removed} removed (model.keras is its only copy)"
+    elif done.only_copy:
+        stored += f"; model.keras is the only copy of {done.only_copy}"
     print(f"{prog}: task {done.task} (validation accuracy {accuracy}) in {done.out}: model.keras "
-          f"{done.model_bytes / 1e6:.1f} MB, model_card.md, metadata.json; {done.seconds:.1f} s")  # fmt: skip
+          f"{done.model_bytes / 1e6:.1f} MB, model_card.md, metadata.json; {done.seconds:.1f} s{stored}")  # fmt: skip
     return 0
 
 

@@ -1,7 +1,8 @@
 """``python -m aiperf_mpi.job.clean [ROOT] [--keep N] [--dry-run]``: remove old runs, never a live one.
 
 A ``make run`` leaves a few hundred MB under ``runs/`` (the weights of the
-models that can still be parents, and the published best model); ten tries
+models that can still be parents, and the published best model, stored once
+in ``best/``); ten tries
 fill a small disk.  This removes the run directories directly under ROOT
 (default ``runs``), newest ``--keep`` kept, and never one whose lock a live
 run holds (:mod:`aiperf_mpi.job.runlock`).  Only directories that hold an

@@ -47,6 +47,7 @@ from aiperf_mpi.job.messages import (
 from aiperf_mpi.job.retention import Retention
 from aiperf_mpi.job.transport import MasterTransport
 from aiperf_mpi.results import runlog
+from aiperf_mpi.results.graphs import segment_graph_file
 from aiperf_mpi.results.timelimit import ends_after_limit
 from aiperf_mpi.search.bayesian import SearchConfig
 from aiperf_mpi.search.history import FAILED, TRAINED, ModelRecord, graph_hash
@@ -81,6 +82,23 @@ class GroupState:
     """a rank of the group died or hangs: it gets nothing more and what it sends is ignored"""
 
 
+def _graphs_file_end(path: Path) -> int:
+    """The size of a segment's graphs file before the master appends to it (created empty if need be).
+
+    A segment's file is new (a resume starts the next segment's); should one exist anyway, a cut last line is
+    ended with a newline first, so that the next graph starts a line of its own where the master says.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o666)
+    try:
+        size = os.fstat(descriptor).st_size
+        if size and os.pread(descriptor, 1, size - 1) != b"\n":
+            size += os.write(descriptor, b"\n")
+        return size
+    finally:
+        os.close(descriptor)
+
+
 @dataclass
 class Master:
     """The scheduler on rank 0."""
@@ -97,6 +115,8 @@ class Master:
     """the leaders' search settings: which models are candidate parents"""
     weights: dict[int, str] = field(default_factory=dict)
     """weights files already in the run directory (a resumed run's), by model id"""
+    segment: int = 1
+    """the run segment (a start or a --resume): its graphs go to their own appended file"""
     state: dict[int, GroupState] = field(default_factory=dict)
     started: float = 0.0
     stopping: str = ""
@@ -130,9 +150,12 @@ class Master:
         self.state = {g: GroupState(g) for g in range(self.groups)}
         self.started = self.clock()
         self._stops_sent = False
-        self._graphs: list[tuple[str, str]] = []
-        self._graph_dir = f"{self.run_dir / 'graphs'}{os.sep}"  # a file's path by concatenation: a Path join per
-        # model cost the loop as much as hashing its graph
+        self._graphs: list[bytes] = []
+        self._graph_file = segment_graph_file(self.segment)
+        self._graph_path = str(self.run_dir / self._graph_file)
+        self._graph_offset = _graphs_file_end(self.run_dir / self._graph_file)
+        """where the next accepted graph will lie in its segment's file: the master tracks the file's size
+        itself (the I/O thread appends in the order accepted), so the log can say where before it is written"""
         self._later: list[Callable[[], None]] = []
         self._accepted: dict[int, tuple[int, str]] = {}
         """task → (length, graph hash) of the graph the master accepted for it: its Result's graph is not hashed
@@ -144,7 +167,6 @@ class Master:
         self._candidates: list[int] = []
         self._update_candidates()
         self._next_hang_check = self.started
-        (self.run_dir / "graphs").mkdir(parents=True, exist_ok=True)
 
     # ------------------------------------------------------------------ messages
 
@@ -212,7 +234,7 @@ class Master:
     def take_batch(self) -> BatchWork:
         """The file work of the messages handled since the last call; to be done before their replies leave.
 
-        The graph files of accepted proposals, whether the log needs an
+        The graphs of accepted proposals (to append to the segment's file), whether the log needs an
         fsync, and the weights files no longer inheritable — logged here as
         one ``weights_removed`` event, so that the fsync puts the reason on
         disk before the files go (:mod:`aiperf_mpi.job.batchio`).
@@ -220,7 +242,8 @@ class Master:
         gone = self.retention.sweep()
         if gone:
             self.log.write(runlog.WEIGHTS_REMOVED, sync=True, models=[m for m, _ in gone], files=[f for _, f in gone])
-        work = BatchWork(self._graphs, self.log.take_sync(), [self.run_dir / f for _, f in gone], self._later)
+        work = BatchWork(self._graphs, self.log.take_sync(), [self.run_dir / f for _, f in gone], self._later,
+                         graph_path=self._graph_path)  # fmt: skip
         self._graphs, self._later = [], []
         return work
 
@@ -350,15 +373,17 @@ class Master:
             return Duplicate(message.task_id)
         self.history.add_hash(key)
         self._accepted[message.task_id] = (len(message.graph), key)
-        graph_file = f"graphs/task-{message.task_id}.json"
-        self._graphs.append((f"{self._graph_dir}task-{message.task_id}.json", message.graph))
-        # the file's bytes (written as UTF-8 by the I/O thread) are hashed here, so a verifier can tell
-        # whether the graph it recounts is the one the run trained
-        digest = hashlib.sha256(message.graph.encode("utf-8")).hexdigest()
+        # the graph's bytes (appended as one line by the I/O thread) are hashed here, so a verifier can tell
+        # whether the graph it recounts is the one the run trained; the line's place is known before it is written
+        data = message.graph.encode("utf-8")
+        offset = self._graph_offset
+        self._graph_offset += len(data) + 1
+        self._graphs.append(data + b"\n")
+        digest = hashlib.sha256(data).hexdigest()
         self.log.write(runlog.MODEL_PROPOSED, task=message.task_id, group=group, parent=message.parent,
-                       hparams=message.hparams, description=message.description, graph_file=graph_file,
-                       search=message.search_info, graph_sha256=digest, flush=False,
-                       **_lineage(message))  # fmt: skip
+                       hparams=message.hparams, description=message.description, graph_file=self._graph_file,
+                       search=message.search_info, graph_sha256=digest, graph_offset=offset,
+                       graph_bytes=len(data), flush=False, **_lineage(message))  # fmt: skip
         self.retention.task_started(message.task_id, message.parent)
         return Accepted(message.task_id)
 
@@ -493,7 +518,7 @@ def master_loop(
     # 65,536 groups (BENCHMARKS.md, the master), a pause that every message arriving meanwhile queues behind
     gc.collect()  # garbage first: what is frozen is never collected
     gc.freeze()
-    with BatchIO(master.log.fsync) as io:  # graph files, fsyncs and removals, off this thread
+    with BatchIO(master.log.fsync) as io:  # the graphs file, fsyncs and removals, off this thread
         io.submit(master.take_batch(), master.tick(stop_flag()))
         while not master.done or io.pending:
             replies: list[tuple[int, object]] = []

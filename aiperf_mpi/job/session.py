@@ -25,6 +25,7 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from itertools import islice
 from pathlib import Path
 
 from aiperf_mpi.config import RunConfig
@@ -42,6 +43,7 @@ from aiperf_mpi.job.resume import Resumed, history_from_log
 from aiperf_mpi.job.runlock import RunLock
 from aiperf_mpi.job.transport import MasterTransport
 from aiperf_mpi.results import provenance, runlog
+from aiperf_mpi.results.graphs import GRAPHS_DIR
 from aiperf_mpi.results.score import Score, score_run
 from aiperf_mpi.search.bayesian import SearchConfig
 from aiperf_mpi.search.view import MasterHistory
@@ -255,7 +257,7 @@ def _run_master_locked(prepared: Prepared, config: RunConfig, transport: MasterT
               flush=True)  # fmt: skip
     groups = len(layout["groups"])
     master = Master(config, log, resumed.history, groups, run_dir, next_task=resumed.next_task, mllog=mllog,
-                    weights=resumed.weights, search_config=search, hang=hang)  # fmt: skip
+                    weights=resumed.weights, search_config=search, hang=hang, segment=prepared.segment)  # fmt: skip
     print(f"aiperf_mpi: run directory {run_dir} (segment {prepared.segment}); {layout['world_size']} ranks, "
           f"{groups} group(s); time limit {config.time_limit:.0f} s", flush=True)  # fmt: skip
     outcome = master_loop(master, transport, stop, config.progress_interval, urgent=urgent)
@@ -284,17 +286,29 @@ def _run_master_locked(prepared: Prepared, config: RunConfig, transport: MasterT
     return Ended(outcome, master, score, status)
 
 
+GRAPH_FILES_COUNTED = 1_000
+"""a graphs/ folder with more files than this is one file a model (an old run's): not stat-ed at the end"""
+
+
 def _say_how_much_disk(run_dir: Path) -> None:
     """The size of the run directory's bulky parts: a few demo runs can fill a small disk unnoticed.
 
-    Only the parts bounded by retention are walked (``weights/``, ``best/``, the report, the top-level files):
-    ``graphs/`` holds one file a model, and stat-ing 100,000 of them on a shared file system at the end of a
-    large run is work on rank 0 that grows with the models, for a figure nobody needs (about 18 kB a model).
+    ``graphs/`` is one appended file per run segment (:mod:`aiperf_mpi.results.graphs`), so it is counted
+    too: a few stats. A run from before that change holds one file a model there, and stat-ing 100,000 of
+    them on a shared file system is work on rank 0 that grows with the models: such a folder (more than
+    :data:`GRAPH_FILES_COUNTED` files) is left out and said to be.
     """
     parts = {name: tree_size(run_dir / name) for name in ("weights", "best", "report")}
+    graphs = run_dir / GRAPHS_DIR
+    files = sum(1 for _ in islice(graphs.iterdir(), GRAPH_FILES_COUNTED + 1)) if graphs.is_dir() else 0
+    besides = ""
+    if files <= GRAPH_FILES_COUNTED:
+        parts = {GRAPHS_DIR: tree_size(graphs), **parts}
+    else:  # a name listing stops early: the files are not stat-ed
+        besides = f" besides {GRAPHS_DIR}/ (one file a model: a run from before the appended graphs file)"
     top = sum(entry.stat().st_size for entry in run_dir.iterdir() if entry.is_file() and not entry.is_symlink())
     named = ", ".join(f"{name}/ {megabytes(size)}" for name, size in parts.items() if size)
-    print(f"aiperf_mpi: {run_dir} holds {megabytes(top + sum(parts.values()))} besides graphs/ ({named}); "
+    print(f"aiperf_mpi: {run_dir} holds {megabytes(top + sum(parts.values()))}{besides} ({named}); "
           "python -m aiperf_mpi.job.clean (make clean-runs) removes old runs", flush=True)  # fmt: skip
 
 

@@ -75,7 +75,7 @@ OPTIONAL: dict[str, dict[str, object]] = {
     RUN_START: {"cut_tail": DICT, "provenance": DICT, "data": DICT},
     STAGING: {"start": NUM},
     PEAK: {"threads": LIST},
-    MODEL_PROPOSED: {"graph_sha256": STR, "morphs": LIST, "seed": DICT},
+    MODEL_PROPOSED: {"graph_sha256": STR, "graph_offset": INT, "graph_bytes": INT, "morphs": LIST, "seed": DICT},
     EPOCH: {"compile": NUM, "xla": BOOL, "correct": INT},
     MODEL_FAILED: {"graph_hash": (STR, NULL)},
     GROUP_LOST: {"silent": NUM},

@@ -3,7 +3,10 @@
 The leader loop (:mod:`aiperf_mpi.job.leader`) only needs a *runner*; this
 one broadcasts each task to the group, loads the parent's weights on the
 group's first rank, trains with :class:`~aiperf_mpi.train.trainer.GroupTrainer`
-and writes the trained weights for children to inherit.  TensorFlow is
+and writes the trained weights for children to inherit.  A parent's weights
+are its ``.npz``, or ``best/model.keras`` when a finished segment published
+it as the run's best and removed the ``.npz``
+(:mod:`aiperf_mpi.results.stored_weights`): a resumed run inherits from it.  TensorFlow is
 imported only when a runner is built.
 """
 
@@ -16,6 +19,7 @@ from pathlib import Path
 from aiperf_mpi.config import RunConfig
 from aiperf_mpi.graph.model import from_json
 from aiperf_mpi.job.leader import Outcome, Task
+from aiperf_mpi.results.stored_weights import locate_weights
 
 
 def _has_gpu() -> bool:
@@ -54,15 +58,18 @@ class GroupRunner:
 
     def _execute(self, task: Task, on_epoch, should_stop, on_epoch_start=None) -> Outcome:
         from aiperf_mpi.train.trainer import TrialFailed
-        from aiperf_mpi.train.transfer import load_weights, save_weights
+        from aiperf_mpi.train.transfer import read_weights, save_weights
 
         started = time.monotonic()
         parent = None
         note = ""
         if self.comm.Get_rank() == 0 and task.parent_weights:
-            path = self.run_dir / task.parent_weights
-            if path.is_file():
-                parent = (load_weights(path), task.plan)
+            # the .npz, or best/model.keras once a previous segment's end exported the parent and removed its .npz
+            path = locate_weights(self.run_dir, task.parent_weights)
+            if path is not None:
+                parent = (read_weights(path), task.plan)
+                if path.suffix == ".keras":
+                    note = f"parent weights {task.parent_weights} read from {path.relative_to(self.run_dir)}"
             else:
                 note = f"parent weights {task.parent_weights} not readable here: trained from scratch"
         epochs: list[dict] = []

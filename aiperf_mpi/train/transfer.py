@@ -150,6 +150,25 @@ def load_weights(path) -> Weights:
     return {name: [a for _, a in sorted(items, key=lambda item: item[0])] for name, items in weights.items()}
 
 
+def read_weights(path) -> Weights:
+    """A task's weights from either of its stored forms: an ``.npz`` (:func:`save_weights`) or a ``.keras`` model.
+
+    The best model is stored once, as ``best/model.keras``, once the run's end has exported it
+    (:mod:`aiperf_mpi.results.stored_weights` says which file holds a task's weights): the same layer names and
+    arrays as its ``.npz``, in float32 as the trainer's variables are under every precision.  The model is
+    loaded on the CPU and uncompiled: only its arrays are wanted, not an accelerator's memory nor an optimiser.
+    """
+    from pathlib import Path
+
+    path = Path(path)
+    if path.suffix != ".keras":
+        return load_weights(path)
+    import tensorflow as tf
+
+    with tf.device("/CPU:0"):
+        return model_weights(keras.models.load_model(path, compile=False))
+
+
 def transfer_weights(parent: keras.Model | Weights, child: keras.Model, plan: Iterable[dict]) -> list[str]:
     """Give ``child`` its parent's weights (a model or a weights dict) through ``plan``.
 

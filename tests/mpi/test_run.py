@@ -51,7 +51,8 @@ def test_a_real_run_scores_and_resumes_with_new_ids(tmp_path) -> None:
     for key in ("run_start", "epoch_start", "epoch_stop", "eval_accuracy", "run_stop", "number_of_nodes"):
         assert f'"key": "{key}"' in mllog, key
     check_compliant(run_dir)
-    assert all((run_dir / "graphs" / f"task-{e['task']}.json").exists() for e in events if "task" in e)
+    assert sorted(p.name for p in (run_dir / "graphs").iterdir()) == ["segment-1.jsonl"]  # one appended file
+    assert all(e["graph_file"] == "graphs/segment-1.jsonl" for e in events if e["event"] == runlog.MODEL_PROPOSED)
     check_the_report(run_dir, first.output)
     check_verified(run_dir)
     check_the_published_model(run_dir, first.output, tmp_path / "published")
@@ -61,6 +62,8 @@ def test_a_real_run_scores_and_resumes_with_new_ids(tmp_path) -> None:
     events = runlog.read_events(run_dir).events
     starts = [e for e in events if e["event"] == runlog.RUN_START]
     assert [s["segment"] for s in starts] == [1, 2] and starts[1]["resumed"]
+    assert {e["graph_file"] for e in events if e["event"] == runlog.MODEL_PROPOSED} == {
+        "graphs/segment-1.jsonl", "graphs/segment-2.jsonl"}  # a resume appends to a file of its own
     assert starts[1]["config"]["seed"] == first_config["seed"]  # --resume keeps the logged seed
     ids = [e["model"]["id"] for e in events if e["event"] == runlog.MODEL_DONE]
     assert ids == list(range(len(ids))) and len(ids) > len(done)  # new models continue the numbering

@@ -6,7 +6,6 @@ The verifier and the bundle run as a reviewer would run them, as commands.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import random
 import re
@@ -21,6 +20,7 @@ import pytest
 from aiperf_mpi.graph.model import from_json, to_json
 from aiperf_mpi.graph.morph import candidates, wider
 from aiperf_mpi.results import runlog
+from aiperf_mpi.results.graphs import append_graph, graph_place, read_graph
 from tests.support.mpirun import REPO_ROOT, run_mpi
 from tests.support.verify_runs import find, forge, sync_record
 
@@ -105,13 +105,19 @@ def test_each_tamper_of_the_log_is_caught(real_run, tmp_path, tamper) -> None:
 
 
 def test_a_changed_graph_file_is_caught(real_run, tmp_path) -> None:
-    """Even one space more, the same graph to every reader, is caught by the hash the master logged."""
+    """One byte changed in place in the appended graphs file (every line where the log says) is caught by the hash
+    the master logged."""
     run_dir = copy(real_run, tmp_path)
-    path = run_dir / "graphs" / "task-1.json"
-    path.write_text(path.read_text() + " ")
+    proposal = next(e for e in runlog.read_events(run_dir).events
+                    if e["event"] == runlog.MODEL_PROPOSED and e["task"] == 1)  # fmt: skip
+    path = run_dir / proposal["graph_file"]
+    data = bytearray(path.read_bytes())
+    at = data.index(b'"input"', proposal["graph_offset"]) + 1
+    data[at : at + 1] = b"I"  # the same length: the other graphs stay where the log says
+    path.write_bytes(bytes(data))
     done = command("analysis.verify", run_dir)
     assert done.returncode == 1
-    assert "graph files: task 1: graphs/task-1.json has sha256" in done.stdout, done.stdout
+    assert f"graph files: task 1: {graph_place(proposal)} has sha256" in done.stdout, done.stdout
 
 
 def test_a_childs_graph_forged_with_its_sha256_is_named_by_the_lineage(real_run, tmp_path) -> None:
@@ -119,16 +125,14 @@ def test_a_childs_graph_forged_with_its_sha256_is_named_by_the_lineage(real_run,
     run_dir = copy(real_run, tmp_path)
     child = next(e for e in runlog.read_events(run_dir).events
                  if e["event"] == runlog.MODEL_PROPOSED and e["parent"] is not None)  # fmt: skip
-    path = run_dir / child["graph_file"]
-    graph = from_json(path.read_text())
+    graph = from_json(read_graph(run_dir, child))
     forged = to_json(wider(graph, candidates(graph, "wider")[0][0], 1, random.Random(0)).graph)
-    path.write_text(forged)
-    digest = hashlib.sha256(forged.encode()).hexdigest()
+    placed = append_graph(run_dir, child["graph_file"], forged)  # a new line, the event pointed at it
 
     def rehash(events: list[dict]) -> None:
         for event in events:
             if event["event"] == runlog.MODEL_PROPOSED and event["task"] == child["task"]:
-                event["graph_sha256"] = digest
+                event.update(placed)
 
     edit_log(run_dir, rehash)
     done = command("analysis.verify", run_dir)

@@ -16,6 +16,7 @@ from aiperf_mpi.graph.model import to_json
 from aiperf_mpi.graph.ops import count_ops
 from aiperf_mpi.graph.seeds import tiny_resnet
 from aiperf_mpi.results import runlog
+from aiperf_mpi.results.graphs import segment_graph_file
 
 
 def line(event: dict) -> str:
@@ -47,9 +48,12 @@ def epoch(task: int, group: int, number: int, start_: float, end: float, ops: in
 
 
 def proposed(task: int, group: int, t: float, search_seconds: float) -> dict:
+    """A seed proposal placed as the master places it: task N's graph (model_done's, the tiny seed) is line N
+    of segment 1's appended graphs file (no file is written: these logs are read, not verified)."""
+    length = len(to_json(tiny_resnet()).encode("utf-8"))
     return {"event": runlog.MODEL_PROPOSED, "time": t, "task": task, "group": group, "parent": None,
             "hparams": {"batch_size": 32, "kernel_size": 3}, "description": "seed",
-            "graph_file": f"graphs/task-{task}.json",
+            "graph_file": segment_graph_file(1), "graph_offset": task * (length + 1), "graph_bytes": length,
             "search": {"strategy": "seed", "search_seconds": search_seconds}}  # fmt: skip
 
 

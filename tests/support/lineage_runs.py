@@ -11,7 +11,6 @@ catch it.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import random
 from pathlib import Path
@@ -22,6 +21,7 @@ from aiperf_mpi.graph.model import from_json, to_json, with_kernel_size
 from aiperf_mpi.graph.morph import compose, deeper, replay, wider
 from aiperf_mpi.graph.ops import count_ops, epoch_ops
 from aiperf_mpi.results import runlog
+from aiperf_mpi.results.graphs import append_graph, read_graph, segment_graph_file
 from aiperf_mpi.results.score import compute_score
 from tests.support.event_logs import write_log
 from tests.support.verify_runs import RANKS, _done, _epoch, consistent_run, find, read_log, write_mllog
@@ -52,16 +52,14 @@ def lineage_run(run_dir: Path) -> Path:
     """consistent_run plus task 2 on group 0: model 0's graph, deeper after b1_relu1 and b2_conv1 widened."""
     consistent_run(run_dir)
     events = read_log(run_dir)
-    parent = from_json((run_dir / "graphs/task-0.json").read_text())
+    parent = from_json(read_graph(run_dir, find(events, runlog.MODEL_PROPOSED, task=0)))
     steps = child_steps(parent)
     graph_json = to_json(with_kernel_size(replay(parent, steps), 3))
-    name = f"graphs/task-{CHILD}.json"
-    (run_dir / name).write_text(graph_json)
     hparams = {"batch_size": 32, "kernel_size": 3}
     proposal = {"event": runlog.MODEL_PROPOSED, "time": 1072.0, "task": CHILD, "group": 0, "parent": 0,
-                "hparams": hparams, "description": "deeper; wider", "graph_file": name,
+                "hparams": hparams, "description": "deeper; wider",
                 "search": {"strategy": "gp-ucb", "search": "bayesian", "tuner": "tpe"}, "morphs": list(steps),
-                "graph_sha256": hashlib.sha256(graph_json.encode()).hexdigest()}  # fmt: skip
+                **append_graph(run_dir, segment_graph_file(1), graph_json)}  # fmt: skip
     epochs = [_epoch(CHILD, 0, 1, 1085, graph_json, 32, 0.6, "imagenet"),
               _epoch(CHILD, 0, 2, 1095, graph_json, 32, 0.65, "imagenet")]
     done = _done(CHILD, 0, 1096, graph_json, hparams, epochs)
@@ -83,8 +81,8 @@ def forge(run_dir: Path, task: int, graph: nx.DiGraph, kernel_size: int | None =
     proposal = find(events, runlog.MODEL_PROPOSED, task=task)
     hparams = {**proposal["hparams"], **({} if kernel_size is None else {"kernel_size": kernel_size})}
     graph_json = to_json(graph)
-    (run_dir / proposal["graph_file"]).write_text(graph_json)
-    proposal.update(hparams=hparams, graph_sha256=hashlib.sha256(graph_json.encode()).hexdigest())
+    # appended as a new line of the graphs file, the event pointed at it: what a forger with the package does
+    proposal.update(hparams=hparams, **append_graph(run_dir, proposal["graph_file"], graph_json))
     counted = to_json(with_kernel_size(graph, hparams["kernel_size"]))
     batch = hparams["batch_size"] * RANKS
     epochs = [e for e in events if e["event"] == runlog.EPOCH and e["task"] == task]

@@ -106,8 +106,10 @@ def check_the_published_model(run_dir: Path, output: str, work: Path) -> None:
     best_dir = run_dir / "best"
     assert f"aiperf_mpi: best model: task {best} " in output, output[-3000:]
     assert sorted(p.name for p in best_dir.iterdir()) == sorted(FILES)
-    # retention never removed the best model's weights, which the export read
-    assert (run_dir / done[best]["weights"]).is_file() and done[best]["weights"] not in removed
+    # retention never removed the best model's weights, which the export read; then it removed them itself
+    # (--single-copy): best/model.keras is their only copy, and the metadata says so
+    assert done[best]["weights"] not in removed
+    check_stored_once(run_dir, best, done, output)
     meta = json.loads((best_dir / "metadata.json").read_text())
     assert (meta["task"], meta["model_id"], meta["hparams"]) == (best, done[best]["id"], done[best]["hparams"])
     assert meta["input"]["shape"] == [32, 32, 3] and meta["dataset"]["name"] == "digits"
@@ -164,12 +166,28 @@ def check_other_tasks(run_dir: Path, best: int, done: dict, last: dict, removed:
     assert unknown.stderr.startswith("aiperf_mpi.export: error: task 100000 is not in ")
 
 
+def check_stored_once(run_dir: Path, best: int, done: dict, output: str) -> None:
+    """The run's end stored the best model once: its ``.npz`` removed, ``best/`` saying it holds the only copy."""
+    weights = done[best]["weights"]
+    meta = json.loads((run_dir / "best" / "metadata.json").read_text())
+    assert meta["weights_file"] == weights and meta["weights_file_removed"] is True
+    assert not (run_dir / weights).exists() and (run_dir / "best" / "model.keras").stat().st_size > 0
+    said = (f"; {weights} removed (model.keras is its only copy)", f"; model.keras is the only copy of {weights}")
+    assert any(line in output for line in said), output[-3000:]  # the second: an earlier segment removed it
+
+
 def check_the_best_after_resume(run_dir: Path, output: str) -> None:
-    """A resumed run's end exports again: the best over every segment, whose weights retention kept."""
+    """A resumed run's end exports again: the best over every segment, whose weights retention kept.
+
+    The first segment's end had removed its best model's ``.npz`` (stored once, in ``best/``); no task of the
+    resumed segment may have lost its parent's weights for that (a rank reads them from ``best/model.keras``).
+    """
     done, _, removed = logged_tasks(run_dir)
     best = best_task(done)
     assert f"aiperf_mpi: best model: task {best} " in output, output[-3000:]
     meta = json.loads((run_dir / "best" / "metadata.json").read_text())
-    assert meta["task"] == best and (run_dir / "best" / "model.keras").stat().st_size > 0
-    assert (run_dir / done[best]["weights"]).is_file() and done[best]["weights"] not in removed
+    assert meta["task"] == best and done[best]["weights"] not in removed
+    check_stored_once(run_dir, best, done, output)
     assert not (run_dir / "best.partial").exists()
+    notes = [m["timings"].get("note", "") for m in done.values()]
+    assert not [note for note in notes if "trained from scratch" in note], notes

@@ -21,6 +21,7 @@ from aiperf_mpi.graph.model import from_json, to_json
 from aiperf_mpi.graph.ops import count_ops
 from aiperf_mpi.graph.seeds import resnet50, tiny_resnet
 from aiperf_mpi.results import runlog
+from aiperf_mpi.results.graphs import segment_graph_file
 
 MODELS = 10_000
 EPOCHS = 500_000
@@ -59,14 +60,15 @@ def _group_events(group: int, tasks: list[tuple[int, int]], graphs: dict, rng: r
     t = t0
     for task, epochs in tasks:
         kind = "resnet" if task % RESNET_EVERY == 0 else "tiny"
-        graph, counts = graphs[kind]
+        graph, counts, offset = graphs[kind]
         search = rng.uniform(1.0, 6.0)
         t += search
         hparams = {"batch_size": rng.choice([64, 128, 256]), "kernel_size": rng.choice([3, 5, 7])}
         yield t, task, _line({"event": runlog.MODEL_PROPOSED, "time": t, "task": task, "group": group,
                               "parent": task - GROUPS if task >= GROUPS else None, "hparams": hparams,
                               "description": "deeper" if task % 2 else "wider",
-                              "graph_file": f"graphs/task-{task}.json",
+                              "graph_file": segment_graph_file(1), "graph_offset": offset,
+                              "graph_bytes": len(graph.encode("utf-8")),
                               "search": {"strategy": "bayesian", "search_seconds": search}})  # fmt: skip
         t += rng.uniform(2.0, 5.0)  # set-up: build, transfer, compile
         final = 0.76 * (1.0 - math.exp(-3.0 * task / MODELS)) + rng.uniform(-0.05, 0.02)
@@ -128,10 +130,13 @@ def write_synthetic_log(run_dir: Path, models: int = MODELS, epochs: int = EPOCH
     """Write ``run_dir/events.jsonl``; return what it holds (counts, bytes, active time)."""
     rng = random.Random(seed)
     nodes = max(1, groups // 2)
-    graphs = {}
+    graphs = {}  # every task placed at one of two lines of segment 1's graphs file (not written: a log to read,
+    # not one to verify)
+    offset = 0
     for kind, graph in (("tiny", tiny_resnet(32, 3, 10)), ("resnet", resnet50(224, 3, 1000))):
         text = to_json(graph)
-        graphs[kind] = (text, count_ops(from_json(text)))
+        graphs[kind] = (text, count_ops(from_json(text)), offset)
+        offset += len(text.encode("utf-8")) + 1
     per_model = _epochs_per_model(rng, models, epochs)
     assignment: list[list[tuple[int, int]]] = [[] for _ in range(groups)]
     for task, count in enumerate(per_model):

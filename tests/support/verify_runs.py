@@ -10,7 +10,6 @@ tests can tamper with one thing at a time and see it named.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 from collections.abc import Callable
@@ -24,6 +23,7 @@ from aiperf_mpi.graph.ops import count_ops, epoch_ops
 from aiperf_mpi.graph.seeds import tiny_resnet
 from aiperf_mpi.job.mllog import MLLOG_FILE, MLLogWriter
 from aiperf_mpi.results import provenance, runlog
+from aiperf_mpi.results.graphs import LENGTH, OFFSET, append_graph, read_graph, segment_graph_file
 from aiperf_mpi.results.score import compute_score
 from tests.support.event_logs import write_log
 
@@ -89,7 +89,6 @@ def consistent_run(run_dir: Path, dataset: str = "imagenet", precision: str = "f
     time per group, each logged after it ended; graphs for the data set's images and classes.
     """
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "graphs").mkdir(exist_ok=True)
     config = {"dataset": dataset, "precision": precision, "search": "bayesian", "hpo": "tpe", "score_step": 50.0,
               "seed_model": "tiny", "time_limit": 100.0, "run_dir": str(run_dir), "max_epochs": 2,
               "image_size": 0}  # fmt: skip
@@ -114,14 +113,12 @@ def consistent_run(run_dir: Path, dataset: str = "imagenet", precision: str = "f
                            strict=True))  # model_proposed's lineage record: the seed both models are
     graphs = {0: to_json(seed), 1: to_json(with_kernel_size(seed, 5))}
     hparams = {0: {"batch_size": 32, "kernel_size": 3}, 1: {"batch_size": 16, "kernel_size": 5}}
-    for task, graph_json in graphs.items():
-        name = f"graphs/task-{task}.json"
-        (run_dir / name).write_bytes(graph_json.encode("utf-8"))
+    for task, graph_json in graphs.items():  # appended to the segment's graphs file, as the master does
         events.append({"event": runlog.MODEL_PROPOSED, "time": 1001.0 + task, "task": task, "group": task,
-                       "parent": None, "hparams": hparams[task], "description": "seed", "graph_file": name,
+                       "parent": None, "hparams": hparams[task], "description": "seed",
                        "search": {"strategy": "seed", "search": "seed", "tuner": "tpe"},  # both: no parent
                        "seed": seed_record,
-                       "graph_sha256": hashlib.sha256(graph_json.encode("utf-8")).hexdigest()})  # fmt: skip
+                       **append_graph(run_dir, segment_graph_file(1), graph_json)})  # fmt: skip
     e01 = _epoch(0, 0, 1, 1030, graphs[0], 32, 0.5, dataset)
     e11 = _epoch(1, 1, 1, 1050, graphs[1], 16, 0.6, dataset)
     e02 = _epoch(0, 0, 2, 1070, graphs[0], 32, 0.75, dataset)
@@ -225,6 +222,25 @@ def recount(events: list[dict], epoch: dict, train_samples: int | None = None, r
     epoch.update(train_samples=samples, ops=ops.total, ops_train=ops.train, ops_update=ops.update,
                  ops_validation=ops.validation, steps=ops.steps)  # fmt: skip
     sync_record(events, epoch["task"])
+
+
+def to_file_per_model(run_dir: Path) -> None:
+    """Rewrite a run's graphs in the layout of the runs before the appended file: ``graphs/task-N.json`` each.
+
+    The graphs are read where the log says and written one file a task; the events lose ``graph_offset`` and
+    ``graph_bytes`` (``graph_sha256`` is the same bytes' hash), and the appended files are removed.
+    """
+    events = read_log(run_dir)
+    for event in events:
+        if event["event"] == runlog.MODEL_PROPOSED and OFFSET in event:
+            name = f"graphs/task-{event['task']}.json"
+            (run_dir / name).write_bytes(read_graph(run_dir, event))
+            event.pop(OFFSET)
+            event.pop(LENGTH)
+            event["graph_file"] = name
+    for path in (run_dir / "graphs").glob("segment-*.jsonl"):
+        path.unlink()
+    write_log(run_dir, events)
 
 
 def _graph_text(events: list[dict], task: int) -> str:

@@ -125,12 +125,12 @@ def test_nulls_where_numbers_belong(run, tmp_path, capsys) -> None:
 
 
 def test_a_symlink_loop_for_a_graph_file_or_a_folder_is_named_not_followed(run, tmp_path, capsys) -> None:
-    graph = run / "graphs" / "task-0.json"
+    graph = run / "graphs" / "segment-1.jsonl"
     graph.unlink()
     os.symlink(graph, graph)
     os.symlink(run, run / "graphs" / "again")  # a folder that contains itself: rglob must not walk it for ever
     assert verify.main([str(run)]) == 1
-    assert "task 0: graphs/task-0.json cannot be resolved" in capsys.readouterr().out
+    assert "task 0: graphs/segment-1.jsonl cannot be resolved" in capsys.readouterr().out
     assert bundle.main([str(run), "--out", str(tmp_path / "b.tar.gz")]) == 1
 
 

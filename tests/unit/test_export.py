@@ -6,6 +6,7 @@ The export itself (a Keras model loaded where aiperf_mpi is not) is checked on
 real runs in tests/mpi/test_run.py (tests/support/published_model.py).
 """
 
+import json
 import subprocess
 import sys
 import time
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from aiperf_mpi.export import ExportError, choose, lineage, read_run
+from aiperf_mpi.export import ExportError, choose, lineage, read_run, weights_path
 from aiperf_mpi.results import runlog
 from analysis.after_run import export_best
 from tests.support.event_logs import epoch, model_done, proposed, start, write_log
@@ -113,13 +114,42 @@ def test_a_failed_or_slow_export_at_the_end_of_a_run_is_one_warning_line(tmp_pat
     out, err = capsys.readouterr()
     assert out == "" and err.splitlines() == [
         f"aiperf_mpi: warning: no model export: analysis.export: error: task 2's weights file "
-        f"{run_dir}/weights/task-2.npz is missing (python -m analysis.export {run_dir} retries it)"]  # fmt: skip
+        f"{run_dir}/weights/task-2.npz is missing (python -m analysis.export --single-copy {run_dir} retries it)"
+    ]  # fmt: skip
     started = time.monotonic()
     export_best(run_dir, "digits", timeout=0.05)  # the child cannot even start its imports in time
     assert time.monotonic() - started < 10
     out, err = capsys.readouterr()
     assert err.splitlines() == [f"aiperf_mpi: warning: no model export: it took longer than 0.05 s and was stopped "
-                                f"(python -m analysis.export {run_dir} retries it)"]  # fmt: skip
+                                f"(python -m analysis.export --single-copy {run_dir} retries it)"]  # fmt: skip
     export_best(run_dir, "synthetic")
     assert capsys.readouterr().out.startswith("aiperf_mpi: no model export: synthetic data has no accuracy")
     assert not (run_dir / "best").exists() and not (run_dir / "best.partial").exists()
+
+
+def test_the_best_model_stored_once_is_found_in_best_by_the_log_s_name(tmp_path) -> None:
+    """A single-copy export removed task 2's .npz: its weights are best/model.keras, by the name the log gives."""
+    run_dir = a_run(tmp_path / "run")
+    (run_dir / "weights" / "task-2.npz").unlink()
+    (run_dir / "best").mkdir()
+    (run_dir / "best" / "model.keras").write_bytes(b"")
+    (run_dir / "best" / "metadata.json").write_text(
+        json.dumps({"task": 2, "weights_file": "weights/task-2.npz", "weights_file_removed": True}))
+    facts = read_run(run_dir)
+    assert choose(facts, None).task == 2 and weights_path(facts, facts.tasks[2]) == run_dir / "best" / "model.keras"
+    assert weights_path(facts, facts.tasks[0]) == run_dir / "weights" / "task-0.npz"  # its own .npz, present
+    (run_dir / "best" / "metadata.json").write_text(
+        json.dumps({"task": 2, "weights_file": "weights/task-2.npz", "weights_file_removed": False}))
+    with pytest.raises(ExportError, match="task 2's weights file .*task-2.npz is missing"):
+        choose(read_run(run_dir), None)  # best/ does not say it holds the only copy: nothing to fall back to
+
+
+@pytest.mark.parametrize("args", [["--single-copy", "--task", "2"], ["--single-copy", "--out", "elsewhere"]])
+def test_single_copy_is_for_the_best_model_in_best_only(tmp_path, args) -> None:
+    run_dir = a_run(tmp_path / "run")
+    cli = subprocess.run([sys.executable, "-m", "aiperf_mpi.export", str(run_dir), *args], capture_output=True,
+                         text=True, timeout=120, cwd=tmp_path)  # fmt: skip
+    assert cli.returncode == 2 and cli.stdout == ""
+    assert cli.stderr.splitlines() == ["aiperf_mpi.export: error: --single-copy applies to the best model exported "
+                                       "to RUN_DIR/best only (not with --task or --out)"]  # fmt: skip
+    assert (run_dir / "weights" / "task-2.npz").is_file() and not (tmp_path / "elsewhere").exists()

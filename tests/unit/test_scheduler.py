@@ -18,6 +18,7 @@ from aiperf_mpi.job.leader import PROPOSALS, epoch_would_overrun, leader_loop
 from aiperf_mpi.job.master import Master
 from aiperf_mpi.job.messages import Accepted, Duplicate, EpochDone, Failed, Proposed, Ready, Result, Stop, Work
 from aiperf_mpi.results import runlog
+from aiperf_mpi.results.graphs import read_graph
 from aiperf_mpi.results.score import score_run
 from aiperf_mpi.search.bayesian import SearchConfig
 from aiperf_mpi.search.history import ModelRecord
@@ -141,7 +142,10 @@ def test_the_master_refuses_a_graph_it_has_seen_and_keeps_no_trace_of_the_refusa
     log.close()
     proposed = [e for e in runlog.read_events(tmp_path).events if e["event"] == runlog.MODEL_PROPOSED]
     assert [e["task"] for e in proposed] == [first.task_id, second.task_id, third.task_id]
-    assert sorted(p.name for p in (tmp_path / "graphs").iterdir()) == [f"task-{t}.json" for t in range(3)]
+    # one appended file, each accepted graph a line where its event says, in the order accepted
+    assert sorted(p.name for p in (tmp_path / "graphs").iterdir()) == ["segment-1.jsonl"]
+    assert [read_graph(tmp_path, e).decode() for e in proposed] == [seed, seed, child]
+    assert (tmp_path / "graphs" / "segment-1.jsonl").read_text() == f"{seed}\n{seed}\n{child}\n"
 
 
 class ScriptedMaster:

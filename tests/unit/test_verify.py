@@ -15,7 +15,7 @@ import pytest
 
 from aiperf_mpi.results import provenance, runlog
 from analysis import bundle, verify
-from tests.support.verify_runs import consistent_run, find, full_pass, read_log, rewrite_log
+from tests.support.verify_runs import consistent_run, find, full_pass, read_log, rewrite_log, to_file_per_model
 
 
 def problems(result: verify.Verification, check: str) -> list[str]:
@@ -114,7 +114,7 @@ TAMPERS = [
     (_other_group, "epochs in segments", "task 1 epoch 1: group 0, its task was given to group 1"),
     (_second_segment_number, "segments", "run_start of segment 2 is the log's run_start number 1"),
     (_provenance_python, "provenance", 'segment 1: provenance python "3.12.0", its system event "3.11.7"'),
-    (_hash, "graph files", "task 0: graphs/task-0.json has sha256"),
+    (_hash, "graph files", "task 0: graphs/segment-1.jsonl at byte 0 (+2059) has sha256"),
     (_peak_precision, "rule precision", "precision: the configuration says fp16, the peak probe ran at fp16, int8"),
     (_random_search, "rule algorithms", "algorithms: the configuration says bayesian, proposals name random (1)"),
 ]  # fmt: skip
@@ -131,20 +131,82 @@ def test_each_tamper_of_the_log_is_named(run, tamper, check, line, capsys) -> No
 
 
 def test_a_changed_graph_file_is_caught_by_its_logged_hash(run) -> None:
+    path = run / "graphs" / "segment-1.jsonl"
+    text = path.read_text()
+    at = text.index("\n") + 1  # task 1's line: the same length, one kernel changed
+    path.write_text(text[:at] + text[at:].replace('"kernel":5', '"kernel":7', 1))
+    found = problems(verify.verify(run), "graph files")
+    place = f"graphs/segment-1.jsonl at byte {at} (+{len(text) - at - 1})"
+    assert any(f"task 1: {place} has sha256" in p and "the file was changed" in p for p in found), found
+    assert any(f"task 1: {place} is not the graph its model_done records" in p for p in found), found
+    assert "task 1: the graph file's tunable kernels are [5, 7], its hparams' kernel_size 5" in found, found
+
+
+def test_a_run_with_one_graph_file_per_model_still_verifies_and_a_changed_one_is_caught(run) -> None:
+    """Runs written before the appended graphs file (graphs/task-N.json, no offsets) verify as they did."""
+    to_file_per_model(run)
+    assert sorted(p.name for p in (run / "graphs").iterdir()) == ["task-0.json", "task-1.json"]
+    assert verify.verify(run).ok
     path = run / "graphs" / "task-1.json"
     path.write_text(path.read_text().replace('"kernel":5', '"kernel":7', 1))
     found = problems(verify.verify(run), "graph files")
     assert any("task 1: graphs/task-1.json has sha256" in p and "the file was changed" in p for p in found), found
-    assert any("task 1: graphs/task-1.json is not the graph its model_done records" in p for p in found), found
-    assert "task 1: the graph file's tunable kernels are [5, 7], its hparams' kernel_size 5" in found, found
+    (run / "graphs" / "task-0.json").unlink()
+    assert "task 0: graphs/task-0.json is missing" in problems(verify.verify(run), "graph files")
+
+
+def _task_1_placed_at_task_0s(events) -> None:
+    first = find(events, runlog.MODEL_PROPOSED, task=0)
+    find(events, runlog.MODEL_PROPOSED, task=1).update(graph_offset=first["graph_offset"],
+                                                       graph_bytes=first["graph_bytes"])  # fmt: skip
+
+
+def test_an_offset_at_another_models_graph_is_caught(run) -> None:
+    """Task 1's event pointed at task 0's line: the bytes are not task 1's, and the line is another model's."""
+    rewrite_log(run, _task_1_placed_at_task_0s)
+    found = problems(verify.verify(run), "graph files")
+    assert any(p.startswith("task 1: graphs/segment-1.jsonl at byte 0 (+2059) has sha256") for p in found), found
+    assert "task 1: graphs/segment-1.jsonl at byte 0 (+2059) is task 0's graph" in found, found
+
+
+def test_an_offset_at_another_models_graph_with_its_sha256_too_is_caught(run) -> None:
+    """The forger copies task 0's sha256 as well: the hash agrees, the line still belongs to task 0."""
+
+    def forged(events) -> None:
+        _task_1_placed_at_task_0s(events)
+        find(events, runlog.MODEL_PROPOSED, task=1)["graph_sha256"] = find(events, runlog.MODEL_PROPOSED,
+                                                                           task=0)["graph_sha256"]  # fmt: skip
+
+    rewrite_log(run, forged)
+    result = verify.verify(run)
+    assert not result.ok
+    assert "task 1: graphs/segment-1.jsonl at byte 0 (+2059) is task 0's graph" in problems(result, "graph files")
+
+
+def test_a_truncated_graphs_file_and_an_offset_inside_a_line_are_caught(run) -> None:
+    path = run / "graphs" / "segment-1.jsonl"
+    data = path.read_bytes()
+    second = find(read_log(run), runlog.MODEL_PROPOSED, task=1)
+    path.write_bytes(data[: second["graph_offset"] + 100])  # cut inside task 1's line
+    found = problems(verify.verify(run), "graph files")
+    assert f"task 1: graphs/segment-1.jsonl ends at byte {second['graph_offset'] + 100}, before the graph at byte " \
+           f"{second['graph_offset']} (+{second['graph_bytes']} and its newline): the file was cut" in found, found
+    assert not any(p.startswith("task 0:") for p in found), found
+    path.write_bytes(data)
+    rewrite_log(run, lambda events: find(events, runlog.MODEL_PROPOSED, task=1).update(graph_offset=1, graph_bytes=5))
+    found = problems(verify.verify(run), "graph files")
+    assert "task 1: graphs/segment-1.jsonl: byte 1 (+5) is not a whole line of the file" in found, found
+    rewrite_log(run, lambda events: find(events, runlog.MODEL_PROPOSED, task=1).update(graph_offset=-1))
+    assert any("graph_offset -1 and graph_bytes 5 are not two non-negative integers" in p
+               for p in problems(verify.verify(run), "graph files"))  # fmt: skip
 
 
 def test_a_missing_graph_file_and_one_outside_the_run(run) -> None:
-    (run / "graphs" / "task-0.json").unlink()
-    rewrite_log(run, lambda events: find(events, runlog.MODEL_PROPOSED, task=1).update(graph_file="../task-1.json"))
+    (run / "graphs" / "segment-1.jsonl").unlink()
+    rewrite_log(run, lambda events: find(events, runlog.MODEL_PROPOSED, task=1).update(graph_file="../x.jsonl"))
     result = verify.verify(run)
-    assert "task 0: graphs/task-0.json is missing" in problems(result, "graph files")
-    assert "task 1: graph_file '../task-1.json' lies outside the run directory" in problems(result, "graph files")
+    assert "task 0: graphs/segment-1.jsonl is missing" in problems(result, "graph files")
+    assert "task 1: graph_file '../x.jsonl' lies outside the run directory" in problems(result, "graph files")
     assert any(p.startswith("task 0 epoch 1: not recounted") for p in problems(result, "ops recount"))
 
 
@@ -267,7 +329,7 @@ def test_a_bundle_holds_the_run_without_weights_and_verifies(run, tmp_path, caps
     assert "left out: weights/ (1 file, 0.0 MB" in printed and "left out: best/model.keras (a model file" in printed
     files = _members(out)
     assert sorted(files) == sorted(f"run/{name}" for name in (
-        "events.jsonl", "mllog.log", "score.json", "graphs/task-0.json", "graphs/task-1.json", "report/report.md",
+        "events.jsonl", "mllog.log", "score.json", "graphs/segment-1.jsonl", "report/report.md",
         "best/graph.json", "best/model_card.md", "system.json", "verify.txt", "verify.json", "MANIFEST"))  # fmt: skip
     manifest = verify.read_manifest(files["run/MANIFEST"].decode())
     assert set(manifest) == {name[len("run/"):] for name in files} - {"MANIFEST"}
@@ -277,7 +339,7 @@ def test_a_bundle_holds_the_run_without_weights_and_verifies(run, tmp_path, caps
     assert system["segments"][0]["provenance"]["source_sha256"] and system["segments"][0]["layout"]["groups"]
     assert verify.main([str(out)]) == 0
     rows = {line.split("  ")[0]: line.split() for line in capsys.readouterr().out.splitlines() if "  " in line}
-    assert rows["bundle manifest"][2:] == ["ok", "11", "of", "11", "files", "as", "MANIFEST", "lists", "them"]
+    assert rows["bundle manifest"][2:] == ["ok", "10", "of", "10", "files", "as", "MANIFEST", "lists", "them"]
     assert rows["bundle verify.txt/json"][2] == "ok" and rows["bundle system.json"][2] == "ok"
     assert rows["mllog.log"][1] == "ok" and "4 of 4 epochs equal their events" in " ".join(rows["mllog.log"])
 
@@ -298,8 +360,9 @@ def test_a_tampered_bundle_is_caught_by_its_manifest(pristine, tmp_path) -> None
     archive = tmp_path / "b.tar.gz"
     assert bundle.main([str(pristine), "--out", str(archive)]) == 0
     changed = tmp_path / "changed.tar.gz"
-    _repack(archive, changed, lambda f: f.update({"run/graphs/task-1.json": f["run/graphs/task-1.json"] + b" "}))
-    assert "graphs/task-1.json: sha256 differs from MANIFEST (changed after the bundle was made)" in problems(
+    name = "run/graphs/segment-1.jsonl"
+    _repack(archive, changed, lambda f: f.update({name: f[name] + b" "}))
+    assert "graphs/segment-1.jsonl: sha256 differs from MANIFEST (changed after the bundle was made)" in problems(
         verify.verify(changed), "bundle manifest")
     added = tmp_path / "added.tar.gz"
     _repack(archive, added, lambda f: f.update({"run/extra.txt": b"x"}))

@@ -11,12 +11,11 @@ passed every one of these logs with exit 0.
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
-import shutil
 from pathlib import Path
 
 from aiperf_mpi.results import runlog
+from aiperf_mpi.results.graphs import append_graph, segment_graph_file
 from analysis import verify
 from analysis.verify_rules import PEAK_MULTIPLE
 from tests.support.verify_runs import (
@@ -107,9 +106,8 @@ def test_an_invented_model_on_a_busy_group(run) -> None:
 
     def invent(events):
         graph = find(events, runlog.MODEL_DONE, task=0)["model"]["graph"]
-        (run / "graphs" / "task-2.json").write_text(graph)
         proposal = dict(find(events, runlog.MODEL_PROPOSED, task=0), task=2, time=1031.0,
-                        graph_file="graphs/task-2.json", graph_sha256=hashlib.sha256(graph.encode()).hexdigest())
+                        **append_graph(run, segment_graph_file(1), graph))  # fmt: skip
         epoch = dict(find(events, runlog.EPOCH, task=0, epoch=1), task=2, start=1032.0, end=1042.0, time=1042.5)
         done = copy.deepcopy(find(events, runlog.MODEL_DONE, task=0))
         done.update(task=2, time=1043.0)
@@ -136,13 +134,14 @@ def test_an_invented_epoch_on_top_of_another(run) -> None:
                                "the group's previous epoch (event 10 (epoch 2 of task 0, group 0)) ended")
 
 
-def _second_segment(events: list[dict], start: float, epoch_start: float) -> None:
-    """A resumed segment at ``start`` with one model of one epoch (10 s of wall, 8 s of compute)."""
+def _second_segment(run: Path, events: list[dict], start: float, epoch_start: float) -> None:
+    """A resumed segment at ``start`` with one model of one epoch (10 s of wall, 8 s of compute), its graph in
+    the segment's own graphs file."""
     graph = find(events, runlog.MODEL_DONE, task=0)["model"]["graph"]
     head = [dict(e, time=start + i / 10) for i, e in enumerate(events[:5])]
     head[0].update(segment=2, resumed=True)
     proposal = dict(find(events, runlog.MODEL_PROPOSED, task=0), task=2, time=start + 1,
-                    graph_file="graphs/task-2.json", graph_sha256=hashlib.sha256(graph.encode()).hexdigest())
+                    **append_graph(run, segment_graph_file(2), graph))  # fmt: skip
     epoch = dict(find(events, runlog.EPOCH, task=0, epoch=2), task=2, epoch=1, start=epoch_start, end=start + 11,
                  time=start + 11.5)  # fmt: skip
     done = copy.deepcopy(find(events, runlog.MODEL_DONE, task=0))
@@ -155,15 +154,13 @@ def _second_segment(events: list[dict], start: float, epoch_start: float) -> Non
 
 def test_a_resumed_segment_that_hides_an_epoch_in_the_gap(run) -> None:
     """The epoch ran from 1500 to 2011, nearly all of it between the segments, where no time is scored."""
-    shutil.copy(run / "graphs" / "task-0.json", run / "graphs" / "task-2.json")
-    forge(run, lambda events: _second_segment(events, 2000.0, 1500.0))
+    forge(run, lambda events: _second_segment(run, events, 2000.0, 1500.0))
     assert_named(run, "times", "(epoch 1 of task 2, group 0): inside segment: starts at 1500.000, before "
                                "segment 2 started at 2000.000")  # fmt: skip
 
 
 def test_a_resumed_segment_that_starts_before_the_last_one_ended(run) -> None:
-    shutil.copy(run / "graphs" / "task-0.json", run / "graphs" / "task-2.json")
-    forge(run, lambda events: _second_segment(events, 1095.0, 1096.0))
+    forge(run, lambda events: _second_segment(run, events, 1095.0, 1096.0))
     assert_named(run, "times", "(run_start of segment 2): resume: starts at 1095.000, before the last time "
                                "segment 1 claims (1100.100")  # fmt: skip
 
@@ -291,14 +288,14 @@ def test_a_digits_run_relabelled_imagenet(tmp_path) -> None:
 
     forge(run, relabel)
     assert verify.verify(run).valid  # the forgery's aim: a valid run by the score's rules
-    assert_named(run, "configuration", "task 0: data shape: graphs/task-0.json takes 32×32×3 images to 10 classes, "
-                                       "dataset imagenet has 224×224×3 images to 1000 classes")  # fmt: skip
+    assert_named(run, "configuration", "task 0: data shape: graphs/segment-1.jsonl at byte 0 (+",
+                 ") takes 32×32×3 images to 10 classes, dataset imagenet has 224×224×3 images to 1000 classes")
 
 
 def test_an_image_size_the_graphs_do_not_have(run) -> None:
     forge(run, lambda events: events[0]["config"].update(image_size=64))
-    assert_named(run, "configuration", "task 1: data shape: graphs/task-1.json takes 224×224×3 images to 1000 "
-                                       "classes, dataset imagenet has 64×64×3")  # fmt: skip
+    assert_named(run, "configuration", "task 1: data shape: graphs/segment-1.jsonl at byte ",
+                 ") takes 224×224×3 images to 1000 classes, dataset imagenet has 64×64×3")
 
 
 def test_a_precision_the_system_event_did_not_choose(tmp_path) -> None:
