@@ -28,7 +28,7 @@ from tests.support.lost_groups import only_rates_of_freed_cores
 from tests.support.mpirun import mpi_env, mpi_vendor, mpirun_command
 
 pytestmark = [pytest.mark.slow, pytest.mark.horovod, pytest.mark.tf]
-TIME_LIMIT = 75
+TIME_LIMIT = 60
 OUTER_TIMEOUT = 420
 START_CRASH = "Signal: Segmentation fault (11)"
 START_CRASH_RELAUNCHES = 2

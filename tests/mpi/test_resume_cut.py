@@ -16,7 +16,7 @@ FAST = ["--seed-model", "tiny", "--max-epochs", "1", "--score-step", "10", "--pr
 def test_a_log_cut_mid_line_is_resumed_twice_without_loss(tmp_path) -> None:
     run_dir = tmp_path / "run"
     log = run_dir / runlog.EVENTS_FILE
-    first = run_mpi(3, ["-m", "aiperf_mpi", *FAST, "--time-limit", "25", "--run-dir", str(run_dir)], timeout=240)
+    first = run_mpi(3, ["-m", "aiperf_mpi", *FAST, "--time-limit", "20", "--run-dir", str(run_dir)], timeout=240)
     assert first.returncode == 0, first.output
 
     # killed while writing its last epoch: that line half written, nothing after it
@@ -32,7 +32,7 @@ def test_a_log_cut_mid_line_is_resumed_twice_without_loss(tmp_path) -> None:
     assert before.truncated_tail and before.truncated_bytes == len(cut)
     epochs_before = [e for e in before.events if e["event"] == runlog.EPOCH]
 
-    second = run_mpi(3, ["-m", "aiperf_mpi", "--resume", str(run_dir), "--time-limit", "20"], timeout=180)
+    second = run_mpi(3, ["-m", "aiperf_mpi", "--resume", str(run_dir), "--time-limit", "12"], timeout=180)
     assert second.returncode == 0, second.output
     warning = (f"aiperf_mpi: warning: events.jsonl ended in a cut line ({len(cut)} bytes, kept in "
                "events.jsonl.cut-2); resuming after the last complete line")  # fmt: skip
@@ -50,7 +50,7 @@ def test_a_log_cut_mid_line_is_resumed_twice_without_loss(tmp_path) -> None:
     assert written["score"] == pytest.approx(score.score, rel=1e-12) and score.segments == 2
     assert score.epochs >= len(epochs_before)
 
-    third = run_mpi(3, ["-m", "aiperf_mpi", "--resume", str(run_dir), "--time-limit", "15"], timeout=180)
+    third = run_mpi(3, ["-m", "aiperf_mpi", "--resume", str(run_dir), "--time-limit", "12"], timeout=180)
     assert third.returncode == 0, third.output
     assert "cut line" not in third.output  # the log ended cleanly this time
     final = runlog.read_events(run_dir)

@@ -19,7 +19,7 @@ FAST = ["--seed-model", "tiny", "--max-epochs", "1", "--score-step", "10", "--pr
 
 def test_a_real_run_scores_and_resumes_with_new_ids(tmp_path) -> None:
     run_dir = tmp_path / "run"
-    first = run_mpi(3, ["-m", "aiperf_mpi", *FAST, "--time-limit", "90", "--run-dir", str(run_dir)], timeout=360)
+    first = run_mpi(3, ["-m", "aiperf_mpi", *FAST, "--time-limit", "70", "--run-dir", str(run_dir)], timeout=360)
     assert first.returncode == 0, first.output
     assert "aiperf_mpi: score" in first.output and "regulated score" in first.output
     events = runlog.read_events(run_dir).events
