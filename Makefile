@@ -194,7 +194,8 @@ OPENMPI_RUN_FLAGS := $(SINGLE_NODE_MPI) --oversubscribe --bind-to none
 # fails"); the default launch is unchanged.  MPICH gets none of these flags and runs as before.
 FT ?= 0
 OPENMPI_FT_FLAGS := --with-ft ulfm --enable-recovery --mca mpi_ft_enable true --mca mpi_ft_detector true \
-  --mca mpi_ft_detector_thread true --mca mpi_ft_detector_timeout 10 --mca mpi_ft_detector_period 2
+  --mca mpi_ft_detector_thread true --mca mpi_ft_detector_timeout 10 --mca mpi_ft_detector_period 2 \
+  --prtemca state_base_error_non_zero_exit 0
 RUN_MPI_FLAGS = $(shell $(BIN)/mpirun --version 2>&1 | grep -qiE 'open mpi|open-mpi|openrte' && echo '$(OPENMPI_RUN_FLAGS) $(if $(filter 1,$(FT)),$(OPENMPI_FT_FLAGS))')
 run: install
 	jobscripts/loopback-only $(BIN)/mpirun $(RUN_MPI_FLAGS) -n $(NP) \

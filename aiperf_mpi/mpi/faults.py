@@ -72,10 +72,37 @@ def leave_without_finalize(comm: MPI.Comm, status: int) -> NoReturn:
     except MPI.Exception:
         if comm.Get_rank() == 0:
             comm.Abort(status or EXIT_GROUPS_LOST)
-        try:
-            comm.recv(source=0, tag=LEAVE_TAG)  # never sent: rank 0's Abort ends this wait
-        except MPI.Exception:
-            comm.Abort(EXIT_FATAL)
+        wait_for_the_masters_end(comm)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(status)
+
+
+def known_failed(comm: MPI.Comm) -> list[int]:
+    """The ranks of ``comm`` this rank knows have failed (ULFM); empty when none, or when the library cannot say."""
+    try:
+        failed = comm.Get_failed()
+        try:
+            return world_ranks(failed, comm)
+        finally:
+            failed.Free()
+    except (MPI.Exception, NotImplementedError, AttributeError):
+        return []
+
+
+def wait_for_the_masters_end(comm: MPI.Comm) -> NoReturn:
+    """Hold this rank until rank 0 ends the job (its ``MPI_Abort`` after the score); end it if rank 0 is gone.
+
+    A survivor must not exit on its own while rank 0 still runs: under ULFM an
+    exit without ``MPI_Finalize`` is an abnormal termination, and Open MPI
+    5.0.11's launcher (PRRTE 3.0.14) counts a remote rank's non-zero exit up to
+    three times, which can make it take the job for finished and end every
+    rank before the score (docs/cluster.md, "When a node fails").
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        comm.recv(source=0, tag=LEAVE_TAG)  # never sent: rank 0's Abort ends this wait
+    except MPI.Exception:
+        comm.Abort(EXIT_FATAL)
+    os._exit(EXIT_FATAL)  # unreachable unless a message was sent on the tag no one sends

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from mpi4py import MPI
 
 from aiperf_mpi.errors import EXIT_FATAL, EXIT_OK, EXIT_USAGE, UsageError, one_line
-from aiperf_mpi.mpi.faults import master_failed
+from aiperf_mpi.mpi.faults import known_failed, master_failed, wait_for_the_masters_end
 from aiperf_mpi.mpi.tolerance import fault_tolerance
 
 DEBUG_ENV = "AIPERF_MPI_DEBUG"
@@ -70,14 +70,35 @@ def fault_tolerant() -> bool:
         return False
 
 
+def survivor_line(rank: int, host: str, failed: list[int], exc: BaseException) -> str:
+    """The one line of a rank whose group lost another rank: not a fatal error of its own."""
+    return (f"{PROGRAM}: rank {rank} on {host}: its group lost rank(s) {failed} ({one_line(exc)[:160]}); "
+            "it waits for the run's end")  # fmt: skip
+
+
 def abort(comm: MPI.Comm, exc: BaseException) -> None:
-    """Print the fatal line (and the traceback on request), then abort the job."""
+    """Print the fatal line (and the traceback on request), then abort the job.
+
+    With fault tolerance on, a training rank's failure takes only its group
+    out: a rank whose failure follows another rank's death (its Horovod
+    all-reduce lost a peer) says so in one line and waits for rank 0's end of
+    the job; a rank that failed by itself exits, and MPI tells the master.
+    """
     rank = MPI.COMM_WORLD.Get_rank()
-    print(fatal_line(rank, socket.gethostname(), exc), file=sys.stderr, flush=True)
+    tolerant = rank != 0 and fault_tolerant() and not master_failed(MPI.COMM_WORLD)
+    failed = known_failed(MPI.COMM_WORLD) if tolerant else []
+    if failed:
+        print(survivor_line(rank, socket.gethostname(), failed, exc), file=sys.stderr, flush=True)
+    else:
+        print(fatal_line(rank, socket.gethostname(), exc), file=sys.stderr, flush=True)
     if os.environ.get(DEBUG_ENV):
         traceback.print_exception(exc, file=sys.stderr)
         sys.stderr.flush()
-    if rank != 0 and fault_tolerant() and not master_failed(MPI.COMM_WORLD):
+    if failed:
+        # the master knows of the dead peer already; an exit here is an abnormal termination the launcher may
+        # miscount into ending the whole job (mpi/faults.py), so this rank holds until rank 0 ends the job
+        wait_for_the_masters_end(MPI.COMM_WORLD)
+    if tolerant:
         # fault tolerance on: this rank's death takes only its group out (the master is told by MPI and the
         # other groups go on); an Abort would end them all, and under ULFM MPI_Finalize would hang
         os._exit(EXIT_FATAL)

@@ -220,10 +220,13 @@ def test_make_run_and_the_templates_turn_on_the_same_settings() -> None:
     makefile = (repo / "Makefile").read_text().replace("\\\n", " ")
     [flags] = [line.split(":=", 1)[1].split() for line in makefile.splitlines() if line.startswith("OPENMPI_FT_FLAGS")]
     assert flags == OPEN_MPI_LAUNCH.split()
-    settings = dict(zip(flags[4::3], flags[5::3], strict=True))  # --mca NAME VALUE after --with-ft … --enable-recovery
+    # --mca NAME VALUE (Open MPI's, OMPI_MCA_* in a template) or --prtemca NAME VALUE (the launcher's,
+    # PRTE_MCA_*) after --with-ft … --enable-recovery
+    settings = {(kind, name): value for kind, name, value in zip(flags[3::3], flags[4::3], flags[5::3], strict=True)}
+    assert {kind for kind, _ in settings} == {"--mca", "--prtemca"}
     for template in sorted((repo / "jobscripts").glob("*.sbatch")):
         text = template.read_text()
         assert "--with-ft ulfm --enable-recovery" in text and 'kill-on-bad-exit="$KILL_ON_BAD_EXIT"' in text
-        for name, value in settings.items():
-            assert f"OMPI_MCA_{name}={value}" in text or f"OMPI_MCA_{name}=${{OMPI_MCA_{name}:-{value}}}" in text, \
-                (template.name, name)  # fmt: skip
+        for (kind, name), value in settings.items():
+            env = f"{'OMPI' if kind == '--mca' else 'PRTE'}_MCA_{name}"
+            assert f"{env}={value}" in text or f"{env}=${{{env}:-{value}}}" in text, (template.name, name)
