@@ -162,17 +162,10 @@ CASES = {
     "kill-9-whole-node": (every_rank_of_node2, signal.SIGKILL),
     "sigstop-training-rank": (training_rank, signal.SIGSTOP),
 }
-ONE_OF_TWO_KILLED = pytest.mark.xfail(reason=(
-    "seen 2026-12-01 (Open MPI 5.0.11): across hosts, the master logs group_lost 0.2 s after the kill -9 of one of "
-    "node2's two ranks (the TCP connection's close, not the 10 s detector), the other leaves with one fatal line, "
-    "and about 1 s later mpirun ends the whole job with status 1 and no message, before any score (on one host the "
-    "run goes on: tests/mpi/test_lost_group.py; across hosts the kill of both ranks of node2 and a SIGSTOP pass "
-    "since the survivors wait for rank 0's MPI_Abort at the end)"), strict=False)  # fmt: skip
-KNOWN = {"kill-9-training-rank": ONE_OF_TWO_KILLED, "kill-9-leader": ONE_OF_TWO_KILLED}
 
 
 @pytest.mark.timeout(OUTER_TIMEOUT + 120)
-@pytest.mark.parametrize("case", [pytest.param(case, marks=KNOWN.get(case, ())) for case in CASES])
+@pytest.mark.parametrize("case", list(CASES))
 def test_a_failure_on_node2_costs_its_group_and_the_run_goes_on(multihost, tmp_path, undisturbed, case) -> None:
     choose, signum = CASES[case]
     run = run_job(multihost, tmp_path / "run", choose, signum)
