@@ -13,8 +13,9 @@ One Markdown document (stdout; ``--out`` also writes ``compare.md``):
 * **whether the runs are comparable** — the spread means something only
   between repeats of one experiment: the same configuration
   (:data:`NOT_COMPARED` names the fields left out and why), the same shape
-  (ranks and groups), the same code (the package's source hash and git
-  commit of every segment, from ``run_start``'s provenance), the same
+  (ranks and groups), the same code (the package's source hash of every
+  segment, from ``run_start``'s provenance; the git commit only where no
+  hash was logged), the same
   software stack, the same data (:data:`DATA_FIELDS`) — and *different*
   seeds: runs sharing a seed are flagged, since they sample one search path
   and understate the spread;
@@ -189,19 +190,27 @@ def _segment_values(runs: Sequence[ComparedRun], key: str) -> tuple[set, list[st
 
 
 def code_check(runs: Sequence[ComparedRun]) -> Check:
-    """The package's source hash (and the git commit where known) is one for every segment of every run."""
+    """The package's source hash is one for every segment of every run (the git commit where no hash says).
+
+    The hash covers the package's source, what measures and scores; two
+    commits that differ only outside it (documentation, tests) run the same
+    code, so a commit made between two repeats does not part them.
+    """
     hashes, no_hash = _segment_values(runs, "source_sha256")
     commits, _ = _segment_values(runs, "git_commit")
     if len(hashes) > 1:
         return Check("same code", False, f"{len(hashes)} different package source hashes (run_start provenance)")
-    if len(commits) > 1:
+    if no_hash and len(commits) > 1:
         return Check("same code", False, f"{len(commits)} different git commits")
     dirty = sorted({r.name for r in runs for p in r.provenances if p.get("git_dirty")})
     if no_hash:
         return Check("same code", None, f"no source hash in the log of {', '.join(no_hash)} (a version before "
                      "provenance was logged)")  # fmt: skip
     detail = f"source sha256 {next(iter(hashes))[:12]}…"
-    detail += f", git {next(iter(commits))[:12]}" if commits else ""
+    if len(commits) > 1:
+        detail += f", {len(commits)} git commits that differ only outside the package (the same source hash)"
+    elif commits:
+        detail += f", git {next(iter(commits))[:12]}"
     if dirty:
         detail += f" (checkout with local changes in {', '.join(dirty)}: the hash, not the commit, identifies it)"
     return Check("same code", True, detail)

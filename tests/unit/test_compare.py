@@ -76,6 +76,13 @@ def test_what_makes_runs_not_comparable(tmp_path) -> None:
     assert "progress_interval" not in by_name["same configuration"].detail  # not compared: printing only
     by_name = {c.name: c for c in comparability([load_compared(p) for p in (base, other_code)])}
     assert by_name["same code"].ok is False and by_name["same software stack"].ok is True
+    # a commit between two repeats that changed only files outside the package (docs, tests): the same code
+    docs_commit = repeat(tmp_path / "docs-commit", 1100, seed=6, provenance={**PROVENANCE, "git_commit": "d" * 40})
+    by_name = {c.name: c for c in comparability([load_compared(p) for p in (base, docs_commit)])}
+    assert by_name["same code"].ok is True and "2 git commits that differ only outside" in by_name["same code"].detail
+    other_both = repeat(tmp_path / "other-both", 1100, seed=7,
+                        provenance={**PROVENANCE, "git_commit": "d" * 40, "source_sha256": "c" * 64})  # fmt: skip
+    assert {c.name: c.ok for c in comparability([load_compared(p) for p in (base, other_both)])}["same code"] is False
     by_name = {c.name: c for c in comparability([load_compared(p) for p in (base, other_data)])}
     assert by_name["same data"].ok is False
     assert "dataset: base='imagenet', other-data='cifar10'" in by_name["same data"].detail
