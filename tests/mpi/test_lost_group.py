@@ -24,13 +24,12 @@ import pytest
 from aiperf_mpi.errors import EXIT_GROUPS_LOST
 from aiperf_mpi.mpi.tolerance import OPEN_MPI_LAUNCH
 from aiperf_mpi.results import runlog
-from tests.support.lost_groups import only_rates_of_freed_cores
+from tests.support.lost_groups import START_CRASH, only_rates_of_freed_cores
 from tests.support.mpirun import mpi_env, mpi_vendor, mpirun_command
 
 pytestmark = [pytest.mark.slow, pytest.mark.horovod, pytest.mark.tf]
 TIME_LIMIT = 60
 OUTER_TIMEOUT = 420
-START_CRASH = "Signal: Segmentation fault (11)"
 START_CRASH_RELAUNCHES = 4
 
 

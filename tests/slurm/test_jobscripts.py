@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from aiperf_mpi.results import runlog
-from tests.support.slurm import KILL_WAIT, JobEnd, SlurmCluster, job_pids, read_batch_script
+from tests.support.slurm import KILL_WAIT, JobEnd, SlurmCluster, assert_no_process_left, read_batch_script
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -102,14 +102,6 @@ def assert_scored(end: JobEnd, run_dir: Path) -> dict:
     assert "aiperf_mpi: score" in end.output, end.output
     assert score["epochs"] >= 1, end.output
     return score
-
-
-def assert_no_process_left(slurm: SlurmCluster, job_id: str) -> None:
-    """No rank, launcher or step daemon of the job outlives it (an orphaned rank would hold a node)."""
-    deadline = time.monotonic() + 10
-    while job_pids(slurm.scratch, job_id) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not job_pids(slurm.scratch, job_id), f"processes of job {job_id} outlived it"
 
 
 @pytest.mark.parametrize("template", TEMPLATES, ids=lambda p: p.name)

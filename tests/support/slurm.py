@@ -96,6 +96,14 @@ def job_pids(scratch: str | os.PathLike, job_id: str) -> list[int]:
     return found
 
 
+def assert_no_process_left(cluster: SlurmCluster, job_id: str) -> None:
+    """No rank, launcher or step daemon of the job outlives it (an orphaned rank would hold a node)."""
+    deadline = time.monotonic() + 10
+    while job_pids(cluster.scratch, job_id) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not job_pids(cluster.scratch, job_id), f"processes of job {job_id} outlived it"
+
+
 @dataclass(frozen=True)
 class BatchScript:
     """A batch script's ``#SBATCH`` options, read as sbatch reads them, and the lines it would ignore."""
