@@ -20,14 +20,20 @@ def master_failed(comm: MPI.Comm) -> bool:
     When the library cannot say, the answer is yes: the job ends, as it
     does without fault tolerance.
     """
+    failed = _failed_ranks(comm)
+    return failed is None or 0 in failed
+
+
+def _failed_ranks(comm: MPI.Comm) -> list[int] | None:
+    """The ranks of ``comm`` this rank knows have failed (ULFM); None when the library cannot say."""
     try:
         failed = comm.Get_failed()
         try:
-            return 0 in world_ranks(failed, comm)
+            return world_ranks(failed, comm)
         finally:
             failed.Free()
     except (MPI.Exception, NotImplementedError, AttributeError):
-        return True
+        return None
 
 
 def world_ranks(group: MPI.Group, comm: MPI.Comm) -> list[int]:
@@ -80,14 +86,7 @@ def leave_without_finalize(comm: MPI.Comm, status: int) -> NoReturn:
 
 def known_failed(comm: MPI.Comm) -> list[int]:
     """The ranks of ``comm`` this rank knows have failed (ULFM); empty when none, or when the library cannot say."""
-    try:
-        failed = comm.Get_failed()
-        try:
-            return world_ranks(failed, comm)
-        finally:
-            failed.Free()
-    except (MPI.Exception, NotImplementedError, AttributeError):
-        return []
+    return _failed_ranks(comm) or []
 
 
 def wait_for_the_masters_end(comm: MPI.Comm) -> NoReturn:
