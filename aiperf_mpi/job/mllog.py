@@ -7,18 +7,20 @@ written to ``RUN_DIR/mllog.log`` only (not the console), by the master alone.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
 
 from mlperf_logging.mllog import constants
 
+from aiperf_mpi.results.jsonline import line_encoder
+
 MLLOG_FILE = "mllog.log"
 CUT_FILE = MLLOG_FILE + ".cut-{segment}"
 EVENT_TYPES = {"start": constants.INTERVAL_START, "end": constants.INTERVAL_END, "event": constants.POINT_IN_TIME}
 """mlperf-logging's event types: what its ``start``, ``end`` and ``event`` write"""
 FLUSH_SECONDS = 1.0
+LINE_START = ':::MLLOG {"namespace": "", "time_ms": '
 
 
 def repair_tail(run_dir: Path, segment: int) -> int:
@@ -70,10 +72,13 @@ class MLLogWriter:
         # lines are composed here, in mlperf-logging's format and with its key names, not through its
         # MLLogger: that costs 33 µs a line (a LogRecord, the caller's frame, a flush per line) against 3 µs,
         # and at 65,536 groups the master writes thousands of lines a second (BENCHMARKS.md, bench master)
-        self._file = open(Path(run_dir) / MLLOG_FILE, "a", encoding="utf-8")  # closed in close()
+        # closed in close(); flushed once a second, so its buffer holds a second's lines (one write, not one per 8 kB)
+        self._file = open(Path(run_dir) / MLLOG_FILE, "a", encoding="utf-8", buffering=1 << 20)
         self._last_ms = 0
         """the latest ``time_ms`` written: no line goes before it"""
         self._flushed = time.monotonic()
+        self._encode = line_encoder()  # json.dumps's text (its spacing), without a new C encoder per line
+        self._middles: dict[tuple[str, str], str] = {}
 
     def _write(self, kind: str, key: str, when: float, value: object = None, metadata: dict | None = None) -> None:
         """One line at Unix time ``when`` (seconds), held at the last line's time if earlier.
@@ -82,15 +87,19 @@ class MLLogWriter:
         the record that is synced per epoch; a kill loses at most a second of these lines.
         """
         event_ms = int(when * 1000)
-        meta = dict(metadata or {})
         if event_ms < self._last_ms:
-            meta["event_time_ms"] = event_ms
-        self._last_ms = max(self._last_ms, event_ms)
-        line = {"namespace": "", "time_ms": self._last_ms, "event_type": EVENT_TYPES[kind], "key": key,
-                "value": value, "metadata": meta}  # fmt: skip
-        # json.dumps as mlperf-logging writes them (its spacing: readers and tests match '"key": "…"');
-        # orjson would take a tenth of the time but knows no such spacing
-        self._file.write(":::MLLOG " + json.dumps(line) + "\n")
+            metadata = {**(metadata or {}), "event_time_ms": event_ms}
+        else:
+            self._last_ms = event_ms
+        # the line json.dumps makes of {"namespace": "", "time_ms": …, "event_type": …, "key": …, "value": …,
+        # "metadata": …} (mlperf-logging's spacing: readers and tests match '"key": "…"'), its constant middle
+        # made once per kind and key: the master writes ten of these per model (tests/unit/test_mllog.py)
+        middle = self._middles.get((kind, key))
+        if middle is None:
+            middle = self._middles[kind, key] = (f', "event_type": {self._encode(EVENT_TYPES[kind])}, '
+                                                 f'"key": {self._encode(key)}, "value": ')  # fmt: skip
+        self._file.write(f'{LINE_START}{self._last_ms}{middle}{"null" if value is None else self._encode(value)}, '
+                         f'"metadata": {self._encode(metadata) if metadata else "{}"}}}\n')  # fmt: skip
         now = time.monotonic()
         if now - self._flushed >= FLUSH_SECONDS:
             self._file.flush()

@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from aiperf_mpi.results.jsonline import line_encoder
+
 # the event names and the common field names are the schema's (its one list), re-exported for the writer and
 # the readers, who know them as ``runlog.EPOCH`` and so on
 from aiperf_mpi.results.schema import EPOCH as EPOCH
@@ -45,6 +47,8 @@ from aiperf_mpi.results.schema import TIME as TIME
 from aiperf_mpi.results.schema import WEIGHTS_REMOVED as WEIGHTS_REMOVED
 
 EVENTS_FILE = "events.jsonl"
+BUFFER_BYTES = 1 << 20
+"""the writer's buffer: every event is in the OS by the next flush (a sync event's, a batch's end) whatever its size"""
 CUT_FILE = EVENTS_FILE + ".cut-{segment}"
 """where :func:`repair_tail` keeps the cut end of the log that segment ``segment`` found"""
 _BLANK = b" \t\n\r\x0b\x0c"
@@ -74,10 +78,12 @@ class EventLog:
         if _ends_mid_line(self.path):  # appending would glue the first event onto the cut line
             raise ValueError(f"{self.path} does not end with a newline (a cut last line?): "
                              "runlog.repair_tail must set it aside before a new segment is appended")  # fmt: skip
-        self._handle = open(self.path, "a", encoding="utf-8")  # open for the whole run
+        # open for the whole run; a buffer as large as a batch's events, so that the events between two flushes
+        # (a batch's, at 65,536 groups tens of kB) go to the OS in one write, not one per 8 kB
+        self._handle = open(self.path, "a", encoding="utf-8", buffering=BUFFER_BYTES)
         self._dirty = False
-        # one encoder for the run: json.dumps with options builds one per call
-        self._encoder = json.JSONEncoder(separators=(",", ":"), allow_nan=False, default=_jsonable)
+        # one encoder for the run: json.dumps and JSONEncoder.encode build one per call
+        self._encode = line_encoder(",", ":", default=_jsonable, allow_nan=False)
 
     def write(self, event: str, sync: bool = False, flush: bool = True, **fields: object) -> dict:
         """Append one event, flushed to the OS at once unless ``flush`` is false.
@@ -96,7 +102,7 @@ class EventLog:
         problems = check_event(record)
         if problems:  # a writer that drifted from the schema breaks every reader: fail here, in the tests
             raise ValueError(f"event {event!r} does not match its schema: {'; '.join(problems)}")
-        self._handle.write(self._encoder.encode(record) + "\n")
+        self._handle.write(self._encode(record) + "\n")
         if flush:
             self._handle.flush()
         self._dirty = self._dirty or sync

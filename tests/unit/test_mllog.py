@@ -78,3 +78,25 @@ def test_staging_uses_mlperf_key_names_with_its_own_times(tmp_path) -> None:
     lines = _lines(tmp_path)
     assert [(line.key, line.timestamp) for line in lines[:2]] == [
         (constants.STAGING_START, (T0 - 5.0) * 1000), (constants.STAGING_STOP, (T0 - 3.0) * 1000)]
+
+
+def test_each_line_is_json_dumps_of_its_fields_in_mlperf_loggings_order(tmp_path) -> None:
+    """The writer composes lines from cached pieces; each must be exactly what json.dumps gives of the line's dict."""
+    writer = MLLogWriter(tmp_path)
+    writer.run_start(CONFIG, SYSTEM, 1, T0)
+    writer.staging({"host": "nöde-1", "bytes": 10, "files": 2, "seconds": 1.5, "start": T0 - 5})  # late, non-ASCII
+    writer.epoch_start(3, 1, T0 + 1.0, 256)
+    writer.epoch_stop(3, _epoch(1, T0 + 1.0, T0 + 10.0))
+    writer.epoch_start(4, 1, T0 + 2.0, 64)  # earlier than the last line: held, its true time in the metadata
+    writer.run_stop("time limit", T0 + 20.0)
+    writer.close()
+    text = (tmp_path / MLLOG_FILE).read_text()
+    assert text.endswith("\n")
+    lines = text.splitlines()
+    for line in lines:
+        assert line.startswith(":::MLLOG ")
+        fields = json.loads(line[len(":::MLLOG "):])
+        assert list(fields) == ["namespace", "time_ms", "event_type", "key", "value", "metadata"]
+        assert line == ":::MLLOG " + json.dumps(fields), line
+    late = [json.loads(line[9:]) for line in lines if '"event_time_ms"' in line]
+    assert {(f["key"], f["metadata"]["event_time_ms"]) for f in late} >= {("epoch_start", int((T0 + 2.0) * 1000))}
