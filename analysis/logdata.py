@@ -48,6 +48,7 @@ except ImportError:  # optional at run time: the standard library gives the same
     _fast_loads = json.loads
 
 from aiperf_mpi.results import runlog
+from aiperf_mpi.results.graphs import LENGTH, OFFSET, GraphFileError, graph_place, read_graph
 from aiperf_mpi.results.score import ScoreInputs, active_times
 
 EPOCH_COLUMNS = ("task", "group", "epoch", "start", "end", "ops", "val_accuracy", "data_wait", "compute", "evaluation",
@@ -168,8 +169,19 @@ class BestModel:
     forward_per_sample: float | None
     description: str
     graph: str
+    """the graph's JSON; empty until read from its graphs file (``place``), and if that failed (``graph_error``)"""
     why: str
     """'best validation accuracy' or, with no accuracy in the run, 'largest forward count'"""
+    place: dict | None = None
+    """where its ``model_proposed`` placed its graph, when its ``model_done`` carries none (runs since the
+    graph is logged once): read for this one model when the log has been read"""
+    graph_error: str = ""
+    """why the graph at ``place`` could not be read"""
+
+    @property
+    def source(self) -> str:
+        """Where the graph was taken from, for the report."""
+        return f"`{graph_place(self.place)}`" if self.place else "its `model_done` record"
 
 
 @dataclass
@@ -264,6 +276,8 @@ class _Reader:
         self.monitor_values = array("d")
         self.run = RunLog(Path(), self.inputs, np.empty((0, len(EPOCH_COLUMNS))), np.empty((0, 7)))
         self.largest: BestModel | None = None
+        self.places: dict[int, dict] = {}
+        """task → where its graph lies, from its model_proposed until its end (the tasks in flight)"""
 
     def parse(self, line: str) -> dict | None:
         """The stream's parser: epoch lines straight into the block (None: consumed), the rest as events.
@@ -354,22 +368,29 @@ class _Reader:
             train_seconds=timings.get("train"),
         )
         self.run.models.append(model)
+        place = self.places.pop(model.task, None)
         graph = record.get("graph")
-        if not graph or graph == "{}":
+        if "graph" in record:  # a run from before the graph was logged once: its record carries it
+            place = None
+            if not graph or graph == "{}":
+                return
+        elif place is None:
             return
         best = self.run.best
         if model.accuracy is not None and (best is None or best.accuracy is None or model.accuracy > best.accuracy):
             self.run.best = BestModel(model.task, model.id, model.accuracy, model.forward_per_sample,
-                                      model.description, graph, "best validation accuracy")  # fmt: skip
+                                      model.description, graph or "", "best validation accuracy", place)  # fmt: skip
         forward = model.forward_per_sample or 0.0
         if self.largest is None or forward > (self.largest.forward_per_sample or 0.0):
             why = "largest forward count (no accuracy in the run)"
             self.largest = BestModel(model.task, model.id, model.accuracy, model.forward_per_sample,
-                                     model.description, graph, why)  # fmt: skip
+                                     model.description, graph or "", why, place)  # fmt: skip
 
     def _model_proposed(self, event: dict) -> None:
         search = event.get("search") or {}
         task = int(event.get("task", -1))
+        if "graph_file" in event:
+            self.places[task] = {name: event[name] for name in ("graph_file", OFFSET, LENGTH) if name in event}
         self.run.proposals[task] = Proposal(
             task=task,
             group=int(event.get("group", -1)),
@@ -382,6 +403,7 @@ class _Reader:
         )
 
     def _model_failed(self, event: dict) -> None:
+        self.places.pop(int(event.get("task", -1)), None)
         reason = str(event.get("reason", "")).strip().splitlines()
         self.run.failures.append(
             Failure(
@@ -451,6 +473,11 @@ class _Reader:
         run.monitor = np.frombuffer(self.monitor_values, dtype=float).reshape(-1, len(MONITOR_COLUMNS))
         if run.best is None:
             run.best = self.largest
+        if run.best is not None and not run.best.graph and run.best.place:
+            try:
+                run.best.graph = read_graph(path.parent, run.best.place).decode("utf-8")
+            except (GraphFileError, UnicodeDecodeError) as exc:
+                run.best.graph_error = str(exc)
         run.events[runlog.EPOCH] = len(run.epochs)
         run.lines = stream.lines
         run.bytes = path.stat().st_size

@@ -339,6 +339,9 @@ class _Builder:
         if best is None:
             self.doc.paragraph("No trained model with a graph in the log.")
             return
+        if best.graph_error:
+            self.doc.paragraph(f"The graph of model {best.id} (task {best.task}) could not be read: {best.graph_error}")
+            return
         try:
             counts = count_ops(from_json(best.graph))
         except GraphError as exc:
@@ -353,7 +356,7 @@ class _Builder:
                      f"({int(best.forward_per_sample)}).**")  # fmt: skip
         self.doc.paragraph(
             f"Model {best.id} (task {best.task}, {best.description or 'no description'}{accuracy}; chosen by "
-            f"{best.why}), its graph taken from its `model_done` record and counted again by "
+            f"{best.why}), its graph taken from {best.source} and counted again by "
             f"`aiperf_mpi.graph.ops.count_ops`: {counts.params:,} parameters, {si(counts.forward_eval)} operations "
             f"forward (evaluation), {si(counts.forward_train + counts.backward)} per training sample.{check}"
         )

@@ -673,8 +673,11 @@ class _Walker:
                                        f"{self.score_events} score event(s)")  # fmt: skip
         self.epochs_check.summary = (f"{self.epoch_count} epochs of {len(self.finished) + len(self.tasks)} tasks: "
                                      "each inside its segment, after its proposal, none after its model's end")
-        self.graphs.summary = (f"{self.graph_count} graph files: {self.graph_hashes} sha256 as logged, "
-                               f"{self.graph_cross_checked} equal to their model_done's graph")  # fmt: skip
+        # a model_done carries no graph since the graph is logged once (in its graphs file); an older run's does,
+        # and it must be the graph file's
+        self.graphs.summary = (f"{self.graph_count} graph files: {self.graph_hashes} sha256 as logged"
+                               + (f", {self.graph_cross_checked} equal to their model_done's graph"
+                                  if self.graph_cross_checked else ""))  # fmt: skip
         if self.graph_unhashed:
             self.graphs.missing.append(f"{self.graph_unhashed} of {self.graph_count} model_proposed events have no "
                                        "graph_sha256 (a log older than the field)")  # fmt: skip

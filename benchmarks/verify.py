@@ -5,13 +5,14 @@ log's length.  Each log here is a run that verifies (an unofficial one: the
 digits data set), written streaming by :func:`write_verifiable_log`: 64
 groups of 2 ranks, every model the tiny seed graph at kernel 3 (each task's
 graph a line of its own in the segment's appended graphs file, as the master
-writes it: 2 kB a model), two epochs each counted by the package's counter, its ``model_done``
-record with its graph and epochs, the score event and ``score.json`` from
-the score module, ``mllog.log`` from the master's own writer.  Verify runs
-in a child process (wall time, CPU time, peak RSS of that child alone); the
-figure is seconds per model, and the run is linear when the largest log's
-seconds per model are within :data:`LINEAR_TOLERANCE` of the next size's (the smallest log's time is mostly
-the child's imports).
+writes it: 2 kB a model), two epochs each counted by the package's counter,
+its ``model_done`` record with its epochs (its graph only in the graphs file,
+as the master logs it), the score event and ``score.json`` from the score
+module, ``mllog.log`` from the master's own writer.  Verify runs in a child
+process (wall time, CPU time, peak RSS of that child alone); the figure is
+seconds per model, and the run is linear when the largest log's seconds per
+model are within :data:`LINEAR_TOLERANCE` of the next size's (the smallest
+log's time is mostly the child's imports).
 """
 
 from __future__ import annotations
@@ -118,7 +119,7 @@ def write_verifiable_log(run_dir: Path, models: int, groups: int = GROUPS) -> di
                     mllog.epoch_start(task, number, epoch["start"], BATCH * RANKS)
                     mllog.epoch_stop(task, epoch)
             for task, g in tasks:
-                record = {"id": task, "parent": None, "graph": graph_json, "status": "trained", "hparams": hparams,
+                record = {"id": task, "parent": None, "status": "trained", "hparams": hparams,
                           "epochs": epochs[task], "accuracy": max(e["val_accuracy"] for e in epochs[task]),
                           "predicted_accuracy": None,
                           "ops": {"total": 2 * ops.total, "forward_per_sample": counts.forward_eval,

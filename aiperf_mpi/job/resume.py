@@ -6,11 +6,13 @@ exactly what a resumed master starts from.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
 from aiperf_mpi.errors import UsageError
 from aiperf_mpi.results import runlog
+from aiperf_mpi.results.graphs import GraphFileError, graph_place, read_graph
 from aiperf_mpi.search.bayesian import SearchConfig
 from aiperf_mpi.search.history import FAILED, ModelRecord
 from aiperf_mpi.search.view import MasterHistory, ViewBounds
@@ -38,15 +40,20 @@ def history_from_log(run_dir: Path, bounds: ViewBounds | None = None) -> Resumed
     history = MasterHistory(bounds or SearchConfig().view_bounds())
     weights: dict[int, str] = {}
     waiting: dict[int, tuple[ModelRecord, str | None]] = {}  # a record ahead of its predecessor (none, normally)
+    placed: dict[int, dict] = {}
+    """task → its model_proposed, until its end: where its graph lies (the tasks in flight, not the run's)"""
     next_task = 0
     for event in runlog.EventStream(run_dir):
         kind = event.get(runlog.EVENT)
         if "task" in event:
             next_task = max(next_task, int(event["task"]) + 1)
-        if kind == runlog.MODEL_DONE:
-            record = ModelRecord.from_dict(event["model"])
+        if kind == runlog.MODEL_PROPOSED:
+            placed[event["task"]] = event
+        elif kind == runlog.MODEL_DONE:
+            record = logged_record(run_dir, event, placed.pop(event["task"], None))
             waiting[record.id] = (record, None)
         elif kind == runlog.MODEL_FAILED:
+            placed.pop(event["task"], None)
             record = ModelRecord(event["model"], None, "{}", status=FAILED, timings={"error": event["reason"]})
             waiting[record.id] = (record, event.get("graph_hash"))
         elif kind == runlog.WEIGHTS_REMOVED:
@@ -60,3 +67,29 @@ def history_from_log(run_dir: Path, bounds: ViewBounds | None = None) -> Resumed
     if waiting:
         raise UsageError(f"--resume {run_dir}: the log has no model {history.next_id} but has model {min(waiting)}")
     return Resumed(history, next_task, weights)
+
+
+def logged_record(run_dir: Path, done: dict, proposed: dict | None) -> ModelRecord:
+    """The record of a ``model_done`` event, its graph read where the task's ``model_proposed`` placed it.
+
+    A run's log carries each graph once, in its segment's graphs file; a
+    ``model_done`` logged before that change carries its graph itself.
+    """
+    fields = done["model"]
+    if "graph" not in fields:
+        fields = {**fields, "graph": _graph(run_dir, done["task"], proposed)}
+    return ModelRecord.from_dict(fields)
+
+
+def _graph(run_dir: Path, task: int, proposed: dict | None) -> str:
+    """A finished task's graph, read where its ``model_proposed`` placed it (the bytes it hashed)."""
+    if proposed is None:
+        raise UsageError(f"--resume {run_dir}: task {task} has a model_done but no model_proposed")
+    try:
+        data = read_graph(run_dir, proposed)
+    except GraphFileError as exc:
+        raise UsageError(f"--resume {run_dir}: task {task}'s graph: {exc}") from None
+    if hashlib.sha256(data).hexdigest() != proposed.get("graph_sha256"):
+        raise UsageError(f"--resume {run_dir}: task {task}'s graph ({graph_place(proposed)}) is not the one its "
+                         "model_proposed hashed")  # fmt: skip
+    return data.decode("utf-8")

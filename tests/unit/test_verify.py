@@ -396,3 +396,28 @@ def test_a_bundle_with_a_link_is_refused(pristine, tmp_path, capsys) -> None:
 
 def test_unit_logs_read_back(pristine) -> None:
     assert [e["event"] for e in read_log(pristine)][-2:] == [runlog.RUN_STOP, runlog.SCORE]
+
+
+def test_a_run_whose_records_carry_no_graph_verifies_and_reports_its_best_graph(tmp_path, capsys) -> None:
+    """The layout the master writes: each graph once, in the graphs file; ``model_done`` without it."""
+    from analysis.logdata import load_run
+
+    run = consistent_run(tmp_path / "run")
+
+    def drop_graphs(events: list[dict]) -> None:
+        for task in (0, 1):
+            del find(events, runlog.MODEL_DONE, task=task)["model"]["graph"]
+
+    rewrite_log(run, drop_graphs)
+    assert all("graph" not in e["model"] for e in read_log(run) if e["event"] == runlog.MODEL_DONE)
+    assert verify.main([str(run)]) == 0, capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "2 graph files: 2 sha256 as logged" in out and "model_done's graph" not in out
+    best = load_run(run).best
+    assert best.task == 0 and best.place and best.place["graph_file"] == "graphs/segment-1.jsonl", best
+    assert '"kernel":3' in best.graph and not best.graph_error
+    # a changed line is still caught by its hash; the report names what it could not read
+    path = run / "graphs" / "segment-1.jsonl"
+    path.write_bytes(path.read_bytes()[:10])
+    assert verify.main([str(run)]) == 1
+    assert "the file was cut" in load_run(run).best.graph_error
