@@ -10,6 +10,7 @@ search run in unit tests and on a laptop through this hub
 from __future__ import annotations
 
 import os
+import pickle
 import platform
 import queue
 import socket
@@ -32,7 +33,12 @@ LEADER_JOIN_TIMEOUT = 30.0
 
 
 class LocalHub:
-    """In-process transport: the master and the leaders are threads of one process."""
+    """In-process transport: the master and the leaders are threads of one process.
+
+    Messages go pickled, as over MPI: what a receiver gets is the message as it was when it was sent, not an
+    object the sender may still complete or change (a Work's view records are filled in by the master's I/O
+    thread before the reply is released; one released too early must fail here as it fails over MPI).
+    """
 
     def __init__(self, groups: int) -> None:
         self.to_master: queue.Queue = queue.Queue()
@@ -42,16 +48,17 @@ class LocalHub:
     # master side
     def send(self, group: int, message: object) -> None:
         if group not in self.lost:
-            self.to_leader[group].put(message)
+            self.to_leader[group].put(_wire(message))
 
     def lose(self, group: int) -> None:
         self.lost.add(group)
 
     def poll(self, timeout: float) -> tuple[int, object] | None:
         try:
-            return self.to_master.get(timeout=timeout)
+            group, data = self.to_master.get(timeout=timeout)
         except queue.Empty:
             return None
+        return group, pickle.loads(data)
 
     def close(self) -> None:
         pass
@@ -68,12 +75,12 @@ class LocalChannel:
         self._buffer: deque = deque()
 
     def send(self, message: object) -> None:
-        self.hub.to_master.put((self.group, message))
+        self.hub.to_master.put((self.group, _wire(message)))
 
     def recv(self) -> object:
         if self._buffer:
             return self._buffer.popleft()
-        return self.hub.to_leader[self.group].get()
+        return pickle.loads(self.hub.to_leader[self.group].get())
 
     def hold(self, messages: list) -> None:
         """Put received messages back, in order, ahead of anything not yet received."""
@@ -83,7 +90,7 @@ class LocalChannel:
         inbox = self.hub.to_leader[self.group]
         while True:
             try:
-                self._buffer.append(inbox.get_nowait())
+                self._buffer.append(pickle.loads(inbox.get_nowait()))
             except queue.Empty:
                 break
         return any(isinstance(m, Stop) for m in self._buffer)
@@ -99,6 +106,7 @@ def run_in_process(
     search_config: SearchConfig | None = None,
     end: EndOfRunHooks = NO_HOOKS,
     hang: HangPolicy | None = None,
+    resume: str | None = None,
 ) -> Ended:
     """A whole run in this process: the session as the master, one leader thread per group of one rank.
 
@@ -107,10 +115,12 @@ def run_in_process(
     group silent past its deadline (:mod:`aiperf_mpi.job.faults`).  The checks, the
     log's events, the score and the hooks are the MPI run's
     (:func:`~aiperf_mpi.job.session.run_master`); only the transport and the
-    layout (one host, one rank per group) differ.
+    layout (one host, one rank per group) differ.  ``resume``: a run directory
+    to go on with, as ``--resume`` does (``config`` then gives the new
+    segment's time limit and model budget).
     """
     groups = len(runners)
-    prepared = prepare(config, None, groups + 1)
+    prepared = prepare(config, resume, groups + 1)
     create_run_dir(prepared, largest_group=1)
     config, search = prepared.config, search_config or SearchConfig()
     hub = LocalHub(groups)
@@ -144,3 +154,8 @@ def one_host_layout(groups: int) -> tuple[dict, dict]:
               "groups": [{"index": g, "node": 0, "host": host, "ranks": [g + 1], "leader": g + 1, "horovod_size": 1}
                          for g in range(groups)], "node_count": 1}  # fmt: skip
     return system, layout
+
+
+def _wire(message: object) -> bytes:
+    """A message as the MPI transport sends it (mpi4py pickles at ``isend``)."""
+    return pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)

@@ -523,7 +523,10 @@ def master_loop(
     gc.collect()  # garbage first: what is frozen is never collected
     gc.freeze()
     with BatchIO(master.log.fsync) as io:  # the graphs file, fsyncs and removals, off this thread
-        io.submit(master.take_batch(), master.tick(stop_flag()))
+        # the Stops first, then the file work: a Stop's view records are compressed by the batch that carries it
+        # (taken the other way round, a resumed run stopped at once sent its groups empty records)
+        stops = master.tick(stop_flag())
+        io.submit(master.take_batch(), stops)
         while not master.done or io.pending:
             replies: list[tuple[int, object]] = []
             item = transport.poll(0.001 if io.pending else 0.2)  # replies may be released any moment

@@ -116,6 +116,10 @@ def prepare(config: RunConfig, resume: str | None, ranks: int) -> Prepared:
         if not starts:
             raise UsageError(f"--resume {run_dir}: the log has no run_start")
         logged = RunConfig(**starts[0]["config"])
+        ended = sum(e[runlog.EVENT] in (runlog.MODEL_DONE, runlog.MODEL_FAILED) for e in contents.events)
+        if logged.max_models and ended >= logged.max_models:  # its segment would stop at once, having done nothing
+            raise UsageError(f"--resume {run_dir}: the run already has its {ended} models (--max-models "
+                             f"{logged.max_models}, which a resumed run keeps): nothing is left to run")  # fmt: skip
         config = replace(logged, time_limit=config.time_limit, run_dir=str(run_dir))
         segment = len(starts) + 1
     else:

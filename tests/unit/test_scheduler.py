@@ -350,3 +350,78 @@ def test_the_master_logs_every_epoch_start_at_its_time_from_the_messages_that_ca
             meta = entry["metadata"]
             starts[(meta["task"], meta["epoch_num"])] = meta.get("event_time_ms", entry["time_ms"])
     assert starts == {(e["task"], e["epoch"]): int(e["start"] * 1000) for e in epochs}
+
+
+def test_a_resumed_run_stopped_at_once_sends_complete_views(tmp_path, monkeypatch) -> None:
+    """A resumed segment whose stop begins at its first look (its time limit already spent, a signal): every
+    group gets a Stop carrying the resumed view, whose records the I/O thread compresses before it leaves.
+
+    The master's loop once took the batch's file work before it asked for those Stops, so their records went
+    into the next batch: when the I/O thread released the first batch alone, they left empty and each leader
+    died unpickling them (``EOFError: Ran out of input``, seen over MPI).  Here the I/O thread finishes each
+    batch before the loop goes on, the timing that showed it."""
+    import time
+
+    from aiperf_mpi.job import master as master_module
+    from aiperf_mpi.job.batchio import BatchIO
+    from aiperf_mpi.job.local import run_in_process
+    from aiperf_mpi.search.view import SearchView
+
+    class OneBatchAtATime(BatchIO):
+        def submit(self, work, replies) -> None:
+            super().submit(work, replies)
+            while self.pending and self._thread.is_alive():
+                time.sleep(0.001)
+
+    monkeypatch.setattr(master_module, "BatchIO", OneBatchAtATime)
+
+    first = run_local(tmp_path, groups=2, time_limit=2.0)
+    assert first.outcome == "done"
+    logged = len(logged_records(tmp_path))
+    assert logged >= 2
+    search = SearchConfig()
+    views = {group: SearchView(search.view_bounds()) for group in range(2)}
+    runners = {group: FakeRunner(group, epoch_seconds=0.02, run_dir=tmp_path) for group in range(2)}
+    ended = run_in_process(RunConfig(time_limit=1e-3, seed_model="tiny", score_step=1.0), runners, tiny_resnet(),
+                           version="test", views=views, search_config=search, resume=str(tmp_path))  # fmt: skip
+    assert ended.outcome == "done"
+    assert [len(views[group]) for group in range(2)] == [logged, logged]
+    assert all(views[0][model_id].graph for model_id in views[0].ids())
+
+
+def test_resuming_a_run_that_has_all_its_models_is_refused_in_one_line(tmp_path) -> None:
+    from aiperf_mpi.job.local import run_in_process
+
+    first = run_local(tmp_path, groups=2, time_limit=30.0, max_models=3)
+    assert first.outcome == "done" and len(logged_records(tmp_path)) == 3
+    runners = {group: FakeRunner(group, epoch_seconds=0.02, run_dir=tmp_path) for group in range(2)}
+    with pytest.raises(UsageError, match=r"the run already has its 3 models \(--max-models 3, which a resumed run "
+                                         r"keeps\): nothing is left to run"):  # fmt: skip
+        run_in_process(RunConfig(time_limit=60.0, seed_model="tiny", score_step=1.0), runners, tiny_resnet(),
+                       version="test", resume=str(tmp_path))  # fmt: skip
+
+
+def test_a_batchs_graphs_reach_the_disk_before_the_log_that_places_them(tmp_path, monkeypatch) -> None:
+    """A model_done carries no graph: its graph line must be on stable storage before any event pointing at it."""
+    import os
+
+    from aiperf_mpi.job.batchio import BatchWork
+
+    calls: list[str] = []
+    real = os.fdatasync
+    monkeypatch.setattr(os, "fdatasync", lambda fd: (calls.append(os.readlink(f"/proc/self/fd/{fd}")), real(fd)))
+    work = BatchWork(graphs=[b'{"a":1}\n', b'{"b":2}\n'], sync=True, graph_path=str(tmp_path / "segment-1.jsonl"))
+    do_work([work], lambda: calls.append("the log's fsync"))
+    assert calls == [str(tmp_path / "segment-1.jsonl"), "the log's fsync"]
+    assert (tmp_path / "segment-1.jsonl").read_bytes() == b'{"a":1}\n{"b":2}\n'
+
+
+def test_the_model_done_record_leaves_its_graph_to_the_graphs_file(tmp_path) -> None:
+    run_local(tmp_path, groups=2, time_limit=30.0, max_models=3)
+    events = runlog.read_events(tmp_path).events
+    proposed = {e["task"]: e for e in events if e["event"] == runlog.MODEL_PROPOSED}
+    done = [e for e in events if e["event"] == runlog.MODEL_DONE]
+    assert done and all("graph" not in e["model"] for e in done)
+    records = logged_records(tmp_path)  # the graphs read back where their proposals placed them
+    for event in done:
+        assert records[event["model"]["id"]].graph.encode() == read_graph(tmp_path, proposed[event["task"]])
