@@ -51,7 +51,7 @@ from aiperf_mpi.graph.model import to_json
 from aiperf_mpi.graph.morph import MorphError, random_morph
 from aiperf_mpi.graph.seeds import resnet50
 from aiperf_mpi.job.batchio import BatchIO
-from aiperf_mpi.job.master import BATCH, Master
+from aiperf_mpi.job.master import BATCH, Master, retire_survivors
 from aiperf_mpi.job.messages import EpochDone, EpochStarted, Proposed, Ready, Result
 from aiperf_mpi.job.mllog import MLLogWriter
 from aiperf_mpi.results import runlog
@@ -259,20 +259,26 @@ def simulate(groups: int, history_size: int, speed: float = 1.0) -> dict:
         begin = time.perf_counter()
         load = os.getloadavg()[0]
         number = 0
-        while upcoming is not None or io.pending:
-            replies: list = []
+        replies: list = []
+        held = 0
+        while upcoming is not None or io.pending or held:
             handled = 0
             while upcoming is not None and handled < BATCH and time.perf_counter() - begin >= number / rate:
                 deliver(*upcoming, replies, begin + number / rate)
                 number += 1
                 handled += 1
                 upcoming = following()
+            held += handled
             start, start_cpu = time.perf_counter(), time.thread_time()
-            if handled:
+            submitted = bool(held) and (not io.pending or held >= BATCH)  # as master_loop: when the thread is free
+            if submitted:
                 io.submit(master.take_batch(), replies)
+                replies = []
+                retire_survivors()  # as master_loop does after each batch
+                held = 0
             released = io.completed()
             send(released)
-            if handled or released:
+            if handled or released or submitted:
                 handing.append(time.perf_counter() - start)
                 handing_cpu.append(time.thread_time() - start_cpu)
             if not handled:
@@ -479,7 +485,8 @@ def run() -> str:
             "machine is shared, and at a load above its 2 cores the wall times are mostly waiting for a core.",
             "",
             f"Run directory per model ({EPOCHS} epochs each): event log {largest['log_bytes_per_model'] / 1e3:.1f} kB "
-            f"— model_done {sizes['model_done'] / 1e3:.1f} kB (the whole record, its graph JSON escaped once more), "
+            f"— model_done {sizes['model_done'] / 1e3:.1f} kB (the record without its graph, which is stored once, "
+            "in the graphs file), "
             f"epoch {sizes['epoch'] / 1e3:.2f} kB each, model_proposed {sizes['model_proposed'] / 1e3:.2f} kB, "
             f"weights_removed {sizes.get('weights_removed', 0.0) / 1e3:.2f} kB per batch of removals; graph "
             f"(a line of the segment's graphs file) {largest['graph_bytes'] / 1e3:.1f} kB. So a run of N models and "
