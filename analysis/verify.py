@@ -823,6 +823,9 @@ def window_check(walker: _Walker, score: Score | None, recorded: Mapping | None)
     limit (the run ended it: the limit, every group stopped because no new
     model fits, the model budget) or its wall span (a signal); so the reason
     must be one the master writes and agree with what else the log says.
+    The run's window is never less than the latest end a segment declared
+    (its start on the active axis plus its time limit: results/score.py), so
+    a signal shortens no run; ``score.json`` must be over that window.
     """
     check = Check("scored window")
     windows, limits = walker.inputs.windows, walker.inputs.limits
@@ -835,7 +838,7 @@ def window_check(walker: _Walker, score: Score | None, recorded: Mapping | None)
                                   f"scored window cannot be known ({WINDOW_RULE})")  # fmt: skip
         stop = segment.stop_event
         if stop is None:
-            parts.append(f"{name} {window:.1f} s (killed: as it ran)")
+            parts.append(f"{name} {window:.1f} s (killed: on the axis as it ran)")
             continue
         reason = stop.get("reason")
         groups, early = len(segment.groups), stop.get("groups_stopped_early")
@@ -849,13 +852,16 @@ def window_check(walker: _Walker, score: Score | None, recorded: Mapping | None)
         elif reason == "max models" and not segment.config.get("max_models"):
             check.problems.append(f"{name}: run_stop says 'max models', but the configuration sets no "
                                   f"max_models ({WINDOW_RULE})")  # fmt: skip
-        how = "a signal: as it ran" if stopped_by_signal(reason) else f"ended itself: {reason}"
+        how = "a signal: on the axis as it ran" if stopped_by_signal(reason) else f"ended itself: {reason}"
         parts.append(f"{name} {window:.1f} s (ran {end - start:.1f} s of its {_limit(limit)} limit, {how})")
+    if score is not None and score.active_time > sum(windows) and not same(score.active_time, sum(windows)):
+        parts.insert(0, f"the run {score.active_time:.1f} s, what its segments declared (they ran "
+                        f"{sum(windows):.1f} s: a signal or a kill shortens no run)")  # fmt: skip
     if score is not None and recorded is not None:
         theirs = recorded.get("active_time")
         if isinstance(theirs, int | float) and not isinstance(theirs, bool) and theirs < score.active_time and \
                 not same(theirs, score.active_time):  # fmt: skip
-            check.problems.append(f"{SCORE_FILE} is scored over {theirs:g} s, the segments' windows add up to "
+            check.problems.append(f"{SCORE_FILE} is scored over {theirs:g} s, the run's window is "
                                   f"{score.active_time:g} s ({WINDOW_RULE})")  # fmt: skip
     if score is not None and score.grid_capped:
         check.notes.append(f"grid capped: the step {run_step(walker.inputs.config):g} s would give more than "

@@ -57,8 +57,9 @@ _JUNK = _BLANK + b"\x00"
 """what may trail a complete event without making it a cut line (NULs: a crashed file system's fill)"""
 
 SIGNAL_REASON = "signal "
-"""how a ``run_stop`` reason starts when a signal ended the segment (``signal SIGTERM``): the score then takes the
-segment as it ran, where a segment the run ended itself is scored over its whole time limit"""
+"""how a ``run_stop`` reason starts when a signal ended the segment (``signal SIGTERM``): the segment then takes the
+active axis as it ran (a resume goes on from there), where one the run ended itself takes its whole time limit;
+either way the run is scored over no less than the time its segments declared (results/score.py)"""
 
 
 class UnreadableLog(Exception):

@@ -8,9 +8,16 @@
   over its whole time limit — the ``time_limit`` of its own ``run_start``,
   which ``--resume`` may set anew — or over its ``run_start`` to
   ``run_stop`` when that is longer: ending early never raises a score.  A
-  segment ended by a signal (``run_stop`` reason ``signal …``) is scored
-  from its ``run_start`` to its ``run_stop``, and one that was killed (no
-  ``run_stop``) to its last event.
+  segment ended by a signal (``run_stop`` reason ``signal …``) takes the
+  active axis from its ``run_start`` to its ``run_stop``, and one that was
+  killed (no ``run_stop``) to its last event — so a ``--resume`` with the
+  time left goes on where it was cut.  The run's active time is the sum of
+  the windows, but **never less than the latest end a segment declared**:
+  its start on the active axis (the windows before it) plus its time limit.
+  So no signal, kill or resume scores a run over less than the time it
+  declared (``--time-limit``): a signal sent at a moment the operator chose
+  cannot shorten the window; a cut run resumed with the time it had left
+  loses nothing.
 * OPS(t) = operations of the epochs completed by active time t, divided by t,
   sampled on a fixed grid (``step`` seconds, 0.1 h by default; coarsened to
   a whole multiple of ``step`` when it would hold more than
@@ -194,6 +201,15 @@ class ScoreInputs:
         return [segment_window(start, end, limit, ended)
                 for (start, end), limit, ended in zip(self._segments, self._limits, self._self_ended, strict=True)]
 
+    def declared_end(self, windows: Sequence[float]) -> float:
+        """The latest end on the active axis a segment declared: the windows before it plus its time limit."""
+        end = before = 0.0
+        for window, limit in zip(windows, self._limits, strict=True):
+            if limit is not None:
+                end = max(end, before + limit)
+            before += window
+        return end
+
     @property
     def limits(self) -> list[float | None]:
         """Each segment's time limit as its run_start recorded it (None: not recorded)."""
@@ -268,7 +284,7 @@ def score_inputs(inputs: ScoreInputs, step: float = DEFAULT_STEP, truncated: boo
         accuracy = np.full_like(accuracy, np.nan)
     best_so_far = np.fmax.accumulate(accuracy) if len(accuracy) else accuracy  # NaN until the first accuracy
 
-    active_time = sum(windows)
+    active_time = max(sum(windows), inputs.declared_end(windows))  # no run is scored over less than it declared
     if not math.isfinite(active_time):
         raise ValueError(f"the segments' active time is not a finite number ({active_time})")
     step, capped = grid_step(active_time, step)

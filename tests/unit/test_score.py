@@ -138,20 +138,34 @@ def test_ending_early_never_raises_the_score() -> None:
     assert over.active_time == 230
 
 
-def test_a_segment_ended_by_a_signal_or_killed_is_scored_as_it_ran() -> None:
+def test_a_signal_or_a_kill_never_scores_a_run_over_less_than_its_time_limit() -> None:
+    """DESIGN §9: the scored window is the declared time limit; a signal sent at a chosen moment cannot shorten it."""
     epochs = [epoch(50, 1000, 0.5), epoch(120, 1000, 0.6)]
     for reason in ("signal SIGTERM", "signal SIGUSR1"):
         score = compute_score([start(0, time_limit=240), *epochs, stop(150, reason)], step=10)
-        assert score.active_time == 150 and score.score == 2000 / 150
-    killed = compute_score([start(0, time_limit=240), *epochs], step=10)  # no run_stop: to its last event
-    assert killed.active_time == 120
+        assert score.active_time == 240 and score.score == 2000 / 240
+        assert score.grid[-1].active_time == 240 and [s.ops for s in score.grid][11:] == [2000] * 13
+    killed = compute_score([start(0, time_limit=240), *epochs], step=10)  # no run_stop: the same
+    assert killed.active_time == 240
     old = compute_score([start(0), *epochs, stop(150)], step=10)  # a log without time_limit: as it ran
     assert old.active_time == 150
 
 
+def test_a_cut_run_resumed_with_the_time_it_had_left_loses_nothing_and_a_resume_cannot_shorten_either() -> None:
+    first = [start(0, time_limit=240), epoch(50, 1000, 0.5), stop(150, "signal SIGTERM")]  # cut at 150 of 240
+    resumed = compute_score([*first, start(1000, time_limit=90), epoch(1080, 1000, 0.6), stop(1090)], step=10)
+    assert resumed.active_time == 240 and resumed.score == 2000 / 240  # 150 + 90: what it declared, no more
+    short = compute_score([*first, start(1000, time_limit=30), epoch(1020, 1000, 0.6), stop(1030)], step=10)
+    assert short.active_time == 240  # resumed for 30 s of the 90 left: still scored over 240
+    # the second segment declares 150 + 300 = 450 on the active axis; a signal at its 50th second cannot cut that
+    cut_again = compute_score([*first, start(1000, time_limit=300), epoch(1040, 1000, 0.6),
+                               stop(1050, "signal SIGUSR1")], step=10)  # fmt: skip
+    assert cut_again.active_time == 450 and cut_again.score == 2000 / 450
+
+
 def test_each_resumed_segment_is_scored_over_its_own_time_limit() -> None:
     events = [
-        start(0, time_limit=100), epoch(40, 1000, 0.5), stop(60, "signal SIGTERM"),  # killed at 60: as it ran
+        start(0, time_limit=100), epoch(40, 1000, 0.5), stop(60, "signal SIGTERM"),  # killed at 60: 60 on the axis
         start(1000, time_limit=300), epoch(1100, 1000, 0.6), stop(1150),  # --resume --time-limit 300, ended itself
         start(2000, time_limit=50), epoch(2010, 1000, 0.7), stop(2020),  # resumed again, ended itself at 20 of 50
     ]  # fmt: skip

@@ -60,7 +60,7 @@ def test_a_score_over_the_shorter_window_fails_naming_the_rule(tmp_path) -> None
     rescore(run, events, {"active_time": 95.0, "score": ops / 95.0})  # divided by the time it ran, as before
     result = verify.verify(run)
     assert not result.ok
-    assert window_problems(result) == [f"score.json is scored over 95 s, the segments' windows add up to 100 s "
+    assert window_problems(result) == [f"score.json is scored over 95 s, the run's window is 100 s "
                                        f"({verify.WINDOW_RULE})"]  # fmt: skip
 
 
@@ -78,11 +78,22 @@ def test_a_forged_run_stop_reason_fails_naming_the_rule(tmp_path, reason, fields
     assert not result.ok and len(found) == 1 and found[0].startswith(line) and verify.WINDOW_RULE in found[0]
 
 
-def test_a_signal_stop_is_scored_as_it_ran_and_verifies(tmp_path) -> None:
+def test_a_signal_stop_is_scored_over_the_declared_time_limit_and_verifies(tmp_path, capsys) -> None:
     run, events = early_run(tmp_path, "signal SIGTERM", groups_stopped_early=0)
     rescore(run, events)
-    assert json.loads((run / verify.SCORE_FILE).read_text())["active_time"] == 95.0
-    assert verify.verify(run).ok
+    assert json.loads((run / verify.SCORE_FILE).read_text())["active_time"] == 100.0
+    assert verify.main([str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "the run 100.0 s, what its segments declared (they ran 95.0 s" in out, out
+
+
+def test_a_signal_stop_scored_as_it_ran_fails_naming_the_rule(tmp_path) -> None:
+    """The old reading of a signal (the window as it ran) is now a shortened window."""
+    run, events = early_run(tmp_path, "signal SIGUSR1", groups_stopped_early=0)
+    ops = sum(e["ops"] for e in events if e["event"] == runlog.EPOCH)
+    rescore(run, events, {"active_time": 95.0, "score": ops / 95.0})
+    assert window_problems(verify.verify(run)) == [f"score.json is scored over 95 s, the run's window is 100 s "
+                                                   f"({verify.WINDOW_RULE})"]  # fmt: skip
 
 
 def test_a_run_start_without_a_time_limit_fails(tmp_path) -> None:
