@@ -27,6 +27,7 @@ installed the standard library does all of it, slower.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -390,7 +391,8 @@ class _Reader:
         search = event.get("search") or {}
         task = int(event.get("task", -1))
         if "graph_file" in event:
-            self.places[task] = {name: event[name] for name in ("graph_file", OFFSET, LENGTH) if name in event}
+            self.places[task] = {name: event[name] for name in ("graph_file", OFFSET, LENGTH, "graph_sha256")
+                                 if name in event}  # fmt: skip
         self.run.proposals[task] = Proposal(
             task=task,
             group=int(event.get("group", -1)),
@@ -475,7 +477,11 @@ class _Reader:
             run.best = self.largest
         if run.best is not None and not run.best.graph and run.best.place:
             try:
-                run.best.graph = read_graph(path.parent, run.best.place).decode("utf-8")
+                data = read_graph(path.parent, run.best.place)
+                logged = run.best.place.get("graph_sha256")
+                if logged is not None and hashlib.sha256(data).hexdigest() != logged:
+                    raise GraphFileError(f"{graph_place(run.best.place)} is not the graph its model_proposed hashed")
+                run.best.graph = data.decode("utf-8")
             except (GraphFileError, UnicodeDecodeError) as exc:
                 run.best.graph_error = str(exc)
         run.events[runlog.EPOCH] = len(run.epochs)

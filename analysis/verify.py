@@ -619,6 +619,8 @@ class _Walker:
                         "update_per_step": counts.update, "params": counts.params}  # fmt: skip
             problems += [f"ops {line}" for line in differences(ops, expected, tuple(expected))]
         graph = model.get("graph")
+        if "graph" in model and not isinstance(graph, str):  # an older run's record carries its graph as text
+            problems.append(f"its graph is {type(graph).__name__}, not the graph's JSON text")
         if isinstance(graph, str) and state.graph_text is not None:
             self.graph_cross_checked += 1
             if graph != state.graph_text:

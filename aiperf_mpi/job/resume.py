@@ -48,12 +48,12 @@ def history_from_log(run_dir: Path, bounds: ViewBounds | None = None) -> Resumed
         if "task" in event:
             next_task = max(next_task, int(event["task"]) + 1)
         if kind == runlog.MODEL_PROPOSED:
-            placed[event["task"]] = event
+            placed[event.get("task")] = event
         elif kind == runlog.MODEL_DONE:
-            record = logged_record(run_dir, event, placed.pop(event["task"], None))
+            record = logged_record(run_dir, event, placed.pop(event.get("task"), None))
             waiting[record.id] = (record, None)
         elif kind == runlog.MODEL_FAILED:
-            placed.pop(event["task"], None)
+            placed.pop(event.get("task"), None)
             record = ModelRecord(event["model"], None, "{}", status=FAILED, timings={"error": event["reason"]})
             waiting[record.id] = (record, event.get("graph_hash"))
         elif kind == runlog.WEIGHTS_REMOVED:
@@ -75,13 +75,17 @@ def logged_record(run_dir: Path, done: dict, proposed: dict | None) -> ModelReco
     A run's log carries each graph once, in its segment's graphs file; a
     ``model_done`` logged before that change carries its graph itself.
     """
-    fields = done["model"]
+    fields = done.get("model")
+    if not isinstance(fields, dict):
+        raise UsageError(f"--resume {run_dir}: a model_done of task {done.get('task')} has no model record")
     if "graph" not in fields:
-        fields = {**fields, "graph": _graph(run_dir, done["task"], proposed)}
+        fields = {**fields, "graph": _graph(run_dir, done.get("task"), proposed)}
+    elif not isinstance(fields["graph"], str):
+        raise UsageError(f"--resume {run_dir}: task {done.get('task')}'s model_done has a graph that is not a string")
     return ModelRecord.from_dict(fields)
 
 
-def _graph(run_dir: Path, task: int, proposed: dict | None) -> str:
+def _graph(run_dir: Path, task: object, proposed: dict | None) -> str:
     """A finished task's graph, read where its ``model_proposed`` placed it (the bytes it hashed)."""
     if proposed is None:
         raise UsageError(f"--resume {run_dir}: task {task} has a model_done but no model_proposed")

@@ -62,7 +62,7 @@ def read_graph(run_dir: Path, event: Mapping) -> bytes:
     root = run_dir.resolve()
     try:
         path = (root / name).resolve()
-    except (RuntimeError, OSError) as exc:  # a symlink loop (RuntimeError in Python 3.11), a name too long
+    except (RuntimeError, OSError, ValueError) as exc:  # a symlink loop (RuntimeError in 3.11), too long, a NUL byte
         raise GraphFileError(f"{name} cannot be resolved: {' '.join(str(exc).split())[:120]}") from None
     if root not in path.parents:
         raise GraphFileError(f"graph_file {name!r} lies outside the run directory")

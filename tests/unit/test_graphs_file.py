@@ -37,6 +37,7 @@ def test_a_file_per_model_is_read_whole(tmp_path) -> None:
     ({"graph_file": "/etc/passwd"}, "graph_file '/etc/passwd' lies outside the run directory"),
     ({"graph_file": 7}, "graph_file '7' is not a file name"),
     ({"graph_file": "graphs/segment-2.jsonl"}, "graphs/segment-2.jsonl is missing"),
+    ({"graph_file": "graphs/seg\x00ment-1.jsonl"}, "cannot be resolved"),
 ])  # fmt: skip
 def test_a_graph_that_is_not_where_its_event_says_is_one_line(tmp_path, fields, message) -> None:
     append_graph(tmp_path, segment_graph_file(1), '{"a":1}')

@@ -425,3 +425,22 @@ def test_the_model_done_record_leaves_its_graph_to_the_graphs_file(tmp_path) -> 
     records = logged_records(tmp_path)  # the graphs read back where their proposals placed them
     for event in done:
         assert records[event["model"]["id"]].graph.encode() == read_graph(tmp_path, proposed[event["task"]])
+
+
+def test_resume_refuses_in_one_line_a_model_done_whose_graph_is_not_its_proposals(tmp_path) -> None:
+    from aiperf_mpi.job.resume import history_from_log
+
+    run_local(tmp_path, groups=2, time_limit=30.0, max_models=3)
+    path = tmp_path / runlog.EVENTS_FILE
+    lines = path.read_text().splitlines()
+    done = next(i for i, line in enumerate(lines) if '"event":"model_done"' in line)
+    event = json.loads(lines[done])
+    with pytest.raises(UsageError, match="has a graph that is not a string"):
+        path.write_text("\n".join([*lines[:done], json.dumps({**event, "model": {**event["model"], "graph": None}}),
+                                   *lines[done + 1:]]) + "\n")  # fmt: skip
+        history_from_log(tmp_path)
+    graphs = tmp_path / "graphs" / "segment-1.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    graphs.write_bytes(graphs.read_bytes().replace(b'"kernel', b'"KERNEL', 1))  # same length, other bytes
+    with pytest.raises(UsageError, match="is not the one its model_proposed hashed"):
+        history_from_log(tmp_path)

@@ -416,8 +416,20 @@ def test_a_run_whose_records_carry_no_graph_verifies_and_reports_its_best_graph(
     best = load_run(run).best
     assert best.task == 0 and best.place and best.place["graph_file"] == "graphs/segment-1.jsonl", best
     assert '"kernel":3' in best.graph and not best.graph_error
-    # a changed line is still caught by its hash; the report names what it could not read
+    # a changed line is still caught by its hash, and the report does not count it; nor a cut file
     path = run / "graphs" / "segment-1.jsonl"
-    path.write_bytes(path.read_bytes()[:10])
+    original = path.read_bytes()
+    path.write_bytes(original.replace(b'"kernel":3', b'"kernel":9', 1))
+    assert verify.main([str(run)]) == 1
+    assert "is not the graph its model_proposed hashed" in load_run(run).best.graph_error
+    path.write_bytes(original[:10])
     assert verify.main([str(run)]) == 1
     assert "the file was cut" in load_run(run).best.graph_error
+
+
+def test_a_model_done_graph_that_is_not_text_fails(tmp_path) -> None:
+    """An older run's record carries its graph as JSON text; anything else in that field is a forged record."""
+    run = consistent_run(tmp_path / "run")
+    rewrite_log(run, lambda events: find(events, runlog.MODEL_DONE, task=1)["model"].update(graph=None))
+    found = problems(verify.verify(run), "model records")
+    assert any("its graph is NoneType, not the graph's JSON text" in p for p in found), found
