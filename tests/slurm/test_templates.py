@@ -98,20 +98,20 @@ def time_limit_block(template: Path) -> str:
 @pytest.mark.parametrize(
     ("left", "expected"),
     [
-        ("1:00:00", 3600 - 300),
-        ("2-03:04:05", 2 * 86400 + 3 * 3600 + 4 * 60 + 5 - 300),
-        ("59:08", 59 * 60 + 8 - 300),  # leading zeros are not octal
-        ("7:00", 210),  # shorter than twice the warning: half of it
+        ("1:00:00", 3600 - 300 - 180),
+        ("2-03:04:05", 2 * 86400 + 3 * 3600 + 4 * 60 + 5 - 300 - 180),
+        ("59:08", 59 * 60 + 8 - 300 - 180),  # leading zeros are not octal
+        ("7:00", 210),  # shorter than twice the warning and the start-up: half of it
         ("UNLIMITED", 3600 - 300),  # nothing to go by: assumes the template's hour
     ],
 )
 def test_the_default_time_limit_follows_the_job(tmp_path: Path, left: str, expected: int) -> None:
-    """squeue's %L (time left) in any of its forms becomes --time-limit: time left minus WARN."""
+    """squeue's %L (time left) in any of its forms becomes --time-limit: time left minus WARN and START."""
     fake = tmp_path / "squeue"
     fake.write_text(f"#!/bin/sh\necho '{left}'\n")
     fake.chmod(0o755)
     block = time_limit_block(JOBSCRIPTS / "cpu.sbatch")  # the same in every template (test above)
-    program = f'set -euo pipefail\nWARN=300\nSLURM_JOB_ID=1\n{block}\necho "$TIME_LIMIT"\n'
+    program = f'set -euo pipefail\nWARN=300\nSTART=180\nSLURM_JOB_ID=1\n{block}\necho "$TIME_LIMIT"\n'
     done = subprocess.run(["bash", "-c", program], capture_output=True, text=True, check=False,
                           env={"PATH": f"{tmp_path}:/usr/bin:/bin"})  # fmt: skip
     assert done.returncode == 0, done.stderr
