@@ -27,7 +27,6 @@ installed the standard library does all of it, slower.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import re
@@ -49,7 +48,7 @@ except ImportError:  # optional at run time: the standard library gives the same
     _fast_loads = json.loads
 
 from aiperf_mpi.results import runlog
-from aiperf_mpi.results.graphs import LENGTH, OFFSET, GraphFileError, graph_place, read_graph
+from aiperf_mpi.results.graphs import LENGTH, OFFSET, GraphFileError, graph_place, read_logged_graph
 from aiperf_mpi.results.score import ScoreInputs, active_times
 
 EPOCH_COLUMNS = ("task", "group", "epoch", "start", "end", "ops", "val_accuracy", "data_wait", "compute", "evaluation",
@@ -477,12 +476,8 @@ class _Reader:
             run.best = self.largest
         if run.best is not None and not run.best.graph and run.best.place:
             try:
-                data = read_graph(path.parent, run.best.place)
-                logged = run.best.place.get("graph_sha256")
-                if logged is not None and hashlib.sha256(data).hexdigest() != logged:
-                    raise GraphFileError(f"{graph_place(run.best.place)} is not the graph its model_proposed hashed")
-                run.best.graph = data.decode("utf-8")
-            except (GraphFileError, UnicodeDecodeError) as exc:
+                run.best.graph = read_logged_graph(path.parent, run.best.place)
+            except GraphFileError as exc:
                 run.best.graph_error = str(exc)
         run.events[runlog.EPOCH] = len(run.epochs)
         run.lines = stream.lines

@@ -685,7 +685,9 @@ class _Walker:
                                        "graph_sha256 (a log older than the field)")  # fmt: skip
         self.ops.summary = (f"{self.recounted} of {self.epoch_count} epochs recounted exactly "
                             f"({', '.join(EPOCH_OPS_FIELDS)})")  # fmt: skip
-        self.records.summary = f"{self.records_checked} model_done records equal their epochs, graphs and counts"
+        self.records.summary = (f"{self.records_checked} model_done records equal their epochs, hparams and counts"
+                                + (f"; {self.graph_cross_checked} carry their graph too (an older log: compared "
+                                   "in the graphs row)" if self.graph_cross_checked else ""))  # fmt: skip
         self.check_provenance()
         self.lineage.finish()
         config = self.inputs.config or {}

@@ -230,6 +230,11 @@ def _run_master_locked(prepared: Prepared, config: RunConfig, transport: MasterT
                        hang: HangPolicy | None = None) -> Ended:  # fmt: skip
     """:func:`run_master`'s body, while the run directory's lock is held (:mod:`aiperf_mpi.job.runlock`)."""
     run_dir = Path(prepared.run_dir)
+    search = search_config or SearchConfig()
+    bounds = search.view_bounds()  # the leaders' search reads this view
+    # the history first: its reader skips a cut last line as the repair below sets it aside, and a resume it
+    # refuses (a graph that is not the one logged, say) must leave the run directory as it found it
+    resumed = history_from_log(run_dir, bounds) if prepared.resumed else Resumed(MasterHistory(bounds), 0, {})
     # a resumed log may end in a cut line (killed mid-write): set it aside first, or the new segment's
     # first event would be glued onto it; here, after every check, so a start that fails touches nothing
     tail = runlog.repair_tail(run_dir, prepared.segment) if prepared.resumed else runlog.TailRepair()
@@ -240,9 +245,6 @@ def _run_master_locked(prepared: Prepared, config: RunConfig, transport: MasterT
         print(f"aiperf_mpi: warning: mllog.log ended in a cut line ({cut} bytes, kept in mllog.log.cut-"
               f"{prepared.segment}); resuming after the last complete line", flush=True)  # fmt: skip
     mllog = MLLogWriter(run_dir)
-    search = search_config or SearchConfig()
-    bounds = search.view_bounds()  # the leaders' search reads this view
-    resumed = history_from_log(run_dir, bounds) if prepared.resumed else Resumed(MasterHistory(bounds), 0, {})
     origin = provenance.collect(version, system)  # before run_start: its git calls are not active time
     started = log.write(runlog.RUN_START, sync=True, segment=prepared.segment, resumed=prepared.resumed,
               config=config.to_dict(), provenance=origin,

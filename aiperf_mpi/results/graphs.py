@@ -93,6 +93,26 @@ def read_graph(run_dir: Path, event: Mapping) -> bytes:
     return data[1 if offset else 0 : -1]
 
 
+def read_logged_graph(run_dir: Path, event: Mapping) -> str:
+    """The graph a ``model_proposed`` event placed, as text, checked against the sha256 the event logged.
+
+    For the readers that take the graph as the run's (``--resume``'s history, the report's best model):
+    :class:`GraphFileError` when :func:`read_graph` fails, when the event logged no ``graph_sha256`` (every
+    run whose ``model_done`` carries no graph logs one), when the bytes are not the ones hashed, or when they
+    are not UTF-8.  verify reads with :func:`read_graph` and reports each of these as its own row.
+    """
+    data = read_graph(run_dir, event)
+    logged = event.get("graph_sha256")
+    if not isinstance(logged, str):
+        raise GraphFileError(f"{graph_place(event)}: its model_proposed logged no graph_sha256 to check it against")
+    if hashlib.sha256(data).hexdigest() != logged:
+        raise GraphFileError(f"{graph_place(event)} is not the graph its model_proposed hashed")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise GraphFileError(f"{graph_place(event)} is not UTF-8 text") from None
+
+
 def append_graph(run_dir: Path, name: str, text: str) -> dict:
     """Append ``text`` as one line of ``run_dir/name``; returns the ``model_proposed`` fields that place it.
 

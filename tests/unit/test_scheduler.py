@@ -401,6 +401,23 @@ def test_resuming_a_run_that_has_all_its_models_is_refused_in_one_line(tmp_path)
                        version="test", resume=str(tmp_path))  # fmt: skip
 
 
+def test_a_refused_resume_leaves_a_cut_log_as_it_found_it(tmp_path) -> None:
+    """The history is read (and a resume refused) before a cut last line is set aside: nothing moves."""
+    from aiperf_mpi.job.local import run_in_process
+
+    run_local(tmp_path, groups=2, time_limit=1.0)
+    log = tmp_path / runlog.EVENTS_FILE
+    log.write_bytes(log.read_bytes() + b'{"event":"epoch","ti')  # killed mid-write
+    graphs = tmp_path / "graphs" / "segment-1.jsonl"
+    graphs.write_bytes(graphs.read_bytes().replace(b'"kernel', b'"KERNEL', 1))  # same length, other bytes
+    before = log.read_bytes()
+    runners = {group: FakeRunner(group, epoch_seconds=0.02, run_dir=tmp_path) for group in range(2)}
+    with pytest.raises(UsageError, match="is not the graph its model_proposed hashed"):
+        run_in_process(RunConfig(time_limit=60.0, seed_model="tiny", score_step=1.0), runners, tiny_resnet(),
+                       version="test", resume=str(tmp_path))  # fmt: skip
+    assert log.read_bytes() == before and not list(tmp_path.glob(runlog.EVENTS_FILE + ".cut-*"))
+
+
 def test_a_batchs_graphs_reach_the_disk_before_the_log_that_places_them(tmp_path, monkeypatch) -> None:
     """A model_done carries no graph: its graph line must be on stable storage before any event pointing at it."""
     import os
@@ -442,5 +459,5 @@ def test_resume_refuses_in_one_line_a_model_done_whose_graph_is_not_its_proposal
     graphs = tmp_path / "graphs" / "segment-1.jsonl"
     path.write_text("\n".join(lines) + "\n")
     graphs.write_bytes(graphs.read_bytes().replace(b'"kernel', b'"KERNEL', 1))  # same length, other bytes
-    with pytest.raises(UsageError, match="is not the one its model_proposed hashed"):
+    with pytest.raises(UsageError, match="is not the graph its model_proposed hashed"):
         history_from_log(tmp_path)
