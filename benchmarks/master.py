@@ -52,7 +52,7 @@ from aiperf_mpi.graph.morph import MorphError, random_morph
 from aiperf_mpi.graph.seeds import resnet50
 from aiperf_mpi.job.batchio import BatchIO
 from aiperf_mpi.job.master import BATCH, Master, retire_survivors
-from aiperf_mpi.job.messages import EpochDone, EpochStarted, Proposed, Ready, Result
+from aiperf_mpi.job.messages import EpochStarted, Ready, Result, epoch_done, proposed
 from aiperf_mpi.job.mllog import MLLogWriter
 from aiperf_mpi.results import runlog
 from aiperf_mpi.search.bayesian import BayesianSearch, SearchConfig
@@ -188,6 +188,10 @@ def simulate(groups: int, history_size: int, speed: float = 1.0) -> dict:
         for task in [*first_tasks, *range(master.next_task, master.next_task + max(0, timed - groups))]:
             (run_dir / f"weights/task-{task}.npz").write_bytes(b"")
 
+        # what a leader's proposal carries besides its graph: a morphism's step (its lineage), the search's info
+        morphs = list(random_morph(resnet50(32, 3, 10), random.Random(1)).steps)
+        search_info = {"search": "bayesian", "tuner": "tpe", "strategy": "gp-ucb", "search_seconds": 1.25}
+
         def stream():
             """The timed messages in arrival order: per model its Proposed, epochs and Result.
 
@@ -199,7 +203,7 @@ def simulate(groups: int, history_size: int, speed: float = 1.0) -> dict:
                 graph = variant(pool, history_size + number)
                 parent = master.history.best_ids(1)[0]
                 hparams = {"batch_size": 64, "kernel_size": 3}
-                yield group, Proposed(task, parent, graph, hparams, "bench", {"strategy": "gp-ucb"})
+                yield group, proposed(task, parent, graph, hparams, "bench", search_info, morphs)  # as a leader
                 epochs = []
                 now = time.time()
                 yield group, EpochStarted(task, 1, now, 64)
@@ -211,11 +215,12 @@ def simulate(groups: int, history_size: int, speed: float = 1.0) -> dict:
                                    "compute": 50.0, "evaluation": 2.0, "compile": 0.0, "xla": False,
                                    "learning_rate": 0.1})  # every field of a real epoch (the log's schema)  # fmt: skip
                     following = EpochStarted(task, epoch + 1, now, 64) if epoch < EPOCHS else None
-                    yield group, EpochDone(task, epochs[-1], following)
+                    yield group, epoch_done(task, epochs[-1], following)  # as a leader makes it: encoded there
                 weights = f"weights/task-{task}.npz"  # written before the timing (below), as a leader does
                 accuracy = accuracy_of(history_size + number, rng)
-                yield group, Result(task, parent, graph, hparams, epochs, accuracy, None, {"total": 3 * 10**15},
-                                    {"train": 60.0}, "bench", "epoch limit", weights)  # fmt: skip
+                yield group, Result(task, parent, graph, hparams, [], accuracy, None, {"total": 3 * 10**15},
+                                    {"train": 60.0}, "bench", "epoch limit", weights, {},
+                                    runlog.value_text(epochs))  # the epochs as a leader sends them  # fmt: skip
 
         def deliver(group: int, data: bytes, replies: list, arrival: float) -> None:
             start, start_cpu = time.perf_counter(), time.thread_time()

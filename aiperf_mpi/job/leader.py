@@ -35,13 +35,15 @@ from aiperf_mpi.job.messages import (
     EpochDone,
     EpochStarted,
     Failed,
-    Proposed,
     Ready,
     Result,
     Stop,
     Work,
+    epoch_done,
+    proposed,
 )
 from aiperf_mpi.job.transport import LeaderChannel
+from aiperf_mpi.results import runlog
 from aiperf_mpi.results.timelimit import ends_after_limit
 from aiperf_mpi.search.bayesian import SearchConfig
 from aiperf_mpi.search.history import graph_hash
@@ -214,7 +216,7 @@ class Leader:
 
         def report_epoch(epoch: dict, task_id: int = work.task_id) -> None:
             last_epoch[:] = [max(0.0, epoch["end"] - epoch["start"] - epoch.get("compile", 0.0))]
-            held[:] = [EpochDone(task_id, epoch)]
+            held[:] = [epoch_done(task_id, epoch)]  # encoded here, not on rank 0 (messages.epoch_done)
             if epoch["epoch"] >= epoch_limit:  # no next epoch will begin: do not wait for the task's end
                 send_held()
 
@@ -265,9 +267,10 @@ class Leader:
             "update_per_step": counts.update,
             "params": counts.params,
         }
-        self.channel.send(Result(work.task_id, parent, graph_json, hparams.to_dict(), outcome.epochs, accuracy,
-                                 predicted, ops, timings, proposal.description, outcome.stop_reason,
-                                 outcome.weights_file, proposal.info))  # fmt: skip
+        # the epochs go as the log's text, encoded here: rank 0 logs it as it is (messages.Result.epochs_text)
+        self.channel.send(Result(work.task_id, parent, graph_json, hparams.to_dict(), [], accuracy, predicted, ops,
+                                 timings, proposal.description, outcome.stop_reason, outcome.weights_file,
+                                 proposal.info, runlog.value_text(outcome.epochs)))  # fmt: skip
 
 
 MODEL_BUDGET = "model budget"
@@ -330,7 +333,7 @@ def _choose(channel, work: Work, view: SearchView, search, seed_graph: nx.DiGrap
         info = {**algorithms, **info, "search_seconds": time.monotonic() - started}
         if duplicates:
             info["duplicates"] = duplicates
-        channel.send(Proposed(work.task_id, parent, graph_json, hparams.to_dict(), description, info, **lineage))
+        channel.send(proposed(work.task_id, parent, graph_json, hparams.to_dict(), description, info, **lineage))
         if isinstance(_answer(channel, work.task_id), Accepted):
             view.remember(graph_hash(graph_json))
             return graph_json, parent, plan, description, info

@@ -9,8 +9,10 @@ tag and a message is never parsed from a string.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 
+from aiperf_mpi.results import runlog
 from aiperf_mpi.search.view import ViewUpdate
 
 
@@ -60,6 +62,26 @@ class Proposed:
     seed: dict | None = None
     """the seed's record (``aiperf_mpi.graph.lineage.seed_record``) when the model is the seed, else None:
     with ``morphs`` and the kernel size, what a verifier needs to rebuild the graph"""
+    graph_sha256: str = ""
+    """the sha256 (hex) of ``graph``'s UTF-8 bytes, computed by the leader (:func:`proposed`); '' : the master
+    hashes the graph itself.  The log records it as the graph's, and verify checks it against the bytes the
+    master appended to the graphs file: a wrong one fails the run's verification, it cannot pass a graph off"""
+    members: str = ""
+    """the leader's part of the ``model_proposed`` line (parent, hparams, description, search, morphs or seed) as
+    the event log's JSON text, encoded and checked by the leader (:func:`proposed`), which then sends those
+    fields empty but ``parent``; '' : the master encodes them"""
+
+
+def proposed(task_id: int, parent: int | None, graph: str, hparams: dict, description: str, search_info: dict,
+             morphs: list[dict] | None = None, seed: dict | None = None) -> Proposed:
+    """A leader's proposal, its part of the log's line encoded here and not on rank 0 (as :func:`epoch_done`)."""
+    lineage = {name: value for name, value in (("morphs", morphs), ("seed", seed)) if value is not None}
+    members = runlog.event_members(runlog.MODEL_PROPOSED, {"parent": parent, "hparams": hparams,
+                                   "description": description, "search": search_info, **lineage},
+                                   {"task": task_id, "group": 0, "graph_file": "", "graph_sha256": "",
+                                    "graph_offset": 0, "graph_bytes": 0})  # the master's fields  # fmt: skip
+    digest = hashlib.sha256(graph.encode("utf-8")).hexdigest()  # 17 kB a model: hashed here, not on rank 0
+    return Proposed(task_id, parent, graph, {}, "", {}, None, None, digest, members)
 
 
 @dataclass(frozen=True)
@@ -111,9 +133,30 @@ class EpochDone:
 
     task_id: int
     epoch: dict
+    """the epoch's fields the master reads (:data:`MASTER_READS`) when ``members`` holds the rest; else all of them"""
     next_start: EpochStarted | None = None
     """the start of the task's next epoch, which began as this one's report left; None when no next epoch began
     (the task ended, or it was the last epoch)"""
+    members: str = ""
+    """the whole epoch as the event log's JSON text, encoded and checked against the schema by the leader
+    (:func:`epoch_done`): rank 0 joins it to its own fields instead of encoding 17 numbers itself ('' : the
+    master encodes ``epoch``)"""
+
+
+MASTER_READS = ("epoch", "start", "end", "ops", "val_accuracy", "train_samples", "validation_samples")
+"""what the master reads of an epoch (its counters, the hang deadline, MLLOG); the rest it only logs"""
+
+
+def epoch_done(task_id: int, epoch: dict, next_start: EpochStarted | None = None) -> EpochDone:
+    """A leader's report of one epoch: the fields the master reads, and the whole epoch as the log's text.
+
+    At 65,536 groups rank 0 writes ≈ 15 log lines per model and handles every message of every group; its
+    loop is the run's bottleneck, a leader's is not.  So the leader encodes (and checks) the epoch's line
+    once, and rank 0 unpickles seven numbers and a string instead of seventeen numbers, and encodes none of
+    them (BENCHMARKS.md, the master).  The log's line is the same text either way.
+    """
+    members = runlog.event_members(runlog.EPOCH, epoch, {"task": task_id, "group": 0})
+    return EpochDone(task_id, {name: epoch[name] for name in MASTER_READS if name in epoch}, next_start, members)
 
 
 @dataclass(frozen=True)
@@ -133,6 +176,15 @@ class Result:
     stop_reason: str
     weights_file: str = ""
     search_info: dict = field(default_factory=dict)
+    epochs_text: str = ""
+    """``epochs`` as the event log's JSON text (:func:`~aiperf_mpi.results.runlog.value_text`), encoded by the
+    leader, which then sends ``epochs`` empty: rank 0 logs the text as ``model_done``'s epochs and unpickles
+    no epoch twice ('' : the master encodes ``epochs``)"""
+
+    @property
+    def trained(self) -> bool:
+        """Whether any epoch was trained (a model with none is logged as failed)."""
+        return bool(self.epochs) or self.epochs_text not in ("", "[]")
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ written to ``RUN_DIR/mllog.log`` only (not the console), by the master alone.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from pathlib import Path
@@ -21,6 +22,11 @@ EVENT_TYPES = {"start": constants.INTERVAL_START, "end": constants.INTERVAL_END,
 """mlperf-logging's event types: what its ``start``, ``end`` and ``event`` write"""
 FLUSH_SECONDS = 1.0
 LINE_START = ':::MLLOG {"namespace": "", "time_ms": '
+EVENT_TIME = '"event_time_ms": '
+EPOCH_NUM = f'"{constants.EPOCH_NUM}": '
+TRAIN_SAMPLES = f'"{constants.TRAIN_SAMPLES}": '
+EVAL_SAMPLES = f'"{constants.EVAL_SAMPLES}": '
+"""metadata keys as their JSON text and separator (mlperf-logging's names are plain ASCII identifiers)"""
 
 
 def repair_tail(run_dir: Path, segment: int) -> int:
@@ -81,14 +87,19 @@ class MLLogWriter:
         self._middles: dict[tuple[str, str], str] = {}
 
     def _write(self, kind: str, key: str, when: float, value: object = None, metadata: dict | None = None) -> None:
-        """One line at Unix time ``when`` (seconds), held at the last line's time if earlier.
+        """One line at Unix time ``when`` (seconds), held at the last line's time if earlier (:meth:`_line`)."""
+        self._line(kind, key, when, "null" if value is None else self._encode(value),
+                   self._encode(metadata)[1:-1] if metadata else "")  # fmt: skip
+
+    def _line(self, kind: str, key: str, when: float, value: str, members: str) -> None:
+        """One line from its value's JSON text and its metadata's members' text (``"a": 1, "b": 2``).
 
         Flushed to the OS at most once a second (and at the run's start and stop): the event log is
         the record that is synced per epoch; a kill loses at most a second of these lines.
         """
         event_ms = int(when * 1000)
-        if event_ms < self._last_ms:
-            metadata = {**(metadata or {}), "event_time_ms": event_ms}
+        if event_ms < self._last_ms:  # json.dumps of {**metadata, "event_time_ms": …}
+            members = f"{members}, {EVENT_TIME}{event_ms}" if members else f"{EVENT_TIME}{event_ms}"
         else:
             self._last_ms = event_ms
         # the line json.dumps makes of {"namespace": "", "time_ms": …, "event_type": …, "key": …, "value": …,
@@ -98,12 +109,18 @@ class MLLogWriter:
         if middle is None:
             middle = self._middles[kind, key] = (f', "event_type": {self._encode(EVENT_TYPES[kind])}, '
                                                  f'"key": {self._encode(key)}, "value": ')  # fmt: skip
-        self._file.write(f'{LINE_START}{self._last_ms}{middle}{"null" if value is None else self._encode(value)}, '
-                         f'"metadata": {self._encode(metadata) if metadata else "{}"}}}\n')  # fmt: skip
+        self._file.write(f"{LINE_START}{self._last_ms}{middle}{value}, \"metadata\": {{{members}}}}}\n")
         now = time.monotonic()
         if now - self._flushed >= FLUSH_SECONDS:
             self._file.flush()
             self._flushed = now
+
+    def _number(self, value: object) -> str:
+        """A number's JSON text, without the encoder for the common cases (an int, a finite float: their repr)."""
+        kind = type(value)
+        if kind is int or (kind is float and math.isfinite(value)):  # type: ignore[arg-type]
+            return repr(value)
+        return self._encode(value)  # NaN, a numpy scalar, a bool, None: as json.dumps writes them
 
     def flush(self) -> None:
         self._file.flush()
@@ -130,19 +147,27 @@ class MLLogWriter:
         self._write("start", constants.RUN_START, when, metadata={"segment": segment})
         self.flush()
 
+    # an epoch's four lines are composed from their numbers' text (the same text as json.dumps of their dicts, as
+    # tests/unit/test_mllog.py checks): at 65,536 groups the master writes them ≈ 4,000 times a second, and the
+    # encoder's call on each small dict was ≈ 10 % of its loop (BENCHMARKS.md, the master)
+
     def epoch_start(self, task: int, epoch: int, when: float, global_batch: int) -> None:
         """An epoch began on its group; its task's batch is logged before the task's first epoch."""
+        task_text = self._number(task)
         if epoch == 1:
-            self._write("event", constants.GLOBAL_BATCH_SIZE, when, global_batch, metadata={"task": task})
-        self._write("start", constants.EPOCH_START, when, metadata={"task": task, constants.EPOCH_NUM: epoch})
+            self._line("event", constants.GLOBAL_BATCH_SIZE, when, self._number(global_batch), f'"task": {task_text}')
+        self._line("start", constants.EPOCH_START, when, "null",
+                   f'"task": {task_text}, {EPOCH_NUM}{self._number(epoch)}')
 
     def epoch_stop(self, task: int, epoch: dict) -> None:
         """An epoch ended: its stop (with the operations it counted) and its validation accuracy."""
-        meta = {"task": task, constants.EPOCH_NUM: epoch["epoch"]}
-        self._write("end", constants.EPOCH_STOP, epoch["end"], metadata={**meta, "ops": epoch["ops"],
-                    constants.TRAIN_SAMPLES: epoch["train_samples"]})  # fmt: skip
-        self._write("event", constants.EVAL_ACCURACY, epoch["end"], epoch["val_accuracy"],
-                    metadata={**meta, constants.EVAL_SAMPLES: epoch["validation_samples"]})  # fmt: skip
+        number = self._number
+        meta = f'"task": {number(task)}, {EPOCH_NUM}{number(epoch["epoch"])}'
+        end = epoch["end"]
+        self._line("end", constants.EPOCH_STOP, end, "null",
+                   f'{meta}, "ops": {number(epoch["ops"])}, {TRAIN_SAMPLES}{number(epoch["train_samples"])}')
+        self._line("event", constants.EVAL_ACCURACY, end, number(epoch["val_accuracy"]),
+                   f"{meta}, {EVAL_SAMPLES}{number(epoch['validation_samples'])}")
 
     def run_stop(self, reason: str, when: float) -> None:
         """``run_stop`` at the time of the event log's ``run_stop``."""

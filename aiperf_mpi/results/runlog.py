@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from aiperf_mpi.results.jsonline import line_encoder
+from aiperf_mpi.results.jsonline import line_encoder, object_text
 
 # the event names and the common field names are the schema's (its one list), re-exported for the writer and
 # the readers, who know them as ``runlog.EPOCH`` and so on
@@ -86,6 +86,10 @@ class EventLog:
         # one encoder for the run: json.dumps and JSONEncoder.encode build one per call
         self._encode = line_encoder(",", ":", default=_jsonable, allow_nan=False)
 
+    def encode(self, value: object) -> str:
+        """``value`` as this log's JSON text (for a part of a line :meth:`write_encoded` joins)."""
+        return self._encode(value)
+
     def write(self, event: str, sync: bool = False, flush: bool = True, **fields: object) -> dict:
         """Append one event, flushed to the OS at once unless ``flush`` is false.
 
@@ -108,6 +112,32 @@ class EventLog:
             self._handle.flush()
         self._dirty = self._dirty or sync
         return record
+
+    def write_encoded(self, event: str, members: str = "{}", encoded: dict[str, str] | None = None,
+                      sync: bool = False, flush: bool = True, **fields: object) -> None:
+        """Append one event part of which its sender encoded: as :meth:`write`, rank 0 only joins the texts.
+
+        The line is ``fields`` (after ``event`` and ``time``), each field named in ``encoded`` taken as the
+        JSON text given (:func:`~aiperf_mpi.results.jsonline.object_text`), then the members of the JSON
+        object ``members`` (:func:`event_members`, which checked the whole event against its schema where it
+        was made).  Only their shape is checked here — one object, on one line, no field given twice — not
+        parsed: parsing a leader's epoch costs what encoding it does, and the master writes ≈ 15 lines per
+        model at 65,536 groups (BENCHMARKS.md, the master).  A text that is not JSON makes a bad line, which
+        verify and every reader refuse: the leaders' encoder (:func:`event_members`) is the run's own.
+        """
+        if event not in EVENT_NAMES:
+            raise ValueError(f"event {event!r} is not in the schema (aiperf_mpi/results/schema.py)")
+        if len(members) < 2 or members[0] != "{" or members[-1] != "}" or "\n" in members:
+            raise ValueError(f"event {event!r}: the members given are not one JSON object on one line")
+        record = {EVENT: event, TIME: fields.pop(TIME, time.time()), **fields}
+        for name in record:
+            if f'"{name}":' in members:  # a field twice: readers would take one, verify another
+                raise ValueError(f"event {event!r}: {name!r} is both the writer's and among the members given")
+        text = object_text(self._encode, record, encoded) if encoded else self._encode(record)
+        self._handle.write(f"{text[:-1]},{members[1:]}\n" if len(members) > 2 else f"{text}\n")
+        if flush:
+            self._handle.flush()
+        self._dirty = self._dirty or sync
 
     def sync(self) -> None:
         """fsync if any event since the last sync asked for it (every event is flushed to the OS first)."""
@@ -137,6 +167,30 @@ class EventLog:
             self._handle.flush()
             os.fsync(self._handle.fileno())
             self._handle.close()
+
+
+def event_members(event: str, members: dict, writer_fields: dict) -> str:
+    """``members`` of ``event`` as the JSON object text :meth:`EventLog.write_encoded` appends to the writer's fields.
+
+    Made where the members are known (a leader's epoch), so that rank 0 does not encode them: the whole event —
+    ``writer_fields`` (what the writer will put first: a placeholder of the right type will do) and the
+    members — is checked against its schema here, and encoded as the writer would (no NaN, numpy scalars as
+    numbers).  A member named like a writer's field is refused: the line would hold the name twice.
+    """
+    if event not in EVENT_NAMES:
+        raise ValueError(f"event {event!r} is not in the schema (aiperf_mpi/results/schema.py)")
+    clash = sorted(members.keys() & {EVENT, TIME, *writer_fields})
+    if clash:
+        raise ValueError(f"event {event!r}: {clash} are the writer's fields, not the sender's")
+    problems = check_event({EVENT: event, TIME: 0.0, **writer_fields, **members})
+    if problems:
+        raise ValueError(f"event {event!r} does not match its schema: {'; '.join(problems)}")
+    return line_encoder(",", ":", default=_jsonable, allow_nan=False)(members)
+
+
+def value_text(value: object) -> str:
+    """A value as the event log encodes it (for a field its sender encodes: :meth:`EventLog.write_encoded`)."""
+    return line_encoder(",", ":", default=_jsonable, allow_nan=False)(value)
 
 
 def _jsonable(value: object) -> object:

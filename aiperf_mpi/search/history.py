@@ -80,9 +80,23 @@ class ModelRecord:
 _FIELDS = tuple(f.name for f in dataclass_fields(ModelRecord))
 
 
+HASH_CHARS = 20
+"""hex digits of a graph's sha256 kept as its identity for duplicate detection (80 bits)"""
+
+
 def graph_hash(graph_json: str) -> str:
-    """A short stable identity of an architecture (for duplicate detection)."""
-    return hashlib.sha1(graph_json.encode()).hexdigest()[:20]
+    """A short stable identity of an architecture (for duplicate detection): its sha256's first hex digits.
+
+    The prefix of the digest the event log records for each graph (``model_proposed``'s ``graph_sha256``), so
+    the master hashes a proposed graph once, not twice (:func:`key_of_digest`).  Runs logged before this held
+    a sha1 prefix in ``model_failed``'s ``graph_hash``; only the duplicate check on a resume of one reads it.
+    """
+    return key_of_digest(hashlib.sha256(graph_json.encode()).hexdigest())
+
+
+def key_of_digest(sha256_hex: str) -> str:
+    """The :func:`graph_hash` of the graph whose UTF-8 text has this sha256 (hex)."""
+    return sha256_hex[:HASH_CHARS]
 
 
 class History:

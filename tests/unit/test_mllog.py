@@ -88,6 +88,8 @@ def test_each_line_is_json_dumps_of_its_fields_in_mlperf_loggings_order(tmp_path
     writer.epoch_start(3, 1, T0 + 1.0, 256)
     writer.epoch_stop(3, _epoch(1, T0 + 1.0, T0 + 10.0))
     writer.epoch_start(4, 1, T0 + 2.0, 64)  # earlier than the last line: held, its true time in the metadata
+    writer.epoch_stop(4, {**_epoch(1, T0 + 2.0, T0 + 9.0), "val_accuracy": float("nan")})  # late, and NaN
+    writer.epoch_stop(4, {**_epoch(2, T0 + 9.0, T0 + 11.0), "val_accuracy": 1, "ops": 3 * 10**20})  # an int, a big one
     writer.run_stop("time limit", T0 + 20.0)
     writer.close()
     text = (tmp_path / MLLOG_FILE).read_text()
@@ -99,4 +101,6 @@ def test_each_line_is_json_dumps_of_its_fields_in_mlperf_loggings_order(tmp_path
         assert list(fields) == ["namespace", "time_ms", "event_type", "key", "value", "metadata"]
         assert line == ":::MLLOG " + json.dumps(fields), line
     late = [json.loads(line[9:]) for line in lines if '"event_time_ms"' in line]
-    assert {(f["key"], f["metadata"]["event_time_ms"]) for f in late} >= {("epoch_start", int((T0 + 2.0) * 1000))}
+    assert {(f["key"], f["metadata"]["event_time_ms"]) for f in late} >= {("epoch_start", int((T0 + 2.0) * 1000)),
+                                                                          ("eval_accuracy", int((T0 + 9.0) * 1000))}
+    assert sum('"value": NaN' in line for line in lines) == 1 and sum('"value": 1,' in line for line in lines) == 1

@@ -3,8 +3,11 @@
 The same contract as tests/mpi/test_protocol.py, which runs it over MPI.
 """
 
+import hashlib
 import json
+import re
 from collections import deque
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,9 +19,22 @@ from aiperf_mpi.graph.seeds import tiny_resnet
 from aiperf_mpi.job.batchio import do_work
 from aiperf_mpi.job.leader import PROPOSALS, epoch_would_overrun, leader_loop
 from aiperf_mpi.job.master import Master
-from aiperf_mpi.job.messages import Accepted, Duplicate, EpochDone, Failed, Proposed, Ready, Result, Stop, Work
+from aiperf_mpi.job.messages import (
+    MASTER_READS,
+    Accepted,
+    Duplicate,
+    EpochDone,
+    Failed,
+    Proposed,
+    Ready,
+    Result,
+    Stop,
+    Work,
+    epoch_done,
+    proposed,
+)
 from aiperf_mpi.results import runlog
-from aiperf_mpi.results.graphs import read_graph
+from aiperf_mpi.results.graphs import GraphFileError, read_graph, read_logged_graph
 from aiperf_mpi.results.score import score_run
 from aiperf_mpi.search.bayesian import SearchConfig
 from aiperf_mpi.search.history import ModelRecord
@@ -192,7 +208,8 @@ def test_a_leader_asks_its_search_again_after_a_duplicate(tmp_path) -> None:
     proposed = [m for m in sent if isinstance(m, Proposed)]
     [done] = [m for m in sent if isinstance(m, Result)]
     assert len(proposed) == 2 and proposed[0].graph != proposed[1].graph
-    assert proposed[1].search_info["duplicates"] == 1 and done.graph == proposed[1].graph and done.epochs
+    assert json.loads(proposed[1].members)["search"]["duplicates"] == 1  # the leader's fields, as logged
+    assert done.graph == proposed[1].graph and done.trained
 
 
 def test_a_leader_fails_the_task_when_every_proposal_is_a_duplicate(tmp_path) -> None:
@@ -206,7 +223,7 @@ def test_a_leader_fails_the_task_when_every_proposal_is_a_duplicate(tmp_path) ->
 def test_a_stop_before_the_answer_is_kept_and_the_task_ends_at_once(tmp_path) -> None:
     sent = scripted_leader(tmp_path, ["stop, then accepted"])
     [done] = [m for m in sent if isinstance(m, Result)]
-    assert done.epochs == [] and isinstance(sent[-1], Result)  # stopped before its first epoch; then the loop left
+    assert epochs_of(done) == [] and isinstance(sent[-1], Result)  # stopped before its first epoch; then the loop left
 
 
 def test_warm_up_rounds_train_briefly_and_feed_the_search_a_prediction(tmp_path) -> None:
@@ -226,6 +243,84 @@ def full_epoch(accuracy: float, start: float = 0.0, end: float = 1.0) -> dict:
     return {**epoch_of(accuracy), "start": start, "end": end, "train_loss": 1.0, "ops_train": 1000, "ops_update": 0,
             "ops_validation": 0, "steps": 1, "train_samples": 1, "validation_samples": 1, "data_wait": 0.0,
             "compute": 1.0, "evaluation": 0.0, "learning_rate": 0.1}  # fmt: skip
+
+
+def epochs_of(message: Result) -> list[dict]:
+    """A Result's epochs, sent as the log's text (a leader's) or as dicts."""
+    return json.loads(message.epochs_text) if message.epochs_text else message.epochs
+
+
+def test_a_leaders_encoded_epochs_make_the_lines_the_master_would_have_encoded(tmp_path) -> None:
+    """epoch and model_done lines from a leader's texts (messages.epoch_done, Result.epochs_text) are the very
+    lines the master writes when it encodes the dicts itself: the same text, the same order, only the times."""
+    lines = []
+    for encoded in (False, True):
+        run_dir = tmp_path / str(encoded)
+        config = RunConfig(time_limit=100, seed_model="tiny", run_dir=str(run_dir))
+        log = runlog.EventLog(run_dir)
+        master = Master(config, log, MasterHistory(SearchConfig().view_bounds()), 1, run_dir)
+        [(_, work)] = master.handle(0, Ready(0, 1, "host"))
+        seed = to_json(tiny_resnet())
+        lineage = {"seed": {"name": "tiny", "image_size": 32}}
+        master.handle(0, (proposed if encoded else Proposed)(work.task_id, None, seed, {"batch_size": 8}, "seed",
+                                                             {"search": "seed"}, **lineage))  # fmt: skip
+        epochs = [full_epoch(0.5, 1.0, 2.0), {**full_epoch(0.25, 2.0, 3.5), "epoch": 2, "xla": False}]
+        for epoch in epochs:
+            master.handle(0, epoch_done(work.task_id, epoch) if encoded else EpochDone(work.task_id, epoch))
+        text = runlog.value_text(epochs)
+        master.handle(0, Result(work.task_id, None, seed, {"batch_size": 8}, [] if encoded else epochs, 0.5, None,
+                                {"total": 2000}, {"train": 1.5}, "seed", "epoch limit", "", {"strategy": "x"},
+                                text if encoded else ""))  # fmt: skip
+        log.close()
+        lines.append([re.sub(r'"time":[0-9.e+]+,', "", line) for line in
+                      (run_dir / runlog.EVENTS_FILE).read_text().splitlines()])  # fmt: skip
+    # model_proposed: the same fields, the leader's after the master's; the others: the same text
+    assert json.loads(lines[0][0]) == json.loads(lines[1][0]) and lines[0][1:] == lines[1][1:] and len(lines[0]) == 4
+    events = [json.loads(line) for line in lines[1]]
+    assert [e["event"] for e in events] == [runlog.MODEL_PROPOSED, runlog.EPOCH, runlog.EPOCH, runlog.MODEL_DONE]
+    assert events[3]["model"]["epochs"] == epochs and events[3]["model"]["status"] == "trained"
+    assert list(events[3]) == ["event", "model", "task", "group"]  # the order the master's own encoding has
+    assert all(runlog.check_event({**e, "time": 0.0}) == [] for e in events)
+
+
+def test_the_leaders_sha256_is_logged_and_a_wrong_one_is_caught_by_the_readers(tmp_path) -> None:
+    """The leader hashes its graph (messages.proposed); the master logs that digest, keys duplicates by it,
+    and a digest that is not the bytes' is caught wherever the graph is read back as the run's."""
+    config = RunConfig(time_limit=100, seed_model="tiny", run_dir=str(tmp_path))
+    log = runlog.EventLog(tmp_path)
+    master = Master(config, log, MasterHistory(SearchConfig().view_bounds()), 2, tmp_path)
+    [(_, first)] = master.handle(0, Ready(0, 1, "host"))
+    [(_, second)] = master.handle(1, Ready(1, 1, "host"))
+    seed, child = to_json(tiny_resnet()), to_json(tiny_resnet(width=12))
+    honest = proposed(first.task_id, None, seed, {}, "seed", {})
+    assert honest.graph_sha256 == hashlib.sha256(seed.encode()).hexdigest()
+    assert master.handle(0, honest) == [(0, Accepted(first.task_id))]
+    forged = replace(proposed(second.task_id, 0, child, {}, "child", {}), graph_sha256="0" * 64)
+    assert master.handle(1, forged) == [(1, Accepted(second.task_id))]
+    do_work([master.take_batch()], log.fsync)
+    log.close()
+    placed = [e for e in runlog.read_events(tmp_path).events if e["event"] == runlog.MODEL_PROPOSED]
+    assert [e["graph_sha256"] for e in placed] == [honest.graph_sha256, "0" * 64]
+    assert read_logged_graph(tmp_path, placed[0]) == seed
+    with pytest.raises(GraphFileError, match="is not the graph its model_proposed hashed"):
+        read_logged_graph(tmp_path, placed[1])
+
+
+def test_an_encoded_epoch_that_would_break_its_line_is_refused(tmp_path) -> None:
+    """The master joins a leader's text only when it is one object on one line that repeats none of its fields;
+    a leader refuses an epoch its schema does not allow, or a NaN (a line no JSON reader takes)."""
+    log = runlog.EventLog(tmp_path)
+    for members in ("", "{", '{"ops":1}\n{"ops":2}', '{"ops":1,"task":7}', "[1]"):
+        with pytest.raises(ValueError):
+            log.write_encoded(runlog.EPOCH, members, task=1, group=0)
+    with pytest.raises(ValueError, match="schema"):
+        epoch_done(1, {**full_epoch(0.5), "ops": "many"})
+    with pytest.raises(ValueError):
+        epoch_done(1, {**full_epoch(0.5), "train_loss": float("nan")})
+    with pytest.raises(ValueError, match="writer's"):
+        epoch_done(1, {**full_epoch(0.5), "group": 3})
+    log.close()
+    assert (tmp_path / runlog.EVENTS_FILE).read_text() == ""
 
 
 def test_no_model_is_handed_out_whose_first_epoch_cannot_end_by_the_time_limit(tmp_path) -> None:
@@ -268,12 +363,12 @@ def test_a_leader_starts_no_epoch_that_would_end_after_the_time_limit(tmp_path) 
     config = RunConfig(time_limit=60, seed_model="tiny", run_dir=str(tmp_path))
     leader_loop(channel, 0, 1, config, tiny_resnet(), FakeRunner(0, epoch_seconds=0.4, epochs=10))
     [done] = [m for m in channel.sent if isinstance(m, Result)]
-    assert len(done.epochs) == 3 and done.stop_reason == "time limit"
-    assert done.epochs[-1]["end"] - done.epochs[0]["start"] < 1.5
+    assert len(epochs_of(done)) == 3 and done.stop_reason == "time limit"
+    assert epochs_of(done)[-1]["end"] - epochs_of(done)[0]["start"] < 1.5
     channel = ScriptedMaster(Work(0, history.update(0, with_dictionary=True), round=5, seed_model=True), ["accepted"])
     leader_loop(channel, 0, 1, config, tiny_resnet(), FakeRunner(0, epoch_seconds=0.01, epochs=10))
     [done] = [m for m in channel.sent if isinstance(m, Result)]
-    assert len(done.epochs) == 10  # no limit given: every epoch
+    assert len(epochs_of(done)) == 10  # no limit given: every epoch
 
 
 def test_a_model_stops_at_its_budget_of_seconds(tmp_path) -> None:
@@ -284,14 +379,14 @@ def test_a_model_stops_at_its_budget_of_seconds(tmp_path) -> None:
     config = RunConfig(time_limit=60, seed_model="tiny", run_dir=str(tmp_path), model_seconds=1.0)
     leader_loop(channel, 0, 1, config, tiny_resnet(), FakeRunner(0, epoch_seconds=0.4, epochs=10))
     [done] = [m for m in channel.sent if isinstance(m, Result)]
-    assert 1 <= len(done.epochs) <= 2 and done.stop_reason == "model budget"  # one when a loaded machine slows it
-    assert done.epochs[-1]["end"] - done.epochs[0]["start"] < 1.0
+    assert 1 <= len(epochs_of(done)) <= 2 and done.stop_reason == "model budget"  # one when a loaded machine slows it
+    assert epochs_of(done)[-1]["end"] - epochs_of(done)[0]["start"] < 1.0
     work = Work(0, history.update(0, with_dictionary=True), round=5, seed_model=True, seconds_left=60)
     channel = ScriptedMaster(work, ["accepted"])
     slow = RunConfig(time_limit=60, seed_model="tiny", run_dir=str(tmp_path), model_seconds=0.1)
     leader_loop(channel, 0, 1, slow, tiny_resnet(), FakeRunner(0, epoch_seconds=0.4, epochs=10))
     [done] = [m for m in channel.sent if isinstance(m, Result)]
-    assert len(done.epochs) == 1 and done.stop_reason == "model budget"  # a budget shorter than an epoch: one
+    assert len(epochs_of(done)) == 1 and done.stop_reason == "model budget"  # a budget shorter than an epoch: one
 
 
 def test_epoch_would_overrun() -> None:
@@ -327,9 +422,10 @@ def test_a_later_epochs_start_rides_on_the_report_of_the_epoch_before(tmp_path) 
         kinds = [type(m).__name__ for m in channel.sent[1:]]  # after Ready
         assert kinds == ["Proposed", "EpochStarted", "EpochDone", "EpochDone", "EpochDone", "Result"]
         started, *done, result_message = channel.sent[2:]
-        epochs = result_message.epochs
+        epochs = epochs_of(result_message)
         assert (started.epoch, started.time) == (1, epochs[0]["start"])
-        assert [d.epoch for d in done] == epochs
+        assert [json.loads(d.members) for d in done] == epochs  # each as the log's line
+        assert [d.epoch for d in done] == [{k: e[k] for k in MASTER_READS} for e in epochs]
         assert [(d.next_start.epoch, d.next_start.time) for d in done[:-1]] == [(2, epochs[1]["start"]),
                                                                                 (3, epochs[2]["start"])]
         assert done[-1].next_start is None
