@@ -290,6 +290,8 @@ class _Reader:
                 event = _fast_loads(line)
             except ValueError:
                 event = json.loads(line)
+            if type(event) is not dict or event.get(runlog.EVENT) != runlog.EPOCH:  # a later "event" key won
+                return event
             pending = self.pending
             try:
                 pending.append(_ROW(event))

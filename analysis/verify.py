@@ -328,6 +328,9 @@ class _Walker:
         self.graph_cross_checked = 0
         self.graph_places: dict[tuple[str, int], int] = {}
         """(appended graphs file, offset) → the task whose graph lies there: a line belongs to one model"""
+        self.graph_owners: dict[str, tuple[int, int]] = {}
+        """a graph's identity (its sha256's first 20 hex digits, the master's duplicate key) → (task, segment) of
+        its first proposal the master knew of: a child with the same graph is a duplicate it would have refused"""
         self.score_events = 0
         self.next_model_id = 0
         self.peak_precisions: set[str] = set()
@@ -465,7 +468,25 @@ class _Walker:
             data = None
         if data is not None:
             self._graph_bytes(event, state, data)
+            self._duplicate(event, state, segment.number)
         self.lineage.proposed(event, state.graph_text, segment.config)
+
+    def _duplicate(self, event: dict, state: _Task, segment: int) -> None:
+        """A child must be a graph the master had not seen: it answers Duplicate to any it holds the hash of.
+
+        It holds every graph accepted in its segment, and those of the models that ended before (a resume
+        rebuilds them from their records); a seed (no parent) is always accepted.  A forger who sends a
+        digest that is not the graph's to pass a duplicate off fails the sha256 row; one who sends the true
+        digest past the master's check fails here.
+        """
+        key = state.graph_sha256[:20]
+        owner = self.graph_owners.get(key)
+        known = owner is not None and (owner[1] == segment or owner[0] in self.finished)
+        if known and event.get("parent") is not None:
+            self.graphs.problems.append(f"task {state.task}: its graph is task {owner[0]}'s, which the master had "
+                                        "seen: it accepts no child twice (a duplicate)")  # fmt: skip
+        if not known:  # the first, or the first since a resume forgot a task that never ended
+            self.graph_owners[key] = (state.task, segment)
 
     def _graph_bytes(self, event: dict, state: _Task, data: bytes) -> None:
         """Check a graph's stored bytes against the log: its logged sha256, and its place in an appended file."""

@@ -22,6 +22,7 @@ import gc
 import hashlib
 import math
 import os
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -367,35 +368,41 @@ class Master:
         self.retention.candidates(self._candidates, None if best is None else best[1])
 
     def _proposed(self, group: int, message: Proposed) -> Accepted | Duplicate:
-        """Accept a new architecture (log it, keep its graph) or refuse one the run has seen."""
+        """Accept a new architecture (log it, keep its graph) or refuse one the run has seen.
+
+        What the leader sent is checked before anything changes: its encoded fields parse and match the
+        schema (``ValueError`` otherwise, with nothing logged or kept), and the parent they log is the
+        one the duplicate rule reads.
+        """
         # the graph's bytes are appended as one line by the I/O thread, and their sha256 is logged, so that a
         # verifier can tell whether the graph it recounts is the one the run trained; the duplicate key is that
         # digest's prefix.  The leader hashes (messages.proposed): 17 kB a model was ≈ 10 % of this loop at
         # 65,536 groups (BENCHMARKS.md).  A digest that is not the bytes' fails verify, whoever computed it
         data = message.graph.encode("utf-8")
         digest = message.graph_sha256
-        if len(digest) != 64:  # none sent (or not a sha256's hex): hash here
+        if not (isinstance(digest, str) and _SHA256.fullmatch(digest)):  # none sent, or not a sha256: hash here
             digest = hashlib.sha256(data).hexdigest()
         key = key_of_digest(digest)
-        if message.parent is not None and self.history.has_hash(key):
+        given = runlog.parse_members(runlog.MODEL_PROPOSED, message.members) if message.members else None
+        parent = message.parent if given is None else given.get("parent")
+        if parent is not None and self.history.has_hash(key):
             self.duplicates += 1
             return Duplicate(message.task_id)
-        self.history.add_hash(key)
-        self._accepted[message.task_id] = (len(message.graph), key)
-        # the line's place is known before it is written
-        offset = self._graph_offset
-        self._graph_offset += len(data) + 1
-        self._graphs.append(data + b"\n")
-        if message.members:  # the leader's fields as it encoded them (messages.proposed): joined, not encoded
-            self.log.write_encoded(runlog.MODEL_PROPOSED, message.members, task=message.task_id, group=group,
-                                   graph_file=self._graph_file, graph_sha256=digest, graph_offset=offset,
-                                   graph_bytes=len(data), flush=False)  # fmt: skip
+        offset = self._graph_offset  # the line's place is known before it is written
+        if given is not None:  # the leader's fields as it encoded them (messages.proposed): joined, not encoded
+            self.log.write_encoded(runlog.MODEL_PROPOSED, message.members, given=given, task=message.task_id,
+                                   group=group, graph_file=self._graph_file, graph_sha256=digest,
+                                   graph_offset=offset, graph_bytes=len(data), flush=False)  # fmt: skip
         else:
-            self.log.write(runlog.MODEL_PROPOSED, task=message.task_id, group=group, parent=message.parent,
+            self.log.write(runlog.MODEL_PROPOSED, task=message.task_id, group=group, parent=parent,
                            hparams=message.hparams, description=message.description, graph_file=self._graph_file,
                            search=message.search_info, graph_sha256=digest, graph_offset=offset,
                            graph_bytes=len(data), flush=False, **_lineage(message))  # fmt: skip
-        self.retention.task_started(message.task_id, message.parent)
+        self.history.add_hash(key)
+        self._accepted[message.task_id] = (len(message.graph), key)
+        self._graph_offset += len(data) + 1
+        self._graphs.append(data + b"\n")
+        self.retention.task_started(message.task_id, parent)
         return Accepted(message.task_id)
 
     def _epoch_started(self, message: EpochStarted) -> None:
@@ -403,17 +410,17 @@ class Master:
             self.mllog.epoch_start(message.task_id, message.epoch, message.time, message.global_batch)
 
     def _epoch(self, group: int, message: EpochDone) -> None:
-        epoch = message.epoch
         state = self.state[group]
+        if message.members:  # the leader encoded the epoch (messages.epoch_done): checked, then joined
+            epoch = self.log.write_encoded(runlog.EPOCH, message.members, sync=True, flush=False,
+                                           task=message.task_id, group=group)  # fmt: skip
+        else:
+            epoch = message.epoch
+            self.log.write(runlog.EPOCH, sync=True, flush=False, task=message.task_id, group=group, **epoch)
         if message.task_id == state.task and epoch.get("epoch") == 1:
             state.first_epoch_cost = self.clock() - state.handed_out
         wall = epoch.get("end", 0.0) - epoch.get("start", 0.0)
         state.longest_epoch = wall if state.longest_epoch is None else max(state.longest_epoch, wall)
-        if message.members:  # the leader encoded the epoch (messages.epoch_done): the line is joined, not encoded
-            self.log.write_encoded(runlog.EPOCH, message.members, sync=True, flush=False, task=message.task_id,
-                                   group=group)  # fmt: skip
-        else:
-            self.log.write(runlog.EPOCH, sync=True, flush=False, task=message.task_id, group=group, **epoch)
         self.ops_done += int(epoch["ops"])
         self.epochs_done += 1
         accuracy = epoch.get("val_accuracy")
@@ -434,14 +441,19 @@ class Master:
         self._update_candidates()
 
     def _result(self, group: int, message: Result) -> None:
-        length, key = self._accepted.pop(message.task_id, (-1, ""))
+        epochs = message.epochs
+        if message.epochs_text:  # the leader's text (Result.epochs_text): one list of epochs, checked as it parses
+            epochs = runlog.parse_sent(message.epochs_text)
+            if type(epochs) is not list or not all(type(epoch) is dict for epoch in epochs):
+                raise ValueError(f"task {message.task_id}: the epochs sent are not a list of objects")
+        length, key = self._accepted.get(message.task_id, (-1, ""))
         record = ModelRecord(
             id=self.history.next_id,
             parent=message.parent,
             graph=message.graph,
-            status=TRAINED if message.trained else FAILED,
+            status=TRAINED if epochs else FAILED,
             hparams=message.hparams,
-            epochs=message.epochs,
+            epochs=epochs,
             accuracy=message.accuracy,
             predicted_accuracy=message.predicted_accuracy,
             ops=message.ops,
@@ -449,19 +461,19 @@ class Master:
             description=message.description,
             weights=message.weights_file,
         )
-        self.append(record, key if length == len(message.graph) else None)
         # the record without its graph: the graph is a line of the segment's graphs file, placed and hashed by
         # the task's model_proposed (results/graphs.py, the one reader).  Logging it again cost the loop ≈ 70 µs
         # of JSON escaping per model and made the event log 24 kB a model instead of 2 kB (BENCHMARKS.md)
         fields = record.fields()
         del fields["graph"]
-        if not message.epochs_text:
+        if message.epochs_text:  # ≈ 1.3 kB of the line's 1.5 kB, as the leader encoded it: joined, not encoded
+            model = object_text(self.log.encode, fields, {"epochs": message.epochs_text})
+            self.log.write_encoded(runlog.MODEL_DONE, encoded={"model": model}, decoded={"model": fields},
+                                   sync=True, flush=False, model=None, task=message.task_id, group=group)  # fmt: skip
+        else:
             self.log.write(runlog.MODEL_DONE, sync=True, flush=False, model=fields, task=message.task_id, group=group)
-            return
-        # the epochs as the leader encoded them (messages.Result.epochs_text): ≈ 1.3 kB of the line's 1.5 kB
-        model = object_text(self.log.encode, fields, {"epochs": message.epochs_text})
-        self.log.write_encoded(runlog.MODEL_DONE, encoded={"model": model}, sync=True, flush=False, model=None,
-                               task=message.task_id, group=group)  # fmt: skip
+        self._accepted.pop(message.task_id, None)
+        self.append(record, key if length == len(message.graph) else None)
 
     def _failed(self, group: int, message: Failed) -> None:
         self._accepted.pop(message.task_id, None)
@@ -503,6 +515,9 @@ def _clock(seconds: float) -> str:
     seconds = int(seconds)
     return f"{seconds // 3600:02d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
 
+
+_SHA256 = re.compile("[0-9a-f]{64}")
+"""a sha256 as hashlib's hexdigest writes it: what a leader's ``graph_sha256`` must be for the master to log it"""
 
 BATCH = 64
 """messages the master handles before it hands their file work (fsync included) and replies to its I/O thread"""

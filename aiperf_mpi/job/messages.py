@@ -133,30 +133,27 @@ class EpochDone:
 
     task_id: int
     epoch: dict
-    """the epoch's fields the master reads (:data:`MASTER_READS`) when ``members`` holds the rest; else all of them"""
+    """the epoch's fields when ``members`` is '' (the master encodes them); empty when the leader sent them
+    encoded"""
     next_start: EpochStarted | None = None
     """the start of the task's next epoch, which began as this one's report left; None when no next epoch began
     (the task ended, or it was the last epoch)"""
     members: str = ""
-    """the whole epoch as the event log's JSON text, encoded and checked against the schema by the leader
-    (:func:`epoch_done`): rank 0 joins it to its own fields instead of encoding 17 numbers itself ('' : the
-    master encodes ``epoch``)"""
-
-
-MASTER_READS = ("epoch", "start", "end", "ops", "val_accuracy", "train_samples", "validation_samples")
-"""what the master reads of an epoch (its counters, the hang deadline, MLLOG); the rest it only logs"""
+    """the whole epoch as the event log's JSON text, encoded by the leader (:func:`epoch_done`): rank 0 parses
+    it (the values it reads, and its check), and joins it to its own fields instead of encoding 17 numbers
+    ('' : the master encodes ``epoch``)"""
 
 
 def epoch_done(task_id: int, epoch: dict, next_start: EpochStarted | None = None) -> EpochDone:
-    """A leader's report of one epoch: the fields the master reads, and the whole epoch as the log's text.
+    """A leader's report of one epoch, as the log's text, checked against the schema here first.
 
     At 65,536 groups rank 0 writes ≈ 15 log lines per model and handles every message of every group; its
-    loop is the run's bottleneck, a leader's is not.  So the leader encodes (and checks) the epoch's line
-    once, and rank 0 unpickles seven numbers and a string instead of seventeen numbers, and encodes none of
-    them (BENCHMARKS.md, the master).  The log's line is the same text either way.
+    loop is the run's bottleneck, a leader's is not.  So the leader encodes the epoch's line once, and rank
+    0 unpickles one string instead of seventeen numbers and parses it (with orjson, several times faster than
+    encoding: BENCHMARKS.md, the master) instead of encoding it.  The log's line is the same text either way.
     """
     members = runlog.event_members(runlog.EPOCH, epoch, {"task": task_id, "group": 0})
-    return EpochDone(task_id, {name: epoch[name] for name in MASTER_READS if name in epoch}, next_start, members)
+    return EpochDone(task_id, {}, next_start, members)
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,11 @@ from aiperf_mpi.results.schema import SYSTEM as SYSTEM
 from aiperf_mpi.results.schema import TIME as TIME
 from aiperf_mpi.results.schema import WEIGHTS_REMOVED as WEIGHTS_REMOVED
 
+try:  # the log's readers parse with orjson (analysis.logdata); the writer parses what senders encoded with it
+    from orjson import loads as _fast_loads
+except ImportError:  # a dependency; without it, the standard library (slower, the same answers)
+    _fast_loads = None
+
 EVENTS_FILE = "events.jsonl"
 BUFFER_BYTES = 1 << 20
 """the writer's buffer: every event is in the OS by the next flush (a sync event's, a batch's end) whatever its size"""
@@ -114,30 +119,42 @@ class EventLog:
         return record
 
     def write_encoded(self, event: str, members: str = "{}", encoded: dict[str, str] | None = None,
-                      sync: bool = False, flush: bool = True, **fields: object) -> None:
+                      sync: bool = False, flush: bool = True, given: dict | None = None,
+                      decoded: dict[str, object] | None = None, **fields: object) -> dict:
         """Append one event part of which its sender encoded: as :meth:`write`, rank 0 only joins the texts.
 
         The line is ``fields`` (after ``event`` and ``time``), each field named in ``encoded`` taken as the
         JSON text given (:func:`~aiperf_mpi.results.jsonline.object_text`), then the members of the JSON
-        object ``members`` (:func:`event_members`, which checked the whole event against its schema where it
-        was made).  Only their shape is checked here — one object, on one line, no field given twice — not
-        parsed: parsing a leader's epoch costs what encoding it does, and the master writes ≈ 15 lines per
-        model at 65,536 groups (BENCHMARKS.md, the master).  A text that is not JSON makes a bad line, which
-        verify and every reader refuse: the leaders' encoder (:func:`event_members`) is the run's own.
+        object ``members`` (:func:`event_members`).  A sender is not trusted with the log: ``members`` is
+        parsed as the readers will parse it (:func:`parse_members`; ``given``: the caller did so already),
+        and so is each ``encoded`` text (``decoded``: the caller's values for them, parsed from exactly
+        those texts), and the whole event as they will see it is checked against its schema, with no
+        member named like a field of the writer's (readers keep the last of two equal keys).  Anything else
+        raises ``ValueError`` before a byte is written, so a bad sender cannot make the log unreadable.
+        Parsing (orjson) costs a fraction of what encoding did (BENCHMARKS.md, the master).  Returns the
+        members, parsed.
         """
         if event not in EVENT_NAMES:
             raise ValueError(f"event {event!r} is not in the schema (aiperf_mpi/results/schema.py)")
-        if len(members) < 2 or members[0] != "{" or members[-1] != "}" or "\n" in members:
-            raise ValueError(f"event {event!r}: the members given are not one JSON object on one line")
+        if given is None:
+            given = parse_members(event, members)
         record = {EVENT: event, TIME: fields.pop(TIME, time.time()), **fields}
-        for name in record:
-            if f'"{name}":' in members:  # a field twice: readers would take one, verify another
-                raise ValueError(f"event {event!r}: {name!r} is both the writer's and among the members given")
+        seen = dict(record)
+        for name, text in (encoded or {}).items():
+            seen[name] = decoded[name] if decoded is not None and name in decoded else parse_sent(text)
+        clash = given.keys() & seen.keys()
+        if clash:  # a field twice: readers would take the sender's
+            raise ValueError(f"event {event!r}: {sorted(clash)} are the writer's fields, not the sender's")
+        seen.update(given)
+        problems = check_event(seen)
+        if problems:
+            raise ValueError(f"event {event!r} does not match its schema: {'; '.join(problems)}")
         text = object_text(self._encode, record, encoded) if encoded else self._encode(record)
-        self._handle.write(f"{text[:-1]},{members[1:]}\n" if len(members) > 2 else f"{text}\n")
+        self._handle.write(f"{text[:-1]},{members[1:]}\n" if given else f"{text}\n")
         if flush:
             self._handle.flush()
         self._dirty = self._dirty or sync
+        return given
 
     def sync(self) -> None:
         """fsync if any event since the last sync asked for it (every event is flushed to the OS first)."""
@@ -167,6 +184,42 @@ class EventLog:
             self._handle.flush()
             os.fsync(self._handle.fileno())
             self._handle.close()
+
+
+def parse_sent(text: str) -> object:
+    """A JSON text a sender encoded, parsed as the log's readers parse a line, or ``ValueError``.
+
+    One value, on one line (the log is one event per line), without NaN or Infinity (the writer's encoder
+    refuses them, and a reader's ``int()`` of one would end the score); orjson first, the standard library
+    for what orjson refuses (integers beyond 64 bits), which decides.  Of two equal keys the last is kept,
+    as by every reader.
+    """
+    if "\n" in text or "\r" in text:
+        raise ValueError("a sent JSON text spans more than one line")
+    if _fast_loads is not None:
+        try:
+            return _fast_loads(text)
+        except ValueError:  # orjson.JSONDecodeError is one
+            pass
+    return json.loads(text, parse_constant=_no_constant)
+
+
+def parse_members(event: str, members: str) -> dict:
+    """A sender's members of ``event`` (:func:`event_members`), parsed (:func:`parse_sent`), or ``ValueError``.
+
+    The text must be one JSON object, from its first character to its last: its inside is then exactly its
+    members, which :meth:`EventLog.write_encoded` joins after the writer's fields.
+    """
+    if len(members) < 2 or members[0] != "{" or members[-1] != "}":
+        raise ValueError(f"event {event!r}: the members sent are not one JSON object")
+    given = parse_sent(members)
+    if type(given) is not dict:
+        raise ValueError(f"event {event!r}: the members sent are not one JSON object")
+    return given
+
+
+def _no_constant(name: str) -> object:
+    raise ValueError(f"{name} is not a number a log line may hold")
 
 
 def event_members(event: str, members: dict, writer_fields: dict) -> str:

@@ -164,6 +164,19 @@ def test_a_truncated_last_line_is_tolerated_and_reported(tmp_path) -> None:
         load_run(run_dir)
 
 
+def test_a_line_that_starts_as_an_epoch_but_is_not_one_is_not_counted(tmp_path) -> None:
+    """The fast epoch reader trusts the line's prefix only to choose its parser: a later "event" key (every
+    reader keeps the last of two) makes the line another event, as verify and the score read it."""
+    run_dir = known_run(tmp_path / "run")
+    honest = load_run(run_dir)
+    lines = (run_dir / runlog.EVENTS_FILE).read_text().splitlines()
+    fake = json.dumps(epoch(0, 0, 3, 1071.0, 1072.0, 10**15, 0.99), separators=(",", ":"))[:-1] + ',"event":"note"}'
+    assert fake.startswith('{"event":"epoch",') and json.loads(fake)["event"] == "note"
+    (run_dir / runlog.EVENTS_FILE).write_text("\n".join([*lines[:-1], fake, lines[-1]]) + "\n")
+    forged = load_run(run_dir)
+    assert len(forged.epochs) == len(honest.epochs) and run_score(forged).total_ops == run_score(honest).total_ops
+
+
 def test_model_done_is_read_without_its_epoch_list() -> None:
     event = {"event": "model_done", "time": 1.0, "model": {"id": 3, "graph": '{"a":[1,2]}', "epochs": [
         {"epoch": 1, "ops": 5}, {"epoch": 2, "ops": 6}], "accuracy": 0.5}, "task": 3, "group": 0}  # fmt: skip

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from aiperf_mpi.results.jsonline import line_encoder
+from aiperf_mpi.results.jsonline import line_encoder, object_text
 
 RECORDS = [
     {"event": "epoch", "time": 1764633600.123456, "task": 3, "ops": 10**15, "xla": False, "lr": 0.1, "none": None},
@@ -51,3 +51,12 @@ def test_reusable_after_a_failure() -> None:
     with pytest.raises(ValueError):
         encode({"a": [1, {"b": math.nan}]})
     assert encode({"a": [1, {"b": 2}]}) == json.dumps({"a": [1, {"b": 2}]})
+
+
+@pytest.mark.parametrize("names", [(), ("a",), ("c",), ("a", "c"), ("b",), ("a", "b", "c")])
+def test_an_object_with_members_given_as_text_is_the_object_encoded(names) -> None:
+    """object_text joins texts where the encoder would have written their values: the same text, in order."""
+    encode = line_encoder(",", ":")
+    fields = {"a": [1, {"x": "é"}], "b": None, "c": {"d": 2.5}}
+    texts = {name: encode(fields[name]) for name in names}
+    assert object_text(encode, fields, texts) == encode(fields)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from aiperf_mpi.results import provenance, runlog
+from aiperf_mpi.results.graphs import append_graph, read_graph, segment_graph_file
 from analysis import bundle, verify
 from tests.support.verify_runs import consistent_run, find, full_pass, read_log, rewrite_log, to_file_per_model
 
@@ -181,6 +182,22 @@ def test_an_offset_at_another_models_graph_with_its_sha256_too_is_caught(run) ->
     result = verify.verify(run)
     assert not result.ok
     assert "task 1: graphs/segment-1.jsonl at byte 0 (+2059) is task 0's graph" in problems(result, "graph files")
+
+
+@pytest.mark.parametrize("parent", [0, None])
+def test_a_child_whose_graph_the_master_had_seen_is_a_duplicate(run, parent) -> None:
+    """Task 1 proposes task 0's graph again, in a line of its own with its true sha256 (a leader that got past the
+    master's duplicate check): as a child it is a duplicate; as a seed it is allowed (a seed is always accepted)."""
+
+    def forged(events) -> None:
+        first = find(events, runlog.MODEL_PROPOSED, task=0)
+        again = append_graph(run, segment_graph_file(1), read_graph(run, first).decode())
+        find(events, runlog.MODEL_PROPOSED, task=1).update(parent=parent, **again)
+
+    rewrite_log(run, forged)
+    found = problems(verify.verify(run), "graph files")
+    duplicate = "task 1: its graph is task 0's, which the master had seen: it accepts no child twice (a duplicate)"
+    assert (duplicate in found) == (parent is not None), found
 
 
 def test_a_truncated_graphs_file_and_an_offset_inside_a_line_are_caught(run) -> None:
