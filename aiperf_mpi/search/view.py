@@ -243,6 +243,10 @@ class MasterHistory:
         """(accuracy, id) of the model with the best observed validation accuracy"""
         self.codec = WireCodec()
         self._hashes: set[str] = set()
+        self._blobs: dict[int, bytes | None] = {}
+        """the view's members in id order → their wire record, None until compressed (:meth:`update`'s copy):
+        at 65,536 groups every Work carries the whole view, and one copy of this dict's values costs a tenth of
+        a walk over the members' entries.  Only the loop's thread changes it (the I/O thread fills entries)"""
 
     def __len__(self) -> int:
         return self.length
@@ -271,7 +275,12 @@ class MasterHistory:
         score = record.search_accuracy
         if score is not None and not self.codec.dictionary:
             self.codec = WireCodec(record.graph.encode())  # the run's first trained graph, fixed from now on
-        return self.view.add(record.id, score, _Entry(search_fields(record, key)))
+        left = self.view.add(record.id, score, _Entry(search_fields(record, key)))
+        for model_id in left:
+            self._blobs.pop(model_id, None)
+        if record.id in self.view:
+            self._blobs[record.id] = None
+        return left
 
     def add_hash(self, key: str) -> None:
         self._hashes.add(key)
@@ -294,10 +303,29 @@ class MasterHistory:
         """
         if not 0 <= seen <= self.length:
             raise ValueError(f"no update since {seen}: the history has {self.length}")
-        entries = self.view.payloads_since(seen)
-        records = [entry.blob for entry in entries]
-        if None in records:
+        blobs = self._blobs
+        if not blobs or next(iter(blobs)) >= seen:  # every member is new to the group: the common case
+            records = list(blobs.values())
+            missing = []
+            if None in records:  # the newest, mostly: found by the list's own search, not a walk
+                ids = list(blobs)
+                start = 0
+                while True:
+                    try:
+                        index = records.index(None, start)
+                    except ValueError:
+                        break
+                    start = index + 1
+                    entry = self.view[ids[index]]
+                    if entry.blob is None:
+                        missing.append((index, entry))
+                    else:  # compressed by the I/O thread since: kept here from now on
+                        records[index] = blobs[ids[index]] = entry.blob
+        else:
+            entries = self.view.payloads_since(seen)
+            records = [entry.blob for entry in entries]
             missing = [(index, entries[index]) for index, blob in enumerate(records) if blob is None]
+        if missing:
             if later is None:
                 self._fill(records, missing)
             else:

@@ -75,6 +75,31 @@ def test_a_leader_view_equals_the_master_view_after_every_update(ops, top, recen
         assert [r.id for r in leader.best(top)] == master.view.best(top)
 
 
+@settings(max_examples=150, deadline=None)
+@given(operations, st.integers(1, 5), st.integers(0, 4), st.lists(st.booleans(), min_size=1))
+def test_an_update_holds_its_members_wire_records_compressed_now_or_later(ops, top, recent, defer) -> None:
+    """Whichever way an update finds its records (a copy of the kept ones, or a walk since ``seen``) and whenever
+    they are compressed (at once, or by the I/O thread's ``later`` before the reply leaves, maybe after the view
+    has changed again), it holds exactly the members with id ≥ seen, each as its own wire record."""
+    master = MasterHistory(ViewBounds(top, recent))
+    pending: list = []  # updates whose records the I/O thread has not filled yet, their fills, what they must hold
+    for step, (kind, value) in enumerate([*ops, ("send", 0)]):
+        if kind == "append":
+            master.append(make_record(len(master), value, weights=False))
+        else:
+            seen = max(0, len(master) - value * 2)
+            later: list = []
+            update = master.update(seen, with_dictionary=False, later=later if value % 2 else None)
+            expected = [master.codec.encode(master.view[i].fields) for i in master.view.ids() if i >= seen]
+            pending.append((update, later, expected))
+        if not defer[step % len(defer)] or step == len(ops):  # the I/O thread's round: fills, then releases
+            for update, later, expected in pending:
+                for fill in later:
+                    fill()
+                assert update.records == expected
+            pending = []
+
+
 def test_a_departed_model_never_returns() -> None:
     index: ViewIndex[None] = ViewIndex(ViewBounds(2, 2))
     departed: set[int] = set()
