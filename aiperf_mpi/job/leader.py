@@ -46,7 +46,7 @@ from aiperf_mpi.job.transport import LeaderChannel
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.timelimit import ends_after_limit
 from aiperf_mpi.search.bayesian import SearchConfig
-from aiperf_mpi.search.history import graph_hash
+from aiperf_mpi.search.history import TRAINED, ModelRecord, graph_hash
 from aiperf_mpi.search.hpo import WARMUP_ROUNDS, HParams, batch_choices
 from aiperf_mpi.search.predict import predict_final_accuracy
 from aiperf_mpi.search.registry import make_search, make_tuner
@@ -267,10 +267,16 @@ class Leader:
             "update_per_step": counts.update,
             "params": counts.params,
         }
-        # the epochs go as the log's text, encoded here: rank 0 logs it as it is (messages.Result.epochs_text)
+        # the epochs go as the log's text, encoded here: rank 0 logs it as it is (messages.Result.epochs_text);
+        # the view's record of the model is compressed here too (messages.Result.view_record)
+        view_record = b""
+        if outcome.epochs:
+            view_record = self.view.own_record(ModelRecord(id=-1, parent=parent, graph=graph_json, status=TRAINED,
+                                                           accuracy=accuracy, predicted_accuracy=predicted,
+                                                           weights=outcome.weights_file))  # fmt: skip
         self.channel.send(Result(work.task_id, parent, graph_json, hparams.to_dict(), [], accuracy, predicted, ops,
                                  timings, proposal.description, outcome.stop_reason, outcome.weights_file,
-                                 proposal.info, runlog.value_text(outcome.epochs)))  # fmt: skip
+                                 proposal.info, runlog.value_text(outcome.epochs), view_record))  # fmt: skip
 
 
 MODEL_BUDGET = "model budget"

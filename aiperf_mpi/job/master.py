@@ -429,14 +429,14 @@ class Master:
         if self.mllog is not None:
             self.mllog.epoch_stop(message.task_id, epoch)
 
-    def append(self, record: ModelRecord, key: str | None = None) -> None:
+    def append(self, record: ModelRecord, key: str | None = None, body: bytes = b"") -> None:
         """Add a finished model to the history and the retention state (it is not logged here).
 
         :meth:`handle` logs each Result and Failed, then calls this; the
         master benchmark calls it alone to load a history of 10⁵ models.
-        ``key``: the graph's hash when known.
+        ``key``: the graph's hash when known; ``body``: the view record its leader compressed.
         """
-        self.history.append(record, key or graph_hash(record.graph))
+        self.history.append(record, key or graph_hash(record.graph), body)
         self.retention.added(record.id, record.weights)
         self._update_candidates()
 
@@ -447,6 +447,11 @@ class Master:
             if type(epochs) is not list or not all(type(epoch) is dict for epoch in epochs):
                 raise ValueError(f"task {message.task_id}: the epochs sent are not a list of objects")
         length, key = self._accepted.get(message.task_id, (-1, ""))
+        body = message.view_record
+        if body and not (len(body) <= len(message.graph) + 1024 and self.history.codec.accepts(body)):
+            raise ValueError(f"task {message.task_id}: its view record is not a zlib stream of the run's codec")
+        if length != len(message.graph):  # not the graph the master accepted: rank 0 hashes and compresses it
+            key, body = "", b""
         record = ModelRecord(
             id=self.history.next_id,
             parent=message.parent,
@@ -473,7 +478,7 @@ class Master:
         else:
             self.log.write(runlog.MODEL_DONE, sync=True, flush=False, model=fields, task=message.task_id, group=group)
         self._accepted.pop(message.task_id, None)
-        self.append(record, key if length == len(message.graph) else None)
+        self.append(record, key or None, body)
 
     def _failed(self, group: int, message: Failed) -> None:
         self._accepted.pop(message.task_id, None)

@@ -177,6 +177,13 @@ class Result:
     """``epochs`` as the event log's JSON text (:func:`~aiperf_mpi.results.runlog.value_text`), encoded by the
     leader, which then sends ``epochs`` empty: rank 0 logs the text as ``model_done``'s epochs and unpickles
     no epoch twice ('' : the master encodes ``epochs``)"""
+    view_record: bytes = b""
+    """the model's search fields compressed by the leader (``SearchView.own_record``), which rank 0 sends to
+    every group as the model's view record after prefixing its id (``search.view.wire_record``), compressing
+    nothing; b"" : rank 0 compresses them.  Rank 0 checks only the stream's header and dictionary
+    (``WireCodec.accepts``): a view record steers the other groups' searches and is never scored — the
+    score, the verifier and the report read the event log, whose ``model_done`` rank 0 writes from this
+    message's other fields"""
 
     @property
     def trained(self) -> bool:

@@ -44,6 +44,7 @@ from __future__ import annotations
 import bisect
 import math
 import pickle
+import struct
 import zlib
 from collections import Counter, OrderedDict, deque
 from collections.abc import Callable, Iterator
@@ -75,7 +76,8 @@ class ViewUpdate:
     """What a leader applies: the view members it lacks (compressed) and the history's length."""
 
     records: list[bytes] = field(default_factory=list)
-    """wire records (:meth:`WireCodec.encode` of :func:`search_fields`), in id order"""
+    """wire records (:func:`wire_record`: the id, then :meth:`WireCodec.encode` of :func:`search_fields`), in
+    id order"""
     length: int = 0
     """records in the whole history (the search re-chooses its anchors when this doubles)"""
     dictionary: bytes = b""
@@ -95,6 +97,7 @@ class WireCodec:
         self.dictionary = dictionary
         # loading a 17 kB dictionary costs more than compressing one record: load it once, copy the state
         self._primed = zlib.compressobj(LEVEL, zdict=dictionary) if dictionary else None
+        self._dictionary_id = zlib.adler32(dictionary).to_bytes(4, "big")
 
     def encode(self, value: object) -> bytes:
         data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
@@ -114,20 +117,58 @@ class WireCodec:
             raise ValueError(f"a wire record does not decode ({exc}): was its dictionary sent?") from None
         return pickle.loads(data)
 
+    def decode_record(self, record: bytes) -> tuple[int, tuple]:
+        """A wire record's model id and search fields (:func:`wire_record`)."""
+        return _ID.unpack_from(record)[0], self.decode(record[_ID.size :])  # type: ignore[return-value]
+
+    def accepts(self, body: bytes) -> bool:
+        """Whether a leader's compressed record is a zlib stream that every holder of this codec can decode.
+
+        Reads the stream's two-byte header and, when it names a preset
+        dictionary (FDICT), the dictionary's Adler-32: a record made without
+        a dictionary decodes with or without one, a record made with another
+        dictionary than the run's would fail on every leader.  The body is
+        not inflated here — that would cost rank 0 a fifth of compressing it;
+        what a leader puts in its record only steers the search (the module
+        docstring of :mod:`aiperf_mpi.job.messages`, ``Result.view_record``).
+        """
+        if type(body) is not bytes or len(body) < 2:
+            return False
+        method, flags = body[0], body[1]
+        if method & 0x0F != 8 or method >> 4 > 7 or (method << 8 | flags) % 31:
+            return False
+        if flags & 0x20:
+            return bool(self.dictionary) and body[2:6] == self._dictionary_id
+        return True
+
+
+_ID = struct.Struct("<Q")
+"""a wire record's first 8 bytes: the model's id, which only the master knows (it numbers models as they end)"""
+
+
+def wire_record(model_id: int, body: bytes) -> bytes:
+    """A view member as it travels: its id, then its search fields as :meth:`WireCodec.encode` made them.
+
+    The id is apart so that a leader can compress its own model's record
+    (``messages.Result.view_record``) before the master numbers the model:
+    rank 0 then only prefixes eight bytes (BENCHMARKS.md, the master).
+    """
+    return _ID.pack(model_id) + body
+
 
 def search_fields(record: ModelRecord, key: str | None = None) -> tuple:
-    """What the search and the leader read of a record: id, parent, graph, outcome, weights file, hash.
+    """What the search and the leader read of a record besides its id: parent, graph, outcome, weights file, hash.
 
     Epochs, timings, operation counts, hyper-parameters and the description
     stay in the event log: nothing on a leader reads them.
     """
-    return (record.id, record.parent, record.graph, record.status, record.accuracy, record.predicted_accuracy,
-            record.weights, key or record.graph_hash)  # fmt: skip
+    return (record.parent, record.graph, record.status, record.accuracy, record.predicted_accuracy, record.weights,
+            key or record.graph_hash)  # fmt: skip
 
 
-def from_search_fields(fields: tuple) -> tuple[ModelRecord, str]:
+def from_search_fields(model_id: int, fields: tuple) -> tuple[ModelRecord, str]:
     """A record with the fields :func:`search_fields` kept (the rest empty), and its graph hash."""
-    model_id, parent, graph, status, accuracy, predicted, weights, key = fields
+    parent, graph, status, accuracy, predicted, weights, key = fields
     record = ModelRecord(id=model_id, parent=parent, graph=graph, status=status, accuracy=accuracy,
                          predicted_accuracy=predicted, weights=weights)  # fmt: skip
     return record, key
@@ -217,11 +258,12 @@ class ViewIndex(Generic[T]):
 
 
 class _Entry:
-    """A view member on the master: its search fields and, once sent, their compressed form."""
+    """A view member on the master: its id, its search fields and, once compressed, its wire record."""
 
-    __slots__ = ("blob", "fields")
+    __slots__ = ("blob", "fields", "model_id")
 
-    def __init__(self, fields: tuple) -> None:
+    def __init__(self, model_id: int, fields: tuple) -> None:
+        self.model_id = model_id
         self.fields = fields
         self.blob: bytes | None = None
 
@@ -255,8 +297,13 @@ class MasterHistory:
     def next_id(self) -> int:
         return self.length
 
-    def append(self, record: ModelRecord, key: str | None = None) -> list[int]:
-        """Add the next record (``key``: its graph hash, if known); returns the ids that left the view."""
+    def append(self, record: ModelRecord, key: str | None = None, body: bytes = b"") -> list[int]:
+        """Add the next record; returns the ids that left the view.
+
+        ``key``: its graph hash, if known.  ``body``: its search fields as its
+        leader compressed them (``messages.Result.view_record``, checked by
+        :meth:`WireCodec.accepts`); then rank 0 compresses nothing for it.
+        """
         if record.id != self.length:
             raise ValueError(f"history is append-only: expected id {self.length}, got {record.id}")
         if record.parent is not None and not 0 <= record.parent < record.id:
@@ -275,11 +322,14 @@ class MasterHistory:
         score = record.search_accuracy
         if score is not None and not self.codec.dictionary:
             self.codec = WireCodec(record.graph.encode())  # the run's first trained graph, fixed from now on
-        left = self.view.add(record.id, score, _Entry(search_fields(record, key)))
+        entry = _Entry(record.id, search_fields(record, key))
+        left = self.view.add(record.id, score, entry)
         for model_id in left:
             self._blobs.pop(model_id, None)
         if record.id in self.view:
-            self._blobs[record.id] = None
+            if body:
+                entry.blob = wire_record(record.id, body)
+            self._blobs[record.id] = entry.blob
         return left
 
     def add_hash(self, key: str) -> None:
@@ -295,8 +345,9 @@ class MasterHistory:
     def update(self, seen: int, with_dictionary: bool, later: list[Callable[[], None]] | None = None) -> ViewUpdate:
         """The view members with id ≥ ``seen``, compressed, and the length (see the module docstring).
 
-        A member is compressed once, on its first send (≈ 0.1 ms for a
-        ResNet-50 record).  Given ``later``, the members not yet compressed
+        A member is compressed once, by its leader (``messages.Result.view_record``)
+        or else on its first send (≈ 0.1 ms for a ResNet-50 record: a resumed
+        run's history, a leader that sent none).  Given ``later``, the members not yet compressed
         are left empty in the update and a call that fills them in is
         appended to ``later``: the master's I/O thread runs it before the
         reply leaves (zlib lets go of the GIL, so it runs beside the loop).
@@ -339,7 +390,7 @@ class MasterHistory:
         """The member's wire record, compressed now if it was never sent (from either thread: same bytes)."""
         blob = entry.blob
         if blob is None:
-            blob = entry.blob = self.codec.encode(entry.fields)
+            blob = entry.blob = wire_record(entry.model_id, self.codec.encode(entry.fields))
         return blob
 
     def _fill(self, records: list[bytes], missing: list[tuple[int, _Entry]]) -> None:
@@ -351,7 +402,7 @@ class MasterHistory:
 
     def record(self, model_id: int) -> ModelRecord:
         """A view member's search fields as a record (for tests and the resume check)."""
-        return from_search_fields(self.view[model_id].fields)[0]
+        return from_search_fields(model_id, self.view[model_id].fields)[0]
 
 
 class SearchView:
@@ -405,13 +456,26 @@ class SearchView:
             self.codec = WireCodec(update.dictionary)
         added = 0
         for blob in update.records:
-            record, key = from_search_fields(self.codec.decode(blob))
+            record, key = from_search_fields(*self.codec.decode_record(blob))
             if record.id in self._index:
                 continue
             self._add(record, key)
             added += 1
         self._length = max(self._length, update.length)
         return added
+
+    def own_record(self, record: ModelRecord) -> bytes:
+        """This group's finished model's search fields, compressed with the view's codec (its id is not read).
+
+        Sent in the model's Result (``messages.Result.view_record``): rank 0
+        prefixes the id it gives the model and sends the record to every
+        group as it is, so the compression — ≈ 0.1 ms of CPU a model, which
+        rank 0's I/O thread did for 65,536 groups' models while waiting for
+        the interpreter lock — is done once per model by the group that made
+        it.  Before this leader has the run's dictionary the record is
+        compressed without it (≈ 4× larger), which every leader decodes.
+        """
+        return self.codec.encode(search_fields(record))
 
     def append(self, record: ModelRecord) -> ModelRecord:
         """Add one complete record directly (``tell()`` in tests and benchmarks)."""

@@ -37,7 +37,7 @@ from aiperf_mpi.results.graphs import GraphFileError, read_graph, read_logged_gr
 from aiperf_mpi.results.score import score_run
 from aiperf_mpi.search.bayesian import SearchConfig
 from aiperf_mpi.search.history import ModelRecord
-from aiperf_mpi.search.view import MasterHistory
+from aiperf_mpi.search.view import MasterHistory, SearchView, wire_record
 from tests.support.fake_runner import FakeRunner
 from tests.support.local_run import logged_records, run_local, view_of
 
@@ -351,8 +351,19 @@ def test_a_leaders_forged_texts_change_nothing_on_the_master(tmp_path) -> None:
         with pytest.raises(ValueError):
             master.handle(0, replace(good, epochs_text=epochs_text))
         assert len(master.history) == 0 and master.tasks == {work.task_id: 0}
-    [(_, stop_or_work)] = master.handle(0, good)
+    body = SearchView(SearchConfig().view_bounds()).own_record(
+        ModelRecord(id=-1, parent=None, graph=seed, accuracy=0.5))  # as the leader compresses it (leader.report)
+    for view_record in (b"not zlib", b"\x78\xbb" + body[2:], body + bytes(len(seed) + 1025)):  # not zlib; a dictionary
+        # the run has not; longer than a record of its graph can be
+        with pytest.raises(ValueError, match="view record"):
+            master.handle(0, replace(good, view_record=view_record))
+        assert len(master.history) == 0 and master.tasks == {work.task_id: 0}
+    [(_, next_work)] = master.handle(0, replace(good, view_record=body))
     assert len(master.history) == 1 and master.history.trained == 1
+    assert next_work.view.records == [wire_record(0, body)]  # sent as the leader made it, rank 0 compressed nothing
+    leader = SearchView(SearchConfig().view_bounds())
+    leader.apply(next_work.view)
+    assert leader[0].graph == seed and leader[0].accuracy == 0.5 and leader.contains_graph(seed)
     log.close()
     events = runlog.read_events(tmp_path)
     assert not events.truncated_tail

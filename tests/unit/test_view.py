@@ -10,7 +10,7 @@ from aiperf_mpi.graph.seeds import tiny_resnet
 from aiperf_mpi.search.bayesian import BayesianSearch, RandomSearch, SearchConfig
 from aiperf_mpi.search.history import FAILED, History, ModelRecord, graph_hash
 from aiperf_mpi.search.registry import candidate_parents
-from aiperf_mpi.search.view import MasterHistory, SearchView, ViewBounds, ViewIndex, WireCodec
+from aiperf_mpi.search.view import MasterHistory, SearchView, ViewBounds, ViewIndex, WireCodec, wire_record
 from tests.support.synthetic_objective import record
 
 SEED_JSON = to_json(tiny_resnet())
@@ -45,6 +45,8 @@ operations = st.lists(
 @settings(max_examples=150, deadline=None)
 @given(operations, st.integers(1, 5), st.integers(0, 4))
 def test_a_leader_view_equals_the_master_view_after_every_update(ops, top, recent) -> None:
+    """Whether the master compressed a member's record or the leader that trained it did (with the run's
+    dictionary or before it had it), every leader's view is the master's after each update."""
     bounds = ViewBounds(top, recent)
     master = MasterHistory(bounds)
     records: list[ModelRecord] = []
@@ -54,7 +56,10 @@ def test_a_leader_view_equals_the_master_view_after_every_update(ops, top, recen
     for kind, value in ops:
         if kind == "append":
             records.append(make_record(len(records), value, weights=len(records) % 2 == 0))
-            master.append(records[-1])
+            maker = leaders[len(records) % len(leaders)]  # the group that trained it
+            body = maker.own_record(records[-1]) if value is not None and len(records) % 3 else b""
+            assert not body or master.codec.accepts(body)
+            master.append(records[-1], body=body)
             assert set(master.view.ids()) == brute_force_view(records, bounds)
             continue
         update = master.update(seen[value], with_dictionary=not dictionary_sent[value])
@@ -90,7 +95,8 @@ def test_an_update_holds_its_members_wire_records_compressed_now_or_later(ops, t
             seen = max(0, len(master) - value * 2)
             later: list = []
             update = master.update(seen, with_dictionary=False, later=later if value % 2 else None)
-            expected = [master.codec.encode(master.view[i].fields) for i in master.view.ids() if i >= seen]
+            expected = [wire_record(i, master.codec.encode(master.view[i].fields)) for i in master.view.ids()
+                        if i >= seen]  # fmt: skip
             pending.append((update, later, expected))
         if not defer[step % len(defer)] or step == len(ops):  # the I/O thread's round: fills, then releases
             for update, later, expected in pending:
@@ -118,6 +124,19 @@ def test_wire_records_name_their_dictionary() -> None:
     assert WireCodec(SEED_JSON.encode()).decode(blob) == ("a record", SEED_JSON)
     with pytest.raises(ValueError, match="dictionary"):
         WireCodec().decode(blob)
+
+
+def test_the_master_takes_a_leaders_record_only_if_every_leader_can_decode_it() -> None:
+    """A leader's compressed record is checked by its header: made without a dictionary or with the run's, it
+    passes; made with another dictionary, or not a zlib stream, it does not (it would fail on every leader)."""
+    run = WireCodec(SEED_JSON.encode())
+    other = WireCodec(b"another dictionary" * 100)
+    fields = ("a record", SEED_JSON)
+    assert run.accepts(run.encode(fields)) and run.accepts(WireCodec().encode(fields))
+    assert WireCodec().accepts(WireCodec().encode(fields))
+    assert not run.accepts(other.encode(fields)) and not WireCodec().accepts(run.encode(fields))
+    assert not any(run.accepts(bad) for bad in (b"", b"x", b"\x78", b"\x78\x00rest", b"not zlib", "text"))
+    assert run.decode(WireCodec().encode(fields)) == fields  # a stream without a dictionary decodes with one
 
 
 def test_a_nan_accuracy_is_never_ranked() -> None:
