@@ -2,8 +2,11 @@
 
 The real :class:`~aiperf_mpi.job.master.Master` (history, event log with its
 fsyncs, the appended graphs file, duplicate check, weights retention) handles a synthetic
-stream of messages; every message is pickled by its sender and unpickled
-before it is handled, and every reply is pickled, as mpi4py does.
+stream of messages on two MPI ranks: rank 1 plays the leaders, pickles each
+message and sends it to rank 0, whose loop receives it with the transport's
+own poll and unpickles it before it is handled; every reply is pickled, as
+mpi4py does.  The MPI calls matter beyond their cost: each lets go of the
+interpreter lock, which the master's I/O thread is waiting for.
 
 Steady state without simulating whole rounds: the master first holds a
 history of N models (ResNet-50 32² graphs, from a pool of real morph chains,
@@ -40,11 +43,15 @@ import pickle
 import random
 import resource
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 import tracemalloc
 from collections import deque
 from pathlib import Path
+
+from mpi4py import MPI
 
 from aiperf_mpi.config import RunConfig
 from aiperf_mpi.graph.model import to_json
@@ -52,12 +59,14 @@ from aiperf_mpi.graph.morph import MorphError, random_morph
 from aiperf_mpi.graph.seeds import resnet50
 from aiperf_mpi.job.batchio import BatchIO
 from aiperf_mpi.job.master import BATCH, Master, retire_survivors
-from aiperf_mpi.job.messages import EpochStarted, Ready, Result, epoch_done, proposed
+from aiperf_mpi.job.messages import TAGS, EpochStarted, Ready, Result, epoch_done, proposed
 from aiperf_mpi.job.mllog import MLLogWriter
+from aiperf_mpi.mpi.transport import MpiMasterTransport
 from aiperf_mpi.results import runlog
 from aiperf_mpi.search.bayesian import BayesianSearch, SearchConfig
 from aiperf_mpi.search.history import ModelRecord
-from aiperf_mpi.search.view import MasterHistory, SearchView, ViewUpdate
+from aiperf_mpi.search.view import MasterHistory, SearchView, ViewUpdate, WireCodec
+from tests.support.mpirun import mpi_env, mpirun_command
 
 GROUPS = (4_096, 16_384, 65_536)
 HISTORY = 100_000
@@ -67,7 +76,7 @@ FASTER = 2.0
 """the largest machine is run again with messages arriving this many times faster: rank 0's headroom"""
 TIMED_MODELS = 4_000
 PREFETCH = 512
-"""timed messages made and pickled ahead of their arrival, in the loop's idle time"""
+"""how many messages ahead of their arrival the leaders' rank sends them (so each is there when it arrives)"""
 TIMED_SECONDS = 15.0
 """at most this much arrival time per size: fewer models at the smaller machines, whose messages come slower"""
 EPOCHS = 3
@@ -121,12 +130,19 @@ def rss_mb() -> float:
     return 0.0
 
 
-def simulate(groups: int, history_size: int, speed: float = 1.0) -> dict:
-    """One machine size and history size, in a process of its own (so that its RSS is its own).
+def simulate(groups: int, history_size: int, speed: float = 1.0, comm: MPI.Comm | None = None) -> dict | None:
+    """One machine size and history size, on two MPI ranks of their own (so that rank 0's RSS is its own).
 
+    Rank 0 is the master; rank 1 plays the leaders (:func:`leaders_side`) and returns None.
     ``speed``: models arrive this many times faster than one per group per :data:`MODEL_SECONDS`.
     """
+    comm = MPI.COMM_WORLD if comm is None else comm
+    if comm.Get_size() != 2:
+        raise RuntimeError("the master bench runs on 2 MPI ranks: rank 0 the master, rank 1 the leaders")
     pool = graph_pool(POOL)
+    if comm.Get_rank() == 1:
+        leaders_side(comm, pool, history_size)
+        return None
     rng = random.Random(groups + history_size)
     base_rss = rss_mb()
     RUNS.mkdir(exist_ok=True)
@@ -163,6 +179,8 @@ def simulate(groups: int, history_size: int, speed: float = 1.0) -> dict:
         master.take_batch()
         log.sync()
         master.compress_later = True  # from now on as in master_loop: the I/O thread compresses new view records
+        leader = SearchView(bounds)  # what a leader compresses its model's view record with: the run's dictionary
+        leader.codec = WireCodec(master.history.codec.dictionary)
         gc.collect()
         gc.freeze()  # as master_loop does once the run is set up
         preload_rss = rss_mb()
@@ -188,43 +206,39 @@ def simulate(groups: int, history_size: int, speed: float = 1.0) -> dict:
         for task in [*first_tasks, *range(master.next_task, master.next_task + max(0, timed - groups))]:
             (run_dir / f"weights/task-{task}.npz").write_bytes(b"")
 
-        # what a leader's proposal carries besides its graph: a morphism's step (its lineage), the search's info
-        morphs = list(random_morph(resnet50(32, 3, 10), random.Random(1)).steps)
-        search_info = {"search": "bayesian", "tuner": "tpe", "strategy": "gp-ucb", "search_seconds": 1.25}
+        # what the leaders decide apart from rank 0, made before the clock starts: each timed model's accuracy,
+        # parent and view record (a leader compresses its model's record).  The parent is the best model the
+        # master had when the group proposed: messages are made ahead of their arrival (PREFETCH), so the best
+        # of the models more than PREFETCH / per_model models earlier
+        lag = PREFETCH // per_model
+        best = [(record.accuracy, record.id) for record in [master.history.record(master.history.best_ids(1)[0])]]
+        planned: list[tuple[int | None, float, int, bytes]] = []
+        for number in range(timed):
+            if number >= lag:
+                best.append(max(best[-1], (planned[number - lag][1], history_size + number - lag)))
+            task, graph = tasks[number % groups], variant(pool, history_size + number)
+            accuracy, parent = accuracy_of(history_size + number, rng), best[-1][1]
+            record = ModelRecord(-1, parent, graph, accuracy=accuracy, weights=f"weights/task-{task}.npz")
+            planned.append((parent, accuracy, task, leader.own_record(record)))
 
-        def stream():
-            """The timed messages in arrival order: per model its Proposed, epochs and Result.
+        # the leaders: rank 1 makes and pickles every message (≈ 0.1 ms a model, not rank 0's) and sends it
+        # to rank 0 ahead of its arrival (at most PREFETCH early); the loop takes it with the transport's own
+        # poll (Iprobe, mpi4py's receive and unpickling), so the MPI calls that let go of the interpreter lock,
+        # which the I/O thread waits for, are the real ones
+        transport = MpiMasterTransport(comm, {0: 1})
+        sent_models = timed * per_model
+        comm.send((planned, rate), dest=1)
+        begin = comm.recv(source=1)  # the clock's zero (time.perf_counter: one clock for both ranks)
 
-            As a leader sends them: the first epoch's start alone, each later one's on the EpochDone before it.
-            """
-            for number in range(timed):
-                group = number % groups
-                task = tasks[group]
-                graph = variant(pool, history_size + number)
-                parent = master.history.best_ids(1)[0]
-                hparams = {"batch_size": 64, "kernel_size": 3}
-                yield group, proposed(task, parent, graph, hparams, "bench", search_info, morphs)  # as a leader
-                epochs = []
-                now = time.time()
-                yield group, EpochStarted(task, 1, now, 64)
-                for epoch in range(1, EPOCHS + 1):
-                    epochs.append({"epoch": epoch, "train_loss": 1.0, "val_accuracy": 0.5 + 0.01 * epoch,
-                                   "start": now, "end": now, "ops": 10**15, "ops_train": 9 * 10**14,
-                                   "ops_update": 10**12, "ops_validation": 99 * 10**12, "steps": 100,
-                                   "train_samples": 6400, "validation_samples": 1000, "data_wait": 0.1,
-                                   "compute": 50.0, "evaluation": 2.0, "compile": 0.0, "xla": False,
-                                   "learning_rate": 0.1})  # every field of a real epoch (the log's schema)  # fmt: skip
-                    following = EpochStarted(task, epoch + 1, now, 64) if epoch < EPOCHS else None
-                    yield group, epoch_done(task, epochs[-1], following)  # as a leader makes it: encoded there
-                weights = f"weights/task-{task}.npz"  # written before the timing (below), as a leader does
-                accuracy = accuracy_of(history_size + number, rng)
-                yield group, Result(task, parent, graph, hparams, [], accuracy, None, {"total": 3 * 10**15},
-                                    {"train": 60.0}, "bench", "epoch limit", weights, {},
-                                    runlog.value_text(epochs))  # the epochs as a leader sends them  # fmt: skip
+        def receive() -> object:
+            found = transport.poll(0.0)
+            while found is None:  # the message was posted before its arrival: found at once, unless MPI is slow
+                found = transport.poll(0.01)
+            return found[1]
 
-        def deliver(group: int, data: bytes, replies: list, arrival: float) -> None:
+        def deliver(group: int, replies: list, arrival: float) -> None:
             start, start_cpu = time.perf_counter(), time.thread_time()
-            answer = master.handle(group, pickle.loads(data))
+            answer = master.handle(group, receive())
             cpu.append(time.thread_time() - start_cpu)
             end = time.perf_counter()
             wall.append(end - start)
@@ -244,24 +258,13 @@ def simulate(groups: int, history_size: int, speed: float = 1.0) -> dict:
 
         # as master_loop: take what has arrived (at most BATCH), hand the batch to the I/O thread, send what
         # it released; messages arrive at the machine's rate, one every 1/rate seconds, in real time
-        # the leaders' side (making and pickling the messages) runs on this thread too: as far as it can, in the
-        # loop's idle time, PREFETCH messages ahead, so that it delays the loop as little as it can
-        arrivals = ((group, pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)) for group, message in stream())
-        ahead: deque = deque()
+        def following() -> int | None:
+            """The next message's group: rank 1 sends them in order, group after group."""
+            return number // per_model % groups if number < sent_models else None
 
-        def prefetch(until: float) -> None:
-            while len(ahead) < PREFETCH and time.perf_counter() < until:
-                made = next(arrivals, None)
-                if made is None:
-                    return
-                ahead.append(made)
-
-        def following() -> tuple[int, bytes] | None:
-            return ahead.popleft() if ahead else next(arrivals, None)
-
-        prefetch(float("inf"))
+        number = 0
         upcoming = following()
-        begin = time.perf_counter()
+        time.sleep(max(0.0, begin - time.perf_counter()))
         load = os.getloadavg()[0]
         number = 0
         replies: list = []
@@ -269,7 +272,7 @@ def simulate(groups: int, history_size: int, speed: float = 1.0) -> dict:
         while upcoming is not None or io.pending or held:
             handled = 0
             while upcoming is not None and handled < BATCH and time.perf_counter() - begin >= number / rate:
-                deliver(*upcoming, replies, begin + number / rate)
+                deliver(upcoming, replies, begin + number / rate)
                 number += 1
                 handled += 1
                 upcoming = following()
@@ -287,7 +290,6 @@ def simulate(groups: int, history_size: int, speed: float = 1.0) -> dict:
                 handing.append(time.perf_counter() - start)
                 handing_cpu.append(time.thread_time() - start_cpu)
             if not handled:
-                prefetch(begin + number / rate)
                 wait = number / rate - (time.perf_counter() - begin) if upcoming is not None else 0.001
                 time.sleep(min(max(wait, 0.0), 0.001) if io.pending else max(wait, 0.0))
         elapsed = time.perf_counter() - begin
@@ -350,6 +352,57 @@ def simulate(groups: int, history_size: int, speed: float = 1.0) -> dict:
     }
 
 
+def leaders_side(comm: MPI.Comm, pool: list[str], history_size: int) -> None:
+    """Rank 1: the timed models' messages as their leaders make them, sent to rank 0 before their arrival.
+
+    Per model: Proposed, the first epoch's EpochStarted alone, each later epoch's start on the EpochDone
+    before it, and the Result with the view record rank 0 planned (compressed as a leader does).  A message
+    goes at most :data:`PREFETCH` messages before its arrival time; this rank sleeps, never spins in MPI, so
+    that it takes as little as it can of the two cores rank 0 runs on.
+    """
+    planned, rate = comm.recv(source=0)
+    morphs = list(random_morph(resnet50(32, 3, 10), random.Random(1)).steps)  # a proposal's lineage, as sent
+    search_info = {"search": "bayesian", "tuner": "tpe", "strategy": "gp-ucb", "search_seconds": 1.25}
+    begin = time.perf_counter() + 1.0  # time to send the first PREFETCH messages
+    comm.send(begin, dest=0)
+    pending: deque = deque()
+    sent = 0
+
+    def send(message: object) -> None:
+        nonlocal sent
+        ahead = begin + (sent - PREFETCH) / rate - time.perf_counter()
+        if ahead > 0:
+            time.sleep(ahead)
+        data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+        pending.append((comm.Isend([data, MPI.BYTE], dest=0, tag=TAGS[type(message)]), data))
+        while pending and pending[0][0].Test():
+            pending.popleft()
+        sent += 1
+
+    for number, (parent, accuracy, task, view_record) in enumerate(planned):
+        graph = variant(pool, history_size + number)
+        hparams = {"batch_size": 64, "kernel_size": 3}
+        send(proposed(task, parent, graph, hparams, "bench", search_info, morphs))
+        epochs = []
+        now = time.time()
+        send(EpochStarted(task, 1, now, 64))
+        for epoch in range(1, EPOCHS + 1):
+            epochs.append({"epoch": epoch, "train_loss": 1.0, "val_accuracy": 0.5 + 0.01 * epoch, "start": now,
+                           "end": now, "ops": 10**15, "ops_train": 9 * 10**14, "ops_update": 10**12,
+                           "ops_validation": 99 * 10**12, "steps": 100, "train_samples": 6400,
+                           "validation_samples": 1000, "data_wait": 0.1, "compute": 50.0, "evaluation": 2.0,
+                           "compile": 0.0, "xla": False, "learning_rate": 0.1})  # a real epoch's fields  # fmt: skip
+            following = EpochStarted(task, epoch + 1, now, 64) if epoch < EPOCHS else None
+            send(epoch_done(task, epochs[-1], following))  # encoded by the leader
+        weights = f"weights/task-{task}.npz"  # made before the timing, as a leader writes it before its Result
+        send(Result(task, parent, graph, hparams, [], accuracy, None, {"total": 3 * 10**15}, {"train": 60.0},
+                    "bench", "epoch limit", weights, {}, runlog.value_text(epochs), view_record))  # fmt: skip
+    while pending:  # rank 0 receives them all: wait without spinning
+        while pending and pending[0][0].Test():
+            pending.popleft()
+        time.sleep(0.01)
+
+
 def leader_updates() -> list[tuple[int, ViewUpdate, bool]]:
     """What one group's leader receives while the history grows to 100,000 models: an update per 4,096 models.
 
@@ -393,6 +446,19 @@ def leader_memory(updates: list[tuple[int, ViewUpdate, bool]]) -> dict:
             "members": len(view.ids()), "cached": len(search._cache.graphs)}  # fmt: skip
 
 
+def simulate_under_mpi(groups: int, history_size: int, speed: float = 1.0) -> dict:
+    """:func:`simulate` on two ranks of ``mpirun`` (the venv's, as the tests launch it), its result from rank 0."""
+    with tempfile.TemporaryDirectory(prefix="bench-master-") as scratch:
+        out = Path(scratch) / "result.json"
+        command = mpirun_command(2, [sys.executable, "-m", "benchmarks.master", str(groups), str(history_size),
+                                     str(speed), str(out)], Path(scratch))  # fmt: skip
+        done = subprocess.run(command, env=mpi_env(), capture_output=True, text=True, timeout=1200)
+        if done.returncode != 0 or not out.exists():
+            raise RuntimeError(f"the master bench on 2 ranks failed ({done.returncode}): {done.stdout[-2000:]}"
+                               f"{done.stderr[-2000:]}")  # fmt: skip
+        return json.loads(out.read_text())
+
+
 def _in_child(function, *args):
     context = multiprocessing.get_context("spawn")
     with context.Pool(1, maxtasksperchild=1) as workers:
@@ -409,7 +475,7 @@ def run() -> str:
     cases = [*((g, HISTORY, 1.0) for g in GROUPS), (GROUPS[-1], HISTORY, FASTER),
              *((GROUPS[0], h, 1.0) for h in HISTORY_SWEEP)]  # fmt: skip
     for groups, history, speed in cases:
-        r = _in_child(simulate, groups, history, speed)
+        r = simulate_under_mpi(groups, history, speed)
         results.append(r)
         rows.append(
             f"| {groups:,} | {history:,} | {r['rate']:,.0f} msg/s{f' ({speed:g}×)' if speed != 1 else ''} "
@@ -470,14 +536,19 @@ def run() -> str:
             f"per group every {MODEL_SECONDS:.0f} s sets the arrival rate ({FASTER:g}× that in the row so marked), "
             "and messages arrive at that rate in real time. Each group's previous Work went out as the last G "
             "models of the history arrived, so a Work carries the view members appended since (steady state) "
-            "without simulating whole rounds. A message's time is unpickling it and handling it (event log, "
+            "without simulating whole rounds. The bench runs on two MPI ranks (`mpirun -n 2`): rank 1 plays "
+            "the leaders — it makes and pickles each message as a leader does (the Result with its view record "
+            "compressed there) and sends it to rank 0 ahead of its arrival. A message's time is receiving it with "
+            "the transport's own poll (Iprobe, mpi4py's recv and unpickling: the MPI calls let go of the "
+            "interpreter lock, as in a run) and handling it (event log, "
             "duplicate check, view, retention) on the loop's thread: CPU is that thread's time, wall the clock. "
             "Queueing delay: from the message's arrival (its place in the real-time stream) to the end of its "
             "handling, on the clock — what a group feels; measured, not replayed from handling times, so a loop "
             "that falls behind shows it. Reply released: from the arrival of the message answered (Proposed, "
             "Result) to its reply's release by the I/O thread, after the batch's fsync. As in the master's loop, "
             f"what has arrived (up to {BATCH} messages) is handled, then its file work (the graphs appended, the "
-            "fsync, weights removals, the compression of the view records new to the replies) and its replies go to "
+            "fsync, weights removals, the compression of any view record new to the replies that its leader did not "
+            "compress) and its replies go to "
             "the I/O thread; the released replies are pickled on the loop's thread (mpi4py's isend). Busy: the loop "
             "thread's time (messages, handing over batches, pickling replies) over the time the messages take to "
             "arrive; the I/O thread's likewise (its wall time is mostly waiting for the disk). Bytes per model: "
@@ -511,3 +582,9 @@ def run() -> str:
             "Goals: " + "; ".join(goals) + ".",
         ]
     )
+
+
+if __name__ == "__main__":  # one size on two ranks: mpirun -n 2 python -m benchmarks.master G N SPEED OUT
+    measured = simulate(int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]))
+    if measured is not None:
+        Path(sys.argv[4]).write_text(json.dumps(measured))
