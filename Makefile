@@ -119,11 +119,16 @@ $(PKG_STAMP): $(HVD_STAMP) setup.cfg pyproject.toml
 lint: install
 	$(BIN)/ruff check aiperf_mpi analysis tests benchmarks
 
+# the unit tests are pure Python and independent: spread over up to 4 workers (pytest-xdist), they take ≈ 70 s
+# instead of ≈ 115 s on 2 cores; the MPI, Slurm and integration tests train or time real runs, one at a time
+UNIT_WORKERS := -n auto --maxprocesses 4
+
 test: install lint
-	$(PY) -m pytest
+	$(PY) -m pytest tests/unit $(UNIT_WORKERS)
+	$(PY) -m pytest --ignore=tests/unit
 
 test-unit: install
-	$(PY) -m pytest tests/unit
+	$(PY) -m pytest tests/unit $(UNIT_WORKERS)
 
 test-mpi: install
 	$(PY) -m pytest tests/mpi
