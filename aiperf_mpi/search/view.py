@@ -42,6 +42,7 @@ which decides duplicates; a leader remembers a bounded set
 from __future__ import annotations
 
 import bisect
+import io
 import math
 import pickle
 import struct
@@ -115,7 +116,7 @@ class WireCodec:
                 data = zlib.decompress(blob)
         except zlib.error as exc:
             raise ValueError(f"a wire record does not decode ({exc}): was its dictionary sent?") from None
-        return pickle.loads(data)
+        return _FieldsOnly(io.BytesIO(data)).load()
 
     def decode_record(self, record: bytes) -> tuple[int, tuple]:
         """A wire record's model id and search fields (:func:`wire_record`)."""
@@ -140,6 +141,17 @@ class WireCodec:
         if flags & 0x20:
             return bool(self.dictionary) and body[2:6] == self._dictionary_id
         return True
+
+
+class _FieldsOnly(pickle.Unpickler):
+    """Unpickles numbers, text, None and tuples, and refuses anything that names a class or a function.
+
+    A leader's record (``messages.Result.view_record``) goes to every other leader as its leader made it;
+    search fields need no global, so a record that asks for one is refused instead of run.
+    """
+
+    def find_class(self, module: str, name: str) -> object:
+        raise ValueError(f"a wire record holds only numbers and text, not {module}.{name}")
 
 
 _ID = struct.Struct("<Q")

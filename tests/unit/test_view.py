@@ -10,7 +10,16 @@ from aiperf_mpi.graph.seeds import tiny_resnet
 from aiperf_mpi.search.bayesian import BayesianSearch, RandomSearch, SearchConfig
 from aiperf_mpi.search.history import FAILED, History, ModelRecord, graph_hash
 from aiperf_mpi.search.registry import candidate_parents
-from aiperf_mpi.search.view import MasterHistory, SearchView, ViewBounds, ViewIndex, WireCodec, wire_record
+from aiperf_mpi.search.view import (
+    MasterHistory,
+    SearchView,
+    ViewBounds,
+    ViewIndex,
+    WireCodec,
+    from_search_fields,
+    search_fields,
+    wire_record,
+)
 from tests.support.synthetic_objective import record
 
 SEED_JSON = to_json(tiny_resnet())
@@ -137,6 +146,21 @@ def test_the_master_takes_a_leaders_record_only_if_every_leader_can_decode_it() 
     assert not run.accepts(other.encode(fields)) and not WireCodec().accepts(run.encode(fields))
     assert not any(run.accepts(bad) for bad in (b"", b"x", b"\x78", b"\x78\x00rest", b"not zlib", "text"))
     assert run.decode(WireCodec().encode(fields)) == fields  # a stream without a dictionary decodes with one
+
+
+class _Runs:
+    def __reduce__(self):
+        return (print, ("a leader's record ran code",))
+
+
+def test_a_record_that_names_a_function_is_refused_not_run(capsys) -> None:
+    """Leaders relay each other's records: unpickling one may build numbers, text and tuples, nothing else."""
+    codec = WireCodec()
+    with pytest.raises(ValueError, match="only numbers and text"):
+        codec.decode(codec.encode(("fields", _Runs())))
+    assert "ran code" not in capsys.readouterr().out
+    record = make_record(3, 0.5, weights=True)
+    assert from_search_fields(3, codec.decode(codec.encode(search_fields(record))))[0].graph == record.graph
 
 
 def test_a_nan_accuracy_is_never_ranked() -> None:
