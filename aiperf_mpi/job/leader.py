@@ -50,7 +50,7 @@ from aiperf_mpi.search.history import TRAINED, ModelRecord, graph_hash
 from aiperf_mpi.search.hpo import WARMUP_ROUNDS, HParams, batch_choices
 from aiperf_mpi.search.predict import predict_final_accuracy
 from aiperf_mpi.search.registry import make_search, make_tuner
-from aiperf_mpi.search.view import SearchView
+from aiperf_mpi.search.view import SearchView, ViewUpdate
 
 PROPOSALS = 5
 """proposals per task at most: after this many Duplicate answers in a row the task fails"""
@@ -156,17 +156,25 @@ class Leader:
         while True:
             message = self.channel.recv()
             if isinstance(message, Stop):
-                self.view.apply(message.view)
+                self.apply(message.view)
                 self.runner.finish()
                 return
             if not isinstance(message, Work):
                 raise RuntimeError(f"leader of group {self.group} got an unexpected {type(message).__name__}")
-            self.view.apply(message.view)
+            self.apply(message.view)
             proposal = self.propose(message)
             if proposal is None:
                 continue
             task, outcome = self.train(message, proposal)
             self.report(message, proposal, task, outcome)
+
+    def apply(self, update: ViewUpdate) -> None:
+        """The master's view update into this group's view; a record that does not decode is said, once an update."""
+        before = self.view.unreadable
+        self.view.apply(update)
+        if self.view.unreadable > before:
+            print(f"aiperf_mpi: warning: group {self.group}: {self.view.unreadable - before} view record(s) did not "
+                  f"decode and were left out of its search ({self.view.last_unreadable})", flush=True)  # fmt: skip
 
     def should_stop(self) -> bool:
         return self.channel.stop_pending() or bool(self.external_stop())

@@ -446,15 +446,23 @@ class Master:
             epochs = runlog.parse_sent(message.epochs_text)
             if type(epochs) is not list or not all(type(epoch) is dict for epoch in epochs):
                 raise ValueError(f"task {message.task_id}: the epochs sent are not a list of objects")
+        parent, next_id = message.parent, self.history.next_id
+        if not (parent is None or (type(parent) is int and 0 <= parent < next_id)) or not all(
+                type(value) in (float, int, type(None)) for value in (message.accuracy, message.predicted_accuracy)):
+            raise ValueError(f"task {message.task_id}: parent {parent!r} is not an earlier model, or an accuracy is "
+                             "not a number")  # checked here, before model_done is written  # fmt: skip
         length, key = self._accepted.get(message.task_id, (-1, ""))
         body = message.view_record
-        if body and not (len(body) <= len(message.graph) + 1024 and self.history.codec.accepts(body)):
-            raise ValueError(f"task {message.task_id}: its view record is not a zlib stream of the run's codec")
-        if length != len(message.graph):  # not the graph the master accepted: rank 0 hashes and compresses it
-            key, body = "", b""
+        if length != len(message.graph) or not (type(body) is bytes and len(body) <= length + 1024
+                                                 and self.history.codec.accepts(body)):  # fmt: skip
+            # not the graph the master accepted, or a record whose header no leader could decode: rank 0
+            # compresses it (the leader's record only saves rank 0 that work) and hashes a graph not accepted
+            body = b""
+            if length != len(message.graph):
+                key = ""
         record = ModelRecord(
-            id=self.history.next_id,
-            parent=message.parent,
+            id=next_id,
+            parent=parent,
             graph=message.graph,
             status=TRAINED if epochs else FAILED,
             hparams=message.hparams,

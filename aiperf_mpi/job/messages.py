@@ -181,9 +181,10 @@ class Result:
     """the model's search fields compressed by the leader (``SearchView.own_record``), which rank 0 sends to
     every group as the model's view record after prefixing its id (``search.view.wire_record``), compressing
     nothing; b"" : rank 0 compresses them.  Rank 0 checks only the stream's header and dictionary
-    (``WireCodec.accepts``): a view record steers the other groups' searches and is never scored — the
-    score, the verifier and the report read the event log, whose ``model_done`` rank 0 writes from this
-    message's other fields"""
+    (``WireCodec.accepts``) and compresses a record that fails; a leader leaves out one that does not decode
+    into the seven search fields (numbers and text only: ``SearchView.apply``).  A view record steers the other
+    groups' searches and is never scored — the score, the verifier and the report read the event log, whose
+    ``model_done`` rank 0 writes from this message's other fields"""
 
     @property
     def trained(self) -> bool:

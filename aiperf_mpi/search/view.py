@@ -108,15 +108,18 @@ class WireCodec:
         return compressor.compress(data) + compressor.flush()
 
     def decode(self, blob: bytes) -> object:
+        """The value of a wire record's body, or ``ValueError``: a whole zlib stream (its checksum read) that
+        inflates to at most :data:`MAX_RECORD` bytes, and a pickle of numbers, text and tuples only."""
         try:
-            if self.dictionary:
-                decompressor = zlib.decompressobj(zdict=self.dictionary)
-                data = decompressor.decompress(blob) + decompressor.flush()
-            else:
-                data = zlib.decompress(blob)
+            decompressor = zlib.decompressobj(zdict=self.dictionary) if self.dictionary else zlib.decompressobj()
+            data = decompressor.decompress(blob, MAX_RECORD)
+            if decompressor.unconsumed_tail or not decompressor.eof:
+                raise ValueError("a wire record is cut short or inflates past its bound")
+            return _FieldsOnly(io.BytesIO(data)).load()
         except zlib.error as exc:
             raise ValueError(f"a wire record does not decode ({exc}): was its dictionary sent?") from None
-        return _FieldsOnly(io.BytesIO(data)).load()
+        except (pickle.UnpicklingError, EOFError, TypeError, IndexError, MemoryError) as exc:
+            raise ValueError(f"a wire record does not unpickle ({type(exc).__name__}: {exc})") from None
 
     def decode_record(self, record: bytes) -> tuple[int, tuple]:
         """A wire record's model id and search fields (:func:`wire_record`)."""
@@ -131,7 +134,9 @@ class WireCodec:
         dictionary than the run's would fail on every leader.  The body is
         not inflated here — that would cost rank 0 a fifth of compressing it;
         what a leader puts in its record only steers the search (the module
-        docstring of :mod:`aiperf_mpi.job.messages`, ``Result.view_record``).
+        docstring of :mod:`aiperf_mpi.job.messages`, ``Result.view_record``),
+        and a record that passes and still does not decode is left out by
+        each leader that receives it (:meth:`SearchView.apply`).
         """
         if type(body) is not bytes or len(body) < 2:
             return False
@@ -153,6 +158,9 @@ class _FieldsOnly(pickle.Unpickler):
     def find_class(self, module: str, name: str) -> object:
         raise ValueError(f"a wire record holds only numbers and text, not {module}.{name}")
 
+
+MAX_RECORD = 64 * 2**20
+"""bytes a wire record may inflate to (a ResNet-50's is ≈ 17 kB): a record that claims more is refused"""
 
 _ID = struct.Struct("<Q")
 """a wire record's first 8 bytes: the model's id, which only the master knows (it numbers models as they end)"""
@@ -178,8 +186,19 @@ def search_fields(record: ModelRecord, key: str | None = None) -> tuple:
             key or record.graph_hash)  # fmt: skip
 
 
+_FIELD_TYPES = ((int, type(None)), (str,), (str,), (float, int, type(None)), (float, int, type(None)), (str,), (str,))
+"""what each of :func:`search_fields` must be, read back: anything else is refused before the search sees it"""
+
+
 def from_search_fields(model_id: int, fields: tuple) -> tuple[ModelRecord, str]:
-    """A record with the fields :func:`search_fields` kept (the rest empty), and its graph hash."""
+    """A record with the fields :func:`search_fields` kept (the rest empty), and its graph hash.
+
+    ``ValueError`` unless ``fields`` is a tuple of the seven, each of its type (a leader relays the records
+    other leaders made: ``messages.Result.view_record``).
+    """
+    if type(fields) is not tuple or len(fields) != len(_FIELD_TYPES) or not all(
+            type(value) in types for value, types in zip(fields, _FIELD_TYPES, strict=False)):  # fmt: skip
+        raise ValueError(f"model {model_id}: a view record's fields are not the seven of search_fields")
     parent, graph, status, accuracy, predicted, weights, key = fields
     record = ModelRecord(id=model_id, parent=parent, graph=graph, status=status, accuracy=accuracy,
                          predicted_accuracy=predicted, weights=weights)  # fmt: skip
@@ -441,6 +460,9 @@ class SearchView:
         self._member_hashes: Counter[str] = Counter()
         self._known: OrderedDict[str, None] = OrderedDict()
         self.codec = WireCodec()
+        self.unreadable = 0
+        """records of the updates applied that did not decode, left out (:meth:`apply`)"""
+        self.last_unreadable = ""
 
     def __len__(self) -> int:
         return self._length
@@ -463,12 +485,22 @@ class SearchView:
         return self._index.ids()
 
     def apply(self, update: ViewUpdate) -> int:
-        """Add the records of an update and prune; returns how many were new."""
+        """Add the records of an update and prune; returns how many were new.
+
+        A record that does not decode (made by another group's leader and relayed as it was:
+        ``messages.Result.view_record``) is left out and counted in :attr:`unreadable`, with its error in
+        :attr:`last_unreadable`: the search sees one model fewer, the group goes on.
+        """
         if update.dictionary:
             self.codec = WireCodec(update.dictionary)
         added = 0
         for blob in update.records:
-            record, key = from_search_fields(*self.codec.decode_record(blob))
+            try:
+                record, key = from_search_fields(*self.codec.decode_record(blob))
+            except (ValueError, struct.error) as exc:
+                self.unreadable += 1
+                self.last_unreadable = str(exc)
+                continue
             if record.id in self._index:
                 continue
             self._add(record, key)

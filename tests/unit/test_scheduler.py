@@ -5,7 +5,9 @@ The same contract as tests/mpi/test_protocol.py, which runs it over MPI.
 
 import hashlib
 import json
+import pickle
 import re
+import zlib
 from collections import deque
 from dataclasses import replace
 from pathlib import Path
@@ -37,7 +39,7 @@ from aiperf_mpi.results.graphs import GraphFileError, read_graph, read_logged_gr
 from aiperf_mpi.results.score import score_run
 from aiperf_mpi.search.bayesian import SearchConfig
 from aiperf_mpi.search.history import ModelRecord
-from aiperf_mpi.search.view import MasterHistory, SearchView, wire_record
+from aiperf_mpi.search.view import MasterHistory, SearchView, ViewUpdate, wire_record
 from tests.support.fake_runner import FakeRunner
 from tests.support.local_run import logged_records, run_local, view_of
 
@@ -351,13 +353,13 @@ def test_a_leaders_forged_texts_change_nothing_on_the_master(tmp_path) -> None:
         with pytest.raises(ValueError):
             master.handle(0, replace(good, epochs_text=epochs_text))
         assert len(master.history) == 0 and master.tasks == {work.task_id: 0}
+    for forged in (replace(good, parent=0), replace(good, parent=True), replace(good, accuracy="0.9")):
+        with pytest.raises(ValueError, match="earlier model"):  # refused before model_done is written
+            master.handle(0, forged)
+        assert len(master.history) == 0 and master.tasks == {work.task_id: 0}
     body = SearchView(SearchConfig().view_bounds()).own_record(
         ModelRecord(id=-1, parent=None, graph=seed, accuracy=0.5))  # as the leader compresses it (leader.report)
-    for view_record in (b"not zlib", b"\x78\xbb" + body[2:], body + bytes(len(seed) + 1025)):  # not zlib; a dictionary
-        # the run has not; longer than a record of its graph can be
-        with pytest.raises(ValueError, match="view record"):
-            master.handle(0, replace(good, view_record=view_record))
-        assert len(master.history) == 0 and master.tasks == {work.task_id: 0}
+    assert all(not master.history.codec.accepts(bad) for bad in (b"not zlib", b"\x78\xbb" + body[2:]))
     [(_, next_work)] = master.handle(0, replace(good, view_record=body))
     assert len(master.history) == 1 and master.history.trained == 1
     assert next_work.view.records == [wire_record(0, body)]  # sent as the leader made it, rank 0 compressed nothing
@@ -369,6 +371,30 @@ def test_a_leaders_forged_texts_change_nothing_on_the_master(tmp_path) -> None:
     assert not events.truncated_tail
     assert [e["event"] for e in events.events] == [runlog.MODEL_PROPOSED, runlog.EPOCH, runlog.MODEL_DONE]
     assert events.events[2]["model"]["id"] == 0 and events.events[2]["model"]["epochs"] == [full_epoch(0.5)]
+
+
+def test_a_view_record_no_leader_could_decode_is_made_again_by_rank_0(tmp_path) -> None:
+    """The leader's record only saves rank 0 its compression: one whose header is wrong is dropped, not relayed,
+    and the group's model is in the next Work as rank 0 compressed it; one that passes the header but does not
+    decode is left out by each leader that receives it, which says so (SearchView.apply)."""
+    config = RunConfig(time_limit=100, seed_model="tiny", run_dir=str(tmp_path))
+    log = runlog.EventLog(tmp_path)
+    master = Master(config, log, MasterHistory(SearchConfig().view_bounds()), 1, tmp_path)
+    [(_, work)] = master.handle(0, Ready(0, 1, "host"))
+    seed = to_json(tiny_resnet())
+    master.handle(0, proposed(work.task_id, None, seed, {}, "seed", {}))
+    master.handle(0, epoch_done(work.task_id, full_epoch(0.5)))
+    [(_, next_work)] = master.handle(0, Result(work.task_id, None, seed, {}, [], 0.5, None, {"total": 1000}, {},
+                                               "seed", "epoch limit", "", {}, runlog.value_text([full_epoch(0.5)]),
+                                               b"\x78\xbbnot the run's dictionary"))  # fmt: skip
+    leader = SearchView(SearchConfig().view_bounds())
+    leader.apply(next_work.view)
+    assert leader[0].graph == seed and leader.unreadable == 0
+    undecodable = [next_work.view.records[0][:8] + zlib.compress(pickle.dumps(("three", "fields", "only")))]
+    leader = SearchView(SearchConfig().view_bounds())
+    assert leader.apply(ViewUpdate(undecodable + next_work.view.records[1:], 1)) == 0
+    assert leader.unreadable == 1 and "seven" in leader.last_unreadable and leader.ids() == []
+    log.close()
 
 
 def test_no_model_is_handed_out_whose_first_epoch_cannot_end_by_the_time_limit(tmp_path) -> None:

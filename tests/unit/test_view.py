@@ -1,6 +1,9 @@
 """The search's view: a leader's view equals the master's after every update, and the search cannot tell it
 from the whole history."""
 
+import pickle
+import zlib
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -11,6 +14,7 @@ from aiperf_mpi.search.bayesian import BayesianSearch, RandomSearch, SearchConfi
 from aiperf_mpi.search.history import FAILED, History, ModelRecord, graph_hash
 from aiperf_mpi.search.registry import candidate_parents
 from aiperf_mpi.search.view import (
+    MAX_RECORD,
     MasterHistory,
     SearchView,
     ViewBounds,
@@ -160,7 +164,15 @@ def test_a_record_that_names_a_function_is_refused_not_run(capsys) -> None:
         codec.decode(codec.encode(("fields", _Runs())))
     assert "ran code" not in capsys.readouterr().out
     record = make_record(3, 0.5, weights=True)
-    assert from_search_fields(3, codec.decode(codec.encode(search_fields(record))))[0].graph == record.graph
+    blob = codec.encode(search_fields(record))
+    assert from_search_fields(3, codec.decode(blob))[0].graph == record.graph
+    bomb = zlib.compress(pickle.dumps("x" * (MAX_RECORD + 1)))  # 64 kB that would inflate past the bound
+    for bad in (blob[:-4], blob[: len(blob) // 2], bomb):  # no checksum, cut short, a bomb: refused, not read
+        with pytest.raises(ValueError, match="wire record"):
+            codec.decode(bad)
+    for fields in (search_fields(record)[:3], (True, *search_fields(record)[1:]), [*search_fields(record)]):
+        with pytest.raises(ValueError, match="seven"):
+            from_search_fields(3, codec.decode(codec.encode(fields)))
 
 
 def test_a_nan_accuracy_is_never_ranked() -> None:
