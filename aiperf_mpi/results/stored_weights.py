@@ -55,8 +55,14 @@ def read_best_metadata(run_dir: Path) -> dict | None:
 
 
 def locate_weights(run_dir: Path, weights_file: str) -> Path | None:
-    """:func:`weights_location` on the disk: the path to read ``weights_file``'s weights from, or None."""
+    """:func:`weights_location` on the disk: the path to read ``weights_file``'s weights from, or None.
+
+    None too for a name that leaves the run directory (absolute, or with ``..``): the name comes from a
+    leader's message or a log, and what a run or an export reads as weights is the run's own.
+    """
     run_dir = Path(run_dir)
+    if Path(weights_file).is_absolute() or ".." in Path(weights_file).parts:
+        return None
     present = {name for name in (weights_file, BEST_MODEL) if name and (run_dir / name).is_file()}
     if weights_file in present:  # the common case: no metadata to read
         return run_dir / weights_file

@@ -43,3 +43,15 @@ def test_on_disk(tmp_path) -> None:
     (tmp_path / "best" / "metadata.json").write_text(json.dumps(HOLDS_IT))
     assert locate_weights(tmp_path, NPZ) == tmp_path / BEST_MODEL
     assert locate_weights(tmp_path, "weights/task-0.npz") is None
+
+
+def test_a_name_that_leaves_the_run_directory_is_nowhere(tmp_path) -> None:
+    """A weights name comes from a leader's message or a log: one that points outside the run is not read."""
+    run_dir = tmp_path / "run"
+    (run_dir / "weights").mkdir(parents=True)
+    outside = tmp_path / "elsewhere.npz"
+    outside.write_bytes(b"npz")
+    assert locate_weights(run_dir, str(outside)) is None
+    assert locate_weights(run_dir, "weights/../../elsewhere.npz") is None
+    (run_dir / NPZ).write_bytes(b"npz")
+    assert locate_weights(run_dir, NPZ) == run_dir / NPZ
