@@ -551,6 +551,22 @@ def retire_survivors() -> None:
     gc.freeze()
 
 
+REFUSED = (ValueError, TypeError, KeyError, AttributeError, IndexError)
+"""what a handler raises for a message it cannot take — a leader's bug, a forged or damaged message — having
+checked it before changing anything: the master loses that group, not the run (:func:`refuse`)"""
+
+
+def refuse(master: Master, group: int, message: object, exc: Exception) -> None:
+    """A message rank 0 cannot take ends its group's part in the run, as a dead node does: ``group_lost``.
+
+    Its running task is discarded and it gets nothing more; the other groups go on, and the run ends with the
+    exit status of a run that lost groups.  Before, one such message ended the whole run with a traceback.
+    """
+    reason = f"rank 0 could not take its {type(message).__name__}: {type(exc).__name__}: {exc}"
+    print(f"aiperf_mpi: warning: group {group}: {reason}", flush=True)
+    master.lose(group, [], reason[:2000])
+
+
 def _forget_lost(master: Master, transport: MasterTransport) -> None:
     """Tell the transport about groups lost since the last call (it sends them nothing more), and say so once."""
     for group in master.newly_lost:
@@ -597,7 +613,10 @@ def master_loop(
             item = transport.poll(0.001 if io.pending else 0.2)  # replies may be released any moment
             handled = 0
             while item is not None and handled < BATCH:  # a burst of messages shares one fsync
-                replies += master.handle(*item)
+                try:
+                    replies += master.handle(*item)
+                except REFUSED as exc:  # checked before it changed anything (the handlers): its group is lost
+                    refuse(master, *item, exc)
                 handled += 1
                 item = transport.poll(0.0) if handled < BATCH else None
                 if item is None:

@@ -125,6 +125,35 @@ def test_a_search_that_finds_no_child_fails_the_task_not_the_run(tmp_path, monke
     assert run.master.history.trained >= 3
 
 
+def test_a_message_rank_0_cannot_take_loses_its_group_not_the_run(tmp_path, monkeypatch) -> None:
+    """A leader's damaged or forged Result (here: a parent that is no earlier model) is refused before anything is
+    logged, and its group is lost as a dead node's is; the other group trains on and the run scores."""
+    import threading
+
+    from aiperf_mpi.job import leader as leader_module
+
+    made = {"count": 0}
+    lock = threading.Lock()
+
+    def damaged(*fields):
+        with lock:
+            made["count"] += 1
+            second = made["count"] == 2
+        result = Result(*fields)
+        return replace(result, parent=10**6) if second else result
+
+    monkeypatch.setattr(leader_module, "Result", damaged)
+    run = run_local(tmp_path, groups=2, time_limit=3.0)
+    assert run.outcome == "done" and run.master.lost_groups == 1
+    events = runlog.read_events(tmp_path).events
+    [lost] = [e for e in events if e["event"] == runlog.GROUP_LOST]
+    assert "could not take its Result" in lost["reason"] and "earlier model" in lost["reason"]
+    done = [e for e in events if e["event"] == runlog.MODEL_DONE]
+    assert lost["task"] not in {e["task"] for e in done}  # refused whole: no model_done for it
+    assert sum(e["group"] != lost["group"] for e in done) >= 2  # the other group went on
+    assert json.loads((tmp_path / "score.json").read_text())["score"] > 0
+
+
 # --------------------------------------------------------------------------- duplicates
 
 
