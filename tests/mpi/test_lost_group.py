@@ -28,7 +28,7 @@ from tests.support.lost_groups import START_CRASH, only_rates_of_freed_cores
 from tests.support.mpirun import mpi_env, mpi_vendor, mpirun_command
 
 pytestmark = [pytest.mark.slow, pytest.mark.horovod, pytest.mark.tf]
-TIME_LIMIT = 60
+TIME_LIMIT = 50
 OUTER_TIMEOUT = 420
 START_CRASH_RELAUNCHES = 4
 

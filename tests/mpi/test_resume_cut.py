@@ -1,4 +1,8 @@
-"""The real benchmark resumed from a log whose last line was cut off (a kill mid-write), twice."""
+"""The real benchmark resumed from a log whose last line was cut off (a kill mid-write).
+
+A clean log resumed is tests/mpi/test_run.py's second segment; this one's third run (a clean resume after the
+cut one) was left out to keep the CI under 30 minutes.
+"""
 
 import json
 
@@ -13,7 +17,7 @@ FAST = ["--seed-model", "tiny", "--max-epochs", "1", "--score-step", "10", "--pr
         "--monitor-interval", "5", "--peak-seconds", "1"]  # fmt: skip
 
 
-def test_a_log_cut_mid_line_is_resumed_twice_without_loss(tmp_path) -> None:
+def test_a_log_cut_mid_line_is_resumed_without_loss(tmp_path) -> None:
     run_dir = tmp_path / "run"
     log = run_dir / runlog.EVENTS_FILE
     first = run_mpi(3, ["-m", "aiperf_mpi", *FAST, "--time-limit", "20", "--run-dir", str(run_dir)], timeout=240)
@@ -49,12 +53,4 @@ def test_a_log_cut_mid_line_is_resumed_twice_without_loss(tmp_path) -> None:
     score = score_run(run_dir)
     assert written["score"] == pytest.approx(score.score, rel=1e-12) and score.segments == 2
     assert score.epochs >= len(epochs_before)
-
-    third = run_mpi(3, ["-m", "aiperf_mpi", "--resume", str(run_dir), "--time-limit", "12"], timeout=180)
-    assert third.returncode == 0, third.output
-    assert "cut line" not in third.output  # the log ended cleanly this time
-    final = runlog.read_events(run_dir)
-    assert not final.truncated_tail and final.events[: len(after.events)] == after.events
-    assert [e["segment"] for e in final.events if e["event"] == runlog.RUN_START] == [1, 2, 3]
-    assert score_run(run_dir).segments == 3
     assert (run_dir / "report" / "report.md").is_file()
