@@ -266,7 +266,6 @@ def simulate(groups: int, history_size: int, speed: float = 1.0, comm: MPI.Comm 
         upcoming = following()
         time.sleep(max(0.0, begin - time.perf_counter()))
         load = os.getloadavg()[0]
-        number = 0
         replies: list = []
         held = 0
         while upcoming is not None or io.pending or held:

@@ -197,7 +197,7 @@ def from_search_fields(model_id: int, fields: tuple) -> tuple[ModelRecord, str]:
     other leaders made: ``messages.Result.view_record``).
     """
     if type(fields) is not tuple or len(fields) != len(_FIELD_TYPES) or not all(
-            type(value) in types for value, types in zip(fields, _FIELD_TYPES, strict=False)):  # fmt: skip
+            type(value) in types for value, types in zip(fields, _FIELD_TYPES, strict=True)):  # fmt: skip
         raise ValueError(f"model {model_id}: a view record's fields are not the seven of search_fields")
     parent, graph, status, accuracy, predicted, weights, key = fields
     record = ModelRecord(id=model_id, parent=parent, graph=graph, status=status, accuracy=accuracy,
