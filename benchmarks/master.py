@@ -61,6 +61,7 @@ from aiperf_mpi.job.batchio import BatchIO
 from aiperf_mpi.job.master import BATCH, Master, retire_survivors
 from aiperf_mpi.job.messages import TAGS, EpochStarted, Ready, Result, epoch_done, proposed
 from aiperf_mpi.job.mllog import MLLogWriter
+from aiperf_mpi.job.wire import to_wire
 from aiperf_mpi.mpi.transport import MpiMasterTransport
 from aiperf_mpi.results import runlog
 from aiperf_mpi.search.bayesian import BayesianSearch, SearchConfig
@@ -251,9 +252,9 @@ def simulate(groups: int, history_size: int, speed: float = 1.0, comm: MPI.Comm 
                     tasks[target] = reply.task_id
 
         def send(released: list) -> None:
-            """What master_loop's transport does with the released replies: pickle them (mpi4py's isend)."""
+            """What master_loop's transport does with the released replies: pickle their wire tuples (isend)."""
             for _, reply, arrival in released:
-                sent["bytes"] += len(pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL))
+                sent["bytes"] += len(pickle.dumps(to_wire(reply), protocol=pickle.HIGHEST_PROTOCOL))
                 answered.append(time.perf_counter() - arrival)
 
         # as master_loop: take what has arrived (at most BATCH), hand the batch to the I/O thread, send what
@@ -372,7 +373,7 @@ def leaders_side(comm: MPI.Comm, pool: list[str], history_size: int) -> None:
         ahead = begin + (sent - PREFETCH) / rate - time.perf_counter()
         if ahead > 0:
             time.sleep(ahead)
-        data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+        data = pickle.dumps(to_wire(message), protocol=pickle.HIGHEST_PROTOCOL)  # as MpiLeaderChannel.send
         pending.append((comm.Isend([data, MPI.BYTE], dest=0, tag=TAGS[type(message)]), data))
         while pending and pending[0][0].Test():
             pending.popleft()

@@ -22,7 +22,8 @@ from collections import deque
 
 from mpi4py import MPI
 
-from aiperf_mpi.job.messages import TAGS, GroupLost, MonitorSample, Stop
+from aiperf_mpi.job.messages import TAGS, TO_LEADER, TO_MASTER, GroupLost, MonitorSample, Stop
+from aiperf_mpi.job.wire import WireFormatError, from_wire, to_wire
 from aiperf_mpi.mpi.faults import world_ranks
 
 MASTER = 0
@@ -61,7 +62,7 @@ class MpiMasterTransport:
         if group in self.lost:
             return
         try:
-            self._pending.append((group, self.comm.isend(message, dest=self.leaders[group],
+            self._pending.append((group, self.comm.isend(to_wire(message), dest=self.leaders[group],
                                                          tag=TAGS[type(message)])))  # fmt: skip
             if len(self._pending) >= self._limit:
                 self._pending = [(g, r) for g, r in self._pending if g not in self.lost and not r.Test()]
@@ -80,18 +81,34 @@ class MpiMasterTransport:
                 found = self.comm.Iprobe(source=MPI.ANY_SOURCE, tag=MPI.ANY_TAG, status=status)
                 if found:
                     source, tag = status.Get_source(), status.Get_tag()
-                    message = self.comm.recv(source=source, tag=tag)
+                    data = self.comm.recv(source=source, tag=tag)
             except MPI.Exception as exc:
                 self._failure(exc)
                 continue
             if found:
-                if source not in self.group_of or not isinstance(message, TAG_TYPES.get(tag, ())):
-                    raise RuntimeError(f"unexpected message {type(message).__name__} (tag {tag}) from rank {source}")
-                return self.group_of[source], message
+                return self._message(source, tag, data)
             if time.monotonic() >= deadline:
                 return None
             time.sleep(pause)
             pause = min(pause * 2, 0.05)
+
+    def _message(self, source: int, tag: int, data: object) -> tuple[int, object]:
+        """What arrived, as its tag's message; one that is not loses its group (the run goes on).
+
+        A rank that is not a leader, or a tag that is not a leader's message, is a broken job: the run
+        stops (``RuntimeError``).  A leader's message that does not rebuild is treated like one the master
+        cannot take (``master.refuse``): the group is lost, with the reason in the log.
+        """
+        kind = TAG_TYPES.get(tag)
+        group = self.group_of.get(source)
+        if group is None or kind not in TO_MASTER:
+            raise RuntimeError(f"unexpected message (tag {tag}) from rank {source}, which is not a group's leader"
+                               if group is None else f"unexpected message (tag {tag}) from rank {source}")  # fmt: skip
+        try:
+            return group, from_wire(kind, data)
+        except WireFormatError as exc:
+            self.lost.add(group)
+            return group, GroupLost([], f"rank {source} sent a {kind.__name__} rank 0 cannot read: {exc}")
 
     def close(self) -> None:
         """Wait for the sends under way, except those to lost groups (they may never complete)."""
@@ -143,16 +160,21 @@ class MpiLeaderChannel:
         self._held: deque = deque()
 
     def send(self, message: object) -> None:
-        self.comm.send(message, dest=MASTER, tag=TAGS[type(message)])
+        self.comm.send(to_wire(message), dest=MASTER, tag=TAGS[type(message)])
 
     def send_monitor(self, sample: MonitorSample) -> None:
         """From the monitor thread (needs MPI_THREAD_MULTIPLE): a small message, sent eagerly."""
-        self.comm.send(sample, dest=MASTER, tag=TAGS[MonitorSample])
+        self.comm.send(to_wire(sample), dest=MASTER, tag=TAGS[MonitorSample])
 
     def recv(self) -> object:
         if self._held:
             return self._held.popleft()
-        return self.comm.recv(source=MASTER, tag=MPI.ANY_TAG)
+        status = MPI.Status()
+        data = self.comm.recv(source=MASTER, tag=MPI.ANY_TAG, status=status)
+        kind = TAG_TYPES.get(status.Get_tag())
+        if kind not in TO_LEADER:
+            raise RuntimeError(f"unexpected message (tag {status.Get_tag()}) from rank 0")
+        return from_wire(kind, data)
 
     def hold(self, messages: list) -> None:
         """Put received messages back, in order, ahead of anything not yet received."""

@@ -1,7 +1,8 @@
 """The real job (master, leaders, transport, search, tuner, log, score) with fake training.
 
 Usage: fake_run.py RUN_DIR GROUP_SIZE TIME_LIMIT [SLOW_GROUP] [FAIL_TASK]
-(FAKE_RUN_CONFIG in the environment: a JSON object of further run options)
+(FAKE_RUN_CONFIG in the environment: a JSON object of further run options; FAKE_RUN_GARBLE: a world rank
+whose leader sends its first EpochDone in a form rank 0 cannot read, as a broken or forged leader would)
 Prints, from each leader, its final view of the history as JSON for comparison.
 """
 
@@ -14,7 +15,9 @@ from mpi4py import MPI
 from aiperf_mpi.__main__ import end_of_run_hooks
 from aiperf_mpi.config import load_config
 from aiperf_mpi.job import leader as leader_module
+from aiperf_mpi.job.messages import TAGS, EpochDone
 from aiperf_mpi.mpi import run as run_module
+from aiperf_mpi.mpi import transport as transport_module
 from aiperf_mpi.mpi.guard import run_guarded
 from aiperf_mpi.mpi.run import TrainingBackend, run_benchmark
 from aiperf_mpi.search.bayesian import SearchConfig
@@ -40,6 +43,8 @@ def rank_main(comm: MPI.Comm) -> int:
         return original(*args, view=view, **kwargs)
 
     run_module.leader_loop = recording_loop
+    if os.environ.get("FAKE_RUN_GARBLE") == str(comm.Get_rank()):
+        garble_first_epoch_done()
 
     def factory(hvd, group_comm, source, cfg, directory):
         group = comm.Get_rank()  # identifies the leader; FakeRunner only uses it for slowness
@@ -50,6 +55,22 @@ def rank_main(comm: MPI.Comm) -> int:
         members = {i: [view[i].graph, view[i].accuracy, view[i].weights] for i in view.ids()}
         print("VIEW " + json.dumps({"rank": comm.Get_rank(), "length": len(view), "members": members}), flush=True)
     return status
+
+
+def garble_first_epoch_done() -> None:
+    """This leader's first EpochDone goes out as a tuple of the wrong length, under EpochDone's tag."""
+    channel = transport_module.MpiLeaderChannel
+    send = channel.send
+    garbled = []
+
+    def garbling(self, message):
+        if isinstance(message, EpochDone) and not garbled:
+            garbled.append(message)
+            self.comm.send(("not", "an", "epoch"), dest=transport_module.MASTER, tag=TAGS[EpochDone])
+            return
+        send(self, message)
+
+    channel.send = garbling
 
 
 if __name__ == "__main__":

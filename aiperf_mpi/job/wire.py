@@ -1,0 +1,98 @@
+"""The job's messages on the MPI wire: a tuple of each dataclass's fields, not the pickled dataclass.
+
+mpi4py pickles what it sends.  A pickled dataclass names its class, and
+unpickling it looks the class up through the import machinery
+(``find_class``: ``__import__`` of its module, then the attribute) and sets
+its state field by field; in the master bench at 65,536 groups that was most
+of what receiving a message cost rank 0 (BENCHMARKS.md, the master).  A tuple
+of numbers, text, bytes, lists and dicts unpickles with no lookup, and the
+MPI tag already says which message it is (:data:`~aiperf_mpi.job.messages.TAGS`).
+So each side sends :func:`to_wire` of a message and rebuilds it with
+:func:`from_wire` and the tag.  A field holding another message (an
+EpochDone's ``next_start``, a Work's or Stop's ``view``) travels as a nested
+tuple.  The local transport (threads of one process) passes the objects
+themselves and uses neither.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields, is_dataclass
+from operator import attrgetter
+
+from aiperf_mpi.job.messages import TAGS, EpochDone, EpochStarted, Stop, Work
+from aiperf_mpi.search.view import ViewUpdate
+
+
+class WireFormatError(ValueError):
+    """What arrived is not the message its tag names (a tuple of that many fields)."""
+
+
+class _Shape:
+    """One message class's fields in order, and which of them hold a nested message."""
+
+    def __init__(self, kind: type, nested: dict[str, type]) -> None:
+        self.kind = kind
+        self.names = tuple(f.name for f in fields(kind))
+        self.nested = tuple((self.names.index(name), inner) for name, inner in nested.items())
+        getter = attrgetter(*self.names)
+        # attrgetter of one name returns the value, not a 1-tuple
+        self.values = getter if len(self.names) > 1 else lambda message: (getter(message),)
+
+
+def _shapes() -> dict[type, _Shape]:
+    nested: dict[type, dict[str, type]] = {EpochDone: {"next_start": EpochStarted}, Work: {"view": ViewUpdate},
+                                           Stop: {"view": ViewUpdate}}  # fmt: skip
+    shapes = {kind: _Shape(kind, nested.get(kind, {})) for kind in [*TAGS, ViewUpdate]}
+    for shape in shapes.values():  # every message field that is a dataclass must be declared nested above
+        assert all(inner in shapes for _, inner in shape.nested)
+    return shapes
+
+
+SHAPES = _shapes()
+"""Per message class (and the nested ViewUpdate): built once at import, never changed"""
+
+
+def to_wire(message: object) -> tuple:
+    """The message's fields in their declared order; a nested message as its own tuple, None as None."""
+    shape = SHAPES[type(message)]
+    values = shape.values(message)
+    if not shape.nested:
+        return values
+    values = list(values)
+    for index, _ in shape.nested:
+        inner = values[index]
+        if inner is not None:
+            values[index] = to_wire(inner)
+    return tuple(values)
+
+
+def from_wire(kind: type, data: object) -> object:
+    """The ``kind`` message whose :func:`to_wire` is ``data``; :class:`WireFormatError` if it cannot be.
+
+    The fields are set without calling the dataclass's ``__init__`` (a frozen one sets each through
+    ``object.__setattr__``: 2 µs a message), after the count is checked, so a message is built from exactly its
+    fields.  Their values are not checked here: the master checks what it reads, as it did of a pickled message.
+    """
+    shape = SHAPES.get(kind)
+    if shape is None:
+        raise WireFormatError(f"{getattr(kind, '__name__', kind)!r} is not a message")
+    if type(data) is not tuple or len(data) != len(shape.names):
+        raise WireFormatError(f"a {kind.__name__} is a tuple of its {len(shape.names)} fields, not "
+                              f"{_describe(data)}")  # fmt: skip
+    if shape.nested:
+        values = list(data)
+        for index, inner in shape.nested:
+            if values[index] is not None:
+                values[index] = from_wire(inner, values[index])
+        data = tuple(values)
+    message = object.__new__(kind)
+    message.__dict__.update(zip(shape.names, data, strict=True))
+    return message
+
+
+def _describe(data: object) -> str:
+    if type(data) is tuple:
+        return f"a tuple of {len(data)}"
+    if is_dataclass(data):
+        return f"a pickled {type(data).__name__}"
+    return f"a {type(data).__name__}"
