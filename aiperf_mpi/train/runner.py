@@ -58,20 +58,15 @@ class GroupRunner:
 
     def _execute(self, task: Task, on_epoch, should_stop, on_epoch_start=None) -> Outcome:
         from aiperf_mpi.train.trainer import TrialFailed
-        from aiperf_mpi.train.transfer import read_weights, save_weights
+        from aiperf_mpi.train.transfer import save_weights
 
         started = time.monotonic()
         parent = None
         note = ""
         if self.comm.Get_rank() == 0 and task.parent_weights:
-            # the .npz, or best/model.keras once a previous segment's end exported the parent and removed its .npz
-            path = locate_weights(self.run_dir, task.parent_weights)
-            if path is not None:
-                parent = (read_weights(path), task.plan)
-                if path.suffix == ".keras":
-                    note = f"parent weights {task.parent_weights} read from {path.relative_to(self.run_dir)}"
-            else:
-                note = f"parent weights {task.parent_weights} not readable here: trained from scratch"
+            weights, note = read_parent_weights(self.run_dir, task.parent_weights)
+            if weights is not None:
+                parent = (weights, task.plan)
         epochs: list[dict] = []
 
         def collect(result) -> None:
@@ -96,3 +91,27 @@ class GroupRunner:
         if note:
             timings["note"] = note
         return Outcome(epochs, result.stop_reason, weights_file, None, timings)
+
+
+def read_parent_weights(run_dir: Path, name: str) -> tuple[dict | None, str]:
+    """A parent's weights for its child (None: train from scratch) and a note for the model's timings.
+
+    The ``.npz``, or ``best/model.keras`` once a previous segment's end exported the parent and removed its
+    ``.npz``.  A file that is missing or cannot be read — truncated by a full disk, damaged, or not weights at
+    all — costs the child its inheritance, not the run: this runs on the group's first rank alone, while the
+    others wait in the trainer's first collective, so an exception here would leave them waiting until the
+    whole job was aborted.
+    """
+    from aiperf_mpi.train.transfer import read_weights
+
+    path = locate_weights(run_dir, name)
+    if path is None:
+        return None, f"parent weights {name} not readable here: trained from scratch"
+    try:
+        weights = read_weights(path)
+    except Exception as exc:  # noqa: BLE001 — any reader's error: zipfile, numpy, Keras, the OS
+        reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+        return None, f"parent weights {name} could not be read ({reason}): trained from scratch"
+    if path.suffix == ".keras":
+        return weights, f"parent weights {name} read from {path.relative_to(run_dir)}"
+    return weights, ""

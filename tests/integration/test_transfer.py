@@ -71,3 +71,25 @@ def test_a_plan_that_does_not_fit_is_an_error() -> None:
     parent = build_keras_model(tiny_resnet(width=8))
     with pytest.raises(TransferError):
         transfer_weights(parent, build_keras_model(morphed.graph), morphed.plan)
+
+
+def test_a_parent_weights_file_that_cannot_be_read_costs_the_child_its_inheritance_not_the_run(tmp_path) -> None:
+    """Read on the group's first rank alone: an error there would strand the others in the trainer's collective."""
+    from aiperf_mpi.train.runner import read_parent_weights
+    from aiperf_mpi.train.transfer import model_weights, save_weights
+
+    weights = model_weights(build_keras_model(tiny_resnet(8, 3, 4)))
+    (tmp_path / "weights").mkdir()
+    save_weights(tmp_path / "weights/task-1.npz", weights)
+    read, note = read_parent_weights(tmp_path, "weights/task-1.npz")
+    assert note == "" and read.keys() == weights.keys()
+    assert all(np.array_equal(a, b) for name in weights for a, b in zip(read[name], weights[name], strict=True))
+
+    whole = (tmp_path / "weights/task-1.npz").read_bytes()
+    for damage in (whole[: len(whole) // 2], b"not a zip file", b""):  # a full disk, another file, nothing
+        (tmp_path / "weights/task-2.npz").write_bytes(damage)
+        read, note = read_parent_weights(tmp_path, "weights/task-2.npz")
+        assert read is None and note.startswith("parent weights weights/task-2.npz could not be read (")
+        assert note.endswith("): trained from scratch") and "\n" not in note
+    read, note = read_parent_weights(tmp_path, "weights/task-3.npz")
+    assert read is None and note == "parent weights weights/task-3.npz not readable here: trained from scratch"
