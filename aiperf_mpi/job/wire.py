@@ -12,10 +12,17 @@ So each side sends :func:`to_wire` of a message and rebuilds it with
 EpochDone's ``next_start``, a Work's or Stop's ``view``) travels as a nested
 tuple.  The local transport (threads of one process) passes the objects
 themselves and uses neither.
+
+Rank 0 unpickles what a leader sent with :func:`plain_loads`, which refuses
+any stream that names a class or a function: a leader that is broken or
+forged cannot make rank 0 build an object, let alone run code (mpi4py's own
+``recv`` would unpickle anything).
 """
 
 from __future__ import annotations
 
+import io
+import pickle
 from dataclasses import fields, is_dataclass
 from operator import attrgetter
 
@@ -25,6 +32,28 @@ from aiperf_mpi.search.view import ViewUpdate
 
 class WireFormatError(ValueError):
     """What arrived is not the message its tag names (a tuple of that many fields)."""
+
+
+class _PlainOnly(pickle.Unpickler):
+    """Numbers, text, bytes, None, lists, tuples and dicts; a stream that names any global is refused."""
+
+    def find_class(self, module: str, name: str) -> object:
+        raise WireFormatError(f"it names {module}.{name}: a message holds numbers, text, bytes, lists, tuples and "
+                              "dicts only")  # fmt: skip
+
+
+def plain_loads(data: bytes | bytearray) -> object:
+    """What a leader sent, unpickled without building any object but plain values; :class:`WireFormatError` if not.
+
+    ≈ 2 µs more a message than ``pickle.loads`` (the unpickler object): the price of rank 0 not running what a
+    leader's bytes ask for.
+    """
+    try:
+        return _PlainOnly(io.BytesIO(data)).load()
+    except WireFormatError:
+        raise
+    except Exception as exc:  # noqa: BLE001 — whatever a damaged stream raises: it is that leader's, not the run's
+        raise WireFormatError(f"not a pickle of plain values ({type(exc).__name__}: {exc})"[:500]) from None
 
 
 class _Shape:
@@ -77,7 +106,7 @@ def from_wire(kind: type, data: object) -> object:
     if shape is None:
         raise WireFormatError(f"{getattr(kind, '__name__', kind)!r} is not a message")
     if type(data) is not tuple or len(data) != len(shape.names):
-        raise WireFormatError(f"a {kind.__name__} is a tuple of its {len(shape.names)} fields, not "
+        raise WireFormatError(f"{kind.__name__} is a tuple of its {len(shape.names)} fields, not "
                               f"{_describe(data)}")  # fmt: skip
     if shape.nested:
         values = list(data)

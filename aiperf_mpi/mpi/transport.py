@@ -23,7 +23,7 @@ from collections import deque
 from mpi4py import MPI
 
 from aiperf_mpi.job.messages import TAGS, TO_LEADER, TO_MASTER, GroupLost, MonitorSample, Stop
-from aiperf_mpi.job.wire import WireFormatError, from_wire, to_wire
+from aiperf_mpi.job.wire import WireFormatError, from_wire, plain_loads, to_wire
 from aiperf_mpi.mpi.faults import world_ranks
 
 MASTER = 0
@@ -80,7 +80,8 @@ class MpiMasterTransport:
 
         The master calls this for every message of every group: its Python is kept to what a found
         message needs — one Status reused, positional MPI calls, the clock read only when nothing came —
-        which took it from ≈ 8 to ≈ 6 µs a small message here, MPI and unpickling ≈ 2.5 of them (BENCHMARKS.md).
+        which took it from ≈ 8 to ≈ 6 µs a small message here, MPI and unpickling ≈ 2.5 of them (BENCHMARKS.md);
+        the restricted unpickling (:func:`~aiperf_mpi.job.wire.plain_loads`) costs ≈ 2 µs of that back.
         """
         comm, status = self.comm, self._status
         deadline = None
@@ -91,7 +92,9 @@ class MpiMasterTransport:
             try:
                 if comm.Iprobe(ANY_SOURCE, ANY_TAG, status):
                     source, tag = status.source, status.tag
-                    return self._message(source, tag, comm.recv(None, source, tag))
+                    data = bytearray(status.Get_count(MPI.BYTE))  # the pickle's bytes, unpickled by _message
+                    comm.Recv([data, MPI.BYTE], source, tag)
+                    return self._message(source, tag, data)
             except MPI.Exception as exc:
                 self._failure(exc)
                 continue
@@ -103,23 +106,26 @@ class MpiMasterTransport:
             time.sleep(pause)
             pause = min(pause * 2, 0.05)
 
-    def _message(self, source: int, tag: int, data: object) -> tuple[int, object]:
+    def _message(self, source: int, tag: int, data: bytearray) -> tuple[int, object]:
         """What arrived, as its tag's message; one that is not loses its group (the run goes on).
 
-        A rank that is not a leader, or a tag that is not a leader's message, is a broken job: the run
-        stops (``RuntimeError``).  A leader's message that does not rebuild is treated like one the master
-        cannot take (``master.refuse``): the group is lost, with the reason in the log.
+        A rank that is not a leader is a broken job: the run stops (``RuntimeError``).  A leader's message
+        under a tag no leader sends, or that does not unpickle to plain values (:func:`plain_loads`) and
+        rebuild as its tag's message, is treated like one the master cannot take (``master.refuse``): the
+        group is lost, with the reason in the log.
         """
-        kind = FROM_LEADERS.get(tag)
         group = self.group_of.get(source)
-        if group is None or kind is None:
-            raise RuntimeError(f"unexpected message (tag {tag}) from rank {source}, which is not a group's leader"
-                               if group is None else f"unexpected message (tag {tag}) from rank {source}")  # fmt: skip
+        if group is None:
+            raise RuntimeError(f"unexpected message (tag {tag}) from rank {source}, which is not a group's leader")
+        kind = FROM_LEADERS.get(tag)
         try:
-            return group, from_wire(kind, data)
+            if kind is None:
+                raise WireFormatError(f"tag {tag} is no message a leader sends")
+            return group, from_wire(kind, plain_loads(data))
         except WireFormatError as exc:
             self.lost.add(group)
-            return group, GroupLost([], f"rank {source} sent a {kind.__name__} rank 0 cannot read: {exc}")
+            return group, GroupLost([], f"rank {source} sent an unreadable {getattr(kind, '__name__', 'message')}: "
+                                        f"{exc}")  # fmt: skip
 
     def close(self) -> None:
         """Wait for the sends under way, except those to lost groups (they may never complete)."""

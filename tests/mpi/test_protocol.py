@@ -96,7 +96,7 @@ def test_a_message_rank_0_cannot_read_costs_its_group_not_the_run(tmp_path) -> N
     assert "group 2 on" in output and "lost" in output, output
     events = runlog.read_events(run_dir).events
     [lost] = [e for e in events if e["event"] == runlog.GROUP_LOST]
-    assert lost["group"] == 2 and "EpochDone rank 0 cannot read" in lost["reason"], lost
+    assert lost["group"] == 2 and "rank 3 sent an unreadable EpochDone" in lost["reason"], lost
     assert "tuple of its 4 fields, not a tuple of 3" in lost["reason"], lost
     assert not any(e["event"] == runlog.EPOCH and e["group"] == 2 for e in events)
     assert {e["group"] for e in events if e["event"] == runlog.MODEL_DONE} == {0, 1}

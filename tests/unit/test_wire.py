@@ -20,7 +20,7 @@ from aiperf_mpi.job.messages import (
     epoch_done,
     proposed,
 )
-from aiperf_mpi.job.wire import SHAPES, WireFormatError, from_wire, to_wire
+from aiperf_mpi.job.wire import SHAPES, WireFormatError, from_wire, plain_loads, to_wire
 from aiperf_mpi.search.view import ViewUpdate
 
 EPOCH = {"epoch": 1, "train_loss": 1.5, "val_accuracy": 0.5, "start": 1.7e9, "end": 1.7e9 + 60, "ops": 10**15,
@@ -84,3 +84,29 @@ def test_what_is_not_the_tags_message_is_refused_with_a_reason() -> None:
         from_wire(EpochDone, (9, {}, (9, 2), ""))
     with pytest.raises(WireFormatError, match="not a message"):
         from_wire(dict, ())
+
+
+class Payload:
+    def __reduce__(self):
+        return (print, ("rank 0 ran a leader's code",))
+
+
+@pytest.mark.parametrize("message", MESSAGES, ids=lambda m: type(m).__name__)
+def test_rank_0s_unpickler_reads_every_message_as_sent(message) -> None:
+    data = bytearray(pickle.dumps(to_wire(message), protocol=pickle.HIGHEST_PROTOCOL))  # as the transport receives it
+    assert from_wire(type(message), plain_loads(data)) == message
+
+
+def test_rank_0s_unpickler_runs_nothing_and_reads_no_object(capsys) -> None:
+    """mpi4py's recv would unpickle anything: a forged leader's payload would run on rank 0, a class be built."""
+    for forged in (Payload(), (9, Payload()), EpochStarted(9, 1, 1.7e9, 256), pytest):
+        try:
+            data = pickle.dumps(forged, protocol=pickle.HIGHEST_PROTOCOL)
+        except TypeError:  # a module does not pickle: its name does, as a global
+            data = b"\x80\x04\x95\x12\x00\x00\x00\x00\x00\x00\x00\x8c\x06pytest\x94\x8c\x04main\x94\x93\x94."
+        with pytest.raises(WireFormatError, match="it names|not a pickle"):
+            plain_loads(data)
+    assert capsys.readouterr().out == ""
+    for junk in (b"", b"\x80\x05", b"not a pickle", bytes(range(256))):
+        with pytest.raises(WireFormatError, match="not a pickle of plain values"):
+            plain_loads(junk)
