@@ -21,6 +21,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import math
+import numbers
 import os
 import re
 import time
@@ -199,6 +200,8 @@ class Master:
         if isinstance(message, Proposed):
             return [(group, self._proposed(group, message))]
         if isinstance(message, Ready):
+            if type(message.ranks) is not int or type(message.host) is not str or len(message.host) > 255:
+                raise ValueError("a Ready's ranks must be a number and its host a name")  # logged in group_lost later
             state.ranks, state.host = message.ranks, message.host
             if message.peak is not None:
                 self.log.write(runlog.PEAK, sync=True, group=group, host=message.host, **message.peak)
@@ -412,10 +415,11 @@ class Master:
     def _epoch(self, group: int, message: EpochDone) -> None:
         state = self.state[group]
         if message.members:  # the leader encoded the epoch (messages.epoch_done): checked, then joined
-            epoch = self.log.write_encoded(runlog.EPOCH, message.members, sync=True, flush=False,
+            given = _numbers_rank_0_sums(runlog.parse_members(runlog.EPOCH, message.members))
+            epoch = self.log.write_encoded(runlog.EPOCH, message.members, given=given, sync=True, flush=False,
                                            task=message.task_id, group=group)  # fmt: skip
         else:
-            epoch = message.epoch
+            epoch = _numbers_rank_0_sums(message.epoch)
             self.log.write(runlog.EPOCH, sync=True, flush=False, task=message.task_id, group=group, **epoch)
         if message.task_id == state.task and epoch.get("epoch") == 1:
             state.first_epoch_cost = self.clock() - state.handed_out
@@ -519,6 +523,31 @@ ALL_LOST = "all groups lost"
 """the run_stop reason when every group was lost before the time limit (the window is still the time limit)"""
 
 
+OPS_LIMIT = 2**63
+"""operations one epoch may claim (int64, as every reader's arrays hold them): 10⁵ × an ImageNet epoch of ResNet-50"""
+
+
+def _numbers_rank_0_sums(epoch: dict) -> dict:
+    """``epoch``, if rank 0 can do its own arithmetic on it (``ValueError`` before anything is written, if not).
+
+    The schema says only "a number": a 400-digit ``ops`` passed it, and rank 0's progress line then failed to
+    divide the run's sum by a float, outside any handler — one forged epoch ended the run.  So ``ops`` is an
+    int in [0, 2⁶³), and each other number rank 0 reads is one a float can hold (whether it is plausible is
+    the verifier's question, not rank 0's).
+    """
+    if type(epoch) is not dict:
+        raise ValueError("an epoch is one JSON object")
+    ops = epoch.get("ops")
+    if not (type(ops) is int or (isinstance(ops, numbers.Integral) and not isinstance(ops, bool))) \
+            or not 0 <= ops < OPS_LIMIT:  # fmt: skip
+        raise ValueError(f"an epoch's ops must be an integer in [0, 2**63), got {str(ops)[:40]}")
+    for name in ("start", "end", "val_accuracy"):
+        value = epoch.get(name)
+        if type(value) is int and abs(value) >= OPS_LIMIT:
+            raise ValueError(f"an epoch's {name} is beyond what a float holds: {str(value)[:40]}…")
+    return epoch
+
+
 def _lineage(message: Proposed) -> dict:
     """The proposal's lineage fields for ``model_proposed``: ``morphs`` (a child) or ``seed`` (the seed), if sent."""
     return {name: value for name, value in (("morphs", message.morphs), ("seed", message.seed)) if value is not None}
@@ -551,9 +580,11 @@ def retire_survivors() -> None:
     gc.freeze()
 
 
-REFUSED = (ValueError, TypeError, KeyError, AttributeError, IndexError)
+REFUSED = (ValueError, TypeError, KeyError, AttributeError, IndexError, OverflowError, RecursionError)
 """what a handler raises for a message it cannot take — a leader's bug, a forged or damaged message — having
-checked it before changing anything: the master loses that group, not the run (:func:`refuse`)"""
+checked it before changing anything: the master loses that group, not the run (:func:`refuse`).  The last two
+are a net: a number too large for a float, a list that holds itself (the log's encoder recurses), which the
+handlers' own checks are meant to stop first"""
 
 
 def refuse(master: Master, group: int, message: object, exc: Exception) -> None:

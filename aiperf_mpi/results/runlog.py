@@ -17,6 +17,7 @@ line aside, so the log stays one JSON object per line.
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -201,7 +202,15 @@ def parse_sent(text: str) -> object:
             return _fast_loads(text)
         except ValueError:  # orjson.JSONDecodeError is one
             pass
-    return json.loads(text, parse_constant=_no_constant)
+    return json.loads(text, parse_constant=_no_constant, parse_float=_finite)
+
+
+def _finite(text: str) -> float:
+    """A JSON number with a fraction or exponent, refused where it overflows a float (``1e400``: infinity)."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text[:40]} is not a number a log line may hold (it overflows a float)")
+    return value
 
 
 def parse_members(event: str, members: str) -> dict:

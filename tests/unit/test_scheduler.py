@@ -275,6 +275,47 @@ def full_epoch(accuracy: float, start: float = 0.0, end: float = 1.0) -> dict:
             "compute": 1.0, "evaluation": 0.0, "learning_rate": 0.1}  # fmt: skip
 
 
+@pytest.mark.parametrize(
+    "forged",
+    [{"ops": 10**400}, {"ops": -1}, {"ops": 2**63}, {"ops": 1.5e15}, {"end": 10**400}, {"val_accuracy": -(10**400)}],
+    ids=["ops-400-digits", "ops-negative", "ops-2**63", "ops-float", "end-400-digits", "accuracy-huge-int"],
+)
+@pytest.mark.parametrize("encoded", [True, False], ids=["leader-encoded", "dict"])
+def test_an_epoch_whose_numbers_rank_0_cannot_sum_is_refused_before_a_byte_is_written(tmp_path, forged, encoded):
+    """A 400-digit ops passed the schema ("a number") and then broke rank 0's progress line outside any handler."""
+    from aiperf_mpi.job.master import REFUSED
+
+    config = RunConfig(time_limit=100, seed_model="tiny", run_dir=str(tmp_path))
+    log = runlog.EventLog(tmp_path)
+    master = Master(config, log, MasterHistory(SearchConfig().view_bounds()), 1, tmp_path)
+    [(_, work)] = master.handle(0, Ready(0, 1, "host"))
+    epoch = {**full_epoch(0.5), **forged}
+    message = EpochDone(work.task_id, {}, None, runlog.value_text(epoch)) if encoded else EpochDone(work.task_id, epoch)
+    log.sync()
+    before = (tmp_path / runlog.EVENTS_FILE).read_bytes()
+    with pytest.raises(REFUSED, match="ops must be an integer|beyond what a float holds"):
+        master.handle(0, message)
+    log.sync()
+    assert (tmp_path / runlog.EVENTS_FILE).read_bytes() == before and master.ops_done == 0
+    master.progress_line()  # what broke before
+
+
+def test_a_ready_whose_host_is_not_a_name_is_refused_so_that_losing_the_group_can_be_logged(tmp_path) -> None:
+    config = RunConfig(time_limit=100, seed_model="tiny", run_dir=str(tmp_path))
+    master = Master(config, runlog.EventLog(tmp_path), MasterHistory(SearchConfig().view_bounds()), 1, tmp_path)
+    with pytest.raises(ValueError, match="host a name"):
+        master.handle(0, Ready(0, 1, 5))  # type: ignore[arg-type]
+    master.lose(0, [], "refused")  # as master_loop's refuse does next: group_lost must still be writable
+    assert [e["host"] for e in runlog.read_events(tmp_path).events if e["event"] == runlog.GROUP_LOST] == [""]
+
+
+def test_a_sent_number_that_overflows_a_float_is_refused() -> None:
+    for text in ('{"end": 1e400}', "[-1e400]", '{"a": NaN}'):
+        with pytest.raises(ValueError, match="not a number a log line may hold"):
+            runlog.parse_sent(text)
+    assert runlog.parse_sent('{"ops": 1e308, "n": -12}') == {"ops": 1e308, "n": -12}  # the largest finite
+
+
 def epochs_of(message: Result) -> list[dict]:
     """A Result's epochs, sent as the log's text (a leader's) or as dicts."""
     return json.loads(message.epochs_text) if message.epochs_text else message.epochs
