@@ -322,7 +322,17 @@ class GroupTrainer:
         model = build_keras_model(tuned, dtype=precision_policy(config.precision))
         fresh: list[str] = []
         if self.rank == 0 and parent is not None:
-            fresh = transfer_weights(parent[0], model, parent[1])
+            try:
+                fresh = transfer_weights(parent[0], model, parent[1])
+            except Exception as exc:  # noqa: BLE001 — arrays that do not fit: a damaged, forged or foreign file
+                # on this rank alone, while the others wait in the broadcast below: failing the trial here left
+                # them there until the agreement's timeout ended the run.  The child starts from scratch instead
+                # (a transfer may have set some layers before it failed), every layer counted fresh
+                print(f"aiperf_mpi: warning: rank {MPI.COMM_WORLD.Get_rank()}: the parent's weights do not fit "
+                      f"this child ({type(exc).__name__}: {str(exc)[:200]}); it trains from scratch", flush=True)
+                keras.utils.set_random_seed(config.seed)
+                model = build_keras_model(tuned, dtype=precision_policy(config.precision))
+                fresh = [layer.name for layer in model.layers if layer.weights]
         self._broadcast(model)
 
         batch = hparams.batch_size

@@ -81,28 +81,6 @@ def test_a_failed_trial_is_recorded_and_the_run_still_scores(tmp_path) -> None:
     assert (run_dir / "score.json").exists()
 
 
-def test_a_message_rank_0_cannot_read_costs_its_group_not_the_run(tmp_path) -> None:
-    """A leader's EpochDone that is not one (wrong shape on the wire): its group is lost, the others score on."""
-    from aiperf_mpi.errors import EXIT_GROUPS_LOST
-
-    run_dir = tmp_path / "run"
-    env = mpi_env({"FAKE_RUN_GARBLE": "3"})  # rank 3 leads group 2 (groups of one rank each)
-    proc = subprocess.Popen(mpirun_command(4, [sys.executable, SCRIPT, str(run_dir), "1", "6"], None),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-                            start_new_session=True)  # fmt: skip
-    code, output = finish(proc, timeout=120)
-    # its leader still waits for an answer: rank 0 ends the job with MPI_Abort once the score is written
-    assert code != 0 and f"Errorcode: {EXIT_GROUPS_LOST}" in output, output
-    assert "group 2 on" in output and "lost" in output, output
-    events = runlog.read_events(run_dir).events
-    [lost] = [e for e in events if e["event"] == runlog.GROUP_LOST]
-    assert lost["group"] == 2 and "rank 3 sent an unreadable EpochDone" in lost["reason"], lost
-    assert "tuple of its 4 fields, not a tuple of 3" in lost["reason"], lost
-    assert not any(e["event"] == runlog.EPOCH and e["group"] == 2 for e in events)
-    assert {e["group"] for e in events if e["event"] == runlog.MODEL_DONE} == {0, 1}
-    assert sum(e["event"] == runlog.SCORE for e in events) == 1 and (run_dir / "score.json").exists()
-
-
 def test_sigusr1_to_the_launcher_writes_the_score(tmp_path) -> None:
     run_dir = tmp_path / "run"
     proc = launch(run_dir, "1", "600")
@@ -141,16 +119,33 @@ def test_sigterm_to_every_rank_as_slurm_sends_it_scores_at_once(tmp_path) -> Non
         assert code == 0, output
 
 
-def test_monitor_samples_reach_the_log_through_the_master(tmp_path) -> None:
+def test_monitor_samples_reach_the_log_and_a_message_rank_0_cannot_read_costs_its_group_not_the_run(tmp_path):
+    """Two things of one run (CI time): the node's monitor samples reach the log through the master; and a
+    leader's EpochDone that is not one on the wire (FAKE_RUN_GARBLE) loses that group — the others score on."""
+    from aiperf_mpi.errors import EXIT_GROUPS_LOST
+
     run_dir = tmp_path / "run"
-    code, output = finish(launch(run_dir, "1", "8"), timeout=120)
-    assert code == 0, output[-3000:]
-    samples = [e for e in runlog.read_events(run_dir).events if e["event"] == runlog.MONITOR]
+    env = mpi_env({"FAKE_RUN_GARBLE": "3"})  # rank 3 leads group 2 (groups of one rank each)
+    proc = subprocess.Popen(mpirun_command(4, [sys.executable, SCRIPT, str(run_dir), "1", "8"], None),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                            start_new_session=True)  # fmt: skip
+    code, output = finish(proc, timeout=120)
+    events = runlog.read_events(run_dir).events
+    samples = [e for e in events if e["event"] == runlog.MONITOR]
     # one node: one monitor, a sample every second
-    assert len(samples) >= 3, [e["event"] for e in runlog.read_events(run_dir).events]
+    assert len(samples) >= 3, [e["event"] for e in events]
     assert {s["group"] for s in samples} == {0} and all(s["source"] == "cpu" for s in samples)
     device = samples[-1]["devices"][0]
     assert 0 <= device["utilization"] <= 100 and 0 < device["memory_used"] < device["memory_total"]
+    # its leader still waits for an answer: rank 0 ends the job with MPI_Abort once the score is written
+    assert code != 0 and f"Errorcode: {EXIT_GROUPS_LOST}" in output, output[-3000:]
+    assert "group 2 on" in output and "lost" in output, output[-3000:]
+    [lost] = [e for e in events if e["event"] == runlog.GROUP_LOST]
+    assert lost["group"] == 2 and "rank 3 sent an unreadable EpochDone" in lost["reason"], lost
+    assert "tuple of its 4 fields, not a tuple of 3" in lost["reason"], lost
+    assert not any(e["event"] == runlog.EPOCH and e["group"] == 2 for e in events)
+    assert {e["group"] for e in events if e["event"] == runlog.MODEL_DONE} == {0, 1}
+    assert sum(e["event"] == runlog.SCORE for e in events) == 1 and (run_dir / "score.json").exists()
 
 
 def test_a_killed_rank_ends_the_job_fast_and_the_log_still_parses(tmp_path) -> None:

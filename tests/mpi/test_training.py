@@ -48,6 +48,8 @@ def test_digits_reaches_90_percent_and_a_child_inherits_its_parents_accuracy() -
 
 
 def test_a_nan_trial_fails_on_every_rank_and_the_group_trains_the_next_model(tmp_path) -> None:
+    """Then a child whose parent's weights fit no layer: the first rank alone finds out (the others wait in the
+    weights' broadcast), so it trains the child from scratch rather than fail it out of that collective."""
     run = run_mpi(2, [SCRIPT, "nan", small_h5(tmp_path / "small.h5")], timeout=240)
     assert run.returncode == 0, run.output
     by_rank = {r["rank"]: r for r in results(run.output)}
@@ -55,6 +57,9 @@ def test_a_nan_trial_fails_on_every_rank_and_the_group_trains_the_next_model(tmp
     for result in by_rank.values():
         assert "non-finite training loss" in result["failed"]
         assert np.isfinite(result["after"])
+    epochs, fresh, layers = by_rank[0]["misfit"]
+    assert epochs == 1 and fresh == layers > 0, run.output
+    assert by_rank[1]["misfit"][0] == 1 and "the parent's weights do not fit this child" in run.output
 
 
 def test_fp16_and_bf16_train(tmp_path) -> None:

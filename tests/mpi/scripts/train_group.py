@@ -7,7 +7,8 @@ Usage: train_group.py MODE [ARGS]
                    the weights and its accuracy before training is printed
   precision H5     two epochs at fp16 (with loss scaling) and at bf16
   nan H5           a trial with a huge learning rate (NaN) must fail on every rank, then a
-                   normal trial must succeed on the same group
+                   normal trial must succeed on the same group, then a child whose parent's
+                   weights fit no layer trains from scratch
   deadline H5      a trial whose deadline (first rank only) passed is given up a few steps into
                    its first epoch on every rank; then one with an hour left trains every epoch
 """
@@ -92,7 +93,11 @@ def rank_main(comm: MPI.Comm, mode: str, args: list[str]) -> int:
                 caught = failed.reason
             healthy = GroupTrainer(hvd, comm, source, TrainConfig(max_epochs=1, seed=2))
             result = healthy.train(tiny_resnet(), HParams(16, 3))
-            emit(rank=comm.Get_rank(), failed=caught, after=result.epochs[0].train_loss)
+            # a parent whose arrays fit no layer (first rank only, as the runner reads it): trained from scratch
+            misfit = {name: [np.zeros(3, np.float32)] for name in result.weights} if comm.Get_rank() == 0 else None
+            child = healthy.train(tiny_resnet(), HParams(16, 3), parent=(misfit, []) if misfit else None)
+            emit(rank=comm.Get_rank(), failed=caught, after=result.epochs[0].train_loss,
+                 misfit=[len(child.epochs), len(child.fresh_layers), len(result.weights or {})])  # fmt: skip
         elif mode == "deadline":
             source = open_source("hdf5", args[0])
             trainer = GroupTrainer(hvd, comm, source, TrainConfig(max_epochs=2, seed=4))
