@@ -524,7 +524,8 @@ ALL_LOST = "all groups lost"
 
 
 OPS_LIMIT = 2**63
-"""operations one epoch may claim (int64, as every reader's arrays hold them): 10⁵ × an ImageNet epoch of ResNet-50"""
+"""operations one epoch may claim (int64, as every reader's arrays hold them; ≈ 300 × an ImageNet epoch of ResNet-50,
+≈ 3 × 10¹⁶), and the largest integer taken as an epoch's start, end or accuracy"""
 
 
 def _numbers_rank_0_sums(epoch: dict) -> dict:

@@ -60,7 +60,6 @@ class _Shape:
     """One message class's fields in order, and which of them hold a nested message."""
 
     def __init__(self, kind: type, nested: dict[str, type]) -> None:
-        self.kind = kind
         self.names = tuple(f.name for f in fields(kind))
         self.nested = tuple((self.names.index(name), inner) for name, inner in nested.items())
         getter = attrgetter(*self.names)
