@@ -47,7 +47,8 @@ def rank_main(comm: MPI.Comm, argv: Sequence[str] | None, stop_flag: StopFlag) -
 
     training = training_backend()
     config = agree(comm, lambda: load_config(options.config, run_overrides(options)))
-    return run_benchmark(comm, config, training, end_of_run_hooks(), resume=options.resume, stop_flag=stop_flag)
+    end = end_of_run_hooks() if options.report else no_report_hooks()
+    return run_benchmark(comm, config, training, end, resume=options.resume, stop_flag=stop_flag)
 
 
 def training_backend() -> TrainingBackend:
@@ -80,6 +81,22 @@ def end_of_run_hooks() -> EndOfRunHooks:
     from analysis.after_run import export_best, write_report
 
     return EndOfRunHooks(report=write_report, export=export_best)
+
+
+def no_report_hooks() -> EndOfRunHooks:
+    """``--no-report``: the job ends once the score is written; one line says how to make what was skipped.
+
+    The report of a 10,000-model log takes ≈ 8 s on rank 0 (BENCHMARKS.md), a 100,000-model day's about ten
+    times that, and the export a TensorFlow start-up more, while every node of the allocation waits for the job
+    to end: a site may rather make them afterwards, on one node.
+    """
+    from aiperf_mpi.job.session import EndOfRunHooks
+
+    def say_what_was_skipped(run_dir) -> None:
+        print(f"aiperf_mpi: no report and no model export (--no-report): python -m analysis.report {run_dir} and "
+              f"python -m analysis.export --single-copy {run_dir} make them", flush=True)
+
+    return EndOfRunHooks(report=say_what_was_skipped, export=None)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -97,6 +97,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="cut each node's worker ranks into training groups of N ranks "
         "(default: one group per node; the last group of a node may be smaller)",
     )
+    parser.add_argument(
+        "--no-report",
+        dest="report",
+        action="store_false",
+        help="after the score, write no report and export no best model: the job ends, and frees its nodes, "
+        "as soon as the score is on disk (python -m analysis.report RUN_DIR and python -m analysis.export "
+        "--single-copy RUN_DIR make them later)",
+    )
     run = parser.add_argument_group("the run")
     run.add_argument("--config", metavar="FILE", help="a TOML file of run options (see docs/running.md)")
     run.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its event log")
@@ -195,6 +203,7 @@ def check_mode(options: argparse.Namespace) -> None:
         raise UsageError("--json only applies to --layout")
     if options.layout:
         ignored = [_flag(n) for n in given] + (["--config"] if options.config else [])
+        ignored += [] if options.report else ["--no-report"]
         ignored += ["--resume"] if options.resume else []
         if ignored:
             raise UsageError(f"{_listed(ignored)} not apply to --layout, which only prints the layout")

@@ -60,8 +60,8 @@ def test_a_failed_start_leaves_a_run_dir_the_same_command_accepts(tmp_path) -> N
     (run_dir / "events.jsonl").write_text("")
     (run_dir / "mllog.log").write_text("")
     run = run_mpi(2, ["-m", "aiperf_mpi", "--seed-model", "tiny", "--max-models", "1", "--max-epochs", "1",
-                      "--no-peak-probe", "--monitor-interval", "0", "--no-xla", "--run-dir", str(run_dir)],
-                  timeout=240)  # fmt: skip
+                      "--no-peak-probe", "--monitor-interval", "0", "--no-xla", "--no-report",
+                      "--run-dir", str(run_dir)], timeout=240)  # fmt: skip
     assert run.returncode == 0, run.output
     assert (run_dir / "score.json").exists()
     again = run_mpi(2, ["-m", "aiperf_mpi", "--run-dir", str(run_dir)], timeout=60)

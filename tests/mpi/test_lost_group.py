@@ -83,7 +83,7 @@ def launch(run_dir: Path, time_limit: int) -> subprocess.Popen:
 def _launch(run_dir: Path, time_limit: int) -> subprocess.Popen:
     argv = [sys.executable, "-m", "aiperf_mpi", "--seed-model", "tiny", "--max-epochs", "2", "--score-step", "10",
             "--progress-interval", "10", "--monitor-interval", "0", "--peak-seconds", "1", "--group-size", "2",
-            "--time-limit", str(time_limit), "--run-dir", str(run_dir)]  # fmt: skip
+            "--time-limit", str(time_limit), "--no-report", "--run-dir", str(run_dir)]  # fmt: skip
     command = mpirun_command(4, argv)
     command[1:1] = OPEN_MPI_LAUNCH.split()
     return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

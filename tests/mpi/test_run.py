@@ -13,14 +13,11 @@ from tests.support.mpirun import run_mpi
 from tests.support.published_model import check_the_best_after_resume, check_the_published_model
 
 pytestmark = [pytest.mark.slow, pytest.mark.horovod, pytest.mark.tf]
-FAST = ["--seed-model", "tiny", "--max-epochs", "1", "--score-step", "10", "--progress-interval", "5",
-        "--monitor-interval", "5", "--peak-seconds", "1"]
 
 
-def test_a_real_run_scores_and_resumes_with_new_ids(tmp_path) -> None:
-    run_dir = tmp_path / "run"
-    first = run_mpi(3, ["-m", "aiperf_mpi", *FAST, "--time-limit", "70", "--run-dir", str(run_dir)], timeout=360)
-    assert first.returncode == 0, first.output
+def test_a_real_run_scores_and_resumes_with_new_ids(digits_run, tmp_path) -> None:
+    """The shared run of tests/mpi/conftest.py (DIGITS_RUN_ARGS: 60 s on digits), checked whole, then resumed."""
+    run_dir, first = digits_run.run_dir, digits_run
     assert "aiperf_mpi: score" in first.output and "regulated score" in first.output
     events = runlog.read_events(run_dir).events
     done = [e["model"] for e in events if e["event"] == runlog.MODEL_DONE]
@@ -57,7 +54,7 @@ def test_a_real_run_scores_and_resumes_with_new_ids(tmp_path) -> None:
     check_verified(run_dir)
     check_the_published_model(run_dir, first.output, tmp_path / "published")
 
-    second = run_mpi(3, ["-m", "aiperf_mpi", "--resume", str(run_dir), "--time-limit", "30"], timeout=240)
+    second = run_mpi(3, ["-m", "aiperf_mpi", "--resume", str(run_dir), "--time-limit", "25"], timeout=240)
     assert second.returncode == 0, second.output
     events = runlog.read_events(run_dir).events
     starts = [e for e in events if e["event"] == runlog.RUN_START]
@@ -69,7 +66,7 @@ def test_a_real_run_scores_and_resumes_with_new_ids(tmp_path) -> None:
     assert ids == list(range(len(ids))) and len(ids) > len(done)  # new models continue the numbering
     resumed_score = score_run(run_dir)
     assert resumed_score.segments == 2
-    assert resumed_score.active_time < 90 + 30 + 90  # active time only, not the gap between the runs
+    assert resumed_score.active_time < 80 + 25 + 90  # active time only, not the gap between the runs
     check_verified(run_dir)  # two segments, each closed and scored, one code and configuration
     check_the_best_after_resume(run_dir, second.output)
     check_mllog(run_dir, events)

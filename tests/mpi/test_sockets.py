@@ -46,7 +46,7 @@ from tests.support.mpirun import REPO_ROOT, mpi_env, mpi_vendor
 JOB_TIMEOUT = 55.0  # seconds
 NP = 3  # master + one Horovod group of two, as `make run` by default
 FAST_ARGS = ("--seed-model tiny --max-epochs 1 --max-models 1 --no-peak-probe --monitor-interval 0 "
-             "--score-step 5 --progress-interval 5 --grace 20")  # fmt: skip
+             "--score-step 5 --progress-interval 5 --grace 20 --no-report")  # fmt: skip
 NO_NAMESPACE_NOTE = "loopback-only: no private network namespace here"
 TCP_LISTEN = "0A"
 

@@ -32,7 +32,7 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 JOBSCRIPTS = Path(__file__).resolve().parents[2] / "jobscripts"
 TEMPLATES = sorted(JOBSCRIPTS.glob("*.sbatch"))
-FAST = "--seed-model tiny --max-epochs 1 --score-step 10 --progress-interval 5 --no-peak-probe"
+FAST = "--seed-model tiny --max-epochs 1 --score-step 10 --progress-interval 5 --no-peak-probe --no-report"
 TEST_TIME = 2
 """minutes of a test job"""
 TEST_WARN = 65

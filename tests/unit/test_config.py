@@ -79,6 +79,7 @@ def test_a_toml_integer_beyond_a_double_is_a_message(tmp_path) -> None:
         (["--no-peak-probe", "--peak-seconds", "2"], "peak_seconds does not apply"),
         (["--json"], "--json only applies to --layout"),
         (["--layout", "--time-limit", "60"], "--time-limit does not apply to --layout"),
+        (["--layout", "--no-report"], "--no-report does not apply to --layout"),
         (["--layout", "--dataset", "synthetic", "--seed", "3"], "--dataset, --seed do not apply to --layout"),
         (["--resume", "runs/x", "--dataset", "synthetic"], "--dataset does not apply to --resume"),
         (["--resume", "runs/x", "--run-dir", "runs/y"], "--run-dir does not apply to --resume"),
