@@ -13,7 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.linalg import LinAlgError, cho_factor, cho_solve
 
 JITTERS = (0.0, 1e-8, 1e-6, 1e-4, 1e-2)
 NOISE = 1e-3
@@ -64,6 +63,8 @@ class GaussianProcess:
         if not np.all(np.isfinite(k)):
             return FitStatus(False, 0.0, "the kernel matrix has non-finite entries")
         scale = float(np.mean(np.abs(np.diag(k)))) or 1.0
+        from scipy.linalg import LinAlgError, cho_factor, cho_solve  # not at the top: 0.6 s of each rank's start-up
+
         last_error = ""
         for jitter in JITTERS:
             try:
@@ -93,6 +94,8 @@ class GaussianProcess:
         x = np.asarray(x, dtype=float)
         cross = self.kernel(x, self._x, self.lengthscale)
         mean = cross @ self._alpha
+        from scipy.linalg import cho_solve  # loaded by fit already
+
         v = cho_solve(self._factor, cross.T)
         var = np.maximum(1.0 + NOISE - np.sum(cross * v.T, axis=1), 1e-12)
         return self._mean + self._scale * mean, self._scale * np.sqrt(var)
