@@ -38,7 +38,7 @@ row here names the file, the event or task, and the rule.
   model, parent, description, accuracy, hyper-parameters; each step's parent
   the previous step's model) are the log's; the operations per sample and
   the graph are recounted from the task's graph file.  A run without
-  ``best/`` (ended by a signal, synthetic data) is noted, not failed.
+  ``best/`` (ended by a signal, synthetic data, ``--no-report``) is noted, not failed.
 * **a bundle's verify.txt and verify.json** (:mod:`analysis.bundle`): their
   verdict, validity, broken rules and each row's verdict equal what verify
   recomputes now (the bundle's own rows apart); **system.json**: each
@@ -450,7 +450,7 @@ class BestCheck:
         path = run_dir / BEST / "metadata.json"
         if not path.is_file():
             self.check.notes.append("not present: the run published no best model (ended by a signal, synthetic "
-                                    "data, or an export that failed)")  # fmt: skip
+                                    "data, --no-report, or an export that failed)")  # fmt: skip
             self.check.summary = "not present"
             return
         try:

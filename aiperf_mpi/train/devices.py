@@ -23,9 +23,12 @@ def pin_device(index: int) -> str:
     """Make GPU ``index`` (modulo the visible count) this process's only GPU; return the device used.
 
     Must run before TensorFlow initialises its devices (before any tensor is
-    made).  On a node without GPUs it returns ``"CPU"`` and changes nothing.
+    made).  On a node without GPUs it returns ``"CPU"`` and changes nothing.  It is a training rank's
+    first import of TensorFlow: :func:`~aiperf_mpi.train.tfimport.import_tensorflow` makes it lighter.
     """
-    import tensorflow as tf
+    from aiperf_mpi.train.tfimport import import_tensorflow
+
+    tf = import_tensorflow()
 
     gpus = tf.config.list_physical_devices("GPU")
     if not gpus:
