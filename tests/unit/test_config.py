@@ -104,6 +104,11 @@ def test_what_does_apply_is_accepted() -> None:
     options = build_parser().parse_args(["--layout", "--group-size", "2", "--json"])
     check_mode(options)
     assert not _cli(["--no-peak-probe"]).peak_probe
+    for argv in (["--no-report"], ["--resume", "runs/x", "--no-report"]):  # what the process does after the run
+        options = build_parser().parse_args(argv)
+        check_mode(options)
+        assert options.report is False
+    assert build_parser().parse_args([]).report is True
 
 
 def test_a_config_file_reports_all_its_bad_values_at_once(tmp_path) -> None:
