@@ -191,9 +191,11 @@ def parse_sent(text: str) -> object:
     """A JSON text a sender encoded, parsed as the log's readers parse a line, or ``ValueError``.
 
     One value, on one line (the log is one event per line), without NaN or Infinity (the writer's encoder
-    refuses them, and a reader's ``int()`` of one would end the score); orjson first, the standard library
-    for what orjson refuses (integers beyond 64 bits), which decides.  Of two equal keys the last is kept,
-    as by every reader.
+    refuses them, and a reader's ``int()`` of one would end the score); orjson first, as the log's readers
+    parse, then the standard library for what orjson refuses.  orjson reads an integer of 2⁶⁴ or more as a
+    float (the standard library exactly): such a number then fails every field the schema wants an int, and
+    the master's bounds (``ops`` < 2⁶³), so the master and the verifier, both reading with orjson, never write
+    or accept one where the two readings would differ.  Of two equal keys the last is kept, as by every reader.
     """
     if "\n" in text or "\r" in text:
         raise ValueError("a sent JSON text spans more than one line")

@@ -277,8 +277,10 @@ def full_epoch(accuracy: float, start: float = 0.0, end: float = 1.0) -> dict:
 
 @pytest.mark.parametrize(
     "forged",
-    [{"ops": 10**400}, {"ops": -1}, {"ops": 2**63}, {"ops": 1.5e15}, {"end": 10**400}, {"val_accuracy": -(10**400)}],
-    ids=["ops-400-digits", "ops-negative", "ops-2**63", "ops-float", "end-400-digits", "accuracy-huge-int"],
+    [{"ops": 10**400}, {"ops": -1}, {"ops": 2**63}, {"ops": 2**64}, {"ops": 1.5e15}, {"end": 10**400},
+     {"val_accuracy": -(10**400)}],
+    ids=["ops-400-digits", "ops-negative", "ops-2**63", "ops-2**64-orjson-float", "ops-float", "end-400-digits",
+         "accuracy-huge-int"],
 )
 @pytest.mark.parametrize("encoded", [True, False], ids=["leader-encoded", "dict"])
 def test_an_epoch_whose_numbers_rank_0_cannot_sum_is_refused_before_a_byte_is_written(tmp_path, forged, encoded):
