@@ -24,6 +24,7 @@ from aiperf_mpi.mpi.layout import build_layout
 from aiperf_mpi.signals import StopFlag
 
 if TYPE_CHECKING:
+    from aiperf_mpi.config import RunConfig
     from aiperf_mpi.job.session import EndOfRunHooks
     from aiperf_mpi.mpi.run import TrainingBackend
 
@@ -56,7 +57,8 @@ def training_backend() -> TrainingBackend:
     from aiperf_mpi.mpi.run import TrainingBackend
     from aiperf_mpi.train.runner import GroupRunner
 
-    return TrainingBackend(runner=GroupRunner, claim_device=_claim_device, probe_peak=_probe_peak)
+    return TrainingBackend(runner=GroupRunner, claim_device=_claim_device, probe_peak=_probe_peak,
+                           preload=_preload)  # fmt: skip
 
 
 def _claim_device(plan, rank: int, node_pids: list[int]):
@@ -66,6 +68,22 @@ def _claim_device(plan, rank: int, node_pids: list[int]):
 
     use_cpu_share(pin_device(plan.device_index(rank)), plan, rank, node_pids)
     return device_caps()
+
+
+def _preload(config: RunConfig) -> None:
+    """What a training rank first imports inside the scored window, imported before it begins.
+
+    The search's scipy (its GP, distances and curve fit load it where used, sparing the master and a refused
+    launch ≈ 0.6 s), the tuner's library, and scikit-learn where this run needs it: the embedded digits come
+    from it, and the GP tuner's scikit-optimize builds on it (a training rank's TensorFlow no longer loads it:
+    :mod:`aiperf_mpi.train.tfimport`).  Each costs its group a second or so of the window otherwise.
+    """
+    import importlib
+
+    names = ["scipy.linalg", "scipy.optimize", "skopt" if config.hpo == "gp" else "optuna"]
+    names += ["sklearn.datasets"] if config.dataset == "digits" else []
+    for name in names:
+        importlib.import_module(name)
 
 
 def _probe_peak(group_comm: MPI.Comm, precision: str, seconds: float) -> dict | None:
@@ -84,7 +102,7 @@ def end_of_run_hooks() -> EndOfRunHooks:
 
 
 def no_report_hooks() -> EndOfRunHooks:
-    """``--no-report``: the job ends once the score is written; one line says how to make what was skipped.
+    """``--no-report``: the job ends once the score is written; a line says how to make each thing skipped.
 
     The report of a 10,000-model log takes ≈ 8 s on rank 0 (BENCHMARKS.md), a 100,000-model day's about ten
     times that, and the export a TensorFlow start-up more, while every node of the allocation waits for the job
@@ -92,11 +110,20 @@ def no_report_hooks() -> EndOfRunHooks:
     """
     from aiperf_mpi.job.session import EndOfRunHooks
 
-    def say_what_was_skipped(run_dir) -> None:
-        print(f"aiperf_mpi: no report and no model export (--no-report): python -m analysis.report {run_dir} and "
-              f"python -m analysis.export --single-copy {run_dir} make them", flush=True)
+    def no_report(run_dir) -> None:
+        stale = " (the report/ there is an earlier segment's)" if (run_dir / "report").exists() else ""
+        print(f"aiperf_mpi: no report (--no-report){stale}: python -m analysis.report {run_dir} makes it",
+              flush=True)  # fmt: skip
 
-    return EndOfRunHooks(report=say_what_was_skipped, export=None)
+    def no_export(run_dir, dataset: str) -> None:  # after a run that ended normally, as the export would run
+        if dataset == "synthetic":
+            return  # nothing to choose the best model by: the export would not run either
+        stale = " (the best/ there is an earlier segment's, which verify holds to this one's best model)" \
+            if (run_dir / "best").exists() else ""  # fmt: skip
+        print(f"aiperf_mpi: no model export (--no-report){stale}: python -m analysis.export --single-copy "
+              f"{run_dir} makes it", flush=True)  # fmt: skip
+
+    return EndOfRunHooks(report=no_report, export=no_export)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -49,12 +49,15 @@ class TrainingBackend:
     accelerator (and on a CPU its share of cores) before TensorFlow claims
     them all, and returns the device's capabilities for ``--precision auto``;
     ``probe_peak(group_comm, precision, seconds)`` measures the group's peak
-    (``--peak-probe``).  ``None``: the step is skipped (fake training in tests).
+    (``--peak-probe``); ``preload(config)`` imports, before the scored window
+    begins, what the rank would otherwise first import inside it.  ``None``:
+    the step is skipped (fake training in tests).
     """
 
     runner: Callable[..., Runner]
     claim_device: Callable[[LayoutPlan, int, list[int]], object] | None = None
     probe_peak: Callable[[MPI.Comm, str, float], dict | None] | None = None
+    preload: Callable[[RunConfig], None] | None = None
 
 
 def agree(comm: MPI.Comm, decide: Callable[[], object]) -> object:
@@ -101,6 +104,7 @@ def run_benchmark(
     try:
         role = rank_role(comm, layout, prepared, training, end, stop_flag, node_pids, local, staging, horovod)
         config, system = _agree_precision(comm, prepared.config, role.claim_device(), system)
+        role.preload(config)
         role.probe_peak(config)
         _start_line(comm, stop_flag)
         return role.run(config, system)
@@ -135,6 +139,9 @@ class MasterRole:
 
     def claim_device(self) -> None:
         return None
+
+    def preload(self, config: RunConfig) -> None:
+        """The master imports nothing ahead: what it loads at the end (the report) is outside the window."""
 
     def probe_peak(self, config: RunConfig) -> None:
         pass
@@ -171,6 +178,11 @@ class GroupRole:
         if context.training.claim_device is None:
             return None
         return context.training.claim_device(context.layout.plan, context.layout.rank, context.node_pids)
+
+    def preload(self, config: RunConfig) -> None:
+        """Before the scored window: the modules this rank would first import inside it (the backend's)."""
+        if self.context.training.preload is not None:
+            self.context.training.preload(config)
 
     def probe_peak(self, config: RunConfig) -> None:
         """Collective over the group: its peak throughput at the agreed precision (``--peak-probe``)."""

@@ -6,13 +6,16 @@ this stack installs both (the report draws with matplotlib, scikit-optimize
 needs scikit-learn).  Keras guards each of those imports with
 ``except ImportError`` and then only lacks those two features, which the
 benchmark never calls.  So a training rank imports TensorFlow with the two
-hidden, and afterwards they import as usual (the GP tuner's scikit-optimize
-loads scikit-learn when it is used).
+hidden, and afterwards they import as usual: the rank's preload
+(``aiperf_mpi.__main__._preload``, before the scored window) brings in
+scikit-learn where the run uses it (the embedded digits, the GP tuner).
 
 Measured (AMD EPYC, 2 cores): ``import tensorflow`` 9.4 → 6.8 s of CPU and
 4,020 → 3,385 modules.  Every training rank pays it at start-up, before the
-first step; on a machine of 65,536 ranks that is 635 modules fewer read per
-rank from the shared file system at once.
+first step.  A run on a data set read from files with the TPE tuner (the
+benchmark's own case: ImageNet) keeps the whole saving, 635 modules fewer read
+per rank from the shared file system at once; a digits or GP run gets
+scikit-learn back in its preload and saves matplotlib's part.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.horovod, pytest.mark.tf]
 
 
 def test_a_real_run_scores_and_resumes_with_new_ids(digits_run, tmp_path) -> None:
-    """The shared run of tests/mpi/conftest.py (DIGITS_RUN_ARGS: 60 s on digits), checked whole, then resumed."""
+    """The shared run of tests/mpi/conftest.py (DIGITS_RUN_ARGS: 70 s on digits), checked whole, then resumed."""
     run_dir, first = digits_run.run_dir, digits_run
     assert "aiperf_mpi: score" in first.output and "regulated score" in first.output
     events = runlog.read_events(run_dir).events
@@ -66,7 +66,7 @@ def test_a_real_run_scores_and_resumes_with_new_ids(digits_run, tmp_path) -> Non
     assert ids == list(range(len(ids))) and len(ids) > len(done)  # new models continue the numbering
     resumed_score = score_run(run_dir)
     assert resumed_score.segments == 2
-    assert resumed_score.active_time < 80 + 25 + 90  # active time only, not the gap between the runs
+    assert resumed_score.active_time < 90 + 25 + 90  # active time only, not the gap between the runs
     check_verified(run_dir)  # two segments, each closed and scored, one code and configuration
     check_the_best_after_resume(run_dir, second.output)
     check_mllog(run_dir, events)
