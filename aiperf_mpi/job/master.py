@@ -19,11 +19,8 @@ walk over the groups or the history.
 from __future__ import annotations
 
 import gc
-import hashlib
 import math
-import numbers
 import os
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -44,13 +41,16 @@ from aiperf_mpi.job.messages import (
     Ready,
     Result,
     Stop,
+    VettedEpoch,
+    VettedProposal,
+    VettedResult,
     Work,
 )
 from aiperf_mpi.job.retention import Retention
 from aiperf_mpi.job.transport import MasterTransport
+from aiperf_mpi.job.vetting import Vetter, check_start
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.graphs import segment_graph_file
-from aiperf_mpi.results.jsonline import object_text
 from aiperf_mpi.results.timelimit import ends_after_limit
 from aiperf_mpi.search.bayesian import SearchConfig
 from aiperf_mpi.search.history import FAILED, TRAINED, ModelRecord, graph_hash, key_of_digest
@@ -145,6 +145,8 @@ class Master:
     ignored: int = 0
     """messages from lost groups, ignored"""
     retention: Retention = field(init=False)
+    vetter: Vetter = field(default_factory=Vetter)
+    """checks and encodes the leaders' messages that no relay rank vetted (job/vetting.py)"""
     compress_later: bool = False
     """leave the compression of a Work's new view records to :meth:`take_batch`'s work (the I/O thread), which
     runs before the replies leave: what :func:`master_loop` does; off, :meth:`handle` returns complete replies"""
@@ -189,26 +191,30 @@ class Master:
             self.log.write(runlog.MONITOR, time=message.time, group=group, host=message.host, node=message.node,
                            source=message.source, devices=message.devices, flush=False)  # fmt: skip
             return []
-        if isinstance(message, EpochDone):
-            self._epoch(group, message)
-            if message.next_start is not None:  # the next epoch's start rode on it (messages.EpochDone)
-                self._epoch_started(message.next_start)
+        kind = type(message)
+        # a leader's message is vetted here (job/vetting.py), or arrives vetted from a relay rank (--relays)
+        if kind is VettedEpoch or kind is EpochDone:
+            vetted = message if kind is VettedEpoch else self.vetter.epoch(message)
+            self._epoch(group, vetted)
+            if vetted.next_start is not None:  # the next epoch's start rode on it (messages.EpochDone)
+                self._epoch_started(vetted.next_start)
             return []
-        if isinstance(message, EpochStarted):
-            self._epoch_started(message)
+        if kind is EpochStarted:
+            self._epoch_started(check_start(message))
             return []
-        if isinstance(message, Proposed):
-            return [(group, self._proposed(group, message))]
+        if kind is VettedProposal or kind is Proposed:
+            proposal = message if kind is VettedProposal else self.vetter.proposal(message)
+            return [(group, self._proposed(group, proposal))]
+        if kind is VettedResult or kind is Result:
+            self._result(group, message if kind is VettedResult else self.vetter.result(group, message))
+            self._task_ended(state)
+            return self._next(state)
         if isinstance(message, Ready):
             if type(message.ranks) is not int or type(message.host) is not str or len(message.host) > 255:
                 raise ValueError("a Ready's ranks must be a number and its host a name")  # logged in group_lost later
             state.ranks, state.host = message.ranks, message.host
             if message.peak is not None:
                 self.log.write(runlog.PEAK, sync=True, group=group, host=message.host, **message.peak)
-            return self._next(state)
-        if isinstance(message, Result):
-            self._result(group, message)
-            self._task_ended(state)
             return self._next(state)
         if isinstance(message, Failed):
             self._failed(group, message)
@@ -370,57 +376,37 @@ class Master:
         best = self.history.best_observed
         self.retention.candidates(self._candidates, None if best is None else best[1])
 
-    def _proposed(self, group: int, message: Proposed) -> Accepted | Duplicate:
+    def _proposed(self, group: int, proposal: VettedProposal) -> Accepted | Duplicate:
         """Accept a new architecture (log it, keep its graph) or refuse one the run has seen.
 
-        What the leader sent is checked before anything changes: its encoded fields parse and match the
-        schema (``ValueError`` otherwise, with nothing logged or kept), and the parent they log is the
-        one the duplicate rule reads.
+        The proposal was checked when it was vetted (its encoded fields parse and match the schema; the parent
+        they log is the one the duplicate rule reads), before anything here changes.
         """
-        # the graph's bytes are appended as one line by the I/O thread, and their sha256 is logged, so that a
-        # verifier can tell whether the graph it recounts is the one the run trained; the duplicate key is that
-        # digest's prefix.  The leader hashes (messages.proposed): 17 kB a model was ≈ 10 % of this loop at
-        # 65,536 groups (BENCHMARKS.md).  A digest that is not the bytes' fails verify, whoever computed it
-        data = message.graph.encode("utf-8")
-        digest = message.graph_sha256
-        if not (isinstance(digest, str) and _SHA256.fullmatch(digest)):  # none sent, or not a sha256: hash here
-            digest = hashlib.sha256(data).hexdigest()
-        key = key_of_digest(digest)
-        given = runlog.parse_members(runlog.MODEL_PROPOSED, message.members) if message.members else None
-        parent = message.parent if given is None else given.get("parent")
-        if parent is not None and self.history.has_hash(key):
+        key = key_of_digest(proposal.digest)
+        if proposal.parent is not None and self.history.has_hash(key):
             self.duplicates += 1
-            return Duplicate(message.task_id)
+            return Duplicate(proposal.task_id)
         offset = self._graph_offset  # the line's place is known before it is written
-        if given is not None:  # the leader's fields as it encoded them (messages.proposed): joined, not encoded
-            self.log.write_encoded(runlog.MODEL_PROPOSED, message.members, given=given, task=message.task_id,
-                                   group=group, graph_file=self._graph_file, graph_sha256=digest,
-                                   graph_offset=offset, graph_bytes=len(data), flush=False)  # fmt: skip
-        else:
-            self.log.write(runlog.MODEL_PROPOSED, task=message.task_id, group=group, parent=parent,
-                           hparams=message.hparams, description=message.description, graph_file=self._graph_file,
-                           search=message.search_info, graph_sha256=digest, graph_offset=offset,
-                           graph_bytes=len(data), flush=False, **_lineage(message))  # fmt: skip
+        data = proposal.data
+        self.log.write_vetted(runlog.MODEL_PROPOSED, proposal.members, task=proposal.task_id, group=group,
+                              graph_file=self._graph_file, graph_sha256=proposal.digest, graph_offset=offset,
+                              graph_bytes=len(data), flush=False)  # fmt: skip
         self.history.add_hash(key)
-        self._accepted[message.task_id] = (len(message.graph), key)
+        self._accepted[proposal.task_id] = (proposal.length, key)
         self._graph_offset += len(data) + 1
         self._graphs.append(data + b"\n")
-        self.retention.task_started(message.task_id, parent)
-        return Accepted(message.task_id)
+        self.retention.task_started(proposal.task_id, proposal.parent)
+        return Accepted(proposal.task_id)
 
     def _epoch_started(self, message: EpochStarted) -> None:
         if self.mllog is not None:  # the event log records an epoch once, when it is done
             self.mllog.epoch_start(message.task_id, message.epoch, message.time, message.global_batch)
 
-    def _epoch(self, group: int, message: EpochDone) -> None:
+    def _epoch(self, group: int, message: VettedEpoch) -> None:
         state = self.state[group]
-        if message.members:  # the leader encoded the epoch (messages.epoch_done): checked, then joined
-            given = _numbers_rank_0_sums(runlog.parse_members(runlog.EPOCH, message.members))
-            epoch = self.log.write_encoded(runlog.EPOCH, message.members, given=given, sync=True, flush=False,
-                                           task=message.task_id, group=group)  # fmt: skip
-        else:
-            epoch = _numbers_rank_0_sums(message.epoch)
-            self.log.write(runlog.EPOCH, sync=True, flush=False, task=message.task_id, group=group, **epoch)
+        epoch = message.epoch  # checked when vetted: joined to the master's fields as the leader encoded it
+        self.log.write_vetted(runlog.EPOCH, message.members, sync=True, flush=False, task=message.task_id,
+                              group=group)  # fmt: skip
         if message.task_id == state.task and epoch.get("epoch") == 1:
             state.first_epoch_cost = self.clock() - state.handed_out
         wall = epoch.get("end", 0.0) - epoch.get("start", 0.0)
@@ -444,15 +430,10 @@ class Master:
         self.retention.added(record.id, record.weights)
         self._update_candidates()
 
-    def _result(self, group: int, message: Result) -> None:
-        epochs = message.epochs
-        if message.epochs_text:  # the leader's text (Result.epochs_text): one list of epochs, checked as it parses
-            epochs = runlog.parse_sent(message.epochs_text)
-            if type(epochs) is not list or not all(type(epoch) is dict for epoch in epochs):
-                raise ValueError(f"task {message.task_id}: the epochs sent are not a list of objects")
+    def _result(self, group: int, message: VettedResult) -> None:
+        """Log ``model_done`` (the vetted record, its id prefixed) and add the model to the history."""
         parent, next_id = message.parent, self.history.next_id
-        if not (parent is None or (type(parent) is int and 0 <= parent < next_id)) or not all(
-                type(value) in (float, int, type(None)) for value in (message.accuracy, message.predicted_accuracy)):
+        if parent is not None and parent >= next_id:  # its type was vetted; its range needs the history
             raise ValueError(f"task {message.task_id}: parent {parent!r} is not an earlier model, or an accuracy is "
                              "not a number")  # checked here, before model_done is written  # fmt: skip
         length, key = self._accepted.get(message.task_id, (-1, ""))
@@ -464,31 +445,13 @@ class Master:
             body = b""
             if length != len(message.graph):
                 key = ""
-        record = ModelRecord(
-            id=next_id,
-            parent=parent,
-            graph=message.graph,
-            status=TRAINED if epochs else FAILED,
-            hparams=message.hparams,
-            epochs=epochs,
-            accuracy=message.accuracy,
-            predicted_accuracy=message.predicted_accuracy,
-            ops=message.ops,
-            timings={**message.timings, "task": message.task_id, "group": group, "stop": message.stop_reason},
-            description=message.description,
-            weights=message.weights_file,
-        )
-        # the record without its graph: the graph is a line of the segment's graphs file, placed and hashed by
-        # the task's model_proposed (results/graphs.py, the one reader).  Logging it again cost the loop ≈ 70 µs
-        # of JSON escaping per model and made the event log 24 kB a model instead of 2 kB (BENCHMARKS.md)
-        fields = record.fields()
-        del fields["graph"]
-        if message.epochs_text:  # ≈ 1.3 kB of the line's 1.5 kB, as the leader encoded it: joined, not encoded
-            model = object_text(self.log.encode, fields, {"epochs": message.epochs_text})
-            self.log.write_encoded(runlog.MODEL_DONE, encoded={"model": model}, decoded={"model": fields},
-                                   sync=True, flush=False, model=None, task=message.task_id, group=group)  # fmt: skip
-        else:
-            self.log.write(runlog.MODEL_DONE, sync=True, flush=False, model=fields, task=message.task_id, group=group)
+        record = ModelRecord(id=next_id, parent=parent, graph=message.graph, status=TRAINED if message.trained
+                             else FAILED, accuracy=message.accuracy, predicted_accuracy=message.predicted_accuracy,
+                             weights=message.weights_file)  # the search's fields; the rest: model_text  # fmt: skip
+        # the record as ModelRecord.fields() orders it, without its graph (job/vetting.py), its id first
+        model = f'{{"id":{next_id},{message.model_text[1:]}'
+        self.log.write_vetted(runlog.MODEL_DONE, encoded={"model": model}, sync=True, flush=False, model=None,
+                              task=message.task_id, group=group)  # fmt: skip
         self._accepted.pop(message.task_id, None)
         self.append(record, key or None, body)
 
@@ -523,44 +486,10 @@ ALL_LOST = "all groups lost"
 """the run_stop reason when every group was lost before the time limit (the window is still the time limit)"""
 
 
-OPS_LIMIT = 2**63
-"""operations one epoch may claim (int64, as every reader's arrays hold them; ≈ 300 × an ImageNet epoch of ResNet-50,
-≈ 3 × 10¹⁶), and the largest integer taken as an epoch's start, end or accuracy"""
-
-
-def _numbers_rank_0_sums(epoch: dict) -> dict:
-    """``epoch``, if rank 0 can do its own arithmetic on it (``ValueError`` before anything is written, if not).
-
-    The schema says only "a number": a 400-digit ``ops`` passed it, and rank 0's progress line then failed to
-    divide the run's sum by a float, outside any handler — one forged epoch ended the run.  So ``ops`` is an
-    int in [0, 2⁶³), and each other number rank 0 reads is one a float can hold (whether it is plausible is
-    the verifier's question, not rank 0's).
-    """
-    if type(epoch) is not dict:
-        raise ValueError("an epoch is one JSON object")
-    ops = epoch.get("ops")
-    if not (type(ops) is int or (isinstance(ops, numbers.Integral) and not isinstance(ops, bool))) \
-            or not 0 <= ops < OPS_LIMIT:  # fmt: skip
-        raise ValueError(f"an epoch's ops must be an integer in [0, 2**63), got {str(ops)[:40]}")
-    for name in ("start", "end", "val_accuracy"):
-        value = epoch.get(name)
-        if type(value) is int and abs(value) >= OPS_LIMIT:
-            raise ValueError(f"an epoch's {name} is beyond what a float holds: {str(value)[:40]}…")
-    return epoch
-
-
-def _lineage(message: Proposed) -> dict:
-    """The proposal's lineage fields for ``model_proposed``: ``morphs`` (a child) or ``seed`` (the seed), if sent."""
-    return {name: value for name, value in (("morphs", message.morphs), ("seed", message.seed)) if value is not None}
-
-
 def _clock(seconds: float) -> str:
     seconds = int(seconds)
     return f"{seconds // 3600:02d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
 
-
-_SHA256 = re.compile("[0-9a-f]{64}")
-"""a sha256 as hashlib's hexdigest writes it: what a leader's ``graph_sha256`` must be for the master to log it"""
 
 BATCH = 64
 """messages the master handles before it hands their file work (fsync included) and replies to its I/O thread"""

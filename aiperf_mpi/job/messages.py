@@ -243,9 +243,70 @@ class GroupLost:
     reason: str
 
 
+@dataclass(frozen=True)
+class VettedEpoch:
+    """An :class:`EpochDone` checked and put in the log's form (:func:`aiperf_mpi.job.vetting.vet_epoch`).
+
+    Rank 0 makes one from each EpochDone it takes itself; a relay rank makes it from the EpochDones of the
+    leaders it serves and hands it to rank 0, which then only writes and counts it (``--relays``).
+    """
+
+    task_id: int
+    members: str
+    """the epoch as the event log's JSON object text, checked against the schema (never empty)"""
+    epoch: dict
+    """that text, parsed: the numbers rank 0 sums and MLLOG writes (``ops`` an int in [0, 2⁶³))"""
+    next_start: EpochStarted | None = None
+
+
+@dataclass(frozen=True)
+class VettedProposal:
+    """A :class:`Proposed` checked and put in the log's form (:func:`aiperf_mpi.job.vetting.vet_proposal`)."""
+
+    task_id: int
+    parent: int | None
+    """the parent as the logged members say (what the duplicate rule reads)"""
+    data: bytes
+    """the graph's UTF-8 bytes: the line rank 0 appends to the segment's graphs file"""
+    length: int
+    """the graph's length in characters (its Result must send a graph of this length)"""
+    digest: str
+    """the sha256 of ``data`` (the leader's, when it is one; else computed by whoever vetted)"""
+    members: str
+    """the leader's part of ``model_proposed`` as JSON object text, checked against the schema"""
+
+
+@dataclass(frozen=True)
+class VettedResult:
+    """A :class:`Result` checked and its ``model_done`` record encoded but for the id (``vet_result``).
+
+    Only rank 0 knows the model's id; everything else of the record is in ``model_text``, the JSON object
+    of the record's fields after its id (the graph left out, as rank 0 logs it), which rank 0 completes by
+    prefixing the id.
+    """
+
+    task_id: int
+    parent: int | None
+    graph: str
+    trained: bool
+    accuracy: float | int | None
+    predicted_accuracy: float | int | None
+    weights_file: str
+    view_record: bytes
+    model_text: str
+
+
 TAGS: dict[type, int] = {
     Ready: 11, Work: 12, Proposed: 17, EpochDone: 13, Result: 14, Failed: 15, Stop: 16, MonitorSample: 18,
-    Accepted: 19, Duplicate: 20, EpochStarted: 21,
+    Accepted: 19, Duplicate: 20, EpochStarted: 21, VettedEpoch: 24, VettedProposal: 25, VettedResult: 26,
 }  # fmt: skip
 TO_MASTER = (Ready, Proposed, EpochStarted, EpochDone, Result, Failed, MonitorSample)
 TO_LEADER = (Work, Accepted, Duplicate, Stop)
+VETTED = (VettedEpoch, VettedProposal, VettedResult)
+"""what a relay rank hands rank 0 in its batches, beside the leaders' other messages; never from a leader"""
+RELAYED = 22
+"""the tag of a relay rank's batch to rank 0: a list of (group, tag, wire tuple), one per leader message"""
+RELAY_STOP = 23
+"""the tag of rank 0's word to a relay rank that the run's messages are over"""
+UNREADABLE = 0
+"""the tag of a batch item that says a leader's message could not be read (its payload: why)"""

@@ -26,7 +26,7 @@ import pickle
 from dataclasses import fields, is_dataclass
 from operator import attrgetter
 
-from aiperf_mpi.job.messages import TAGS, EpochDone, EpochStarted, Stop, Work
+from aiperf_mpi.job.messages import TAGS, EpochDone, EpochStarted, Stop, VettedEpoch, Work
 from aiperf_mpi.search.view import ViewUpdate
 
 
@@ -69,7 +69,8 @@ class _Shape:
 
 def _shapes() -> dict[type, _Shape]:
     nested: dict[type, dict[str, type]] = {EpochDone: {"next_start": EpochStarted}, Work: {"view": ViewUpdate},
-                                           Stop: {"view": ViewUpdate}}  # fmt: skip
+                                           Stop: {"view": ViewUpdate},
+                                           VettedEpoch: {"next_start": EpochStarted}}  # fmt: skip
     shapes = {kind: _Shape(kind, nested.get(kind, {})) for kind in [*TAGS, ViewUpdate]}
     for shape in shapes.values():  # every message field that is a dataclass must be declared nested above
         assert all(inner in shapes for _, inner in shape.nested)

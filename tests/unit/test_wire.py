@@ -20,6 +20,7 @@ from aiperf_mpi.job.messages import (
     epoch_done,
     proposed,
 )
+from aiperf_mpi.job.vetting import Vetter
 from aiperf_mpi.job.wire import SHAPES, WireFormatError, from_wire, plain_loads, to_wire
 from aiperf_mpi.search.view import ViewUpdate
 
@@ -48,6 +49,8 @@ MESSAGES = [
     Stop("max models"),
     MonitorSample(1.7e9, 3, "node7", 1, "cpu", [{"index": 0, "utilization": 97.0}]),
 ]
+MESSAGES += [Vetter().vet(5, message) for message in MESSAGES[4:6] + MESSAGES[9:13]]
+"""what a relay rank hands rank 0 (job/vetting.py): the vetted forms of a proposal, an epoch and a result"""
 
 
 def test_every_message_kind_is_covered_here_and_has_a_shape() -> None:
