@@ -35,7 +35,7 @@ def rank_main(comm: MPI.Comm, argv: Sequence[str] | None, stop_flag: StopFlag) -
     check_launch(comm.Get_size(), os.environ)  # before anything is measured: N singletons measure nothing
     check_mode(options)
     if options.layout:
-        layout = build_layout(comm, options.group_size)
+        layout = build_layout(comm, options.group_size, options.relays or 0)
         try:
             if layout.is_master:
                 text = json.dumps(layout.plan.to_dict()) if options.json else layout.plan.describe()

@@ -58,6 +58,12 @@ class _Parser(argparse.ArgumentParser):
         raise _ParserExit(status)
 
 
+def whole_number(text: str) -> int:
+    """argparse type: an integer ≥ 0, with a message that names the value."""
+    value = positive_int(text) if text.strip() not in ("0", "+0", "-0") else 0
+    return value
+
+
 def positive_int(text: str) -> int:
     """argparse type: an integer ≥ 1, with a message that names the value."""
     try:
@@ -96,6 +102,15 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="cut each node's worker ranks into training groups of N ranks "
         "(default: one group per node; the last group of a node may be smaller)",
+    )
+    parser.add_argument(
+        "--relays",
+        type=whole_number,
+        default=None,
+        metavar="N",
+        help="N ranks on rank 0's node receive, check and encode the group leaders' messages and hand them to "
+        "rank 0 in batches (default: none, rank 0 receives them itself); one per 16,384 groups keeps rank 0 "
+        "well ahead of the largest machines (docs/cluster.md)",
     )
     parser.add_argument(
         "--no-report",
@@ -175,6 +190,8 @@ def run_overrides(options: argparse.Namespace) -> dict[str, object]:
     values = {name: getattr(options, name) for name in RUN_OPTIONS}
     if options.group_size is not None:
         values["group_size"] = options.group_size
+    if options.relays is not None:
+        values["relays"] = options.relays
     return values
 
 
@@ -198,7 +215,8 @@ def check_mode(options: argparse.Namespace) -> None:
     continues the logged configuration, so only a new time limit applies.
     Raises :class:`UsageError` naming them all.
     """
-    given = [name for name, value in run_overrides(options).items() if value is not None and name != "group_size"]
+    given = [name for name, value in run_overrides(options).items()
+             if value is not None and name not in ("group_size", "relays")]  # both shape --layout too
     if options.json and not options.layout:
         raise UsageError("--json only applies to --layout")
     if options.layout:
@@ -211,6 +229,7 @@ def check_mode(options: argparse.Namespace) -> None:
         ignored = [_flag(n) for n in given if n not in RESUME_OPTIONS]
         ignored += ["--config"] if options.config else []
         ignored += ["--group-size"] if options.group_size is not None else []
+        ignored += ["--relays"] if options.relays is not None else []
         if ignored:
             raise UsageError(f"{_listed(ignored)} not apply to --resume: a resumed run keeps its logged "
                              "configuration; only --time-limit may be given")  # fmt: skip

@@ -46,6 +46,8 @@ class RunConfig:
     :func:`resolve_precision`), fp32, fp16 or bf16"""
     group_size: int = 0
     """0: one group per node"""
+    relays: int = 0
+    """ranks on rank 0's node that receive and check the leaders' messages for it (mpi/relay.py); 0: rank 0 does"""
     run_dir: str = ""
     """'' : runs/run-<date>-<time>"""
     score_step: float = DEFAULT_STEP
@@ -108,6 +110,7 @@ NUMERIC_RANGES: dict[str, tuple[float, float, bool]] = {
     "max_models": (0, 10**9, True),
     "image_size": (0, 4096, True),
     "group_size": (0, 2**20, True),
+    "relays": (0, 2**16, True),
     "score_step": (1.0, 31 * 86400.0, True),
     "max_epochs": (1, 10**6, True),
     "warmup_epochs": (0, 10**6, True),

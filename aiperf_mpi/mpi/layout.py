@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from mpi4py import MPI
 
-from aiperf_mpi.mpi.plan import GroupPlan, LayoutPlan, plan_layout
+from aiperf_mpi.errors import UsageError
+from aiperf_mpi.mpi.plan import GroupPlan, LayoutError, LayoutPlan, plan_layout
 
 
 @dataclass
@@ -36,6 +37,10 @@ class RankLayout:
         return self.rank == self.plan.master_rank
 
     @property
+    def is_relay(self) -> bool:
+        return self.rank in self.plan.relay_ranks
+
+    @property
     def is_leader(self) -> bool:
         return self.group is not None and self.group.leader == self.rank
 
@@ -47,13 +52,13 @@ class RankLayout:
         self.group_comm = self.node_comm = MPI.COMM_NULL
 
 
-def build_layout(comm: MPI.Comm, group_size: int | None = None) -> RankLayout:
+def build_layout(comm: MPI.Comm, group_size: int | None = None, relays: int = 0) -> RankLayout:
     """Collective over ``comm``: plan the layout and split the group communicators.
 
     Every rank gathers every rank's node id and host name (two small
     allgathers), runs the same pure planner, and so agrees on the plan without
     a broadcast from the master.  ``group_size`` must be the same on every
-    rank; it is validated by the planner identically everywhere, so a bad
+    rank, as must ``relays``; both are validated by the planner identically everywhere, so a bad
     value fails on every rank at once instead of hanging some of them.
     """
     rank = comm.Get_rank()
@@ -62,7 +67,11 @@ def build_layout(comm: MPI.Comm, group_size: int | None = None) -> RankLayout:
     nodes = comm.allgather(node_id)
     hosts = comm.allgather(socket.gethostname())
 
-    plan = plan_layout(hosts, nodes, group_size)
+    try:
+        plan = plan_layout(hosts, nodes, group_size, relays=relays)
+    except LayoutError as exc:  # the same plan, so the same error, on every rank: one line from rank 0
+        node_comm.Free()
+        raise UsageError(str(exc)) from None
     group = plan.group_of(rank)
     color = MPI.UNDEFINED if group is None else group.index
     group_comm = comm.Split(color, key=rank)

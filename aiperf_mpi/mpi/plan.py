@@ -52,6 +52,15 @@ class LayoutPlan:
     nodes: tuple[int, ...]
     group_size: int | None
     groups: tuple[GroupPlan, ...]
+    relay_ranks: tuple[int, ...] = ()
+    """the ranks on rank 0's node that take the leaders' messages for rank 0 (``--relays``; none: rank 0 does)"""
+
+    def relay_of(self, group: int) -> int:
+        """The rank ``group``'s leader sends its messages to: its relay (every ``len(relay_ranks)``-th group
+        shares one), or the master when there are no relays."""
+        if not self.relay_ranks:
+            return self.master_rank
+        return self.relay_ranks[group % len(self.relay_ranks)]
 
     def group_of(self, rank: int) -> GroupPlan | None:
         """The group ``rank`` belongs to, or ``None`` for the master."""
@@ -67,13 +76,16 @@ class LayoutPlan:
     def device_index(self, rank: int) -> int:
         """Which of its node's accelerators a worker rank uses: its place among the node's workers.
 
-        The master trains nothing and takes no device, so on the master's node
+        The master and the relays train nothing and take no device, so on the master's node
         the workers still number their devices from 0.
         """
         if rank == self.master_rank:
             raise ValueError("the master uses no accelerator")
+        if rank in self.relay_ranks:
+            raise ValueError("a relay rank uses no accelerator")
         node = self.nodes[rank]
-        workers = [r for r in range(self.world_size) if self.nodes[r] == node and r != self.master_rank]
+        workers = [r for r in range(self.world_size) if self.nodes[r] == node and r != self.master_rank
+                   and r not in self.relay_ranks]  # fmt: skip
         return workers.index(rank)
 
     def monitors_node(self, rank: int) -> bool:
@@ -98,6 +110,11 @@ class LayoutPlan:
             f"group size:   {self.group_size if self.group_size else 'whole node'}",
             f"groups:       {len(self.groups)}",
         ]
+        if self.relay_ranks:
+            share = ("every group's leader" if len(self.relay_ranks) == 1
+                     else f"every {_ordinal(len(self.relay_ranks))} group's leader, each")  # fmt: skip
+            lines.insert(2, f"relays:       rank(s) {_ranges(self.relay_ranks)} on {self.hosts[self.master_rank]}, "
+                            f"taking the messages of {share} for the master")  # fmt: skip
         for group in self.groups:
             lines.append(
                 f"  group {group.index:>4}: host {group.host}, node {group.node}, "
@@ -114,6 +131,7 @@ def plan_layout(
     nodes: Sequence[int],
     group_size: int | None = None,
     master_rank: int = MASTER_RANK,
+    relays: int = 0,
 ) -> LayoutPlan:
     """Plan the groups from each rank's host name and node id.
 
@@ -121,7 +139,10 @@ def plan_layout(
     ``MPI_Comm_split_type(COMM_TYPE_SHARED)`` found it); ``hosts[r]`` is only
     for display.  Workers of one node are taken in rank order and cut into
     consecutive groups of ``group_size`` (the last one of a node may be
-    smaller); ``None`` puts all of a node's workers in one group.
+    smaller); ``None`` puts all of a node's workers in one group.  ``relays``:
+    the first that many ranks of the master's node after the master are
+    relay ranks (:mod:`aiperf_mpi.mpi.relay`), in no group: the master's node
+    is already the run's one node that cannot be lost, so they add no fault domain.
     """
     if len(hosts) != len(nodes):
         raise LayoutError(f"{len(hosts)} host names for {len(nodes)} ranks")
@@ -133,10 +154,21 @@ def plan_layout(
     if group_size is not None and group_size < 1:
         raise LayoutError(f"--group-size must be at least 1, got {group_size}")
 
+    if relays < 0:
+        raise LayoutError(f"--relays must be 0 or more, got {relays}")
     workers_by_node: dict[int, list[int]] = {}
     for rank, node in enumerate(nodes):
         if rank != master_rank:
             workers_by_node.setdefault(node, []).append(rank)
+    beside = workers_by_node.get(nodes[master_rank], [])
+    if relays > len(beside):
+        raise LayoutError(f"--relays {relays}: the relays run on rank 0's node ({hosts[master_rank]}), which has "
+                          f"{len(beside)} other rank(s); start more ranks there or ask for fewer relays")  # fmt: skip
+    relay_ranks = tuple(beside[:relays])
+    if relay_ranks:
+        workers_by_node[nodes[master_rank]] = beside[relays:]
+        if not workers_by_node[nodes[master_rank]]:  # rank 0's node holds only the master and its relays
+            del workers_by_node[nodes[master_rank]]
 
     groups: list[GroupPlan] = []
     for node in sorted(workers_by_node):
@@ -146,6 +178,8 @@ def plan_layout(
             chunk = tuple(ranks[start : start + size])
             groups.append(GroupPlan(len(groups), node, hosts[chunk[0]], chunk))
 
+    if relay_ranks and not groups:
+        raise LayoutError(f"--relays {relays} leaves no rank to train: every rank but the master is a relay")
     return LayoutPlan(
         world_size=world_size,
         master_rank=master_rank,
@@ -153,7 +187,14 @@ def plan_layout(
         nodes=tuple(nodes),
         group_size=group_size,
         groups=tuple(groups),
+        relay_ranks=relay_ranks,
     )
+
+
+def _ordinal(count: int) -> str:
+    """'2nd', '3rd', '4th', '11th', '21st', …: "every 2nd group"."""
+    suffix = "th" if 10 <= count % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(count % 10, "th")
+    return f"{count}{suffix}"
 
 
 def _ranges(ranks: Sequence[int]) -> str:

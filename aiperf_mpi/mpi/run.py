@@ -92,7 +92,7 @@ def run_benchmark(
     """
     stop_flag = stop_flag or StopFlag().install()
     prepared: Prepared = agree(comm, lambda: prepare(config, resume, comm.Get_size()))
-    layout = build_layout(comm, prepared.config.group_size or None)
+    layout = build_layout(comm, prepared.config.group_size or None, prepared.config.relays)
     try:
         local, staging = stage_on_nodes(comm, layout, prepared.config)  # ``local`` reads the staged copy
         agree(comm, lambda: create_run_dir(prepared, max(group.horovod_size for group in layout.plan.groups)))
@@ -152,15 +152,48 @@ class MasterRole:
         groups = context.layout.plan.groups
         tolerant, why = fault_tolerance(os.environ, MPI.Get_library_version())
         print(start_line(tolerant, why), flush=True)
+        relays = context.layout.plan.relay_ranks
         transport = MpiMasterTransport(context.comm, {g.index: g.leader for g in groups},
-                                       {g.index: list(g.ranks) for g in groups}, fault_tolerant=tolerant)  # fmt: skip
+                                       {g.index: list(g.ranks) for g in groups}, fault_tolerant=tolerant,
+                                       relays=relays)  # fmt: skip
+        if relays:
+            print(f"aiperf_mpi: {len(relays)} relay rank(s) take the {len(groups)} groups' messages for rank 0 "
+                  "(--relays)", flush=True)  # fmt: skip
         ended = run_master(context.prepared, config, transport, system=system, layout=context.layout.plan.to_dict(),
                            staging=context.staging, stop=context.stop_flag, urgent=lambda: context.stop_flag.urgent,
                            version=__version__, end=context.end,
                            hang=HangPolicy() if tolerant else None)  # fmt: skip
         if ended.exit_status:  # groups abandoned mid-epoch, or lost (MPI_Finalize would hang): end every rank
             context.comm.Abort(ended.exit_status)
+        transport.stop_relays()
         transport.close()
+        return 0
+
+
+class RelayRole:
+    """A relay rank (``--relays``): no device, no probe; vets its leaders' messages for rank 0 (mpi/relay.py)."""
+
+    def __init__(self, context: RankContext) -> None:
+        self.context = context
+
+    def claim_device(self) -> None:
+        """Leave on SIGTERM as a training rank does (rank 0 ends the run; this is the backstop)."""
+        self.context.stop_flag.leave_after_term()
+        return None
+
+    def preload(self, config: RunConfig) -> None:
+        """The vetting's imports are the job's own, loaded at start-up."""
+
+    def probe_peak(self, config: RunConfig) -> None:
+        pass
+
+    def run(self, config: RunConfig, system: dict | None) -> int:
+        from aiperf_mpi.mpi.relay import Relay
+
+        plan, rank = self.context.layout.plan, self.context.layout.rank
+        leaders = {g.leader: g.index for g in plan.groups if plan.relay_of(g.index) == rank}
+        tolerant, _ = fault_tolerance(os.environ, MPI.Get_library_version())
+        Relay(self.context.comm, leaders, fault_tolerant=tolerant).run()
         return 0
 
 
@@ -202,7 +235,7 @@ class GroupRole:
             if not layout.is_leader:
                 runner.serve()
                 return
-            channel = MpiLeaderChannel(context.comm)
+            channel = MpiLeaderChannel(context.comm, layout.plan.relay_of(layout.group.index))
             monitor = _start_monitor(layout, config, channel, context.node_pids)
             try:
                 leader_loop(channel, layout.group.index, layout.group.horovod_size, config, graph, runner,
@@ -222,7 +255,7 @@ class GroupRole:
 
 def rank_role(comm: MPI.Comm, layout: RankLayout, prepared: Prepared, training: TrainingBackend, end: EndOfRunHooks,
               stop_flag: StopFlag, node_pids: list[int], local: RunConfig, staging: list[dict],
-              horovod: bool) -> MasterRole | GroupRole:  # fmt: skip
+              horovod: bool) -> MasterRole | RelayRole | GroupRole:  # fmt: skip
     """The role split, once (as mpi4py's ``MPICommExecutor(comm, root)`` splits root from workers).
 
     Both roles answer the same phases — ``claim_device``, ``probe_peak``,
@@ -230,7 +263,9 @@ def rank_role(comm: MPI.Comm, layout: RankLayout, prepared: Prepared, training: 
     on every rank without asking again which role it holds.
     """
     context = RankContext(comm, layout, prepared, training, end, stop_flag, node_pids, local, staging, horovod)
-    return MasterRole(context) if layout.is_master else GroupRole(context)
+    if layout.is_master:
+        return MasterRole(context)
+    return RelayRole(context) if layout.is_relay else GroupRole(context)
 
 
 def _agree_precision(comm: MPI.Comm, config: RunConfig, caps, system: dict | None) -> tuple[RunConfig, dict | None]:

@@ -22,7 +22,18 @@ from collections import deque
 
 from mpi4py import MPI
 
-from aiperf_mpi.job.messages import TAGS, TO_LEADER, TO_MASTER, GroupLost, MonitorSample, Stop
+from aiperf_mpi.job.messages import (
+    RELAY_STOP,
+    RELAYED,
+    TAGS,
+    TO_LEADER,
+    TO_MASTER,
+    UNREADABLE,
+    VETTED,
+    GroupLost,
+    MonitorSample,
+    Stop,
+)
 from aiperf_mpi.job.wire import WireFormatError, from_wire, plain_loads, to_wire
 from aiperf_mpi.mpi.faults import world_ranks
 
@@ -30,6 +41,8 @@ MASTER = 0
 TAG_TYPES = {tag: kind for kind, tag in TAGS.items()}
 FROM_LEADERS = {tag: kind for tag, kind in TAG_TYPES.items() if kind in TO_MASTER}
 """the tags rank 0 takes, and their messages"""
+FROM_RELAYS = {**FROM_LEADERS, **{TAGS[kind]: kind for kind in VETTED}}
+"""the tags of the items of a relay's batch (mpi/relay.py): a leader's message, or its vetted form"""
 ANY_SOURCE, ANY_TAG = MPI.ANY_SOURCE, MPI.ANY_TAG
 
 
@@ -40,8 +53,12 @@ class MpiMasterTransport:
     """pending sends below which completed ones are not looked for"""
 
     def __init__(self, comm: MPI.Comm, leaders: dict[int, int], members: dict[int, list[int]] | None = None,
-                 fault_tolerant: bool = False) -> None:  # fmt: skip
+                 fault_tolerant: bool = False, relays: tuple[int, ...] = ()) -> None:  # fmt: skip
         self.comm = comm
+        self.relays = frozenset(relays)
+        """the relay ranks (``--relays``, mpi/relay.py): each sends batches of its leaders' messages"""
+        self._relayed: deque[tuple[int, object]] = deque()
+        """the messages of the relays' batches received and not yet polled"""
         self.leaders = dict(leaders)  # group → world rank
         self.group_of = {rank: group for group, rank in leaders.items()}
         self.member_of = {rank: group for group, ranks in (members or {}).items() for rank in ranks}
@@ -87,6 +104,8 @@ class MpiMasterTransport:
         deadline = None
         pause = 0.0005
         while True:
+            if self._relayed:
+                return self._relayed.popleft()
             if self._losses:
                 return self._losses.popleft()
             try:
@@ -94,6 +113,9 @@ class MpiMasterTransport:
                     source, tag = status.source, status.tag
                     data = bytearray(status.Get_count(MPI.BYTE))  # the pickle's bytes, unpickled by _message
                     comm.Recv([data, MPI.BYTE], source, tag)
+                    if source in self.relays:
+                        self._unpack(source, tag, data)
+                        continue
                     return self._message(source, tag, data)
             except MPI.Exception as exc:
                 self._failure(exc)
@@ -127,6 +149,54 @@ class MpiMasterTransport:
             return group, GroupLost([], f"rank {source} sent an unreadable {getattr(kind, '__name__', 'message')}: "
                                         f"{exc}")  # fmt: skip
 
+    def _unpack(self, source: int, tag: int, data: bytearray) -> None:
+        """A relay's batch: its messages queued for :meth:`poll`, in the order the relay received them.
+
+        A relay is the job's own code on rank 0's node: a batch that is not one (a broken relay) stops the run
+        (``RuntimeError``).  What its leaders sent is checked as ever: a message the relay passed on unvetted
+        is vetted by the master, and one it could not read loses its group here, as :meth:`_message` does.
+        """
+        try:
+            if tag != RELAYED:
+                raise WireFormatError(f"tag {tag} is not a relay's batch")
+            items = plain_loads(data)
+            for group, kind_tag, payload in items:
+                if kind_tag == UNREADABLE:
+                    self.lost.add(group)
+                    self._relayed.append((group, GroupLost([], str(payload))))
+                    continue
+                self._relayed.append((group, from_wire(FROM_RELAYS[kind_tag], payload)))
+        except (WireFormatError, KeyError, TypeError, ValueError) as exc:
+            raise RuntimeError(f"relay rank {source} sent what is not a batch of leader messages: {exc}") from None
+
+    def stop_relays(self, timeout: float = 60.0) -> None:
+        """Tell each relay the run's messages are over, and take what they still send until each answers.
+
+        Every send of a relay then has its receive, so none is left pending at ``MPI_Finalize`` (a large one
+        would wait there for ever).  What the batches still hold comes after the master's loop: dropped.
+        """
+        for relay in sorted(self.relays):
+            self.comm.send(b"", dest=relay, tag=RELAY_STOP)
+        waiting = set(self.relays)
+        status = self._status
+        deadline = time.monotonic() + timeout
+        while waiting and time.monotonic() < deadline:
+            try:
+                if not self.comm.Iprobe(ANY_SOURCE, ANY_TAG, status):
+                    time.sleep(0.001)
+                    continue
+                source, tag = status.source, status.tag
+                data = bytearray(status.Get_count(MPI.BYTE))
+                self.comm.Recv([data, MPI.BYTE], source, tag)
+            except MPI.Exception as exc:
+                self._failure(exc)
+                continue
+            if source in waiting and tag == RELAY_STOP:
+                waiting.discard(source)
+        if waiting:
+            print(f"aiperf_mpi: warning: relay rank(s) {sorted(waiting)} did not answer rank 0's stop within "
+                  f"{timeout:.0f} s", flush=True)  # fmt: skip
+
     def close(self) -> None:
         """Wait for the sends under way, except those to lost groups (they may never complete)."""
         for group, request in self._pending:
@@ -143,15 +213,8 @@ class MpiMasterTransport:
 
     def _failure(self, exc: MPI.Exception) -> None:
         """A process failure (fault tolerance on): acknowledge it and queue one GroupLost per group hit."""
-        if not self.fault_tolerant or exc.Get_error_class() not in _FAILURE_CLASSES:
-            raise exc
-        self.comm.Ack_failed()
-        failed = self.comm.Get_failed()
-        try:
-            ranks = world_ranks(failed, self.comm)
-        finally:
-            failed.Free()
-        if 0 in ranks:
+        ranks = failed_ranks(self.comm, exc, self.fault_tolerant)
+        if 0 in ranks or self.relays.intersection(ranks):  # rank 0's node: the run cannot go on
             raise exc
         hit: dict[int, list[int]] = {}
         for rank in ranks:
@@ -164,24 +227,41 @@ class MpiMasterTransport:
                                                         f"({exc.Get_error_string().strip()})")))  # fmt: skip
 
 
+def failed_ranks(comm: MPI.Comm, exc: MPI.Exception, fault_tolerant: bool) -> list[int]:
+    """The world ranks ULFM reports failed on ``comm``, acknowledged; ``exc`` raised again if it is no such failure.
+
+    Without fault tolerance, or for any other MPI error, there is nothing to go on with: the error stands.
+    """
+    if not fault_tolerant or exc.Get_error_class() not in _FAILURE_CLASSES:
+        raise exc
+    comm.Ack_failed()
+    failed = comm.Get_failed()
+    try:
+        return world_ranks(failed, comm)
+    finally:
+        failed.Free()
+
+
 _FAILURE_CLASSES = tuple(getattr(MPI, name) for name in ("ERR_PROC_FAILED", "ERR_PROC_FAILED_PENDING", "ERR_REVOKED")
                          if hasattr(MPI, name))  # fmt: skip
 """ULFM's error classes for a failed process (mpi4py names them whether or not the library has ULFM)"""
 
 
 class MpiLeaderChannel:
-    """A leader's side: talk to rank 0."""
+    """A leader's side: talk to rank 0 (its messages go through its relay rank, when the run has relays)."""
 
-    def __init__(self, comm: MPI.Comm) -> None:
+    def __init__(self, comm: MPI.Comm, upstream: int = MASTER) -> None:
         self.comm = comm
+        self.upstream = upstream
+        """where this leader's messages go: rank 0, or its relay (``LayoutPlan.relay_of``); answers come from 0"""
         self._held: deque = deque()
 
     def send(self, message: object) -> None:
-        self.comm.send(to_wire(message), dest=MASTER, tag=TAGS[type(message)])
+        self.comm.send(to_wire(message), dest=self.upstream, tag=TAGS[type(message)])
 
     def send_monitor(self, sample: MonitorSample) -> None:
         """From the monitor thread (needs MPI_THREAD_MULTIPLE): a small message, sent eagerly."""
-        self.comm.send(to_wire(sample), dest=MASTER, tag=TAGS[MonitorSample])
+        self.comm.send(to_wire(sample), dest=self.upstream, tag=TAGS[MonitorSample])
 
     def recv(self) -> object:
         if self._held:

@@ -99,7 +99,7 @@ def choose_threads(mine: Iterable[int], others: Sequence[Iterable[int]], env: Ma
 
 
 def node_peers(plan, rank: int, node_pids: Sequence[int]) -> list[int]:
-    """Process ids of the other training ranks on ``rank``'s node.
+    """Process ids of the other training ranks on ``rank``'s node (the master and the relays train nothing).
 
     ``node_pids`` are the pids of the node's ranks in world-rank order (an
     all-gather on the node communicator, which is split with ``key=rank``);
@@ -108,7 +108,8 @@ def node_peers(plan, rank: int, node_pids: Sequence[int]) -> list[int]:
     local = [r for r in range(plan.world_size) if plan.nodes[r] == plan.nodes[rank]]
     if len(local) != len(node_pids):
         raise ValueError(f"{len(node_pids)} pids for the {len(local)} ranks of node {plan.nodes[rank]}")
-    return [pid for r, pid in zip(local, node_pids, strict=True) if r not in (rank, plan.master_rank)]
+    return [pid for r, pid in zip(local, node_pids, strict=True)
+            if r not in (rank, plan.master_rank) and r not in plan.relay_ranks]  # fmt: skip
 
 
 def _affinity(pid: int, fallback: set[int]) -> set[int]:

@@ -148,6 +148,45 @@ def test_monitor_samples_reach_the_log_and_a_message_rank_0_cannot_read_costs_it
     assert sum(e["event"] == runlog.SCORE for e in events) == 1 and (run_dir / "score.json").exists()
 
 
+def test_through_a_relay_rank_every_message_arrives_vetted_and_a_garbled_one_costs_its_group(tmp_path) -> None:
+    """``--relays 1`` at -n 5: rank 1 takes the leaders' messages (ranks 2, 3, 4) for rank 0.  The run's log is
+    whole (every proposal answered, every view as the log says, monitor samples through the relay), and the
+    EpochDone rank 4 garbles reaches rank 0 as the relay's report of it: that group is lost, the run scores."""
+    from aiperf_mpi.errors import EXIT_GROUPS_LOST
+
+    run_dir = tmp_path / "run"
+    env = mpi_env({"FAKE_RUN_GARBLE": "4", "FAKE_RUN_CONFIG": json.dumps({"relays": 1})})
+    proc = subprocess.Popen(mpirun_command(5, [sys.executable, SCRIPT, str(run_dir), "1", "8"], None),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                            start_new_session=True)  # fmt: skip
+    code, output = finish(proc, timeout=120)
+    assert "1 relay rank(s) take the 3 groups' messages for rank 0" in output, output[-3000:]
+    assert code != 0 and f"Errorcode: {EXIT_GROUPS_LOST}" in output, output[-3000:]
+    events = runlog.read_events(run_dir).events
+    [layout] = [e for e in events if e["event"] == runlog.LAYOUT]
+    assert layout["relay_ranks"] == [1] and [g["ranks"] for g in layout["groups"]] == [[2], [3], [4]]
+    [lost] = [e for e in events if e["event"] == runlog.GROUP_LOST]
+    assert lost["group"] == 2 and "rank 4 sent an unreadable EpochDone" in lost["reason"], lost
+    assert "tuple of its 4 fields, not a tuple of 3" in lost["reason"], lost
+    assert {e["group"] for e in events if e["event"] == runlog.MODEL_DONE} == {0, 1}
+    proposed = [e["task"] for e in events if e["event"] == runlog.MODEL_PROPOSED and e["group"] != 2]
+    answered = [e["task"] for e in events if e["event"] in (runlog.MODEL_DONE, runlog.MODEL_FAILED)]
+    assert sorted(answered) == sorted(proposed) and len(answered) >= 6
+    assert sum(e["event"] == runlog.MONITOR for e in events) >= 3  # group 0's leader samples, through the relay
+    records = logged_records(run_dir)
+    views = []
+    for line in output.splitlines():  # three leaders' long lines at once: mpirun may cut one into another's
+        try:
+            views.append(json.loads(line.split("VIEW ", 1)[1]))
+        except (IndexError, ValueError):
+            continue
+    assert views and {v["rank"] for v in views} <= {2, 3}  # rank 4 waits for an answer when the job is aborted
+    for view in views:
+        assert [int(i) for i in view["members"]] == view_of(records[: view["length"]], SearchConfig().view_bounds())
+    score = json.loads((run_dir / "score.json").read_text())
+    assert score["score"] == score_run(run_dir).score > 0
+
+
 def test_a_killed_rank_ends_the_job_fast_and_the_log_still_parses(tmp_path) -> None:
     run_dir = tmp_path / "run"
     proc = launch(run_dir, "1", "600")

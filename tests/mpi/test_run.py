@@ -19,7 +19,10 @@ def test_a_real_run_scores_and_resumes_with_new_ids(digits_run, tmp_path) -> Non
     """The shared run of tests/mpi/conftest.py (DIGITS_RUN_ARGS: 70 s on digits), checked whole, then resumed."""
     run_dir, first = digits_run.run_dir, digits_run
     assert "aiperf_mpi: score" in first.output and "regulated score" in first.output
+    assert "1 relay rank(s) take the 1 groups' messages for rank 0 (--relays)" in first.output
     events = runlog.read_events(run_dir).events
+    [layout] = [e for e in events if e["event"] == runlog.LAYOUT]
+    assert layout["relay_ranks"] == [1] and [g["ranks"] for g in layout["groups"]] == [[2, 3]]
     done = [e["model"] for e in events if e["event"] == runlog.MODEL_DONE]
     assert len(done) >= 3, [e["event"] for e in events]
     assert all(e["ops"] > 0 for e in events if e["event"] == runlog.EPOCH)
@@ -54,8 +57,9 @@ def test_a_real_run_scores_and_resumes_with_new_ids(digits_run, tmp_path) -> Non
     check_verified(run_dir)
     check_the_published_model(run_dir, first.output, tmp_path / "published")
 
-    second = run_mpi(3, ["-m", "aiperf_mpi", "--resume", str(run_dir), "--time-limit", "25"], timeout=240)
+    second = run_mpi(4, ["-m", "aiperf_mpi", "--resume", str(run_dir), "--time-limit", "25"], timeout=240)
     assert second.returncode == 0, second.output
+    assert "1 relay rank(s) take" in second.output  # a resume keeps the logged --relays, as it keeps --group-size
     events = runlog.read_events(run_dir).events
     starts = [e for e in events if e["event"] == runlog.RUN_START]
     assert [s["segment"] for s in starts] == [1, 2] and starts[1]["resumed"]

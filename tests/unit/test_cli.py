@@ -4,7 +4,7 @@ import argparse
 
 import pytest
 
-from aiperf_mpi.cli import build_parser, positive_int
+from aiperf_mpi.cli import build_parser, check_mode, positive_int, run_overrides
 from aiperf_mpi.errors import UsageError, one_line
 
 
@@ -39,3 +39,16 @@ def test_positive_int_rejects(text: str) -> None:
 def test_one_line_flattens_messages() -> None:
     assert one_line(ValueError("a\n  b")) == "ValueError: a b"
     assert one_line(KeyboardInterrupt()) == "KeyboardInterrupt"
+
+
+def test_relays_shape_the_layout_and_the_run_but_not_a_resume() -> None:
+    """``--relays N`` (0 allowed) is a run option, accepted with --layout like --group-size, refused by --resume."""
+    parser = build_parser()
+    assert parser.parse_args([]).relays is None and "relays" not in run_overrides(parser.parse_args([]))
+    assert run_overrides(parser.parse_args(["--relays", "0"]))["relays"] == 0
+    assert run_overrides(parser.parse_args(["--relays", "4"]))["relays"] == 4
+    check_mode(parser.parse_args(["--layout", "--relays", "2"]))
+    with pytest.raises(UsageError, match="--relays"):
+        parser.parse_args(["--relays", "-1"])
+    with pytest.raises(UsageError, match="--relays do"):
+        check_mode(parser.parse_args(["--resume", "runs/x", "--relays", "2"]))

@@ -89,3 +89,31 @@ def test_one_monitor_per_node_on_its_first_group_leader() -> None:
     hosts, nodes = ["a"] * 5 + ["b"] * 4, [0] * 5 + [5] * 4
     plan = plan_layout(hosts, nodes, 2)  # groups (1,2) (3,4) on a; (5,6) (7,8) on b
     assert [r for r in range(9) if plan.monitors_node(r)] == [1, 5]
+
+
+def test_relays_are_the_first_ranks_beside_the_master_and_serve_the_groups_in_turn() -> None:
+    """``--relays``: ranks of rank 0's node after it, in no group, taking no device; each group has one."""
+    nodes = [0, 0, 0, 0, 1, 1, 2, 2]
+    plan = plan_layout([f"h{n}" for n in nodes], nodes, group_size=1, relays=2)
+    assert plan.relay_ranks == (1, 2)
+    assert [g.ranks for g in plan.groups] == [(3,), (4,), (5,), (6,), (7,)]
+    assert [plan.relay_of(g.index) for g in plan.groups] == [1, 2, 1, 2, 1]
+    assert plan.group_of(1) is None and plan.group_of(2) is None
+    assert plan.device_index(3) == 0  # the master's and the relays' cores are no accelerator's
+    with pytest.raises(ValueError, match="relay"):
+        plan.device_index(1)
+    assert "relays:       rank(s) 1-2 on h0, taking the messages of every 2nd group's leader, each, for the master" \
+        in plan.describe()
+    assert json.loads(json.dumps(plan.to_dict()))["relay_ranks"] == [1, 2]
+    without = plan_layout([f"h{n}" for n in nodes], nodes, group_size=1)
+    assert without.relay_ranks == () and {without.relay_of(g.index) for g in without.groups} == {0}
+
+
+@pytest.mark.parametrize(("nodes", "relays", "message"), [
+    ([0, 0, 1, 1], 2, "rank 0's node"),
+    ([0, 0, 0], 2, "leaves no rank to train"),
+    ([0, 0], -1, "0 or more"),
+])  # fmt: skip
+def test_relays_that_cannot_be_placed_are_refused_in_one_line(nodes: list[int], relays: int, message: str) -> None:
+    with pytest.raises(LayoutError, match=message):
+        plan_layout([f"h{n}" for n in nodes], nodes, relays=relays)

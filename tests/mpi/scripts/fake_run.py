@@ -66,7 +66,7 @@ def garble_first_epoch_done() -> None:
     def garbling(self, message):
         if isinstance(message, EpochDone) and not garbled:
             garbled.append(message)
-            self.comm.send(("not", "an", "epoch"), dest=transport_module.MASTER, tag=TAGS[EpochDone])
+            self.comm.send(("not", "an", "epoch"), dest=self.upstream, tag=TAGS[EpochDone])
             return
         send(self, message)
 
