@@ -111,10 +111,10 @@ class LayoutPlan:
             f"groups:       {len(self.groups)}",
         ]
         if self.relay_ranks:
-            share = ("every group's leader" if len(self.relay_ranks) == 1
-                     else f"every {_ordinal(len(self.relay_ranks))} group's leader, each")  # fmt: skip
+            share = ("taking the messages of every group's leader" if len(self.relay_ranks) == 1
+                     else f"each taking the messages of every {_ordinal(len(self.relay_ranks))} group's leader")
             lines.insert(2, f"relays:       rank(s) {_ranges(self.relay_ranks)} on {self.hosts[self.master_rank]}, "
-                            f"taking the messages of {share} for the master")  # fmt: skip
+                            f"{share} for the master")  # fmt: skip
         for group in self.groups:
             lines.append(
                 f"  group {group.index:>4}: host {group.host}, node {group.node}, "

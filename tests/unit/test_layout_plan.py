@@ -102,7 +102,7 @@ def test_relays_are_the_first_ranks_beside_the_master_and_serve_the_groups_in_tu
     assert plan.device_index(3) == 0  # the master's and the relays' cores are no accelerator's
     with pytest.raises(ValueError, match="relay"):
         plan.device_index(1)
-    assert "relays:       rank(s) 1-2 on h0, taking the messages of every 2nd group's leader, each, for the master" \
+    assert "relays:       rank(s) 1-2 on h0, each taking the messages of every 2nd group's leader for the master" \
         in plan.describe()
     assert json.loads(json.dumps(plan.to_dict()))["relay_ranks"] == [1, 2]
     without = plan_layout([f"h{n}" for n in nodes], nodes, group_size=1)
