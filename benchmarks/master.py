@@ -59,9 +59,11 @@ from aiperf_mpi.graph.morph import MorphError, random_morph
 from aiperf_mpi.graph.seeds import resnet50
 from aiperf_mpi.job.batchio import BatchIO
 from aiperf_mpi.job.master import BATCH, Master, retire_survivors
-from aiperf_mpi.job.messages import TAGS, EpochStarted, Ready, Result, epoch_done, proposed
+from aiperf_mpi.job.messages import RELAYED, TAGS, EpochStarted, Ready, Result, epoch_done, proposed
 from aiperf_mpi.job.mllog import MLLogWriter
 from aiperf_mpi.job.wire import to_wire
+from aiperf_mpi.mpi.relay import INTERVAL as RELAY_INTERVAL
+from aiperf_mpi.mpi.relay import Relay
 from aiperf_mpi.mpi.transport import MpiMasterTransport
 from aiperf_mpi.results import runlog
 from aiperf_mpi.search.bayesian import BayesianSearch, SearchConfig
@@ -77,7 +79,10 @@ FASTER = 2.0
 """the largest machine is run again with messages arriving this many times faster: rank 0's headroom"""
 TIMED_MODELS = 4_000
 PREFETCH = 512
-"""how many messages ahead of their arrival the leaders' rank sends them (so each is there when it arrives)"""
+"""how many messages ahead of their arrival the leaders' rank sends them (so each is there when it arrives); with a
+relay, none: each goes at its arrival time, and what rank 0 gets is what the relay handed on by then"""
+RELAY_REPORT = 77
+"""the bench's own tag: the relay rank's CPU and batches, to rank 0 once the timed part is over"""
 TIMED_SECONDS = 15.0
 """at most this much arrival time per size: fewer models at the smaller machines, whose messages come slower"""
 EPOCHS = 3
@@ -131,18 +136,34 @@ def rss_mb() -> float:
     return 0.0
 
 
-def simulate(groups: int, history_size: int, speed: float = 1.0, comm: MPI.Comm | None = None) -> dict | None:
+def simulate(groups: int, history_size: int, speed: float = 1.0, comm: MPI.Comm | None = None,
+             relay: str = "none") -> dict | None:  # fmt: skip
     """One machine size and history size, on two MPI ranks of their own (so that rank 0's RSS is its own).
 
-    Rank 0 is the master; rank 1 plays the leaders (:func:`leaders_side`) and returns None.
+    Rank 0 is the master; the last rank plays the leaders (:func:`leaders_side`) and returns None.
     ``speed``: models arrive this many times faster than one per group per :data:`MODEL_SECONDS`.
+    ``relay`` (``--relays``, mpi/relay.py): "none", rank 0 receives every leader message; "inline", rank 1 also
+    does what the relay does (its own code, :meth:`Relay.item`, ahead of time) and sends rank 0 the relay's
+    batches, one per :data:`~aiperf_mpi.mpi.relay.INTERVAL` of arrivals, each when its interval ends — rank 0's
+    side of a run with relays, on two ranks, so that the relay's CPU does not take rank 0's core on a 2-core
+    machine (a run's relays have cores of their own); "rank", a real relay process on rank 1 between the
+    leaders (rank 2, sending at arrival times) and rank 0 — three busy processes, for a machine with the cores.
     """
     comm = MPI.COMM_WORLD if comm is None else comm
-    if comm.Get_size() != 2:
-        raise RuntimeError("the master bench runs on 2 MPI ranks: rank 0 the master, rank 1 the leaders")
+    ranks = {"none": 2, "inline": 2, "rank": 3}
+    if comm.Get_size() != ranks.get(relay):
+        raise RuntimeError(f"the master bench runs on {ranks.get(relay, '2 or 3')} MPI ranks with relay={relay!r}: "
+                           "rank 0 the master, the last the leaders, a relay between them for 'rank'")  # fmt: skip
     pool = graph_pool(POOL)
-    if comm.Get_rank() == 1:
-        leaders_side(comm, pool, history_size)
+    leaders_rank = comm.Get_size() - 1
+    if comm.Get_rank() == leaders_rank:
+        leaders_side(comm, pool, history_size, upstream=1 if relay == "rank" else 0,
+                     prefetch=0 if relay == "rank" else PREFETCH, inline=relay == "inline")  # fmt: skip
+        return None
+    if comm.Get_rank() == 1:  # relay == "rank": the relay, until rank 0's loop is over; then its CPU to rank 0
+        relayed = Relay(comm, {leaders_rank: 0})
+        relayed.run()
+        comm.send({"cpu": relayed.cpu_seconds, "batches": relayed.batches}, dest=0, tag=RELAY_REPORT)
         return None
     rng = random.Random(groups + history_size)
     base_rss = rss_mb()
@@ -226,10 +247,11 @@ def simulate(groups: int, history_size: int, speed: float = 1.0, comm: MPI.Comm 
         # to rank 0 ahead of its arrival (at most PREFETCH early); the loop takes it with the transport's own
         # poll (Iprobe, mpi4py's receive and unpickling), so the MPI calls that let go of the interpreter lock,
         # which the I/O thread waits for, are the real ones
-        transport = MpiMasterTransport(comm, {0: 1})
+        relays = relay != "none"
+        transport = MpiMasterTransport(comm, {0: leaders_rank}, relays=(1,) if relays else ())
         sent_models = timed * per_model
-        comm.send((planned, rate), dest=1)
-        begin = comm.recv(source=1)  # the clock's zero (time.perf_counter: one clock for both ranks)
+        comm.send((planned, rate), dest=leaders_rank)
+        begin = comm.recv(source=leaders_rank)  # the clock's zero (time.perf_counter: one clock for both ranks)
 
         def receive() -> object:
             found = transport.poll(0.0)
@@ -237,9 +259,17 @@ def simulate(groups: int, history_size: int, speed: float = 1.0, comm: MPI.Comm 
                 found = transport.poll(0.01)
             return found[1]
 
-        def deliver(group: int, replies: list, arrival: float) -> None:
+        def deliver(group: int, replies: list, arrival: float) -> bool:
             start, start_cpu = time.perf_counter(), time.thread_time()
-            answer = master.handle(group, receive())
+            if relay == "rank":  # what the relay handed on so far: the master's loop polls, it does not know it
+                found = transport.poll(0.0)
+                if found is None:
+                    polling.append(time.thread_time() - start_cpu)
+                    return False
+                message = found[1]
+            else:
+                message = receive()
+            answer = master.handle(group, message)
             cpu.append(time.thread_time() - start_cpu)
             end = time.perf_counter()
             wall.append(end - start)
@@ -250,6 +280,7 @@ def simulate(groups: int, history_size: int, speed: float = 1.0, comm: MPI.Comm 
                     sent["works"] += 1
                     sent["records"] += len(reply.view.records)
                     tasks[target] = reply.task_id
+            return True
 
         def send(released: list) -> None:
             """What master_loop's transport does with the released replies: pickle their wire tuples (isend)."""
@@ -269,10 +300,18 @@ def simulate(groups: int, history_size: int, speed: float = 1.0, comm: MPI.Comm 
         load = os.getloadavg()[0]
         replies: list = []
         held = 0
+        def due(index: int) -> float:
+            """When message ``index`` is there: its arrival, or with a relay the end of its batch's interval."""
+            return (relay_window(index, rate) + 1) * RELAY_INTERVAL if relay == "inline" else index / rate
+
+        polling: list[float] = []
+        """with a relay: the CPU of the polls that found nothing (the master's loop makes them too)"""
         while upcoming is not None or io.pending or held:
             handled = 0
-            while upcoming is not None and handled < BATCH and time.perf_counter() - begin >= number / rate:
-                deliver(upcoming, replies, begin + number / rate)
+            while upcoming is not None and handled < BATCH and (relay == "rank"
+                                                                or time.perf_counter() - begin >= due(number)):
+                if not deliver(upcoming, replies, begin + number / rate):
+                    break
                 number += 1
                 handled += 1
                 upcoming = following()
@@ -289,10 +328,19 @@ def simulate(groups: int, history_size: int, speed: float = 1.0, comm: MPI.Comm 
             if handled or released or submitted:
                 handing.append(time.perf_counter() - start)
                 handing_cpu.append(time.thread_time() - start_cpu)
-            if not handled:
-                wait = number / rate - (time.perf_counter() - begin) if upcoming is not None else 0.001
+            if not handled and relay == "rank":  # as the transport's poll: a first pause of 0.5 ms when nothing came
+                time.sleep(0.0005)
+            elif not handled:
+                wait = due(number) - (time.perf_counter() - begin) if upcoming is not None else 0.001
                 time.sleep(min(max(wait, 0.0), 0.001) if io.pending else max(wait, 0.0))
         elapsed = time.perf_counter() - begin
+        relay_report = {}
+        if relay == "rank":
+            transport.stop_relays()
+            relay_report = comm.recv(source=1, tag=RELAY_REPORT)
+        elif relay == "inline":  # asked for once the loop is over, so that no poll takes it for a batch
+            comm.send(None, dest=1, tag=RELAY_REPORT)
+            relay_report = comm.recv(source=1, tag=RELAY_REPORT)
         load = max(load, os.getloadavg()[0])
         io.close()
         send(io.completed())  # what the I/O thread released after the loop's last look
@@ -334,7 +382,11 @@ def simulate(groups: int, history_size: int, speed: float = 1.0, comm: MPI.Comm 
         "rate": rate,
         "lag": elapsed - window,
         "busy": (sum(wall) + sum(handing)) / window,
-        "busy_cpu": (sum(cpu) + sum(handing_cpu)) / window,
+        "busy_cpu": (sum(cpu) + sum(handing_cpu) + sum(polling)) / window,
+        "relays": int(relays),
+        "relay": relay,
+        "relay_cpu": relay_report.get("cpu", 0.0) / window,
+        "receives_per_model": relay_report.get("batches", messages) / timed,
         "io_cpu": io.cpu_seconds / window,
         "io_wall": io.busy_seconds / window,
         "fsyncs": io.rounds,
@@ -352,55 +404,94 @@ def simulate(groups: int, history_size: int, speed: float = 1.0, comm: MPI.Comm 
     }
 
 
-def leaders_side(comm: MPI.Comm, pool: list[str], history_size: int) -> None:
-    """Rank 1: the timed models' messages as their leaders make them, sent to rank 0 before their arrival.
+def relay_window(index: int, rate: float) -> int:
+    """The relay's batch that message ``index`` goes in (--relay inline): one per interval of arrivals."""
+    return int(index / rate / RELAY_INTERVAL)
+
+
+def leaders_side(comm: MPI.Comm, pool: list[str], history_size: int, upstream: int = 0,
+                 prefetch: int = PREFETCH, inline: bool = False) -> None:  # fmt: skip
+    """The last rank: the timed models' messages as their leaders make them, sent to rank 0 before their arrival.
 
     Per model: Proposed, the first epoch's EpochStarted alone, each later epoch's start on the EpochDone
     before it, and the Result with the view record rank 0 planned (compressed as a leader does).  A message
     goes at most :data:`PREFETCH` messages before its arrival time; this rank sleeps, never spins in MPI, so
-    that it takes as little as it can of the two cores rank 0 runs on.
+    that it takes as little as it can of the two cores rank 0 runs on.  ``inline``: each message, pickled as
+    a leader sends it, goes through the relay's own :meth:`Relay.item` here, and the relay's batches go to rank
+    0 (one per interval of arrivals, as :func:`relay_window` says), all made before the clock starts (this rank's
+    CPU for that is the relay's), then each sent when due.
     """
-    planned, rate = comm.recv(source=0)
+    planned, rate = comm.recv(source=0)  # rank 0 plans; the messages go to ``upstream`` (a relay, or rank 0)
     morphs = list(random_morph(resnet50(32, 3, 10), random.Random(1)).steps)  # a proposal's lineage, as sent
     search_info = {"search": "bayesian", "tuner": "tpe", "strategy": "gp-ucb", "search_seconds": 1.25}
-    begin = time.perf_counter() + 1.0  # time to send the first PREFETCH messages
-    comm.send(begin, dest=0)
     pending: deque = deque()
-    sent = 0
 
-    def send(message: object) -> None:
-        nonlocal sent
-        ahead = begin + (sent - PREFETCH) / rate - time.perf_counter()
-        if ahead > 0:
-            time.sleep(ahead)
-        data = pickle.dumps(to_wire(message), protocol=pickle.HIGHEST_PROTOCOL)  # as MpiLeaderChannel.send
-        pending.append((comm.Isend([data, MPI.BYTE], dest=0, tag=TAGS[type(message)]), data))
+    def isend(data: bytes, tag: int) -> None:
+        pending.append((comm.Isend([data, MPI.BYTE], dest=upstream, tag=tag), data))
         while pending and pending[0][0].Test():
             pending.popleft()
-        sent += 1
 
-    for number, (parent, accuracy, task, view_record) in enumerate(planned):
-        graph = variant(pool, history_size + number)
-        hparams = {"batch_size": 64, "kernel_size": 3}
-        send(proposed(task, parent, graph, hparams, "bench", search_info, morphs))
-        epochs = []
-        now = time.time()
-        send(EpochStarted(task, 1, now, 64))
-        for epoch in range(1, EPOCHS + 1):
-            epochs.append({"epoch": epoch, "train_loss": 1.0, "val_accuracy": 0.5 + 0.01 * epoch, "start": now,
-                           "end": now, "ops": 10**15, "ops_train": 9 * 10**14, "ops_update": 10**12,
-                           "ops_validation": 99 * 10**12, "steps": 100, "train_samples": 6400,
-                           "validation_samples": 1000, "data_wait": 0.1, "compute": 50.0, "evaluation": 2.0,
-                           "compile": 0.0, "xla": False, "learning_rate": 0.1})  # a real epoch's fields  # fmt: skip
-            following = EpochStarted(task, epoch + 1, now, 64) if epoch < EPOCHS else None
-            send(epoch_done(task, epochs[-1], following))  # encoded by the leader
-        weights = f"weights/task-{task}.npz"  # made before the timing, as a leader writes it before its Result
-        send(Result(task, parent, graph, hparams, [], accuracy, None, {"total": 3 * 10**15}, {"train": 60.0},
-                    "bench", "epoch limit", weights, {}, runlog.value_text(epochs), view_record))  # fmt: skip
+    def messages():
+        for number, (parent, accuracy, task, view_record) in enumerate(planned):
+            graph = variant(pool, history_size + number)
+            hparams = {"batch_size": 64, "kernel_size": 3}
+            yield proposed(task, parent, graph, hparams, "bench", search_info, morphs)
+            epochs = []
+            now = time.time()
+            yield EpochStarted(task, 1, now, 64)
+            for epoch in range(1, EPOCHS + 1):
+                epochs.append({"epoch": epoch, "train_loss": 1.0, "val_accuracy": 0.5 + 0.01 * epoch, "start": now,
+                               "end": now, "ops": 10**15, "ops_train": 9 * 10**14, "ops_update": 10**12,
+                               "ops_validation": 99 * 10**12, "steps": 100, "train_samples": 6400,
+                               "validation_samples": 1000, "data_wait": 0.1, "compute": 50.0, "evaluation": 2.0,
+                               "compile": 0.0, "xla": False, "learning_rate": 0.1})  # a real epoch  # fmt: skip
+                following = EpochStarted(task, epoch + 1, now, 64) if epoch < EPOCHS else None
+                yield epoch_done(task, epochs[-1], following)  # encoded by the leader
+            weights = f"weights/task-{task}.npz"  # made before the timing, as a leader writes it before its Result
+            yield Result(task, parent, graph, hparams, [], accuracy, None, {"total": 3 * 10**15}, {"train": 60.0},
+                         "bench", "epoch limit", weights, {}, runlog.value_text(epochs), view_record)  # fmt: skip
+
+    if not inline:
+        begin = time.perf_counter() + 1.0  # time to send the first PREFETCH messages
+        comm.send(begin, dest=0)
+        for sent, message in enumerate(messages()):
+            ahead = begin + (sent - prefetch) / rate - time.perf_counter()
+            if ahead > 0:
+                time.sleep(ahead)
+            isend(pickle.dumps(to_wire(message), protocol=pickle.HIGHEST_PROTOCOL), TAGS[type(message)])  # a leader's
+    else:  # the relay's work done before the clock starts (its CPU measured), its batches sent when due
+        relay = Relay(comm, {comm.Get_rank(): 0})
+        relay_cpu = 0.0
+        windows: list[list[tuple]] = []
+        for sent, message in enumerate(messages()):
+            data = bytearray(pickle.dumps(to_wire(message), protocol=pickle.HIGHEST_PROTOCOL))  # as the relay gets it
+            start = time.thread_time()
+            item = relay.item(comm.Get_rank(), TAGS[type(message)], data)
+            relay_cpu += time.thread_time() - start
+            window = relay_window(sent, rate)
+            while len(windows) <= window:
+                windows.append([])
+            windows[window].append(item)
+        batches = []
+        for window, items in enumerate(windows):
+            if items:
+                start = time.thread_time()
+                batches.append((window, pickle.dumps(items, protocol=pickle.HIGHEST_PROTOCOL)))  # as Relay.run
+                relay_cpu += time.thread_time() - start
+        begin = time.perf_counter() + 1.0
+        comm.send(begin, dest=0)
+        for window, data in batches:
+            ahead = begin + (window + 1) * RELAY_INTERVAL - 0.05 - time.perf_counter()  # there 50 ms before it is due
+            if ahead > 0:
+                time.sleep(ahead)
+            isend(data, RELAYED)
     while pending:  # rank 0 receives them all: wait without spinning
         while pending and pending[0][0].Test():
             pending.popleft()
         time.sleep(0.01)
+    if inline:  # the relay's CPU, when rank 0 asks (after its loop: no poll of its takes this for a batch)
+        comm.recv(source=0, tag=RELAY_REPORT)
+        comm.send({"cpu": relay_cpu, "batches": len(batches)}, dest=0, tag=RELAY_REPORT)
 
 
 def leader_updates() -> list[tuple[int, ViewUpdate, bool]]:
@@ -446,12 +537,13 @@ def leader_memory(updates: list[tuple[int, ViewUpdate, bool]]) -> dict:
             "members": len(view.ids()), "cached": len(search._cache.graphs)}  # fmt: skip
 
 
-def simulate_under_mpi(groups: int, history_size: int, speed: float = 1.0) -> dict:
-    """:func:`simulate` on two ranks of ``mpirun`` (the venv's, as the tests launch it), its result from rank 0."""
+def simulate_under_mpi(groups: int, history_size: int, speed: float = 1.0, relay: str = "none") -> dict:
+    """:func:`simulate` on its ranks of ``mpirun`` (the venv's, as the tests launch it), its result from rank 0."""
     with tempfile.TemporaryDirectory(prefix="bench-master-") as scratch:
         out = Path(scratch) / "result.json"
-        command = mpirun_command(2, [sys.executable, "-m", "benchmarks.master", str(groups), str(history_size),
-                                     str(speed), str(out)], Path(scratch))  # fmt: skip
+        command = mpirun_command(3 if relay == "rank" else 2, [sys.executable, "-m", "benchmarks.master", str(groups),
+                                                               str(history_size), str(speed), str(out), relay],
+                                 Path(scratch))  # fmt: skip
         done = subprocess.run(command, env=mpi_env(), capture_output=True, text=True, timeout=1200)
         if done.returncode != 0 or not out.exists():
             raise RuntimeError(f"the master bench on 2 ranks failed ({done.returncode}): {done.stdout[-2000:]}"
@@ -466,32 +558,39 @@ def _in_child(function, *args):
 
 
 def run() -> str:
-    rows = ["| groups | history | arrival rate | messages per model | per message, CPU: p50 / p99 / max "
+    rows = ["| groups | history | arrival rate | messages per model: leaders' (rank 0's receives) "
+            "| per message, CPU: p50 / p99 / max "
             "| wall: p50 / p99 / max | queueing delay: p50 / p99 / max | reply released: p99 "
-            "| busy: CPU (wall) | I/O thread: CPU (wall) | bytes per model | records per Work "
+            "| busy: CPU (wall) | relay: CPU | I/O thread: CPU (wall) | bytes per model | records per Work "
             "| master RSS: imports → loaded → end | load |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     results = []
-    cases = [*((g, HISTORY, 1.0) for g in GROUPS), (GROUPS[-1], HISTORY, FASTER),
-             *((GROUPS[0], h, 1.0) for h in HISTORY_SWEEP)]  # fmt: skip
-    for groups, history, speed in cases:
-        r = simulate_under_mpi(groups, history, speed)
+    cases = [*((g, HISTORY, 1.0, "none") for g in GROUPS), (GROUPS[-1], HISTORY, FASTER, "none"),
+             (GROUPS[-1], HISTORY, 1.0, "inline"), (GROUPS[-1], HISTORY, FASTER, "inline"),
+             *((GROUPS[0], h, 1.0, "none") for h in HISTORY_SWEEP)]  # fmt: skip
+    for groups, history, speed, relay in cases:
+        r = simulate_under_mpi(groups, history, speed, relay)
         results.append(r)
         rows.append(
-            f"| {groups:,} | {history:,} | {r['rate']:,.0f} msg/s{f' ({speed:g}×)' if speed != 1 else ''} "
-            f"| {r['messages_per_model']:.0f} | {r['cpu_p50'] * 1e3:.3f} / {r['cpu_p99'] * 1e3:.2f} / "
+            f"| {groups:,}{' + 1 relay' if r['relays'] else ''} | {history:,} "
+            f"| {r['rate']:,.0f} msg/s{f' ({speed:g}×)' if speed != 1 else ''} "
+            f"| {r['messages_per_model']:.0f} ({r['receives_per_model']:.2f}) "
+            f"| {r['cpu_p50'] * 1e3:.3f} / {r['cpu_p99'] * 1e3:.2f} / "
             f"{r['cpu_max'] * 1e3:.1f} ms | {r['p50'] * 1e3:.3f} / {r['p99'] * 1e3:.2f} / {r['max'] * 1e3:.0f} ms "
             f"| {r['queued_p50'] * 1e3:.2f} / {r['queued_p99'] * 1e3:.1f} / {r['queued_max'] * 1e3:.0f} ms "
             f"| {r['answered_p99'] * 1e3:.0f} ms | {r['busy_cpu']:.0%} ({r['busy']:.0%}) "
+            f"| {f'{r_relay:.0%}' if (r_relay := r['relay_cpu']) else '–'} "
             f"| {r['io_cpu']:.0%} ({r['io_wall']:.0%}) "
             f"| {r['bytes_per_model'] / 1e3:.1f} kB | {r['records_per_work']:.1f} "
             f"| {r['base_rss']:.0f} → {r['preload_rss']:.0f} → {r['rss']:.0f} MB | {r['load']:.1f} |"
         )
         print(rows[-1], flush=True)
     leader = _in_child(leader_memory, _in_child(leader_updates))
-    by_groups = [r for r in results if r["history"] == HISTORY and r["speed"] == 1.0]
+    by_groups = [r for r in results if r["history"] == HISTORY and r["speed"] == 1.0 and not r["relays"]]
     largest = by_groups[-1]
-    faster = next(r for r in results if r["speed"] != 1.0)
+    faster = next(r for r in results if r["speed"] != 1.0 and not r["relays"])
+    relayed = next(r for r in results if r["speed"] == 1.0 and r["relays"])
+    relayed_faster = next(r for r in results if r["speed"] != 1.0 and r["relays"])
     by_history = sorted((r for r in results if r["groups"] == GROUPS[0]), key=lambda r: r["history"])
 
     def spread(values: list[float]) -> float:
@@ -516,6 +615,14 @@ def run() -> str:
         f"at {faster['speed']:g}× the rate busy < 100 % — CPU {faster['busy_cpu']:.0%} "
         f"({verdict(faster['busy_cpu'] < 1.0)}); wall {faster['busy']:.0%} ({verdict(faster['busy'] < 1.0)}); "
         f"queueing delay p99 {faster['queued_p99'] * 1e3:.1f} ms",
+        f"with one relay rank (--relays 1) at {relayed['groups']:,} groups: busy ≤ 50 % — CPU "
+        f"{relayed['busy_cpu']:.0%} ({verdict(relayed['busy_cpu'] <= 0.5)}), wall {relayed['busy']:.0%}; queueing "
+        f"delay p99 < 50 ms — {relayed['queued_p99'] * 1e3:.1f} ms ({verdict(relayed['queued_p99'] < 0.05)}); "
+        f"per-message p99 < 5 ms — CPU {relayed['cpu_p99'] * 1e3:.2f} ms ({verdict(relayed['cpu_p99'] < 0.005)}); "
+        f"at {relayed_faster['speed']:g}× busy < 100 % — CPU {relayed_faster['busy_cpu']:.0%} "
+        f"({verdict(relayed_faster['busy_cpu'] < 1.0)}), wall {relayed_faster['busy']:.0%}, queueing delay p99 "
+        f"{relayed_faster['queued_p99'] * 1e3:.1f} ms; the relay's own CPU {relayed['relay_cpu']:.0%} at 1×, "
+        f"{relayed_faster['relay_cpu']:.0%} at {relayed_faster['speed']:g}× (under 100 %: it keeps up)",
         f"bytes per model flat within 10 % from {GROUPS[0]:,} to {GROUPS[-1]:,} groups — "
         f"{by_groups[0]['bytes_per_model'] / 1e3:.1f} to {largest['bytes_per_model'] / 1e3:.1f} kB, spread "
         f"{groups_spread:.0%} ({verdict(groups_spread <= 0.1)}); from {by_history[0]['history']:,} to "
@@ -538,7 +645,15 @@ def run() -> str:
             "models of the history arrived, so a Work carries the view members appended since (steady state) "
             "without simulating whole rounds. The bench runs on two MPI ranks (`mpirun -n 2`): rank 1 plays "
             "the leaders — it makes and pickles each message as a leader does (the Result with its view record "
-            "compressed there) and sends it to rank 0 ahead of its arrival. A message's time is receiving it with "
+            "compressed there) and sends it to rank 0 ahead of its arrival. Rows marked \"+ 1 relay\" are rank "
+            "0's side of `--relays 1`: rank 1 also runs each message, pickled as a leader sends it, through the "
+            "relay's own code (`Relay.item`: unpickling, vetting, the wire tuple) and sends rank 0 the relay's "
+            "batches, one per 2 ms of arrivals (mpi/relay.py's interval), each due when its interval ends; so the "
+            "relay's CPU is not on rank 0's core (a run's relays have cores of their own), and a message's "
+            "queueing delay includes its wait for the batch. Messages per model: what the leaders send, and in "
+            "brackets what rank 0 receives (with a relay, its batches). Relay: that work's CPU over the arrival "
+            "window (its receives from the leaders, ≈ 10–30 µs a message, not included). "
+            "A message's time is receiving it with "
             "the transport's own poll (Iprobe, mpi4py's recv and unpickling: the MPI calls let go of the "
             "interpreter lock, as in a run) and handling it (event log, "
             "duplicate check, view, retention) on the loop's thread: CPU is that thread's time, wall the clock. "
@@ -584,7 +699,8 @@ def run() -> str:
     )
 
 
-if __name__ == "__main__":  # one size on two ranks: mpirun -n 2 python -m benchmarks.master G N SPEED OUT
-    measured = simulate(int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]))
+if __name__ == "__main__":  # one size: mpirun -n 2 python -m benchmarks.master G N SPEED OUT [none|inline|rank]
+    measured = simulate(int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]),
+                        relay=sys.argv[5] if len(sys.argv) > 5 else "none")  # fmt: skip
     if measured is not None:
         Path(sys.argv[4]).write_text(json.dumps(measured))
