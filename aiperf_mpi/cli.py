@@ -60,7 +60,12 @@ class _Parser(argparse.ArgumentParser):
 
 def whole_number(text: str) -> int:
     """argparse type: an integer ≥ 0, with a message that names the value."""
-    value = positive_int(text) if text.strip() not in ("0", "+0", "-0") else 0
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
     return value
 
 

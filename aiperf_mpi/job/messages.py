@@ -245,7 +245,7 @@ class GroupLost:
 
 @dataclass(frozen=True)
 class VettedEpoch:
-    """An :class:`EpochDone` checked and put in the log's form (:func:`aiperf_mpi.job.vetting.vet_epoch`).
+    """An :class:`EpochDone` checked and put in the log's form (:meth:`aiperf_mpi.job.vetting.Vetter.epoch`).
 
     Rank 0 makes one from each EpochDone it takes itself; a relay rank makes it from the EpochDones of the
     leaders it serves and hands it to rank 0, which then only writes and counts it (``--relays``).
@@ -261,7 +261,7 @@ class VettedEpoch:
 
 @dataclass(frozen=True)
 class VettedProposal:
-    """A :class:`Proposed` checked and put in the log's form (:func:`aiperf_mpi.job.vetting.vet_proposal`)."""
+    """A :class:`Proposed` checked and put in the log's form (:meth:`aiperf_mpi.job.vetting.Vetter.proposal`)."""
 
     task_id: int
     parent: int | None
@@ -278,7 +278,7 @@ class VettedProposal:
 
 @dataclass(frozen=True)
 class VettedResult:
-    """A :class:`Result` checked and its ``model_done`` record encoded but for the id (``vet_result``).
+    """A :class:`Result` checked and its ``model_done`` record encoded but for the id (``Vetter.result``).
 
     Only rank 0 knows the model's id; everything else of the record is in ``model_text``, the JSON object
     of the record's fields after its id (the graph left out, as rank 0 logs it), which rank 0 completes by
@@ -305,7 +305,8 @@ TO_LEADER = (Work, Accepted, Duplicate, Stop)
 VETTED = (VettedEpoch, VettedProposal, VettedResult)
 """what a relay rank hands rank 0 in its batches, beside the leaders' other messages; never from a leader"""
 RELAYED = 22
-"""the tag of a relay rank's batch to rank 0: a list of (group, tag, wire tuple), one per leader message"""
+"""the tag of a relay rank's batch to rank 0: a list of (group, tag, payload), one per leader message
+(:func:`aiperf_mpi.job.vetting.relay_item`)"""
 RELAY_STOP = 23
 """the tag of rank 0's word to a relay rank that the run's messages are over"""
 UNREADABLE = 0

@@ -28,14 +28,18 @@ import re
 from dataclasses import replace
 
 from aiperf_mpi.job.messages import (
+    TAGS,
+    UNREADABLE,
     EpochDone,
     EpochStarted,
+    GroupLost,
     Proposed,
     Result,
     VettedEpoch,
     VettedProposal,
     VettedResult,
 )
+from aiperf_mpi.job.wire import leader_message, to_wire
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.jsonline import line_encoder, object_text
 from aiperf_mpi.search.history import FAILED, TRAINED
@@ -49,6 +53,7 @@ SHA256 = re.compile("[0-9a-f]{64}")
 
 RANK_0_READS = ("epoch", "start", "end", "ops", "val_accuracy", "train_samples", "validation_samples")
 """what rank 0 reads of a vetted epoch besides its text: its counts, the hang deadline's times, MLLOG's numbers"""
+_PLAIN = (int, float, bool, str, type(None))
 EPOCH_WRITER = {"task": 0, "group": 0}
 """the master's own fields of an ``epoch`` line (placeholders of their types, for the check)"""
 PROPOSED_WRITER = {"task": 0, "group": 0, "graph_file": "", "graph_sha256": "", "graph_offset": 0, "graph_bytes": 0}
@@ -97,28 +102,29 @@ class Vetter:
         # the event log's encoder, made once (runlog.EventLog: the same text)
         self._encode = line_encoder(",", ":", default=runlog.jsonable, allow_nan=False)
 
-    def vet(self, group: int, message: object) -> object:
-        """A relay's step: the vetted form of ``message``, or ``message`` itself if it is not one to vet or fails.
+    def vet(self, group: int, message: object) -> VettedEpoch | VettedProposal | VettedResult | None:
+        """A relay's step: the vetted form of ``message``; None when it is not one to vet, or fails its check.
 
-        A message that fails goes to rank 0 as it came, which vets it again and loses the group with the
-        reason (``master.refuse``): one place words the refusal, and a relay adds no way to be refused.
+        What is not vetted goes to rank 0 as the leader's own bytes (:func:`relay_item`), which rank 0 reads
+        and vets as if the leader had sent it there: one place words a refusal, and a relay adds no way to be
+        refused.
         """
         kind = type(message)
         try:
             if kind is EpochDone:
                 vetted = self.epoch(message)
                 # on the wire to rank 0, the numbers it reads (Master._epoch, MLLOG), not the epoch's 18
-                return replace(vetted, epoch={name: vetted.epoch[name] for name in RANK_0_READS
-                                              if name in vetted.epoch})  # fmt: skip
+                slim = {name: vetted.epoch[name] for name in RANK_0_READS if name in vetted.epoch}
+                if not all(type(value) in _PLAIN for value in slim.values()):
+                    return None  # the schema says numbers: rank 0 refuses whatever else it is, in its words
+                return replace(vetted, epoch=slim)
             if kind is Proposed:
                 return self.proposal(message)
             if kind is Result:
                 return self.result(group, message)
-            if kind is EpochStarted:
-                return check_start(message)
         except (ValueError, TypeError, KeyError, AttributeError, IndexError, OverflowError, RecursionError):
-            return message
-        return message
+            return None
+        return None
 
     def epoch(self, message: EpochDone) -> VettedEpoch:
         """An EpochDone's epoch, parsed and checked (the leader's text) or checked and encoded (its fields)."""
@@ -131,6 +137,8 @@ class Vetter:
             runlog.check_members(runlog.EPOCH, given, EPOCH_WRITER)
             return VettedEpoch(message.task_id, message.members if given else "{}", given, message.next_start)
         epoch = numbers_rank_0_sums(message.epoch)
+        if not all(type(name) is str for name in epoch):  # a line's fields are named by text
+            raise ValueError("an epoch's fields are named by text")
         runlog.check_members(runlog.EPOCH, epoch, EPOCH_WRITER)
         return VettedEpoch(message.task_id, self._encode(epoch), epoch, message.next_start)
 
@@ -192,5 +200,29 @@ class Vetter:
             text = object_text(self._encode, fields, {"epochs": message.epochs_text})
         else:
             text = self._encode(fields)
+        body = message.view_record if type(message.view_record) is bytes else b""  # rank 0 compresses what is not
         return VettedResult(message.task_id, parent, message.graph, bool(epochs), message.accuracy,
-                            message.predicted_accuracy, message.weights_file, message.view_record, text)  # fmt: skip
+                            message.predicted_accuracy, message.weights_file, body, text)  # fmt: skip
+
+
+def relay_item(vetter: Vetter, source: int, group: int, tag: int, data: bytes | bytearray) -> tuple[int, int, object]:
+    """One leader message as a relay hands it to rank 0: ``(group, tag, payload)`` (mpi/relay.py).
+
+    Vetted: the vetted form's tag and wire tuple (only numbers, text and bytes, so its pickle is small and
+    flat).  Not vetted — a Ready, Failed, MonitorSample or EpochStarted, or a message that fails its check —
+    the leader's tag and ``(source, its bytes)``, for rank 0 to read as if sent to it
+    (:func:`~aiperf_mpi.job.wire.leader_message`): the relay never pickles what a leader built, so nothing a
+    leader nests can break the relay's batch.  Unreadable, or anything the relay's own reading raises:
+    :data:`~aiperf_mpi.job.messages.UNREADABLE` and why, and rank 0 loses the group.
+    """
+    try:
+        message = leader_message(source, tag, data)
+        if type(message) is GroupLost:
+            return group, UNREADABLE, message.reason
+        vetted = vetter.vet(group, message)
+        if vetted is None:
+            return group, tag, (source, bytes(data))
+        return group, TAGS[type(vetted)], to_wire(vetted)
+    except Exception as exc:  # noqa: BLE001 — whatever a leader's bytes make this raise is its group's, not the run's
+        return group, UNREADABLE, f"rank {source}'s message (tag {tag}) could not be read: {type(exc).__name__}: " \
+                                  f"{str(exc)[:500]}"  # fmt: skip

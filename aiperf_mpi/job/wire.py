@@ -26,7 +26,18 @@ import pickle
 from dataclasses import fields, is_dataclass
 from operator import attrgetter
 
-from aiperf_mpi.job.messages import TAGS, EpochDone, EpochStarted, Stop, VettedEpoch, Work
+from aiperf_mpi.job.messages import (
+    TAGS,
+    TO_MASTER,
+    UNREADABLE,
+    VETTED,
+    EpochDone,
+    EpochStarted,
+    GroupLost,
+    Stop,
+    VettedEpoch,
+    Work,
+)
 from aiperf_mpi.search.view import ViewUpdate
 
 
@@ -117,6 +128,47 @@ def from_wire(kind: type, data: object) -> object:
     message = object.__new__(kind)
     message.__dict__.update(zip(shape.names, data, strict=True))
     return message
+
+
+LEADER_KINDS = {tag: kind for kind, tag in TAGS.items() if kind in TO_MASTER}
+"""the tags a leader sends, and their messages (rank 0 and the relays take no other from a leader)"""
+
+
+def leader_message(source: int, tag: int, data: bytes | bytearray) -> object:
+    """What leader rank ``source`` sent under ``tag``, rebuilt; a :class:`GroupLost` saying why, if it cannot be.
+
+    The one reading of a leader's bytes, on rank 0 and on a relay: a message that is not its tag's, or does not
+    unpickle to plain values (:func:`plain_loads`), costs its group (``master.refuse``), not the run.
+    """
+    kind = LEADER_KINDS.get(tag)
+    try:
+        if kind is None:
+            raise WireFormatError(f"tag {tag} is no message a leader sends")
+        return from_wire(kind, plain_loads(data))
+    except WireFormatError as exc:
+        return GroupLost([], f"rank {source} sent an unreadable {getattr(kind, '__name__', 'message')}: {exc}")
+
+
+VETTED_KINDS = {TAGS[kind]: kind for kind in VETTED}
+"""the tags of the vetted forms, which rank 0 takes only in a relay's batch"""
+
+
+def relayed_message(tag: int, payload: object) -> object:
+    """Rank 0's reading of one item of a relay's batch (its tag and payload: ``vetting.relay_item``).
+
+    A vetted form, rebuilt; a leader's message passed on as its bytes, read as :func:`leader_message` reads one
+    sent to rank 0 (a :class:`GroupLost` if it cannot be); a relay's report that it could not read one, as a
+    :class:`GroupLost`.  A payload that is none of these is a broken relay: ``WireFormatError``.
+    """
+    if tag == UNREADABLE:
+        return GroupLost([], str(payload))
+    kind = VETTED_KINDS.get(tag)
+    if kind is not None:
+        return from_wire(kind, payload)
+    if type(payload) is not tuple or len(payload) != 2 or type(payload[0]) is not int \
+            or type(payload[1]) is not bytes:  # fmt: skip
+        raise WireFormatError(f"a relayed leader message is (its rank, its bytes), not {_describe(payload)}")
+    return leader_message(payload[0], tag, payload[1])
 
 
 def _describe(data: object) -> str:

@@ -15,9 +15,11 @@ The relays are ranks of the same MPI job on rank 0's node (the plan's
 ``relay_ranks``); each serves every ``N``-th group's leader, which sends it
 what it would have sent rank 0 and still hears from rank 0 directly (Work,
 Accepted, Stop).  A batch is a list of ``(group, tag, wire tuple)``: a message
-vetted (:data:`~aiperf_mpi.job.messages.VETTED`), one passed on as it came
-(one that is not vetted, or failed its check: rank 0 refuses it in its own
-words), or :data:`~aiperf_mpi.job.messages.UNREADABLE` with the reason.  The
+vetted (:data:`~aiperf_mpi.job.messages.VETTED`), one passed on as the
+leader's own bytes (one that is not vetted, or failed its check: rank 0 reads
+and refuses it in its own words), or
+:data:`~aiperf_mpi.job.messages.UNREADABLE` with the reason
+(:func:`~aiperf_mpi.job.vetting.relay_item`).  The
 order of one leader's messages is kept (one relay per leader, MPI's order
 between two ranks).  At the end rank 0 sends each relay
 :data:`~aiperf_mpi.job.messages.RELAY_STOP`; the relay sends its last batch
@@ -35,13 +37,15 @@ import time
 
 from mpi4py import MPI
 
-from aiperf_mpi.job.messages import RELAY_STOP, RELAYED, TAGS, UNREADABLE
-from aiperf_mpi.job.vetting import Vetter
-from aiperf_mpi.job.wire import WireFormatError, from_wire, plain_loads, to_wire
-from aiperf_mpi.mpi.transport import FROM_LEADERS, MASTER, failed_ranks
+from aiperf_mpi.job.messages import RELAY_STOP, RELAYED
+from aiperf_mpi.job.vetting import Vetter, relay_item
+from aiperf_mpi.mpi.transport import MASTER, failed_ranks
 
 BATCH = 256
 """leader messages at most per batch: rank 0 takes a batch at once, and a larger one would only wait longer"""
+BATCH_BYTES = 8 << 20
+"""leader bytes at most per batch (one message may pass it alone): a forger's many large messages make many
+batches, not one beyond what MPI's int count can receive"""
 INTERVAL = 0.002
 """seconds at most between two batches to rank 0 while messages wait: what a message may wait here for company"""
 PAUSES = (0.0002, 0.005)
@@ -55,7 +59,7 @@ class Relay:
                  master: int = MASTER) -> None:  # fmt: skip
         self.comm = comm
         self.group_of = dict(leaders)
-        """the world rank of each leader this relay serves → its group"""
+        """the world rank of every group's leader → its group (a relay serves some; it knows all)"""
         self.master = master
         self.fault_tolerant = fault_tolerant
         self.vetter = Vetter()
@@ -65,6 +69,8 @@ class Relay:
         self.cpu_seconds = 0.0
         """this thread's CPU time in the passes that found messages (for the master bench: the relay's load)"""
         self._pending: list[tuple[MPI.Request, bytes]] = []
+        self._bytes = 0
+        """the leader bytes in the batch being gathered"""
         if fault_tolerant:
             comm.Set_errhandler(MPI.ERRORS_RETURN)
 
@@ -84,7 +90,8 @@ class Relay:
             found = 0
             started = time.thread_time()
             try:
-                while len(items) < BATCH and comm.Iprobe(MPI.ANY_SOURCE, MPI.ANY_TAG, status):
+                while len(items) < BATCH and self._bytes < BATCH_BYTES and comm.Iprobe(MPI.ANY_SOURCE, MPI.ANY_TAG,
+                                                                                       status):  # fmt: skip
                     source, tag = status.source, status.tag
                     data = bytearray(status.Get_count(MPI.BYTE))
                     comm.Recv([data, MPI.BYTE], source, tag)
@@ -98,12 +105,14 @@ class Relay:
             except MPI.Exception as exc:
                 self._failure(exc)
             now = time.monotonic()
-            handing_on = bool(items) and (stop or len(items) >= BATCH or now - last_sent >= INTERVAL)
+            handing_on = bool(items) and (stop or len(items) >= BATCH or self._bytes >= BATCH_BYTES
+                                          or now - last_sent >= INTERVAL)  # fmt: skip
             if handing_on:
                 self._send(pickle.dumps(items, protocol=pickle.HIGHEST_PROTOCOL), RELAYED)
                 self.relayed += len(items)
                 self.batches += 1
                 items = []
+                self._bytes = 0
                 last_sent = now
             if found or handing_on:
                 self.cpu_seconds += time.thread_time() - started
@@ -120,20 +129,17 @@ class Relay:
                 pause = min(2 * pause, PAUSES[1])
 
     def item(self, source: int, tag: int, data: bytearray) -> tuple:
-        """One leader message as a batch item: ``(group, tag, wire tuple)``, vetted where it can be."""
+        """One leader message as a batch item (:func:`~aiperf_mpi.job.vetting.relay_item`).
+
+        Every relay knows every leader: a message from a leader that is not this relay's (its leader chose the
+        rank it sends to) goes on under its own group, as rank 0 would take it, not as a broken job.  A rank
+        that leads no group is one (``RuntimeError``), as on rank 0.
+        """
         group = self.group_of.get(source)
         if group is None:
-            raise RuntimeError(f"unexpected message (tag {tag}) from rank {source}, which is not a leader this relay "
-                               "serves")  # fmt: skip
-        kind = FROM_LEADERS.get(tag)
-        try:
-            if kind is None:
-                raise WireFormatError(f"tag {tag} is no message a leader sends")
-            message = from_wire(kind, plain_loads(data))
-        except WireFormatError as exc:  # rank 0 loses the group with this reason, as when it reads it itself
-            return group, UNREADABLE, f"rank {source} sent an unreadable {getattr(kind, '__name__', 'message')}: {exc}"
-        vetted = self.vetter.vet(group, message)
-        return group, TAGS[type(vetted)], to_wire(vetted)
+            raise RuntimeError(f"unexpected message (tag {tag}) from rank {source}, which is not a group's leader")
+        self._bytes += len(data)
+        return relay_item(self.vetter, source, group, tag, data)
 
     def _send(self, data: bytes, tag: int) -> None:
         """Send to rank 0 without waiting (the buffer is kept until the send completes)."""

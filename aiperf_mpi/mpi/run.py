@@ -190,8 +190,8 @@ class RelayRole:
     def run(self, config: RunConfig, system: dict | None) -> int:
         from aiperf_mpi.mpi.relay import Relay
 
-        plan, rank = self.context.layout.plan, self.context.layout.rank
-        leaders = {g.leader: g.index for g in plan.groups if plan.relay_of(g.index) == rank}
+        plan = self.context.layout.plan
+        leaders = {g.leader: g.index for g in plan.groups}  # its own are plan.relay_of's; it knows them all
         tolerant, _ = fault_tolerance(os.environ, MPI.Get_library_version())
         Relay(self.context.comm, leaders, fault_tolerant=tolerant).run()
         return 0

@@ -22,27 +22,21 @@ from collections import deque
 
 from mpi4py import MPI
 
+from aiperf_mpi.errors import EXIT_FATAL
 from aiperf_mpi.job.messages import (
     RELAY_STOP,
     RELAYED,
     TAGS,
     TO_LEADER,
-    TO_MASTER,
-    UNREADABLE,
-    VETTED,
     GroupLost,
     MonitorSample,
     Stop,
 )
-from aiperf_mpi.job.wire import WireFormatError, from_wire, plain_loads, to_wire
+from aiperf_mpi.job.wire import WireFormatError, from_wire, leader_message, plain_loads, relayed_message, to_wire
 from aiperf_mpi.mpi.faults import world_ranks
 
 MASTER = 0
 TAG_TYPES = {tag: kind for kind, tag in TAGS.items()}
-FROM_LEADERS = {tag: kind for tag, kind in TAG_TYPES.items() if kind in TO_MASTER}
-"""the tags rank 0 takes, and their messages"""
-FROM_RELAYS = {**FROM_LEADERS, **{TAGS[kind]: kind for kind in VETTED}}
-"""the tags of the items of a relay's batch (mpi/relay.py): a leader's message, or its vetted form"""
 ANY_SOURCE, ANY_TAG = MPI.ANY_SOURCE, MPI.ANY_TAG
 
 
@@ -134,39 +128,33 @@ class MpiMasterTransport:
         A rank that is not a leader is a broken job: the run stops (``RuntimeError``).  A leader's message
         under a tag no leader sends, or that does not unpickle to plain values (:func:`plain_loads`) and
         rebuild as its tag's message, is treated like one the master cannot take (``master.refuse``): the
-        group is lost, with the reason in the log.
+        group is lost, with the reason in the log (:func:`~aiperf_mpi.job.wire.leader_message`).
         """
         group = self.group_of.get(source)
         if group is None:
             raise RuntimeError(f"unexpected message (tag {tag}) from rank {source}, which is not a group's leader")
-        kind = FROM_LEADERS.get(tag)
-        try:
-            if kind is None:
-                raise WireFormatError(f"tag {tag} is no message a leader sends")
-            return group, from_wire(kind, plain_loads(data))
-        except WireFormatError as exc:
+        message = leader_message(source, tag, data)
+        if type(message) is GroupLost:
             self.lost.add(group)
-            return group, GroupLost([], f"rank {source} sent an unreadable {getattr(kind, '__name__', 'message')}: "
-                                        f"{exc}")  # fmt: skip
+        return group, message
 
     def _unpack(self, source: int, tag: int, data: bytearray) -> None:
         """A relay's batch: its messages queued for :meth:`poll`, in the order the relay received them.
 
         A relay is the job's own code on rank 0's node: a batch that is not one (a broken relay) stops the run
-        (``RuntimeError``).  What its leaders sent is checked as ever: a message the relay passed on unvetted
-        is vetted by the master, and one it could not read loses its group here, as :meth:`_message` does.
+        (``RuntimeError``).  What its leaders sent is checked as ever: a message the relay passed on as the
+        leader's bytes is read and vetted here as if sent here, and one it could not read loses its group, as
+        :meth:`_message` does (:func:`~aiperf_mpi.job.wire.relayed_message`).
         """
         try:
             if tag != RELAYED:
                 raise WireFormatError(f"tag {tag} is not a relay's batch")
-            items = plain_loads(data)
-            for group, kind_tag, payload in items:
-                if kind_tag == UNREADABLE:
+            for group, kind_tag, payload in plain_loads(data):
+                message = relayed_message(kind_tag, payload)
+                if type(message) is GroupLost:
                     self.lost.add(group)
-                    self._relayed.append((group, GroupLost([], str(payload))))
-                    continue
-                self._relayed.append((group, from_wire(FROM_RELAYS[kind_tag], payload)))
-        except (WireFormatError, KeyError, TypeError, ValueError) as exc:
+                self._relayed.append((group, message))
+        except (WireFormatError, TypeError, ValueError) as exc:
             raise RuntimeError(f"relay rank {source} sent what is not a batch of leader messages: {exc}") from None
 
     def stop_relays(self, timeout: float = 60.0) -> None:
@@ -175,11 +163,14 @@ class MpiMasterTransport:
         Every send of a relay then has its receive, so none is left pending at ``MPI_Finalize`` (a large one
         would wait there for ever).  What the batches still hold comes after the master's loop: dropped.
         """
-        for relay in sorted(self.relays):
-            self.comm.send(b"", dest=relay, tag=RELAY_STOP)
         waiting = set(self.relays)
         status = self._status
         deadline = time.monotonic() + timeout
+        for relay in sorted(self.relays):
+            try:
+                self._pending.append((-1, self.comm.isend(b"", dest=relay, tag=RELAY_STOP)))
+            except MPI.Exception as exc:
+                self._failure(exc)  # a failed relay: raised, the run ends as for a failed rank 0
         while waiting and time.monotonic() < deadline:
             try:
                 if not self.comm.Iprobe(ANY_SOURCE, ANY_TAG, status):
@@ -193,9 +184,10 @@ class MpiMasterTransport:
                 continue
             if source in waiting and tag == RELAY_STOP:
                 waiting.discard(source)
-        if waiting:
-            print(f"aiperf_mpi: warning: relay rank(s) {sorted(waiting)} did not answer rank 0's stop within "
-                  f"{timeout:.0f} s", flush=True)  # fmt: skip
+        if waiting:  # MPI_Finalize would wait for them for ever: the score is on disk, the job ends here
+            print(f"aiperf_mpi: error: relay rank(s) {sorted(waiting)} did not answer rank 0's stop within "
+                  f"{timeout:.0f} s; the score and the log are written; ending the job", flush=True)  # fmt: skip
+            self.comm.Abort(EXIT_FATAL)
 
     def close(self) -> None:
         """Wait for the sends under way, except those to lost groups (they may never complete)."""

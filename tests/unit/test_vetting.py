@@ -3,6 +3,7 @@
 import json
 import pickle
 import re
+import struct
 from dataclasses import replace
 
 import pytest
@@ -12,11 +13,15 @@ from aiperf_mpi.graph.model import to_json
 from aiperf_mpi.graph.seeds import tiny_resnet
 from aiperf_mpi.job.master import Master
 from aiperf_mpi.job.messages import (
+    TAGS,
     TO_MASTER,
+    UNREADABLE,
     VETTED,
     EpochDone,
     EpochStarted,
     Failed,
+    GroupLost,
+    MonitorSample,
     Proposed,
     Ready,
     Result,
@@ -27,8 +32,8 @@ from aiperf_mpi.job.messages import (
     proposed,
 )
 from aiperf_mpi.job.mllog import MLLOG_FILE, MLLogWriter
-from aiperf_mpi.job.vetting import PROPOSED_WRITER, Vetter
-from aiperf_mpi.job.wire import from_wire, plain_loads, to_wire
+from aiperf_mpi.job.vetting import PROPOSED_WRITER, Vetter, relay_item
+from aiperf_mpi.job.wire import plain_loads, relayed_message, to_wire
 from aiperf_mpi.results import runlog
 from aiperf_mpi.search.bayesian import SearchConfig
 from aiperf_mpi.search.view import MasterHistory
@@ -41,10 +46,14 @@ def full_epoch(accuracy: float, start: float = 0.0, end: float = 1.0) -> dict:
             "validation_samples": 1, "data_wait": 0.0, "compute": 1.0, "evaluation": 0.0, "learning_rate": 0.1}
 
 
-def relayed(vetter: Vetter, group: int, message: object) -> object:
-    """What rank 0 gets of ``message`` through a relay: vetted there, a wire tuple pickled, read back on rank 0."""
-    vetted = vetter.vet(group, message)
-    return from_wire(type(vetted), plain_loads(bytearray(pickle.dumps(to_wire(vetted), protocol=5))))
+def relayed(vetter: Vetter, group: int, message: object, data: bytes | None = None) -> object:
+    """What rank 0 gets of ``message`` (or of ``data``, a leader's bytes) through a relay, as the MPI layers do it:
+    the leader's pickle read and vetted by the relay (relay_item), its batch pickled, read back on rank 0."""
+    if data is None:
+        data = pickle.dumps(to_wire(message), protocol=pickle.HIGHEST_PROTOCOL)  # as MpiLeaderChannel.send
+    item = relay_item(vetter, 7, group, TAGS[type(message)], bytearray(data))  # as Relay.item, after its Recv
+    [(_, tag, payload)] = plain_loads(bytearray(pickle.dumps([item], protocol=pickle.HIGHEST_PROTOCOL)))
+    return relayed_message(tag, payload)  # as MpiMasterTransport._unpack
 
 
 def stream(seed: str, child: str, task: int, child_task: int) -> list[tuple[int, object]]:
@@ -170,3 +179,35 @@ def test_a_vetted_line_is_the_text_the_logs_own_writer_makes(tmp_path) -> None:
     lines = (tmp_path / runlog.EVENTS_FILE).read_text().splitlines()
     assert len(lines) == 2 * len(cases)
     assert all(lines[i] == lines[i + 1] for i in range(0, len(lines), 2)), lines
+
+
+def test_a_leaders_deeply_nested_message_costs_its_group_not_the_relay(tmp_path) -> None:
+    """A pickle 100,000 lists deep reads as plain values, and neither vets nor encodes: the relay hands on the
+    leader's own bytes (never re-pickling what a leader built, which raised RecursionError and ended the job),
+    and rank 0 refuses the message as when the leader sends it to rank 0 itself (a forger's review)."""
+    depth = 100_000
+    deep = b"]" * depth + b"a" * (depth - 1)  # EMPTY_LIST × n, APPEND × n - 1: one list n deep
+    data = (b"\x80\x04(" + b"G" + struct.pack(">d", 1.7e9) + b"K\x01" + b"\x8c\x01h" + b"K\x00" + b"\x8c\x03cpu"
+            + deep + b"t.")  # a MonitorSample's six fields, its devices the deep list  # fmt: skip
+    sample = plain_loads(data)
+    message = relayed(Vetter(), 1, MonitorSample(*sample), data)
+    assert type(message) is MonitorSample
+    master = Master(RunConfig(time_limit=100, seed_model="tiny", run_dir=str(tmp_path)), runlog.EventLog(tmp_path),
+                    MasterHistory(SearchConfig().view_bounds()), 2, tmp_path)  # fmt: skip
+    with pytest.raises(RecursionError):  # one of master.REFUSED: the group is lost, the run goes on
+        master.handle(1, message)
+
+
+def test_what_the_relay_cannot_read_or_vet_reaches_rank_0_as_a_lost_group() -> None:
+    """An unreadable message, and anything the relay's own reading raises, is UNREADABLE with why."""
+    item = relay_item(Vetter(), 5, 2, TAGS[EpochDone], bytearray(pickle.dumps(("not", "an", "epoch"))))
+    assert item[:2] == (2, UNREADABLE) and "rank 5 sent an unreadable EpochDone" in item[2]
+    assert type(relayed_message(*item[1:])) is GroupLost
+
+    class Broken(Vetter):
+        def vet(self, group: int, message: object) -> None:
+            raise MemoryError("out of memory")
+
+    data = pickle.dumps(to_wire(EpochStarted(1, 1, 1.7e9, 8)))
+    group, tag, reason = relay_item(Broken(), 5, 2, TAGS[EpochStarted], bytearray(data))
+    assert tag == UNREADABLE and "MemoryError: out of memory" in reason
