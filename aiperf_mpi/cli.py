@@ -71,10 +71,7 @@ def whole_number(text: str) -> int:
 
 def positive_int(text: str) -> int:
     """argparse type: an integer ≥ 1, with a message that names the value."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    value = whole_number(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value

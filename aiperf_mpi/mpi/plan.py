@@ -163,8 +163,8 @@ def plan_layout(
     beside = workers_by_node.get(nodes[master_rank], [])
     if relays > len(beside):
         raise LayoutError(f"--relays {relays}: the relays run on rank 0's node ({hosts[master_rank]}), which has "
-                          f"{len(beside)} other rank(s); start more ranks there, or ask for fewer relays (a resumed run "
-                          "keeps its logged --relays)")  # fmt: skip
+                          f"{len(beside)} other rank(s); start more ranks there, or ask for fewer relays (a resumed "
+                          "run keeps its logged --relays)")  # fmt: skip
     relay_ranks = tuple(beside[:relays])
     if relay_ranks:
         workers_by_node[nodes[master_rank]] = beside[relays:]
