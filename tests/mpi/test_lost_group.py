@@ -56,8 +56,9 @@ def events_of(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.endswith("}")]
 
 
-def launch(run_dir: Path, time_limit: int) -> subprocess.Popen:
-    """The benchmark under ``mpirun -n 4`` with the fault-tolerance options, started: groups [1, 2] and [3].
+def launch(run_dir: Path, time_limit: int, relays: int = 0) -> subprocess.Popen:
+    """The benchmark under ``mpirun -n 4`` with the fault-tolerance options, started: groups [1, 2] and [3]
+    (with ``relays``, that many more ranks first, after rank 0: ``--relays``).
 
     Open MPI 5.0.11 with ULFM on sometimes crashes a rank with signal 11 while the job starts, before rank 0
     logged anything (2 in 12 launches of a 4-rank barrier program here, and across hosts: in ``ompi_mpi_init``,
@@ -68,7 +69,7 @@ def launch(run_dir: Path, time_limit: int) -> subprocess.Popen:
     """
     for attempt in range(1 + START_CRASH_RELAUNCHES):
         shutil.rmtree(run_dir, ignore_errors=True)
-        job = _launch(run_dir, time_limit)
+        job = _launch(run_dir, time_limit, relays)
         deadline = time.monotonic() + OUTER_TIMEOUT
         while job.poll() is None and not events_of(run_dir) and time.monotonic() < deadline:
             time.sleep(0.2)
@@ -80,11 +81,12 @@ def launch(run_dir: Path, time_limit: int) -> subprocess.Popen:
     pytest.fail(f"every one of {1 + START_CRASH_RELAUNCHES} launches crashed before the run started\n{output}")
 
 
-def _launch(run_dir: Path, time_limit: int) -> subprocess.Popen:
+def _launch(run_dir: Path, time_limit: int, relays: int = 0) -> subprocess.Popen:
     argv = [sys.executable, "-m", "aiperf_mpi", "--seed-model", "tiny", "--max-epochs", "2", "--score-step", "10",
             "--progress-interval", "10", "--monitor-interval", "0", "--peak-seconds", "1", "--group-size", "2",
-            "--time-limit", str(time_limit), "--no-report", "--run-dir", str(run_dir)]  # fmt: skip
-    command = mpirun_command(4, argv)
+            "--time-limit", str(time_limit), "--no-report", "--relays", str(relays),
+            "--run-dir", str(run_dir)]  # fmt: skip
+    command = mpirun_command(4 + relays, argv)
     command[1:1] = OPEN_MPI_LAUNCH.split()
     return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                             text=True, env=mpi_env({"AIPERF_FAULT_TEST": "1"}), start_new_session=True)  # fmt: skip
@@ -114,11 +116,14 @@ def signal_once_training(job: subprocess.Popen, run_dir: Path, rank: int, signum
 
 
 @pytest.mark.skipif(mpi_vendor() != "openmpi", reason="fault tolerance needs Open MPI's ULFM")
-@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGSTOP], ids=["kill-9", "sigstop"])
-def test_a_training_rank_killed_or_stopped_mid_run_costs_its_group_not_the_run(tmp_path, signum) -> None:
+@pytest.mark.parametrize(("signum", "relays"), [(signal.SIGKILL, 1), (signal.SIGSTOP, 0)],
+                         ids=["kill-9 with a relay", "sigstop"])  # fmt: skip
+def test_a_training_rank_killed_or_stopped_mid_run_costs_its_group_not_the_run(tmp_path, signum, relays) -> None:
+    """A dead rank (ULFM: seen by rank 0, and by the relay, which acknowledges it and goes on: --relays) or a
+    silent one (the hang deadline) loses its group; the other group trains on and the run scores."""
     run_dir = tmp_path / "run"
-    job = launch(run_dir, TIME_LIMIT)
-    killed_at, output = signal_once_training(job, run_dir, 2, signum)
+    job = launch(run_dir, TIME_LIMIT, relays)
+    killed_at, output = signal_once_training(job, run_dir, 2 + relays, signum)
     assert killed_at is not None, output
     assert "fault tolerance on" in output
     # rank 0 ends the job with MPI_Abort(EXIT_GROUPS_LOST) once the score is written; mpirun reports the first
@@ -127,7 +132,8 @@ def test_a_training_rank_killed_or_stopped_mid_run_costs_its_group_not_the_run(t
     assert "MPI_ABORT was invoked on rank 0" in output and f"Errorcode: {EXIT_GROUPS_LOST}" in output, output
     events = events_of(run_dir)
     [lost] = [e for e in events if e["event"] == runlog.GROUP_LOST]
-    assert lost["group"] == 0 and 2 in lost["ranks"], lost
+    assert lost["group"] == 0 and 2 + relays in lost["ranks"], lost
+    assert f"{relays} relay rank(s) take" in output if relays else "relay" not in output
     print(f"group_lost logged {lost[runlog.TIME] - killed_at:.1f} s after the signal")
     assert lost[runlog.TIME] - killed_at < 30, lost  # the master knew within seconds (the detector: 10 s)
     assert [e["reason"] for e in events if e["event"] == runlog.RUN_STOP] == ["time limit"]
