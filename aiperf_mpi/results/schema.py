@@ -74,6 +74,7 @@ REQUIRED: dict[str, dict[str, object]] = {
 OPTIONAL: dict[str, dict[str, object]] = {
     RUN_START: {"cut_tail": DICT, "provenance": DICT, "data": DICT},
     STAGING: {"start": NUM},
+    LAYOUT: {"relay_ranks": LIST},
     PEAK: {"threads": LIST},
     MODEL_PROPOSED: {"graph_sha256": STR, "graph_offset": INT, "graph_bytes": INT, "morphs": LIST, "seed": DICT},
     EPOCH: {"compile": NUM, "xla": BOOL, "correct": INT},
