@@ -192,6 +192,21 @@ def plan_layout(
     )
 
 
+GROUPS_PER_RELAY = 16_384
+"""groups one relay serves with room at one model per group per minute (BENCHMARKS.md: a relay is ≈ 40 % of a
+core for 65,536 groups; rank 0 alone is 75–90 % busy at 65,536 groups, ≈ 40 % at 16,384)"""
+
+
+def relay_hint(groups: int, relays: int) -> str | None:
+    """What rank 0 says when a run of ``groups`` groups has no relays and would want them (``--relays``)."""
+    if relays or groups < GROUPS_PER_RELAY:
+        return None
+    wanted = -(-groups // GROUPS_PER_RELAY)
+    return (f"aiperf_mpi: note: {groups:,} groups and no relay ranks: rank 0 receives every leader's messages "
+            f"itself; --relays {wanted} (one per {GROUPS_PER_RELAY:,} groups) keeps it well ahead "
+            "(docs/cluster.md)")
+
+
 def _ordinal(count: int) -> str:
     """'2nd', '3rd', '4th', '11th', '21st', …: "every 2nd group"."""
     suffix = "th" if 10 <= count % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(count % 10, "th")

@@ -32,7 +32,7 @@ from aiperf_mpi.job.leader import Runner, leader_loop
 from aiperf_mpi.job.session import NO_HOOKS, EndOfRunHooks, Prepared, create_run_dir, open_data, prepare, run_master
 from aiperf_mpi.mpi.horovod import horovod_on
 from aiperf_mpi.mpi.layout import RankLayout, build_layout
-from aiperf_mpi.mpi.plan import LayoutPlan
+from aiperf_mpi.mpi.plan import LayoutPlan, relay_hint
 from aiperf_mpi.mpi.staging import stage_on_nodes
 from aiperf_mpi.mpi.system import system_description
 from aiperf_mpi.mpi.tolerance import fault_tolerance, start_line
@@ -159,6 +159,9 @@ class MasterRole:
         if relays:
             print(f"aiperf_mpi: {len(relays)} relay rank(s) take the {len(groups)} groups' messages for rank 0 "
                   "(--relays)", flush=True)  # fmt: skip
+        hint = relay_hint(len(groups), len(relays))
+        if hint:
+            print(hint, flush=True)
         ended = run_master(context.prepared, config, transport, system=system, layout=context.layout.plan.to_dict(),
                            staging=context.staging, stop=context.stop_flag, urgent=lambda: context.stop_flag.urgent,
                            version=__version__, end=context.end,

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from aiperf_mpi.mpi.plan import LayoutError, _ranges, plan_layout
+from aiperf_mpi.mpi.plan import LayoutError, _ranges, plan_layout, relay_hint
 
 
 def one_node(n: int) -> tuple[list[str], list[int]]:
@@ -117,3 +117,9 @@ def test_relays_are_the_first_ranks_beside_the_master_and_serve_the_groups_in_tu
 def test_relays_that_cannot_be_placed_are_refused_in_one_line(nodes: list[int], relays: int, message: str) -> None:
     with pytest.raises(LayoutError, match=message):
         plan_layout([f"h{n}" for n in nodes], nodes, relays=relays)
+
+
+def test_rank_0_suggests_relays_from_16384_groups_when_it_has_none() -> None:
+    assert relay_hint(16_383, 0) is None and relay_hint(65_536, 2) is None
+    assert "--relays 1 (one per 16,384 groups)" in relay_hint(16_384, 0)
+    assert "65,536 groups and no relay ranks" in relay_hint(65_536, 0) and "--relays 4 " in relay_hint(65_536, 0)
