@@ -194,7 +194,7 @@ class Master:
         kind = type(message)
         # a leader's message is vetted here (job/vetting.py), or arrives vetted from a relay rank (--relays)
         if kind is VettedEpoch or kind is EpochDone:
-            vetted = message if kind is VettedEpoch else self.vetter.epoch(message)
+            vetted = message if kind is VettedEpoch else self.vetter.epoch(message, group)
             self._epoch(group, vetted)
             if vetted.next_start is not None:  # the next epoch's start rode on it (messages.EpochDone)
                 self._epoch_started(vetted.next_start)
@@ -405,8 +405,7 @@ class Master:
     def _epoch(self, group: int, message: VettedEpoch) -> None:
         state = self.state[group]
         epoch = message.epoch  # checked when vetted: joined to the master's fields as the leader encoded it
-        self.log.write_vetted(runlog.EPOCH, message.members, sync=True, flush=False, task=message.task_id,
-                              group=group)  # fmt: skip
+        self.log.write_tail(runlog.EPOCH, message.tail, sync=True)
         if message.task_id == state.task and epoch.get("epoch") == 1:
             state.first_epoch_cost = self.clock() - state.handed_out
         wall = epoch.get("end", 0.0) - epoch.get("start", 0.0)
@@ -416,8 +415,8 @@ class Master:
         accuracy = epoch.get("val_accuracy")
         if accuracy is not None and math.isfinite(accuracy):
             self.best_accuracy = accuracy if self.best_accuracy is None else max(self.best_accuracy, accuracy)
-        if self.mllog is not None:
-            self.mllog.epoch_stop(message.task_id, epoch)
+        if self.mllog is not None:  # its text composed when it was vetted (job/mllog.epoch_stop_texts)
+            self.mllog.epoch_stop_texts(epoch["end"], message.mllog)
 
     def append(self, record: ModelRecord, key: str | None = None, body: bytes = b"") -> None:
         """Add a finished model to the history and the retention state (it is not logged here).

@@ -252,11 +252,14 @@ class VettedEpoch:
     """
 
     task_id: int
-    members: str
-    """the epoch as the event log's JSON object text, checked against the schema (never empty)"""
+    tail: str
+    """the epoch's line after its time — the master's task and group, then the epoch's members, checked against
+    the schema — as the event log's JSON text: ``,"task":T,"group":G,…}`` (rank 0 prefixes the event and time)"""
     epoch: dict
     """that text, parsed: the numbers rank 0 sums and MLLOG writes (``ops`` an int in [0, 2⁶³))"""
     next_start: EpochStarted | None = None
+    mllog: tuple[str, str, str] = ("", "", "")
+    """MLLOG's text of the epoch's stop and accuracy lines (``job.mllog.epoch_stop_texts``)"""
 
 
 @dataclass(frozen=True)

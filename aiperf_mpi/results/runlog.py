@@ -180,6 +180,15 @@ class EventLog:
             self._handle.flush()
         self._dirty = self._dirty or sync
 
+    def write_tail(self, event: str, tail: str, sync: bool = False) -> None:
+        """Append one event whose text after its time its vetting made (``tail``: ``,"task":…}``), not flushed.
+
+        For the master's epochs (:class:`~aiperf_mpi.job.messages.VettedEpoch`): the line :meth:`write_vetted`
+        writes, with the event and the time prefixed here (a unit test compares them).
+        """
+        self._handle.write(f'{{"{EVENT}":"{event}","{TIME}":{time.time()!r}{tail}\n')
+        self._dirty = self._dirty or sync
+
     def sync(self) -> None:
         """fsync if any event since the last sync asked for it (every event is flushed to the OS first)."""
         self._handle.flush()

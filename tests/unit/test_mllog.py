@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import math
 
 from mlperf_logging.compliance_checker.mlp_parser import parse_file
 from mlperf_logging.mllog import constants
 
-from aiperf_mpi.job.mllog import MLLOG_FILE, MLLogWriter
+from aiperf_mpi.job.mllog import MLLOG_FILE, MLLogWriter, number_text
 
 T0 = 1_796_000_000.0
 CONFIG = {"seed": 7, "base_lr": 0.1, "warmup_epochs": 2}
@@ -104,3 +105,9 @@ def test_each_line_is_json_dumps_of_its_fields_in_mlperf_loggings_order(tmp_path
     assert {(f["key"], f["metadata"]["event_time_ms"]) for f in late} >= {("epoch_start", int((T0 + 2.0) * 1000)),
                                                                           ("eval_accuracy", int((T0 + 9.0) * 1000))}
     assert sum('"value": NaN' in line for line in lines) == 1 and sum('"value": 1,' in line for line in lines) == 1
+
+
+def test_a_numbers_text_is_json_dumps_of_it() -> None:
+    """epoch_stop_texts, composed where an epoch is vetted, writes each number as json.dumps (mlperf-logging's)."""
+    for value in (0, -3, 2**63, 0.1, 1e-7, 1.7e9 + 0.123, 1e300, math.nan, math.inf, True, None):
+        assert number_text(value) == json.dumps(value), value

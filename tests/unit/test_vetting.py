@@ -175,10 +175,14 @@ def test_a_vetted_line_is_the_text_the_logs_own_writer_makes(tmp_path) -> None:
     for event, members, encoded, fields in cases:
         log.write_vetted(event, members, encoded=encoded, flush=False, **dict(fields))
         log.write_encoded(event, members, encoded=encoded, flush=False, **dict(fields))
+    vetted = Vetter().epoch(epoch_done(3, full_epoch(0.5)), 65535)
+    log.write_tail(runlog.EPOCH, vetted.tail)  # its time is the clock's: compared without it
+    log.write_encoded(runlog.EPOCH, epoch, flush=False, time=0.5, task=3, group=65535)
     log.close()
     lines = (tmp_path / runlog.EVENTS_FILE).read_text().splitlines()
-    assert len(lines) == 2 * len(cases)
-    assert all(lines[i] == lines[i + 1] for i in range(0, len(lines), 2)), lines
+    assert len(lines) == 2 * len(cases) + 2
+    assert all(lines[i] == lines[i + 1] for i in range(0, len(lines) - 2, 2)), lines
+    assert re.sub(r'"time":[0-9.e+-]+,', "", lines[-2]) == re.sub(r'"time":[0-9.e+-]+,', "", lines[-1])
 
 
 def test_a_leaders_deeply_nested_message_costs_its_group_not_the_relay(tmp_path) -> None:
