@@ -158,6 +158,7 @@ class Master:
         self._graphs: list[bytes] = []
         self._graph_file = segment_graph_file(self.segment)
         self._graph_path = str(self.run_dir / self._graph_file)
+        self._graph_file_json = self.log.encode(self._graph_file)
         self._graph_offset = _graphs_file_end(self.run_dir / self._graph_file)
         """where the next accepted graph will lie in its segment's file: the master tracks the file's size
         itself (the I/O thread appends in the order accepted), so the log can say where before it is written"""
@@ -388,9 +389,13 @@ class Master:
             return Duplicate(proposal.task_id)
         offset = self._graph_offset  # the line's place is known before it is written
         data = proposal.data
-        self.log.write_vetted(runlog.MODEL_PROPOSED, proposal.members, task=proposal.task_id, group=group,
-                              graph_file=self._graph_file, graph_sha256=proposal.digest, graph_offset=offset,
-                              graph_bytes=len(data), flush=False)  # fmt: skip
+        # the master's fields, then the leader's, composed (a digest is hex, the file's name encoded once):
+        # tests/unit/test_vetting.py checks that each line is the log encoder's own text
+        members = proposal.members
+        leader = f",{members[1:]}" if len(members) > 2 else "}"
+        self.log.write_tail(runlog.MODEL_PROPOSED, f',"task":{proposal.task_id},"group":{group},"graph_file":'
+                            f'{self._graph_file_json},"graph_sha256":"{proposal.digest}","graph_offset":{offset},'
+                            f'"graph_bytes":{len(data)}{leader}')  # fmt: skip
         self.history.add_hash(key)
         self._accepted[proposal.task_id] = (proposal.length, key)
         self._graph_offset += len(data) + 1
@@ -449,8 +454,8 @@ class Master:
                              weights=message.weights_file)  # the search's fields; the rest: model_text  # fmt: skip
         # the record as ModelRecord.fields() orders it, without its graph (job/vetting.py), its id first
         model = f'{{"id":{next_id},{message.model_text[1:]}'
-        self.log.write_vetted(runlog.MODEL_DONE, encoded={"model": model}, sync=True, flush=False, model=None,
-                              task=message.task_id, group=group)  # fmt: skip
+        self.log.write_tail(runlog.MODEL_DONE, f',"model":{model},"task":{message.task_id},"group":{group}}}',
+                            sync=True)  # fmt: skip
         self._accepted.pop(message.task_id, None)
         self.append(record, key or None, body)
 

@@ -144,7 +144,7 @@ class Vetter:
                 raise ValueError("an epoch's fields are named by text")
             runlog.check_members(runlog.EPOCH, epoch, EPOCH_WRITER)
             members = self._encode(epoch)
-        # the text EventLog.write_vetted joins after the event and time (runlog.EventLog.write_tail)
+        # the line after its event and time (runlog.EventLog.write_tail)
         tail = f',"task":{message.task_id},"group":{group}' + (f",{members[1:]}" if epoch else "}")
         return VettedEpoch(message.task_id, tail, epoch, message.next_start, epoch_stop_texts(message.task_id, epoch))
 

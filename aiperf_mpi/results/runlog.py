@@ -157,34 +157,12 @@ class EventLog:
         self._dirty = self._dirty or sync
         return given
 
-    def write_vetted(self, event: str, members: str = "{}", encoded: dict[str, str] | None = None,
-                     sync: bool = False, flush: bool = True, **fields: object) -> None:
-        """Append one event as :meth:`write_encoded` would, its sender's texts already checked: nothing is parsed.
-
-        For the master only, with texts its own code checked against the schema with :func:`check_members`
-        (:mod:`aiperf_mpi.job.vetting`: on rank 0, or on a relay rank of the job) and writer ``fields`` of
-        the types the schema says, named by plain identifiers.  The line is the one :meth:`write_encoded` writes
-        from the same texts.
-        """
-        when = fields.pop(TIME, time.time())
-        # the text self._encode makes of {event, time, **fields} (a unit test compares them), composed: the master
-        # writes five of these per model, and the encoder's call on each small dict was ≈ 2 µs of ≈ 2.5
-        text = f'{{"{EVENT}":"{event}","{TIME}":{when!r}' if type(when) is float and math.isfinite(when) else \
-            self._encode({EVENT: event, TIME: when})[:-1]  # fmt: skip
-        encoded = encoded or {}
-        for name, value in fields.items():
-            given = encoded.get(name)
-            text += f',"{name}":{given if given is not None else value if type(value) is int else self._encode(value)}'
-        self._handle.write(f"{text},{members[1:]}\n" if len(members) > 2 else f"{text}}}\n")
-        if flush:
-            self._handle.flush()
-        self._dirty = self._dirty or sync
-
     def write_tail(self, event: str, tail: str, sync: bool = False) -> None:
-        """Append one event whose text after its time its vetting made (``tail``: ``,"task":…}``), not flushed.
+        """Append one event whose text after its time its writer made (``tail``: ``,"task":…}``), not flushed.
 
-        For the master's epochs (:class:`~aiperf_mpi.job.messages.VettedEpoch`): the line :meth:`write_vetted`
-        writes, with the event and the time prefixed here (a unit test compares them).
+        For the master's lines whose other parts its vetting checked (:mod:`aiperf_mpi.job.vetting`): the line
+        :meth:`write_encoded` writes from the same parts, with the event and the time prefixed here — the log
+        encoder's own text (tests/unit/test_vetting.py checks every line of a run so made).
         """
         self._handle.write(f'{{"{EVENT}":"{event}","{TIME}":{time.time()!r}{tail}\n')
         self._dirty = self._dirty or sync

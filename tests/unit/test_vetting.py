@@ -32,7 +32,7 @@ from aiperf_mpi.job.messages import (
     proposed,
 )
 from aiperf_mpi.job.mllog import MLLOG_FILE, MLLogWriter
-from aiperf_mpi.job.vetting import PROPOSED_WRITER, Vetter, relay_item
+from aiperf_mpi.job.vetting import Vetter, relay_item
 from aiperf_mpi.job.wire import plain_loads, relayed_message, to_wire
 from aiperf_mpi.results import runlog
 from aiperf_mpi.search.bayesian import SearchConfig
@@ -107,6 +107,9 @@ def test_a_relays_vetted_messages_make_the_same_log_replies_and_history_as_rank_
                         for answer in answers])  # fmt: skip
         assert master.history.trained == 2 and master.duplicates == 1
     assert logs[0] == logs[1] and mllogs[0] == mllogs[1] and replies[0] == replies[1]
+    encode = runlog.EventLog(tmp_path / "encoder").encode
+    lines = (tmp_path / "True" / runlog.EVENTS_FILE).read_text().splitlines()
+    assert all(encode(json.loads(line)) == line for line in lines)  # each composed line is the encoder's text
     events = [json.loads(line) for line in logs[1]]
     assert [e["event"] for e in events].count(runlog.EPOCH) == 3
     done = [e for e in events if e["event"] == runlog.MODEL_DONE]
@@ -156,33 +159,18 @@ def test_leaders_cannot_send_what_only_a_relay_hands_rank_0() -> None:
     assert set(VETTED) == {VettedEpoch, VettedProposal, VettedResult} and not set(VETTED) & set(TO_MASTER)
 
 
-def test_a_vetted_line_is_the_text_the_logs_own_writer_makes(tmp_path) -> None:
-    """EventLog.write_vetted composes its lines instead of encoding a dict: byte for byte what write_encoded
-    (which checks, then encodes) writes from the same texts and fields, for each event rank 0 writes so."""
+def test_a_vetted_epochs_line_is_the_text_the_logs_own_writer_makes(tmp_path) -> None:
+    """EventLog.write_tail prefixes the event and time to the tail vetting composed: byte for byte, but the time,
+    what write_encoded (which checks, then encodes) writes from the same epoch."""
     log = runlog.EventLog(tmp_path)
     epoch = runlog.event_members(runlog.EPOCH, full_epoch(0.5), {"task": 0, "group": 0})
-    proposal = runlog.event_members(runlog.MODEL_PROPOSED, {"parent": 3, "hparams": {"batch_size": 8},
-                                    "description": 'a "wider" é', "search": {}}, PROPOSED_WRITER)  # fmt: skip
-    model = '{"id":7,"parent":null,"status":"trained"}'
-    cases = [
-        (runlog.EPOCH, epoch, None, {"time": 1.7e9 + 0.123, "task": 3, "group": 65535}),
-        (runlog.EPOCH, epoch, None, {"time": 1e-7, "task": 0, "group": 0}),
-        (runlog.MODEL_PROPOSED, proposal, None, {"time": 1.5, "task": 4, "group": 1, "graph_file":
-                                                 "graphs/segment-1.jsonl", "graph_sha256": "ab" * 32,
-                                                 "graph_offset": 10, "graph_bytes": 5}),  # fmt: skip
-        (runlog.MODEL_DONE, "{}", {"model": model}, {"time": 2.25, "model": None, "task": 4, "group": 1}),
-    ]
-    for event, members, encoded, fields in cases:
-        log.write_vetted(event, members, encoded=encoded, flush=False, **dict(fields))
-        log.write_encoded(event, members, encoded=encoded, flush=False, **dict(fields))
-    vetted = Vetter().epoch(epoch_done(3, full_epoch(0.5)), 65535)
-    log.write_tail(runlog.EPOCH, vetted.tail)  # its time is the clock's: compared without it
-    log.write_encoded(runlog.EPOCH, epoch, flush=False, time=0.5, task=3, group=65535)
+    for message in (epoch_done(3, full_epoch(0.5)), EpochDone(3, full_epoch(0.5))):
+        log.write_tail(runlog.EPOCH, Vetter().epoch(message, 65535).tail)
+        log.write_encoded(runlog.EPOCH, epoch, flush=False, time=0.5, task=3, group=65535)
     log.close()
-    lines = (tmp_path / runlog.EVENTS_FILE).read_text().splitlines()
-    assert len(lines) == 2 * len(cases) + 2
-    assert all(lines[i] == lines[i + 1] for i in range(0, len(lines) - 2, 2)), lines
-    assert re.sub(r'"time":[0-9.e+-]+,', "", lines[-2]) == re.sub(r'"time":[0-9.e+-]+,', "", lines[-1])
+    written = (tmp_path / runlog.EVENTS_FILE).read_text().splitlines()
+    lines = [re.sub(r'"time":[0-9.e+-]+,', "", line) for line in written]
+    assert len(lines) == 4 and len(set(lines)) == 1, lines
 
 
 def test_a_leaders_deeply_nested_message_costs_its_group_not_the_relay(tmp_path) -> None:
