@@ -42,7 +42,7 @@ from aiperf_mpi.job.messages import (
 from aiperf_mpi.job.mllog import epoch_stop_texts
 from aiperf_mpi.job.wire import leader_message, to_wire
 from aiperf_mpi.results import runlog
-from aiperf_mpi.results.jsonline import line_encoder, object_text
+from aiperf_mpi.results.jsonline import object_text
 from aiperf_mpi.search.history import FAILED, TRAINED
 
 OPS_LIMIT = 2**63
@@ -101,7 +101,7 @@ class Vetter:
 
     def __init__(self) -> None:
         # the event log's encoder, made once (runlog.EventLog: the same text)
-        self._encode = line_encoder(",", ":", default=runlog.jsonable, allow_nan=False)
+        self._encode = runlog.log_encoder()
 
     def vet(self, group: int, message: object) -> VettedEpoch | VettedProposal | VettedResult | None:
         """A relay's step: the vetted form of ``message``; None when it is not one to vet, or fails its check.

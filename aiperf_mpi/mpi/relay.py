@@ -63,8 +63,6 @@ class Relay:
         self.master = master
         self.fault_tolerant = fault_tolerant
         self.vetter = Vetter()
-        self.relayed = 0
-        """leader messages handed on"""
         self.batches = 0
         self.cpu_seconds = 0.0
         """this thread's CPU time in the passes that found messages (for the master bench: the relay's load)"""
@@ -109,7 +107,6 @@ class Relay:
                                           or now - last_sent >= INTERVAL)  # fmt: skip
             if handing_on:
                 self._send(pickle.dumps(items, protocol=pickle.HIGHEST_PROTOCOL), RELAYED)
-                self.relayed += len(items)
                 self.batches += 1
                 items = []
                 self._bytes = 0

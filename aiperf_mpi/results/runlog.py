@@ -90,7 +90,7 @@ class EventLog:
         self._handle = open(self.path, "a", encoding="utf-8", buffering=BUFFER_BYTES)
         self._dirty = False
         # one encoder for the run: json.dumps and JSONEncoder.encode build one per call
-        self._encode = line_encoder(",", ":", default=jsonable, allow_nan=False)
+        self._encode = log_encoder()
 
     def encode(self, value: object) -> str:
         """``value`` as this log's JSON text (for a part of a line :meth:`write_encoded` joins)."""
@@ -143,13 +143,8 @@ class EventLog:
         seen = dict(record)
         for name, text in (encoded or {}).items():
             seen[name] = decoded[name] if decoded is not None and name in decoded else parse_sent(text)
-        clash = given.keys() & seen.keys()
-        if clash:  # a field twice: readers would take the sender's
-            raise ValueError(f"event {event!r}: {sorted(clash)} are the writer's fields, not the sender's")
-        seen.update(given)
-        problems = check_event(seen)
-        if problems:
-            raise ValueError(f"event {event!r} does not match its schema: {'; '.join(problems)}")
+        del seen[EVENT]
+        check_members(event, given, seen)
         text = object_text(self._encode, record, encoded) if encoded else self._encode(record)
         self._handle.write(f"{text[:-1]},{members[1:]}\n" if given else f"{text}\n")
         if flush:
@@ -268,21 +263,21 @@ def event_members(event: str, members: dict, writer_fields: dict) -> str:
     """
     if event not in EVENT_NAMES:
         raise ValueError(f"event {event!r} is not in the schema (aiperf_mpi/results/schema.py)")
-    clash = sorted(members.keys() & {EVENT, TIME, *writer_fields})
-    if clash:
-        raise ValueError(f"event {event!r}: {clash} are the writer's fields, not the sender's")
-    problems = check_event({EVENT: event, TIME: 0.0, **writer_fields, **members})
-    if problems:
-        raise ValueError(f"event {event!r} does not match its schema: {'; '.join(problems)}")
-    return line_encoder(",", ":", default=jsonable, allow_nan=False)(members)
+    check_members(event, members, writer_fields)
+    return log_encoder()(members)
 
 
 def value_text(value: object) -> str:
     """A value as the event log encodes it (for a field its sender encodes: :meth:`EventLog.write_encoded`)."""
-    return line_encoder(",", ":", default=jsonable, allow_nan=False)(value)
+    return log_encoder()(value)
 
 
-def jsonable(value: object) -> object:
+def log_encoder() -> Callable[[object], str]:
+    """The event log's encoder (compact, ASCII, no NaN, numpy scalars as numbers): make one and keep it."""
+    return line_encoder(",", ":", default=_jsonable, allow_nan=False)
+
+
+def _jsonable(value: object) -> object:
     if hasattr(value, "item"):  # numpy scalars
         return value.item()
     if hasattr(value, "tolist"):
