@@ -7,7 +7,9 @@
 #   make test-gpu-build   GPU=cuda install, then its checks and tests on this machine (no GPU needed;
 #                         about 15 minutes the first time, so not part of `make test`)
 #   make gpu-check        on a GPU node: GPUs, probes, trainer, NCCL bandwidth, a 3-minute run
-#   make test             install, then the whole test suite (what CI runs)
+#   make test             install, lint, then every test but the long ones (≤ 15 minutes here, installs excluded)
+#   make test-long        install, then the long and rarely broken tests (real Slurm, the trainer's scenarios,
+#                         Horovod groups, the GPU check's workers, a stopped rank); CI runs test, then test-long
 #   make run              install, then a short benchmark on the embedded data
 #                         (NP=3 ranks, TIME=240 s; ARGS='...' adds options)
 #   make test-multinode   install, then the tests across several hosts made on this machine (root)
@@ -64,7 +66,7 @@ TF_STAMP := $(STAMP_DIR)/tf-$(TF_VERSION)$(if $(GPU),-$(GPU))
 HVD_STAMP := $(STAMP_DIR)/horovod-$(MPI)-$(TF_VERSION)$(if $(GPU),-$(GPU))
 PKG_STAMP := $(STAMP_DIR)/package
 
-.PHONY: install test test-unit test-mpi test-integration run bench lint clean clean-runs distclean
+.PHONY: install test test-long test-unit test-mpi test-integration run bench lint clean clean-runs distclean
 
 install: $(PKG_STAMP)
 
@@ -126,6 +128,13 @@ UNIT_WORKERS := -n auto --maxprocesses 4
 test: install lint
 	$(PY) -m pytest tests/unit $(UNIT_WORKERS)
 	$(PY) -m pytest --ignore=tests/unit
+
+# The tests marked `long` (setup.cfg deselects them from every other run): each is minutes of a real Slurm's
+# ticks, TensorFlow scenarios or a detector's timeout, and what they cover changes rarely.  CI runs it after
+# `make test` (.ci/run); about 8 minutes here.
+.PHONY: test-long
+test-long: install
+	$(PY) -m pytest -m long --ignore=tests/unit --ignore=tests/multinode
 
 test-unit: install
 	$(PY) -m pytest tests/unit $(UNIT_WORKERS)

@@ -14,7 +14,7 @@ import pytest
 from aiperf_mpi.gpucheck.plan import bus_bandwidth
 from tests.support.mpirun import REPO_ROOT, run_mpi
 
-pytestmark = [pytest.mark.tf, pytest.mark.slow]
+pytestmark = [pytest.mark.tf, pytest.mark.slow, pytest.mark.long]  # make test-long
 
 
 def _worker(tmp_path, *argv: str) -> dict:

@@ -4,7 +4,7 @@ import pytest
 
 from tests.support.mpirun import SCRIPTS, run_mpi
 
-pytestmark = [pytest.mark.horovod, pytest.mark.tf, pytest.mark.slow]
+pytestmark = [pytest.mark.horovod, pytest.mark.tf, pytest.mark.slow, pytest.mark.long]  # make test-long
 
 
 @pytest.mark.parametrize("group_size", [None, 2])

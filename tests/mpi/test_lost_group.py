@@ -116,7 +116,9 @@ def signal_once_training(job: subprocess.Popen, run_dir: Path, rank: int, signum
 
 
 @pytest.mark.skipif(mpi_vendor() != "openmpi", reason="fault tolerance needs Open MPI's ULFM")
-@pytest.mark.parametrize(("signum", "relays"), [(signal.SIGKILL, 1), (signal.SIGSTOP, 0)],
+# SIGSTOP waits out the detector's timeout (≈ 80 s a run): in make test-long, which CI runs too
+@pytest.mark.parametrize(("signum", "relays"),
+                         [(signal.SIGKILL, 1), pytest.param(signal.SIGSTOP, 0, marks=pytest.mark.long)],
                          ids=["kill-9 with a relay", "sigstop"])  # fmt: skip
 def test_a_training_rank_killed_or_stopped_mid_run_costs_its_group_not_the_run(tmp_path, signum, relays) -> None:
     """A dead rank (ULFM: seen by rank 0, and by the relay, which acknowledges it and goes on: --relays) or a

@@ -14,7 +14,7 @@ import pytest
 from tests.support.data_files import small_h5
 from tests.support.mpirun import SCRIPTS, MpiResult, run_mpi
 
-pytestmark = [pytest.mark.horovod, pytest.mark.tf, pytest.mark.slow]
+pytestmark = [pytest.mark.horovod, pytest.mark.tf, pytest.mark.slow, pytest.mark.long]  # make test-long
 SCRIPT = str(SCRIPTS / "train_group.py")
 TWO_RANKS = ("identical", "identical-xla", "nan", "deadline")
 ONE_RANK = ("digits", "precision")

@@ -40,6 +40,15 @@ def job_environment() -> dict[str, str]:
     }
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that starts the real Slurm is in ``make test-long`` (CI runs it after ``make test``): each
+    waits on Slurm's 30 s tick or runs a job to its end, ≈ 4 minutes together; the templates' static checks
+    (test_templates.py) need no Slurm and stay in ``make test``."""
+    for item in items:
+        if "slurm" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.long)
+
+
 @pytest.fixture(scope="session")
 def slurm() -> Iterator[SlurmCluster]:
     """A running single-node Slurm (munge, slurmctld, slurmd) for the whole session, stopped by PID."""
