@@ -9,6 +9,8 @@ from importlib import metadata
 
 from mpi4py import MPI
 
+from aiperf_mpi.results.hardware import CPU_FLAGS_READ
+
 
 def _version(package: str) -> str | None:
     for name in (package, package.replace("-", "_")):
@@ -19,15 +21,32 @@ def _version(package: str) -> str | None:
     return None
 
 
-def _cpu_model() -> str:
+def _cpuinfo() -> dict[str, str]:
+    """The first processor's entries of /proc/cpuinfo (every core of a node is the same model)."""
+    entries: dict[str, str] = {}
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as handle:
             for line in handle:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
+                if not line.strip():
+                    if entries:
+                        break
+                    continue
+                key, _, value = line.partition(":")
+                entries.setdefault(key.strip(), value.strip())
     except OSError:
         pass
-    return platform.processor() or platform.machine()
+    return entries
+
+
+def _cpu(entries: dict[str, str]) -> dict:
+    """The processor's model, vendor and the ISA flags that bound its arithmetic (results/hardware.py)."""
+    flags = set((entries.get("flags") or entries.get("Features") or "").split())
+    arm = platform.machine().lower() in ("aarch64", "arm64")
+    return {
+        "cpu": entries.get("model name") or platform.processor() or platform.machine(),
+        "cpu_vendor": "ARM" if arm else entries.get("vendor_id"),
+        "cpu_flags": [flag for flag in CPU_FLAGS_READ if flag in flags],
+    }
 
 
 def _accelerators() -> list[str]:
@@ -49,7 +68,7 @@ def local_description() -> dict:
     """What one rank sees of its node."""
     return {
         "host": socket.gethostname(),
-        "cpu": _cpu_model(),
+        **_cpu(_cpuinfo()),
         "cores": os.cpu_count(),
         "accelerators": _accelerators(),
     }

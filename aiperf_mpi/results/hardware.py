@@ -1,0 +1,180 @@
+"""The most arithmetic a piece of hardware can do: a versioned table the run cannot choose.
+
+Verify bounds every rate a run claims by two figures.  The first is the
+group's own probe (the ``peak`` event), which the run measures and therefore
+writes: a forger who raises the probe raises that ceiling with it.  The second
+is this table, which the run does not write: the vendors' dense peak per
+precision for each accelerator model, and for a CPU its logical processors ×
+the highest clock its vendor ships × the operations per cycle that the
+instruction sets it reports can issue.  Every figure is an upper bound, never
+an estimate: a rate above it did not happen on that hardware.  A device the
+table does not know is said so, and a run on it is not valid until the table
+names it (a change of :data:`HARDWARE_TABLE_VERSION`, reviewed like
+:mod:`aiperf_mpi.results.rules`).
+
+What stays on trust, and docs/verify.md says so: the ``system`` event's model
+names, ISA flags and processor counts are the run's own words.  A reviewer
+compares them with the site's published inventory; the table then bounds what
+that inventory can compute.
+
+Pure data and arithmetic: no TensorFlow, no MPI.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+
+HARDWARE_TABLE_VERSION = "2026.12-1"
+"""changes whenever a figure below changes or a device is added; verify.json records it"""
+
+TERA = 1e12
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    """One accelerator model's dense peak (no structured sparsity), in operations per second, per precision."""
+
+    pattern: str
+    """matched, case-blind, as a substring of the name NVML (or the vendor's tool) reports"""
+    peak: Mapping[str, float]
+    """fp32 (the plain FP32 pipes, or TF32 tensor cores where TensorFlow uses them by default), fp16, bf16"""
+    source: str
+
+
+def _peaks(fp32: float, fp16: float, bf16: float) -> Mapping[str, float]:
+    return MappingProxyType({"fp32": fp32 * TERA, "fp16": fp16 * TERA, "bf16": bf16 * TERA})
+
+
+# Longest pattern first within a family, so "H100 PCIe" is not read as "H100".  fp32 is TensorFlow's default
+# arithmetic for float32 on Ampere and later: TF32 tensor cores, so the TF32 dense figure bounds it.
+ACCELERATORS: tuple[Accelerator, ...] = (
+    Accelerator("B200", _peaks(1125, 2250, 2250), "NVIDIA DGX B200 datasheet, dense TF32/FP16/BF16 per GPU"),
+    Accelerator("H200", _peaks(494.7, 989.4, 989.4), "NVIDIA H200 SXM datasheet, dense (sparsity halved)"),
+    Accelerator("GH200", _peaks(494.7, 989.4, 989.4), "NVIDIA GH200 datasheet, dense (sparsity halved)"),
+    Accelerator("H100 PCIe", _peaks(378, 756, 756), "NVIDIA H100 PCIe datasheet, dense (sparsity halved)"),
+    Accelerator("H100", _peaks(494.7, 989.4, 989.4), "NVIDIA H100 SXM datasheet, dense (sparsity halved)"),
+    Accelerator("A100", _peaks(156, 312, 312), "NVIDIA A100 datasheet, dense TF32/FP16/BF16"),
+    Accelerator("L40S", _peaks(183, 362, 362), "NVIDIA L40S datasheet, dense (sparsity halved)"),
+    Accelerator("V100", _peaks(15.7, 125, 15.7), "NVIDIA V100 SXM2 datasheet: FP32, FP16 tensor; no BF16 units"),
+    Accelerator("MI300X", _peaks(653.7, 1307.4, 1307.4), "AMD Instinct MI300X datasheet, dense TF32/FP16/BF16"),
+    Accelerator("MI250X", _peaks(95.7, 383, 383), "AMD Instinct MI250X datasheet, FP32 matrix, FP16/BF16"),
+)
+"""the accelerators the table knows; a run on another one is reported as not in the table"""
+
+
+@dataclass(frozen=True)
+class CpuIssue:
+    """Operations per cycle per logical processor that one instruction-set flag allows, per precision."""
+
+    flag: str
+    """as /proc/cpuinfo spells it (x86 ``flags``, Arm ``Features``)"""
+    per_cycle: Mapping[str, int]
+
+
+def _per_cycle(fp32: int, fp16: int | None = None, bf16: int | None = None) -> Mapping[str, int]:
+    return MappingProxyType({"fp32": fp32, "fp16": fp16 or fp32, "bf16": bf16 or fp32})
+
+
+# Two fused multiply-add pipes per core at each vector width, a multiply-add counted as 2 operations: 512-bit
+# FP32 is 2 × 16 × 2 = 64 a cycle, 256-bit 32.  A narrower precision without its own instructions runs at
+# fp32's rate or slower (TensorFlow widens it), so its bound is fp32's.
+CPU_ISSUE: tuple[CpuIssue, ...] = (
+    CpuIssue("sse2", _per_cycle(8)),
+    CpuIssue("avx", _per_cycle(16)),
+    CpuIssue("fma", _per_cycle(32)),
+    CpuIssue("avx2", _per_cycle(32)),
+    CpuIssue("avx512f", _per_cycle(64)),
+    CpuIssue("avx512_bf16", _per_cycle(64, bf16=128)),
+    CpuIssue("avx512_fp16", _per_cycle(64, fp16=128)),
+    CpuIssue("amx_bf16", _per_cycle(64, bf16=2048)),  # one AMX unit: 1,024 BF16 multiply-adds a cycle
+    CpuIssue("amx_fp16", _per_cycle(64, fp16=2048)),
+    CpuIssue("asimd", _per_cycle(32)),  # Arm NEON: up to 4 × 128-bit FMA pipes (Neoverse V2)
+    CpuIssue("asimdhp", _per_cycle(32, fp16=64)),
+    CpuIssue("sve", _per_cycle(64)),  # A64FX: 2 × 512-bit FMA pipes
+    CpuIssue("bf16", _per_cycle(32, bf16=128)),
+)
+"""the flags that raise the bound; a processor's bound per precision is the largest its flags allow"""
+
+CLOCK_CEILING_HZ: Mapping[str, float] = MappingProxyType({
+    "GenuineIntel": 6.2e9,  # the fastest boost Intel has shipped (Core i9-14900KS)
+    "AuthenticAMD": 5.7e9,  # the fastest boost AMD has shipped (Ryzen 9 7950X / 9950X)
+    "ARM": 4.5e9,  # Arm server and desktop cores shipped to date stay below it
+})  # fmt: skip
+"""the highest clock any processor of the vendor runs at: a virtual machine hides its own, this does not"""
+
+CPU_FLAGS_READ = tuple(dict.fromkeys(issue.flag for issue in CPU_ISSUE))
+"""the ISA flags the system description records (the others change no bound)"""
+
+
+@dataclass(frozen=True)
+class Bound:
+    """An upper bound on operations per second, or why there is none."""
+
+    ops_per_second: float | None
+    why: str
+    """where the figure comes from, or what the table lacks"""
+
+
+def accelerator_peak(name: str, precision: str) -> Bound:
+    """The table's dense peak of one accelerator at ``precision``."""
+    lowered = name.lower()
+    for device in ACCELERATORS:
+        if device.pattern.lower() in lowered:
+            return Bound(device.peak[precision], f"{device.pattern}: {device.source}")
+    return Bound(None, f"accelerator {name!r} is not in the hardware table {HARDWARE_TABLE_VERSION}")
+
+
+def cpu_peak(host: Mapping, precision: str) -> Bound:
+    """A node's CPUs at ``precision``: logical processors × its vendor's clock ceiling × its flags' issue width.
+
+    ``host`` is one entry of the ``system`` event's ``hosts``: ``cores`` (logical processors), ``cpu_vendor``
+    and ``cpu_flags``.  A log older than those fields has no bound: it is said so, never guessed.
+    """
+    vendor, flags, cores = host.get("cpu_vendor"), host.get("cpu_flags"), host.get("cores")
+    if not isinstance(cores, int) or isinstance(cores, bool) or cores < 1:
+        return Bound(None, f"host {host.get('host')!r}: no count of logical processors")
+    if vendor not in CLOCK_CEILING_HZ:
+        return Bound(None, f"host {host.get('host')!r}: CPU vendor {vendor!r} is not in the hardware table "
+                           f"{HARDWARE_TABLE_VERSION}")  # fmt: skip
+    if not isinstance(flags, list):
+        return Bound(None, f"host {host.get('host')!r}: no ISA flags logged (a log older than the table)")
+    widths = [issue.per_cycle[precision] for issue in CPU_ISSUE if issue.flag in flags]
+    if not widths:
+        return Bound(None, f"host {host.get('host')!r}: none of the ISA flags the table knows")
+    clock = CLOCK_CEILING_HZ[vendor]
+    per_cycle = max(widths)
+    return Bound(cores * clock * per_cycle, f"{cores} logical processors × {clock / 1e9:g} GHz ({vendor}'s "
+                                            f"ceiling) × {per_cycle} {precision} operations a cycle")  # fmt: skip
+
+
+def group_bound(hosts: Mapping[str, Mapping], ranks_on_host: Mapping[str, int], precision: str) -> Bound:
+    """The most a group can compute: on each host it runs on, one accelerator per rank, or the host's CPUs.
+
+    ``hosts`` maps a host name to its ``system`` entry; ``ranks_on_host`` the group's ranks there.  A host with
+    accelerators trains on them (one a rank, at most as many as it has); one without trains on its CPUs, all of
+    them at most, whatever other groups share them.
+    """
+    total = 0.0
+    reasons: list[str] = []
+    for name, ranks in sorted(ranks_on_host.items()):
+        host = hosts.get(name)
+        if host is None:
+            return Bound(None, f"host {name!r} is not in the system description")
+        devices: Sequence[str] = host.get("accelerators") or []
+        if devices:
+            used = min(ranks, len(devices))
+            peaks = [accelerator_peak(device, precision) for device in devices]
+            unknown = [p for p in peaks if p.ops_per_second is None]
+            if unknown:
+                return unknown[0]
+            total += used * max(p.ops_per_second for p in peaks)  # type: ignore[type-var]
+            reasons.append(f"{name}: {used} × {peaks[0].why}")
+        else:
+            bound = cpu_peak(host, precision)
+            if bound.ops_per_second is None:
+                return bound
+            total += bound.ops_per_second
+            reasons.append(f"{name}: {bound.why}")
+    return Bound(total, "; ".join(reasons))
