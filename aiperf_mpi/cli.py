@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from aiperf_mpi import __version__
 from aiperf_mpi.errors import EXIT_OK, UsageError
+from aiperf_mpi.results.resumable import RESUME_OPTIONS
 
 if TYPE_CHECKING:  # the parser itself is MPI-free so unit tests need no MPI
     from mpi4py import MPI
@@ -231,10 +232,6 @@ def run_overrides(options: argparse.Namespace) -> dict[str, object]:
     return values
 
 
-RESUME_OPTIONS = ("time_limit",)
-"""what ``--resume`` takes besides the run directory: the rest is the logged configuration"""
-
-
 def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
@@ -248,7 +245,8 @@ def check_mode(options: argparse.Namespace) -> None:
     """Refuse options that the chosen mode would silently ignore.
 
     ``--layout`` runs nothing, so run options do not apply to it; ``--resume``
-    continues the logged configuration, so only a new time limit applies.
+    continues the logged configuration, so only a new time limit applies
+    (:data:`~aiperf_mpi.results.resumable.RESUME_OPTIONS`).
     Raises :class:`UsageError` naming them all.
     """
     given = [name for name, value in run_overrides(options).items()
@@ -267,8 +265,9 @@ def check_mode(options: argparse.Namespace) -> None:
         ignored += ["--group-size"] if options.group_size is not None else []
         ignored += ["--relays"] if options.relays is not None else []
         if ignored:
+            taken = " and ".join(map(_flag, RESUME_OPTIONS))
             raise UsageError(f"{_listed(ignored)} not apply to --resume: a resumed run keeps its logged "
-                             "configuration; only --time-limit may be given")  # fmt: skip
+                             f"configuration; only {taken} may be given")  # fmt: skip
 
 
 @dataclass(frozen=True)
