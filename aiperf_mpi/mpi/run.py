@@ -35,7 +35,7 @@ from aiperf_mpi.mpi.layout import RankLayout, build_layout
 from aiperf_mpi.mpi.plan import LayoutPlan, relay_hint
 from aiperf_mpi.mpi.staging import stage_on_nodes
 from aiperf_mpi.mpi.system import system_description
-from aiperf_mpi.mpi.tolerance import fault_tolerance, start_line
+from aiperf_mpi.mpi.tolerance import job_fault_tolerance, start_line
 from aiperf_mpi.mpi.transport import MpiLeaderChannel, MpiMasterTransport
 from aiperf_mpi.signals import StopFlag
 
@@ -150,7 +150,7 @@ class MasterRole:
         """The session, then the end of the job: ``Abort`` when groups were left training mid-epoch."""
         context = self.context
         groups = context.layout.plan.groups
-        tolerant, why = fault_tolerance(os.environ, MPI.Get_library_version())
+        tolerant, why = job_fault_tolerance()
         print(start_line(tolerant, why), flush=True)
         relays = context.layout.plan.relay_ranks
         transport = MpiMasterTransport(context.comm, {g.index: g.leader for g in groups},
@@ -195,7 +195,7 @@ class RelayRole:
 
         plan = self.context.layout.plan
         leaders = {g.leader: g.index for g in plan.groups}  # its own are plan.relay_of's; it knows them all
-        tolerant, _ = fault_tolerance(os.environ, MPI.Get_library_version())
+        tolerant, _ = job_fault_tolerance()
         Relay(self.context.comm, leaders, fault_tolerant=tolerant).run()
         return 0
 
