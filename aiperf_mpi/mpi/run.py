@@ -6,7 +6,8 @@ Rank 0 validates the configuration and the data first and shares the verdict
 layout, staging, the precision and the start line are collectives every rank
 joins; then :func:`rank_role` gives each rank its role, once — the master
 runs the session (:mod:`aiperf_mpi.job.session`, where the run's life cycle
-lives, without MPI), the groups train.  What trains is injected
+lives, without MPI), the relays (``--relays``) vet the leaders' messages for
+it, the groups train.  What trains is injected
 (:class:`TrainingBackend`), as are the end-of-run hooks, so this room
 imports neither ``train/`` nor ``analysis``.
 """
@@ -261,9 +262,11 @@ def rank_role(comm: MPI.Comm, layout: RankLayout, prepared: Prepared, training: 
               horovod: bool) -> MasterRole | RelayRole | GroupRole:  # fmt: skip
     """The role split, once (as mpi4py's ``MPICommExecutor(comm, root)`` splits root from workers).
 
-    Both roles answer the same phases — ``claim_device``, ``probe_peak``,
-    ``run`` — so :func:`run_benchmark` calls the collectives between them
-    on every rank without asking again which role it holds.
+    The three roles — :class:`MasterRole` (rank 0), :class:`RelayRole`
+    (``--relays``) and :class:`GroupRole` (every training rank) — answer the
+    same phases, ``claim_device``, ``preload``, ``probe_peak`` and ``run``,
+    so :func:`run_benchmark` calls the collectives between them on every
+    rank without asking again which role it holds.
     """
     context = RankContext(comm, layout, prepared, training, end, stop_flag, node_pids, local, staging, horovod)
     if layout.is_master:
