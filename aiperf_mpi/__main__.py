@@ -73,14 +73,17 @@ def _claim_device(plan, rank: int, node_pids: list[int]):
 def _preload(config: RunConfig) -> None:
     """What a training rank first imports inside the scored window, imported before it begins.
 
-    The search's scipy (its GP, distances and curve fit load it where used, sparing the master and a refused
-    launch ≈ 0.6 s), the tuner's library, and scikit-learn where this run needs it: the embedded digits come
-    from it, and the GP tuner's scikit-optimize builds on it (a training rank's TensorFlow no longer loads it:
-    :mod:`aiperf_mpi.train.tfimport`).  Each costs its group a second or so of the window otherwise.
+    What the leader's search and tuner load where used (sparing the master and a refused launch their ≈ 0.6 s
+    of scipy), as the registry names them (:func:`~aiperf_mpi.search.registry.leader_libraries`), and
+    scikit-learn where this run needs it: the embedded digits come from it, and the GP tuner's scikit-optimize
+    builds on it (a training rank's TensorFlow no longer loads it: :mod:`aiperf_mpi.train.tfimport`).  Each
+    costs its group a second or so of the window otherwise.
     """
     import importlib
 
-    names = ["scipy.linalg", "scipy.optimize", "skopt" if config.hpo == "gp" else "optuna"]
+    from aiperf_mpi.search.registry import leader_libraries
+
+    names = [*leader_libraries(config.search, config.hpo)]
     names += ["sklearn.datasets"] if config.dataset == "digits" else []
     for name in names:
         importlib.import_module(name)

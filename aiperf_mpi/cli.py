@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from aiperf_mpi import __version__
 from aiperf_mpi.errors import EXIT_OK, UsageError
+from aiperf_mpi.results.resumable import RESUME_OPTIONS
 
 if TYPE_CHECKING:  # the parser itself is MPI-free so unit tests need no MPI
     from mpi4py import MPI
@@ -78,7 +79,31 @@ def positive_int(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The full option set; ``--help`` documents every option."""
+    """The full option set; ``--help`` documents every option, each run option's default read from ``RunConfig``.
+
+    The defaults are :class:`~aiperf_mpi.config.RunConfig`'s (``load_config``
+    starts from them), so the help cannot say another; the configuration is
+    imported here, not at the top, because only rank 0 builds the parser and
+    its imports cost every other rank ≈ 0.4 s of start-up.
+    """
+    from aiperf_mpi.config import CHOICES, RunConfig, shown_number
+
+    defaults = RunConfig()
+
+    def default(name: str, zero: str = "") -> str:
+        """'default 3600': RunConfig's value of ``name``; where that is 0, ``zero`` says what 0 means."""
+        value = getattr(defaults, name)
+        return f"default {shown_number(value)}" + (f": {zero}" if zero and not value else "")
+
+    def choice_list(name: str, notes: dict[str, str] | None = None) -> str:
+        """'tpe (default), gp or random': CHOICES' values in order, RunConfig's marked, each note beside its value."""
+        shown = []
+        for value in CHOICES[name]:
+            marks = ["default"] if value == getattr(defaults, name) else []
+            marks += [(notes or {})[value]] if value in (notes or {}) else []
+            shown.append(f"{value} ({': '.join(marks)})" if marks else value)
+        return f"{', '.join(shown[:-1])} or {shown[-1]}"
+
     parser = _Parser(
         prog="python -m aiperf_mpi",
         description=DESCRIPTION,
@@ -125,56 +150,66 @@ def build_parser() -> argparse.ArgumentParser:
     run = parser.add_argument_group("the run")
     run.add_argument("--config", metavar="FILE", help="a TOML file of run options (see docs/running.md)")
     run.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its event log")
-    run.add_argument("--time-limit", type=float, metavar="SECONDS", help="the benchmark's wall clock (default 3600)")
+    run.add_argument("--time-limit", type=float, metavar="SECONDS",
+                     help=f"the benchmark's wall clock ({default('time_limit')})")  # fmt: skip
     run.add_argument("--max-models", type=int, metavar="N", help="stop after N models (default: no limit)")
-    run.add_argument("--dataset", help="digits (default, embedded), synthetic, cifar10, imagenet or hdf5")
+    run.add_argument("--dataset", help=choice_list("dataset", {"digits": "embedded"}))
     run.add_argument("--data-path", metavar="PATH", help="the data for cifar10, imagenet and hdf5")
     run.add_argument("--stage-dir", metavar="DIR",
                      help="copy the data to this node-local directory before training (once per node)")  # fmt: skip
     run.add_argument("--image-size", type=int, metavar="PIXELS", help="image size for imagenet/synthetic")
-    run.add_argument("--seed-model", help="the architecture the search starts from: resnet50 (default) or tiny")
-    run.add_argument("--precision", help="auto (default: bf16 on GPUs with bf16 tensor cores, fp16 with loss "
-                     "scaling on older tensor-core GPUs, fp32 on CPUs), fp32, fp16 or bf16; nothing narrower")
+    run.add_argument("--seed-model", help=f"the architecture the search starts from: {choice_list('seed_model')}")
+    run.add_argument("--precision", help=choice_list("precision", {
+        "auto": "bf16 on GPUs with bf16 tensor cores, fp16 with loss scaling on older tensor-core GPUs, fp32 on CPUs",
+    }) + "; nothing narrower")  # fmt: skip
     run.add_argument("--run-dir", metavar="DIR", help="where the run writes (default runs/run-DATE-TIME)")
-    run.add_argument("--score-step", type=float, metavar="SECONDS", help="the score's time grid (default 360)")
-    run.add_argument("--max-epochs", type=int, metavar="N", help="epoch limit of one model (default 60)")
+    run.add_argument("--score-step", type=float, metavar="SECONDS",
+                     help=f"the score's time grid ({default('score_step')})")  # fmt: skip
+    run.add_argument("--max-epochs", type=int, metavar="N", help=f"epoch limit of one model ({default('max_epochs')})")
     run.add_argument("--warmup-epochs", type=int, metavar="N",
                      help="epochs of each model in a group's first three rounds, whose final accuracy the search "
-                     "then predicts from the curve (default 0: up to --max-epochs)")  # fmt: skip
-    run.add_argument("--patience", type=int, metavar="N", help="early stop after N epochs without gain (default 5)")
+                     f"then predicts from the curve ({default('warmup_epochs', 'up to --max-epochs')})")  # fmt: skip
+    run.add_argument("--patience", type=int, metavar="N",
+                     help=f"early stop after N epochs without gain ({default('patience')})")  # fmt: skip
     run.add_argument("--model-seconds", type=float, metavar="SECONDS",
                      help="a model begins no epoch that would end more than SECONDS after its training began "
-                          "(at least one epoch; default 0: no budget; make run plans its demo with it)")
-    run.add_argument("--min-delta", type=float, metavar="X", help="accuracy gain that counts (default 0.001)")
-    run.add_argument("--batch-size", type=int, metavar="N", help="per-rank batch of the warm-up rounds (default 32)")
-    run.add_argument("--base-lr", type=float, metavar="X", help="learning rate per 256 samples (default 0.1)")
-    run.add_argument("--hpo", help="batch/kernel tuner: tpe (default), gp or random")
-    run.add_argument("--search", help="architecture search: bayesian (default) or random")
+                          f"(at least one epoch; {default('model_seconds', 'no budget')}; make run plans its demo "
+                          "with it)")  # fmt: skip
+    run.add_argument("--min-delta", type=float, metavar="X", help=f"accuracy gain that counts ({default('min_delta')})")
+    run.add_argument("--batch-size", type=int, metavar="N",
+                     help=f"per-rank batch of the warm-up rounds ({default('batch_size')})")  # fmt: skip
+    run.add_argument("--base-lr", type=float, metavar="X", help=f"learning rate per 256 samples ({default('base_lr')})")
+    run.add_argument("--hpo", help=f"batch/kernel tuner: {choice_list('hpo')}")
+    run.add_argument("--search", help=f"architecture search: {choice_list('search')}")
     run.add_argument("--no-inherit", dest="inherit", action="store_const", const=False,
                      help="train every child from scratch instead of inheriting its parent's weights")  # fmt: skip
     run.add_argument("--keep-weights", metavar="WHICH",
-                     help="trained weights kept in the run directory: parents (default: only those a child may "
-                     "still inherit, and the best model's) or all")  # fmt: skip
-    run.add_argument("--xla", choices=("auto", "on", "off"),
-                     help="compile the training step with XLA: auto (default: on for GPUs, off for CPUs, where "
-                     "TensorFlow's own kernels train faster), on or off")  # fmt: skip
+                     help="trained weights kept in the run directory: " + choice_list("keep_weights", {
+                         "parents": "only those a child may still inherit, and the best model's"}))  # fmt: skip
+    run.add_argument("--xla", choices=CHOICES["xla"],
+                     help="compile the training step with XLA: " + choice_list("xla", {
+                         "auto": "on for GPUs, off for CPUs, where TensorFlow's own kernels train faster",
+                     }))  # fmt: skip
     run.add_argument("--no-xla", dest="xla", action="store_const", const="off", help="the same as --xla off")
-    run.add_argument("--device-prefetch", choices=("auto", "on", "off"),
-                     help="copy the next training batches to the device while a step runs: auto (default: on "
-                     "GPUs), on or off")  # fmt: skip
+    run.add_argument("--device-prefetch", choices=CHOICES["device_prefetch"],
+                     help="copy the next training batches to the device while a step runs: "
+                     + choice_list("device_prefetch", {"auto": "on GPUs"}))  # fmt: skip
     run.add_argument("--seed", type=int, help="random seed of search, tuning and training (default: a fresh one "
                      "drawn at start and logged, so repeat runs differ)")  # fmt: skip
     run.add_argument("--grace", type=float, metavar="SECONDS",
-                     help="after the time limit, how long running epochs may finish (default 120)")  # fmt: skip
-    run.add_argument("--progress-interval", type=float, metavar="SECONDS", help="progress line period (default 10)")
+                     help=f"after the time limit, how long running epochs may finish ({default('grace')})")  # fmt: skip
+    run.add_argument("--progress-interval", type=float, metavar="SECONDS",
+                     help=f"progress line period ({default('progress_interval')})")  # fmt: skip
     run.add_argument("--device-memory-gb", type=float, metavar="GB",
-                     help="memory of one device, bounds the tuned batch size (default 16)")  # fmt: skip
+                     help="memory of one device, bounds the tuned batch size "
+                     f"({default('device_memory_gb')})")  # fmt: skip
     run.add_argument("--monitor-interval", type=float, metavar="SECONDS",
-                     help="utilisation/memory sample period on each node (default 30; 0: off)")  # fmt: skip
+                     help=f"utilisation/memory sample period on each node ({default('monitor_interval')}; "
+                     "0: off)")  # fmt: skip
     run.add_argument("--no-peak-probe", dest="peak_probe", action="store_const", const=False,
                      help="skip the start-up matrix-multiply probe of each group's peak")  # fmt: skip
     run.add_argument("--peak-seconds", type=float, metavar="SECONDS",
-                     help="how long the peak probe multiplies (default 3)")  # fmt: skip
+                     help=f"how long the peak probe multiplies ({default('peak_seconds')})")  # fmt: skip
     return parser
 
 
@@ -197,10 +232,6 @@ def run_overrides(options: argparse.Namespace) -> dict[str, object]:
     return values
 
 
-RESUME_OPTIONS = ("time_limit",)
-"""what ``--resume`` takes besides the run directory: the rest is the logged configuration"""
-
-
 def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
@@ -214,7 +245,8 @@ def check_mode(options: argparse.Namespace) -> None:
     """Refuse options that the chosen mode would silently ignore.
 
     ``--layout`` runs nothing, so run options do not apply to it; ``--resume``
-    continues the logged configuration, so only a new time limit applies.
+    continues the logged configuration, so only a new time limit applies
+    (:data:`~aiperf_mpi.results.resumable.RESUME_OPTIONS`).
     Raises :class:`UsageError` naming them all.
     """
     given = [name for name, value in run_overrides(options).items()
@@ -233,8 +265,9 @@ def check_mode(options: argparse.Namespace) -> None:
         ignored += ["--group-size"] if options.group_size is not None else []
         ignored += ["--relays"] if options.relays is not None else []
         if ignored:
+            taken = " and ".join(map(_flag, RESUME_OPTIONS))
             raise UsageError(f"{_listed(ignored)} not apply to --resume: a resumed run keeps its logged "
-                             "configuration; only --time-limit may be given")  # fmt: skip
+                             f"configuration; only {taken} may be given")  # fmt: skip
 
 
 @dataclass(frozen=True)

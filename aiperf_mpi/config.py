@@ -144,14 +144,14 @@ def _range_problem(name: str, value: float) -> str | None:
         return f"{name} must be a finite number, got {value}"
     low, high, low_ok = NUMERIC_RANGES[name]
     if value < low or (value == low and not low_ok):
-        return f"{name} must be {'≥' if low_ok else '>'} {_shown(low)}, got {_shown(value)}"
+        return f"{name} must be {'≥' if low_ok else '>'} {shown_number(low)}, got {shown_number(value)}"
     if value > high:
-        return f"{name} must be ≤ {_shown(high)}, got {_shown(value)}"
+        return f"{name} must be ≤ {shown_number(high)}, got {shown_number(value)}"
     return None
 
 
-def _shown(value: float) -> str:
-    """A number as a user would write it: whole numbers in full, others short."""
+def shown_number(value: float) -> str:
+    """A number as a user would write it: whole numbers in full, others short (the messages here, ``--help``)."""
     if isinstance(value, int) or (value.is_integer() and abs(value) < 1e15):
         return str(int(value))
     return f"{value:g}"

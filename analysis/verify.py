@@ -79,6 +79,7 @@ from aiperf_mpi.graph.ops import ModelOps, count_ops, epoch_ops
 from aiperf_mpi.results import provenance as provenance_module
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.graphs import OFFSET, GraphFileError, graph_place, read_graph
+from aiperf_mpi.results.resumable import RESUME_MAY_CHANGE
 from aiperf_mpi.results.rules import shown_value
 from aiperf_mpi.results.schema import SCHEMA_VERSION, check_event
 from aiperf_mpi.results.score import MAX_GRID_SAMPLES, Score, ScoreInputs, run_step, score_inputs, stopped_by_signal
@@ -108,8 +109,6 @@ STABILITY_FIELDS = ("ops_cv_last_half", "ops_change_last_quarter")
 older than these figures has not)"""
 AFTER_STOP = (runlog.RUN_START, runlog.SCORE)
 """what may follow a segment's run_stop: its score, then the next segment"""
-RESUME_MAY_CHANGE = ("time_limit", "run_dir")
-"""configuration a ``--resume`` may change (everything else is the first segment's)"""
 STRATEGIES = {"bayesian": {"seed", "explore", "gp-ucb"}, "random": {"seed", "random"}}
 """the search strategies a proposal may name under each ``--search``"""
 STOP_REASONS = ("time limit", "max models", "done", "all groups lost", runlog.SIGNAL_REASON + "SIGTERM",

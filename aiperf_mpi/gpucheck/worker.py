@@ -63,26 +63,26 @@ def probe(index: int, seconds: float) -> dict:
 
 
 def trainer(batch: int) -> dict:
-    """ResNet-50 at 224² on synthetic data, XLA, bf16 where the GPU has it (fp16 before Ampere), on GPU 0.
+    """ResNet-50 at 224² on synthetic data, XLA, on GPU 0, at the precision a run's ``--precision auto`` takes there.
 
-    The benchmark's own trainer (a Horovod group of one), so the figure is
-    what a run gets per GPU; operations are the analytic count the score uses.
+    The benchmark's own trainer (a Horovod group of one) at the benchmark's
+    own choice of precision (:func:`~aiperf_mpi.config.resolve_precision`:
+    bf16 from Ampere, fp16 on older tensor-core GPUs), so the figure is what a
+    run gets per GPU; operations are the analytic count the score uses.
     """
     from mpi4py import MPI
 
+    from aiperf_mpi.config import resolve_precision
     from aiperf_mpi.data.sources import synthetic_source
     from aiperf_mpi.graph.model import DEFAULT_KERNEL_SIZE
     from aiperf_mpi.graph.seeds import resnet50
     from aiperf_mpi.mpi.horovod import horovod_on
     from aiperf_mpi.search.hpo import HParams
-    from aiperf_mpi.train.devices import pin_device
+    from aiperf_mpi.train.devices import device_caps, pin_device
     from aiperf_mpi.train.trainer import GroupTrainer, TrainConfig
 
     device = pin_device(0)
-    import tensorflow as tf
-
-    gpus = tf.config.list_physical_devices("GPU")
-    precision = "bf16" if gpus and _capability(tf, gpus[0]) >= (8, 0) else "fp16"
+    precision, _ = resolve_precision("auto", [device_caps()])
     source = synthetic_source(224, 3, 1000, train=TRAINER_STEPS * batch, validation=batch)
     with horovod_on(MPI.COMM_WORLD) as hvd:
         config = TrainConfig(max_epochs=TRAINER_EPOCHS, patience=TRAINER_EPOCHS + 1, precision=precision, xla=True)

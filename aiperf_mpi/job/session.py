@@ -44,6 +44,7 @@ from aiperf_mpi.job.runlock import RunLock
 from aiperf_mpi.job.transport import MasterTransport
 from aiperf_mpi.results import provenance, runlog
 from aiperf_mpi.results.graphs import GRAPHS_DIR
+from aiperf_mpi.results.resumable import RESUME_OPTIONS
 from aiperf_mpi.results.score import Score, score_run
 from aiperf_mpi.search.bayesian import SearchConfig
 from aiperf_mpi.search.view import MasterHistory
@@ -120,7 +121,7 @@ def prepare(config: RunConfig, resume: str | None, ranks: int) -> Prepared:
         if logged.max_models and ended >= logged.max_models:  # its segment would stop at once, having done nothing
             raise UsageError(f"--resume {run_dir}: the run already has its {ended} models (--max-models "
                              f"{logged.max_models}, which a resumed run keeps): nothing is left to run")  # fmt: skip
-        config = replace(logged, time_limit=config.time_limit, run_dir=str(run_dir))
+        config = replace(logged, **{name: getattr(config, name) for name in RESUME_OPTIONS}, run_dir=str(run_dir))
         segment = len(starts) + 1
     else:
         stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")

@@ -26,7 +26,7 @@ from mpi4py import MPI
 
 from aiperf_mpi.errors import EXIT_FATAL, EXIT_OK, EXIT_USAGE, UsageError, one_line
 from aiperf_mpi.mpi.faults import known_failed, master_failed, wait_for_the_masters_end
-from aiperf_mpi.mpi.tolerance import fault_tolerance
+from aiperf_mpi.mpi.tolerance import job_fault_tolerance
 
 DEBUG_ENV = "AIPERF_MPI_DEBUG"
 PROGRAM = "aiperf_mpi"
@@ -63,9 +63,12 @@ def run_guarded(comm: MPI.Comm, main: Callable[[], int | None]) -> int:
 
 
 def fault_tolerant() -> bool:
-    """Whether this job runs with fault tolerance on (:func:`~aiperf_mpi.mpi.tolerance.fault_tolerance`)."""
+    """Whether this job runs with fault tolerance on (:func:`~aiperf_mpi.mpi.tolerance.job_fault_tolerance`).
+
+    Off where the MPI library cannot even say its version: this is asked on the way out of a failed rank.
+    """
     try:
-        return fault_tolerance(os.environ, MPI.Get_library_version())[0]
+        return job_fault_tolerance()[0]
     except MPI.Exception:
         return False
 

@@ -39,6 +39,7 @@ from mpi4py import MPI
 
 from aiperf_mpi.job.messages import RELAY_STOP, RELAYED
 from aiperf_mpi.job.vetting import Vetter, relay_item
+from aiperf_mpi.mpi.receive import Receiver
 from aiperf_mpi.mpi.transport import MASTER, failed_ranks
 
 BATCH = 256
@@ -69,6 +70,8 @@ class Relay:
         self._pending: list[tuple[MPI.Request, bytes]] = []
         self._bytes = 0
         """the leader bytes in the batch being gathered"""
+        self._receiver = Receiver(comm, PAUSES)
+        """the same receive as rank 0's (mpi/receive.py), with the relay's shorter pauses"""
         if fault_tolerant:
             comm.Set_errhandler(MPI.ERRORS_RETURN)
 
@@ -79,8 +82,8 @@ class Relay:
         rank 0 pays ≈ 30 µs for each receive, whatever it holds, so a batch of a dozen messages costs it a
         fraction of a dozen receives, for ≤ 2 ms more on the way (BENCHMARKS.md, the master).
         """
-        comm, status = self.comm, MPI.Status()
-        pause = PAUSES[0]
+        receiver = self._receiver
+        take = receiver.take
         items: list[tuple] = []
         last_sent = time.monotonic()
         while True:
@@ -88,11 +91,8 @@ class Relay:
             found = 0
             started = time.thread_time()
             try:
-                while len(items) < BATCH and self._bytes < BATCH_BYTES and comm.Iprobe(MPI.ANY_SOURCE, MPI.ANY_TAG,
-                                                                                       status):  # fmt: skip
-                    source, tag = status.source, status.tag
-                    data = bytearray(status.Get_count(MPI.BYTE))
-                    comm.Recv([data, MPI.BYTE], source, tag)
+                while len(items) < BATCH and self._bytes < BATCH_BYTES and (message := take()) is not None:
+                    source, tag, data = message
                     if source == self.master:
                         if tag != RELAY_STOP:
                             raise RuntimeError(f"a relay got tag {tag} from rank 0, which sends it only {RELAY_STOP}")
@@ -120,10 +120,9 @@ class Relay:
                 self._pending = []
                 return
             if found:
-                pause = PAUSES[0]
+                receiver.woken()
             else:  # nothing came: wait, doubling, but hand on what waits within its interval
-                time.sleep(min(pause, max(0.0, last_sent + INTERVAL - now)) if items else pause)
-                pause = min(2 * pause, PAUSES[1])
+                receiver.idle(max(0.0, last_sent + INTERVAL - now) if items else None)
 
     def item(self, source: int, tag: int, data: bytearray) -> tuple:
         """One leader message as a batch item (:func:`~aiperf_mpi.job.vetting.relay_item`).

@@ -6,7 +6,8 @@ Rank 0 validates the configuration and the data first and shares the verdict
 layout, staging, the precision and the start line are collectives every rank
 joins; then :func:`rank_role` gives each rank its role, once — the master
 runs the session (:mod:`aiperf_mpi.job.session`, where the run's life cycle
-lives, without MPI), the groups train.  What trains is injected
+lives, without MPI), the relays (``--relays``) vet the leaders' messages for
+it, the groups train.  What trains is injected
 (:class:`TrainingBackend`), as are the end-of-run hooks, so this room
 imports neither ``train/`` nor ``analysis``.
 """
@@ -35,7 +36,7 @@ from aiperf_mpi.mpi.layout import RankLayout, build_layout
 from aiperf_mpi.mpi.plan import LayoutPlan, relay_hint
 from aiperf_mpi.mpi.staging import stage_on_nodes
 from aiperf_mpi.mpi.system import system_description
-from aiperf_mpi.mpi.tolerance import fault_tolerance, start_line
+from aiperf_mpi.mpi.tolerance import job_fault_tolerance, start_line
 from aiperf_mpi.mpi.transport import MpiLeaderChannel, MpiMasterTransport
 from aiperf_mpi.signals import StopFlag
 
@@ -150,7 +151,7 @@ class MasterRole:
         """The session, then the end of the job: ``Abort`` when groups were left training mid-epoch."""
         context = self.context
         groups = context.layout.plan.groups
-        tolerant, why = fault_tolerance(os.environ, MPI.Get_library_version())
+        tolerant, why = job_fault_tolerance()
         print(start_line(tolerant, why), flush=True)
         relays = context.layout.plan.relay_ranks
         transport = MpiMasterTransport(context.comm, {g.index: g.leader for g in groups},
@@ -195,7 +196,7 @@ class RelayRole:
 
         plan = self.context.layout.plan
         leaders = {g.leader: g.index for g in plan.groups}  # its own are plan.relay_of's; it knows them all
-        tolerant, _ = fault_tolerance(os.environ, MPI.Get_library_version())
+        tolerant, _ = job_fault_tolerance()
         Relay(self.context.comm, leaders, fault_tolerant=tolerant).run()
         return 0
 
@@ -261,9 +262,11 @@ def rank_role(comm: MPI.Comm, layout: RankLayout, prepared: Prepared, training: 
               horovod: bool) -> MasterRole | RelayRole | GroupRole:  # fmt: skip
     """The role split, once (as mpi4py's ``MPICommExecutor(comm, root)`` splits root from workers).
 
-    Both roles answer the same phases — ``claim_device``, ``probe_peak``,
-    ``run`` — so :func:`run_benchmark` calls the collectives between them
-    on every rank without asking again which role it holds.
+    The three roles — :class:`MasterRole` (rank 0), :class:`RelayRole`
+    (``--relays``) and :class:`GroupRole` (every training rank) — answer the
+    same phases, ``claim_device``, ``preload``, ``probe_peak`` and ``run``,
+    so :func:`run_benchmark` calls the collectives between them on every
+    rank without asking again which role it holds.
     """
     context = RankContext(comm, layout, prepared, training, end, stop_flag, node_pids, local, staging, horovod)
     if layout.is_master:

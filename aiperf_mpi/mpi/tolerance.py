@@ -21,6 +21,7 @@ ends every rank, a stopped one included (``MPI_Abort(0)`` does not).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 
 OPEN_MPI_LAUNCH = ("--with-ft ulfm --enable-recovery --mca mpi_ft_enable true --mca mpi_ft_detector true "
@@ -54,6 +55,19 @@ def fault_tolerance(environ: Mapping[str, str], library: str) -> tuple[bool, str
     if not detector:
         return False, "launched without --mca mpi_ft_detector true (a failure would never be reported)"
     return True, "Open MPI ULFM, failure detector on"
+
+
+def job_fault_tolerance() -> tuple[bool, str]:
+    """(on, why) for this job: :func:`fault_tolerance` of this rank's environment and MPI library.
+
+    The one place a rank decides it: the master's start line and transport,
+    the relays and the abort guard all call this.  mpi4py is imported here,
+    not at the top, so the rule above stays importable (and unit-tested)
+    without MPI.
+    """
+    from mpi4py import MPI
+
+    return fault_tolerance(os.environ, MPI.Get_library_version())
 
 
 def start_line(on: bool, why: str) -> str:

@@ -1,7 +1,8 @@
 """The MPI backend of the job's transport (:mod:`aiperf_mpi.job.transport`).
 
 The master side polls without blocking on any one leader (``Iprobe`` on any
-source, with an exponential back-off from 0.5 ms to 50 ms); a leader blocks
+source, with an exponential back-off from 0.5 ms to 50 ms: the receive of
+:mod:`aiperf_mpi.mpi.receive`, which the relays share); a leader blocks
 on its next instruction and can peek for a pending Stop between epochs.  A
 leader waiting for the answer to its proposal may receive a Stop first: it
 ``hold``s it, and ``recv``/``stop_pending`` see held messages first.  Each
@@ -34,10 +35,10 @@ from aiperf_mpi.job.messages import (
 )
 from aiperf_mpi.job.wire import WireFormatError, from_wire, leader_message, plain_loads, relayed_message, to_wire
 from aiperf_mpi.mpi.faults import world_ranks
+from aiperf_mpi.mpi.receive import Receiver
 
 MASTER = 0
 TAG_TYPES = {tag: kind for kind, tag in TAGS.items()}
-ANY_SOURCE, ANY_TAG = MPI.ANY_SOURCE, MPI.ANY_TAG
 
 
 class MpiMasterTransport:
@@ -45,6 +46,8 @@ class MpiMasterTransport:
 
     KEEP = 64
     """pending sends below which completed ones are not looked for"""
+    PAUSES = (0.0005, 0.05)
+    """poll's sleep when nothing came: its first in each poll, doubling to its longest (seconds)"""
 
     def __init__(self, comm: MPI.Comm, leaders: dict[int, int], members: dict[int, list[int]] | None = None,
                  fault_tolerant: bool = False, relays: tuple[int, ...] = ()) -> None:  # fmt: skip
@@ -62,8 +65,7 @@ class MpiMasterTransport:
         self._losses: deque[tuple[int, GroupLost]] = deque()
         self._pending: list[tuple[int, MPI.Request]] = []
         self._limit = self.KEEP
-        self._status = MPI.Status()
-        """poll's, reused: one object fewer per message"""
+        self._receiver = Receiver(comm, self.PAUSES)
         if fault_tolerant:
             comm.Set_errhandler(MPI.ERRORS_RETURN)  # mpi4py's default too; said here because it is relied on
 
@@ -90,27 +92,27 @@ class MpiMasterTransport:
         """The next message, or None after ``timeout`` seconds.
 
         The master calls this for every message of every group: its Python is kept to what a found
-        message needs — one Status reused, positional MPI calls, the clock read only when nothing came —
+        message needs — one Status reused, positional MPI calls (:meth:`Receiver.take
+        <aiperf_mpi.mpi.receive.Receiver.take>`), the clock read only when nothing came —
         which took it from ≈ 8 to ≈ 6 µs a small message here, MPI and unpickling ≈ 2.5 of them (BENCHMARKS.md);
         the restricted unpickling (:func:`~aiperf_mpi.job.wire.plain_loads`) costs ≈ 2 µs of that back.
         """
-        comm, status = self.comm, self._status
+        receiver = self._receiver
+        take = receiver.take
+        receiver.woken()
         deadline = None
-        pause = 0.0005
         while True:
             if self._relayed:
                 return self._relayed.popleft()
             if self._losses:
                 return self._losses.popleft()
             try:
-                if comm.Iprobe(ANY_SOURCE, ANY_TAG, status):
-                    source, tag = status.source, status.tag
-                    data = bytearray(status.Get_count(MPI.BYTE))  # the pickle's bytes, unpickled by _message
-                    comm.Recv([data, MPI.BYTE], source, tag)
-                    if source in self.relays:
-                        self._unpack(source, tag, data)
+                found = take()  # (source, tag, the pickle's bytes, unpickled by _message) or None
+                if found is not None:
+                    if found[0] in self.relays:
+                        self._unpack(*found)
                         continue
-                    return self._message(source, tag, data)
+                    return self._message(*found)
             except MPI.Exception as exc:
                 self._failure(exc)
                 continue
@@ -119,8 +121,7 @@ class MpiMasterTransport:
                 deadline = now + timeout
             if now >= deadline:
                 return None
-            time.sleep(pause)
-            pause = min(pause * 2, 0.05)
+            receiver.idle()
 
     def _message(self, source: int, tag: int, data: bytearray) -> tuple[int, object]:
         """What arrived, as its tag's message; one that is not loses its group (the run goes on).
@@ -164,7 +165,6 @@ class MpiMasterTransport:
         would wait there for ever).  What the batches still hold comes after the master's loop: dropped.
         """
         waiting = set(self.relays)
-        status = self._status
         deadline = time.monotonic() + timeout
         for relay in sorted(self.relays):
             try:
@@ -173,15 +173,14 @@ class MpiMasterTransport:
                 self._failure(exc)  # a failed relay: raised, the run ends as for a failed rank 0
         while waiting and time.monotonic() < deadline:
             try:
-                if not self.comm.Iprobe(ANY_SOURCE, ANY_TAG, status):
+                found = self._receiver.take()
+                if found is None:
                     time.sleep(0.001)
                     continue
-                source, tag = status.source, status.tag
-                data = bytearray(status.Get_count(MPI.BYTE))
-                self.comm.Recv([data, MPI.BYTE], source, tag)
             except MPI.Exception as exc:
                 self._failure(exc)
                 continue
+            source, tag, _ = found
             if source in waiting and tag == RELAY_STOP:
                 waiting.discard(source)
         if waiting:  # MPI_Finalize would wait for them for ever: the score is on disk, the job ends here

@@ -1,18 +1,21 @@
 """Every architecture search and hyper-parameter tuner a run can choose, by the name the configuration uses.
 
 Each name maps to ``"module:Class"``, imported on first use (as DeepHyper
-names its evaluators): choosing a tuner loads only its backend (Optuna or
-scikit-optimize), and a new backend is one class and one line here.  The
-configuration validates ``search`` and ``hpo`` against these names; the
-leader builds its search and tuner through :func:`make_search` and
-:func:`make_tuner`, the master asks the search's class which parents it may
-choose (:func:`candidate_parents`).  Nothing else branches on a name.
+names its evaluators), and to the libraries that first use loads: choosing a
+tuner loads only its backend (Optuna or scikit-optimize), and a new backend
+is one class and one line here.  The configuration validates ``search`` and
+``hpo`` against these names; the leader builds its search and tuner through
+:func:`make_search` and :func:`make_tuner`, the master asks the search's
+class which parents it may choose (:func:`candidate_parents`), and a
+training rank imports :func:`leader_libraries` before the scored window.
+Nothing else branches on a name.
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
@@ -23,17 +26,32 @@ if TYPE_CHECKING:
     from aiperf_mpi.search.history import ModelRecord
     from aiperf_mpi.search.hpo import HParams
 
-SEARCHES: Mapping[str, str] = MappingProxyType({
-    "bayesian": "aiperf_mpi.search.bayesian:BayesianSearch",
-    "random": "aiperf_mpi.search.bayesian:RandomSearch",
+
+@dataclass(frozen=True)
+class Registered:
+    """One search or tuner: where its class is, and what its first use imports besides."""
+
+    target: str
+    """``"module:Class"``, imported on first use"""
+    libraries: tuple[str, ...] = ()
+    """the libraries its work imports where first used (not at its module's top: that would cost every rank's
+    start-up); a training rank imports them before the scored window begins (:func:`leader_libraries`)"""
+
+
+SEARCHES: Mapping[str, Registered] = MappingProxyType({
+    # its Gaussian process (scipy.linalg, search/gp.py) and its distances (scipy.optimize, search/distance.py)
+    "bayesian": Registered("aiperf_mpi.search.bayesian:BayesianSearch", ("scipy.linalg", "scipy.optimize")),
+    "random": Registered("aiperf_mpi.search.bayesian:RandomSearch"),
 })  # fmt: skip
 """architecture searches: the benchmark's (``bayesian``) first, then the baseline"""
-TUNERS: Mapping[str, str] = MappingProxyType({
-    "tpe": "aiperf_mpi.search.hpo:TPETuner",
-    "gp": "aiperf_mpi.search.hpo:GPTuner",
-    "random": "aiperf_mpi.search.hpo:RandomTuner",
+TUNERS: Mapping[str, Registered] = MappingProxyType({
+    "tpe": Registered("aiperf_mpi.search.hpo:TPETuner", ("optuna",)),
+    "gp": Registered("aiperf_mpi.search.hpo:GPTuner", ("skopt",)),
+    "random": Registered("aiperf_mpi.search.hpo:RandomTuner", ("optuna",)),
 })  # fmt: skip
 """batch/kernel tuners: the benchmark's (``tpe``) first"""
+PREDICTION_LIBRARIES = ("scipy.optimize",)
+"""what the warm-up rounds' prediction imports (its curve fit, search/predict.py): every leader, whatever it runs"""
 
 
 class Search(Protocol):
@@ -63,11 +81,22 @@ class Tuner(Protocol):
     def tell(self, params: HParams, accuracy: float | None) -> None: ...
 
 
-def _resolve(kind: str, registry: Mapping[str, str], name: str) -> type:
+def _entry(kind: str, registry: Mapping[str, Registered], name: str) -> Registered:
     if name not in registry:
         raise ValueError(f"unknown {kind} {name!r} (known: {', '.join(registry)})")
-    module, _, attribute = registry[name].partition(":")
+    return registry[name]
+
+
+def _resolve(kind: str, registry: Mapping[str, Registered], name: str) -> type:
+    module, _, attribute = _entry(kind, registry, name).target.partition(":")
     return getattr(importlib.import_module(module), attribute)
+
+
+def leader_libraries(search: str, tuner: str) -> tuple[str, ...]:
+    """What a leader running ``search`` and ``tuner`` imports while it works, each once: the warm-up prediction's,
+    the search's and the tuner's libraries (ValueError for a name not registered)."""
+    return tuple(dict.fromkeys((*PREDICTION_LIBRARIES, *_entry("search", SEARCHES, search).libraries,
+                                *_entry("tuner", TUNERS, tuner).libraries)))  # fmt: skip
 
 
 def search_class(name: str) -> SearchClass:

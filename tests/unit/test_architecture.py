@@ -61,8 +61,9 @@ ALLOWANCES = {
     # the ops command checks its numbers with the CLI's positive_int; cli.py loads mpi4py only inside
     # parse_on_root, which the ops command never calls
     "aiperf_mpi/graph/__main__.py": {"cli"},
-    # the old name of `python -m aiperf_mpi.export`, kept because scripts and job/finish.py run it: it imports the
-    # export room only inside main(), so `import analysis.export` loads no TensorFlow (the import check below)
+    # the old name of `python -m aiperf_mpi.export`, kept because scripts and the run's end
+    # (analysis.after_run.export_best) run it: it imports the export room only inside main(), so
+    # `import analysis.export` loads no TensorFlow (the import check below)
     "analysis/export.py": {"export"},
 }
 
@@ -295,3 +296,11 @@ def test_job_never_imports_analysis() -> None:
     """The report and the export are hooks the entry point injects (``EndOfRunHooks``): ``job/`` is below them."""
     offenders = _importers(PACKAGE / "job", "analysis")
     assert not offenders, f"aiperf_mpi/job imports analysis: {offenders}"
+
+
+def test_the_design_names_every_role_a_rank_can_take() -> None:
+    """docs/design.md describes the role split (mpi/run.py's ``rank_role``): a role added there is named here too."""
+    tree = ast.parse((PACKAGE / "mpi" / "run.py").read_text())
+    roles = sorted(node.name for node in tree.body if isinstance(node, ast.ClassDef) and node.name.endswith("Role"))
+    design = (REPO / "docs" / "design.md").read_text()
+    assert len(roles) >= 3 and all(f"`{role}`" in design for role in roles), (roles, "docs/design.md")

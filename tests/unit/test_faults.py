@@ -8,6 +8,7 @@ its time limit, writes one score and passes verify.
 
 from __future__ import annotations
 
+import ast
 import threading
 from pathlib import Path
 
@@ -230,3 +231,19 @@ def test_make_run_and_the_templates_turn_on_the_same_settings() -> None:
         for (kind, name), value in settings.items():
             env = f"{'OMPI' if kind == '--mca' else 'PRTE'}_MCA_{name}"
             assert f"{env}={value}" in text or f"{env}=${{{env}:-{value}}}" in text, (template.name, name)
+
+
+def test_one_function_decides_whether_fault_tolerance_is_on() -> None:
+    """The start line, the transport, the relays and the abort guard ask job_fault_tolerance: no module but
+    tolerance.py applies the rule itself or reads its settings, so no two ranks or roles can decide otherwise."""
+    package = Path(__file__).resolve().parents[2] / "aiperf_mpi"
+    deciding = set()
+    for path in package.rglob("*.py"):
+        if path.name == "tolerance.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            called = node.func if isinstance(node, ast.Call) else None
+            name = getattr(called, "id", getattr(called, "attr", None))
+            if name == "fault_tolerance" or (isinstance(node, ast.Constant) and "mpi_ft_" in str(node.value)):
+                deciding.add(path.relative_to(package).as_posix())
+    assert not deciding, f"fault tolerance decided outside mpi/tolerance.py: {sorted(deciding)}"

@@ -1,5 +1,6 @@
 """The GPU check's CPU side: the no-GPU exit through the real command, its plan and budget, the figures, the files."""
 
+import ast
 import json
 import subprocess
 import sys
@@ -155,3 +156,19 @@ def test_a_failed_step_makes_the_verdict_and_says_why_while_a_skipped_one_does_n
     assert "skipped: one GPU: nothing to all-reduce across" in text
     json_path, _ = write_outputs(results, tmp_path)
     assert json.loads(json_path.read_text())["verdict"] == "failed: trainer"
+
+
+def test_only_resolve_precision_chooses_a_narrow_precision_for_a_device() -> None:
+    """The GPU check's trainer trains at what a run's ``--precision auto`` takes (config.resolve_precision): no
+    module but config.py and the precision table names bf16 or a compute capability to choose by itself."""
+    package = Path(__file__).resolve().parents[2] / "aiperf_mpi"
+    choosing = set()
+    for path in package.rglob("*.py"):
+        if path.relative_to(package).as_posix() in ("config.py", "results/precisions.py"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Constant) and node.value == "bf16":
+                choosing.add(path.relative_to(package).as_posix())
+            if isinstance(node, ast.Tuple) and [getattr(e, "value", None) for e in node.elts] in ([8, 0], [7, 0]):
+                choosing.add(path.relative_to(package).as_posix())
+    assert not choosing, f"a precision chosen outside config.resolve_precision: {sorted(choosing)}"

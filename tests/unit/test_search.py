@@ -169,6 +169,45 @@ def test_the_registry_names_every_search_and_tuner_and_imports_them_lazily() -> 
     assert done.stdout.strip() == "[]"  # naming a backend loads nothing: its module is imported on first use
 
 
+def test_the_registry_names_what_each_tuner_loads_and_nothing_else_branches_on_a_name() -> None:
+    """A tuner's libraries are in the registry (a training rank preloads them: __main__._preload asks
+    leader_libraries), they are what its first use loads, and no module compares a run's search or tuner with a
+    name: a second decision per name would drift from the registry's."""
+    import ast
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from aiperf_mpi.search.registry import SEARCHES, TUNERS, leader_libraries
+
+    code = ("import sys\nfrom aiperf_mpi.search.registry import TUNERS, make_tuner\n"
+            "from aiperf_mpi.search.hpo import HParams\n"
+            "name = sys.argv[1]\nbefore = [m in sys.modules for m in TUNERS[name].libraries]\n"
+            "tuner = make_tuner(name, [16, 32], 0, HParams(16, 3))\n"
+            "for _ in range(4):\n    tuner.tell(tuner.ask(), 0.5)\n"
+            "print(json.dumps([before, [m in sys.modules for m in TUNERS[name].libraries]]))")  # fmt: skip
+    for name, entry in TUNERS.items():
+        done = subprocess.run([sys.executable, "-c", "import json\n" + code, name], capture_output=True, text=True,
+                              timeout=300)  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        loaded_before, loaded_after = json.loads(done.stdout)
+        assert entry.libraries and not any(loaded_before) and all(loaded_after), (name, done.stdout)
+    assert leader_libraries("bayesian", "gp") == ("scipy.optimize", "scipy.linalg", "skopt")
+    assert leader_libraries("random", "tpe") == ("scipy.optimize", "optuna")
+    names = set(SEARCHES) | set(TUNERS)
+    package = Path(__file__).resolve().parents[2] / "aiperf_mpi"
+    branching = []
+    for path in package.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Compare):
+                operands = [node.left, *node.comparators]
+                if any(isinstance(o, ast.Attribute) and o.attr in ("search", "hpo") for o in operands) and any(
+                        isinstance(o, ast.Constant) and o.value in names for o in operands):  # fmt: skip
+                    branching.append(f"{path.relative_to(package)}:{node.lineno}")
+    assert not branching, f"a search or tuner chosen by its name outside search/registry.py: {branching}"
+
+
 def test_each_search_says_which_parents_it_may_choose() -> None:
     from aiperf_mpi.search.registry import candidate_parents
 

@@ -1,0 +1,74 @@
+"""What a ``--resume`` may change is one list (aiperf_mpi/results/resumable.py), and its three readers agree on it.
+
+The command line refuses every other run option beside ``--resume``, the
+session takes exactly these from the new segment (the rest from the log),
+and verify accepts a later segment that differs in exactly these: a copy of
+the list in any of them that drifts fails here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import pytest
+
+from aiperf_mpi.cli import RUN_OPTIONS, build_parser, check_mode
+from aiperf_mpi.config import RunConfig
+from aiperf_mpi.errors import UsageError
+from aiperf_mpi.job.session import prepare
+from aiperf_mpi.results import runlog
+from aiperf_mpi.results.resumable import RESUME_MAY_CHANGE, RESUME_OPTIONS
+from analysis import verify
+from tests.support.verify_runs import consistent_run, rewrite_log
+
+
+def other_value(value: object) -> object:
+    """A value of the same type that differs (validity does not matter: prepare takes the logged configuration)."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int | float):
+        return value + 7
+    return f"{value}-other"
+
+
+def test_the_command_line_takes_exactly_the_resume_options() -> None:
+    for name in RUN_OPTIONS:
+        options = build_parser().parse_args(["--resume", "runs/x"])
+        setattr(options, name, other_value(getattr(RunConfig(), name)))
+        if name in RESUME_OPTIONS:
+            check_mode(options)
+        else:
+            with pytest.raises(UsageError, match=re.escape(f"--{name.replace('_', '-')} does not apply to --resume")):
+                check_mode(options)
+
+
+def test_the_session_changes_exactly_what_a_resume_may_change(tmp_path) -> None:
+    run = consistent_run(tmp_path / "run", dataset="digits", precision="fp32")
+    moved = run.rename(tmp_path / "moved")  # a run resumed where it now is
+    logged = RunConfig(**runlog.read_events(moved).events[0]["config"])
+    given = RunConfig(**{f.name: other_value(getattr(logged, f.name)) for f in dataclasses.fields(RunConfig)})
+    resumed = prepare(given, str(moved), ranks=2).config
+    changed = {f.name for f in dataclasses.fields(RunConfig) if getattr(resumed, f.name) != getattr(logged, f.name)}
+    assert changed == set(RESUME_MAY_CHANGE)
+    assert all(getattr(resumed, name) == getattr(given, name) for name in RESUME_OPTIONS)
+    assert resumed.run_dir == str(moved)
+
+
+@pytest.mark.parametrize("allowed", [True, False])
+def test_verify_accepts_a_segment_that_changed_exactly_what_a_resume_may_change(tmp_path, allowed: bool) -> None:
+    run = consistent_run(tmp_path / "run", dataset="digits", precision="fp32")
+    first = runlog.read_events(run).events[0]["config"]
+    others = sorted(set(first) - set(RESUME_MAY_CHANGE))
+    changes = RESUME_MAY_CHANGE if allowed else others
+
+    def resume(events: list[dict]) -> None:
+        second = dict(events[0], time=2000.0, segment=2, resumed=True)
+        second["config"] = {**first, **{name: other_value(first.get(name, getattr(RunConfig(), name)))
+                                        for name in changes}}  # fmt: skip
+        events.append(second)
+
+    rewrite_log(run, resume)
+    segments = next(c for c in verify.verify(run).checks if c.name == "segments").problems
+    said = [p for p in segments if "runs another configuration" in p]
+    assert said == ([] if allowed else [f"segment 2 runs another configuration: {', '.join(others)} changed"])
