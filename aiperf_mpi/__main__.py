@@ -46,10 +46,25 @@ def rank_main(comm: MPI.Comm, argv: Sequence[str] | None, stop_flag: StopFlag) -
     from aiperf_mpi.config import load_config
     from aiperf_mpi.mpi.run import agree, run_benchmark
 
-    training = training_backend()
     config = agree(comm, lambda: load_config(options.config, run_overrides(options)))
     end = end_of_run_hooks() if options.report else no_report_hooks()
-    return run_benchmark(comm, config, training, end, resume=options.resume, stop_flag=stop_flag)
+    return run_benchmark(comm, config, choose_backend, end, resume=options.resume, stop_flag=stop_flag)
+
+
+def choose_backend(config: RunConfig) -> TrainingBackend:
+    """What trains, by the run's configuration (a resume's is the logged one): a rehearsal's stand-in or real."""
+    return rehearsal_backend(config) if config.rehearse else training_backend()
+
+
+def rehearsal_backend(config: RunConfig) -> TrainingBackend:
+    """``--rehearse``: the stand-in for the training arithmetic (mpi/rehearsal.py); no device, no TensorFlow."""
+    from aiperf_mpi.mpi.rehearsal import RehearsalRunner, rehearsal_peak
+    from aiperf_mpi.mpi.run import TrainingBackend
+
+    def peak(group_comm: MPI.Comm, precision: str, seconds: float) -> dict | None:
+        return rehearsal_peak(group_comm, precision, config.rehearse_rate)
+
+    return TrainingBackend(runner=RehearsalRunner, probe_peak=peak, preload=_preload, horovod=False)
 
 
 def training_backend() -> TrainingBackend:

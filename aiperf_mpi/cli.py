@@ -210,6 +210,16 @@ def build_parser() -> argparse.ArgumentParser:
                      help="skip the start-up matrix-multiply probe of each group's peak")  # fmt: skip
     run.add_argument("--peak-seconds", type=float, metavar="SECONDS",
                      help=f"how long the peak probe multiplies ({default('peak_seconds')})")  # fmt: skip
+    run.add_argument("--rehearse", action="store_const", const=True,
+                     help="rehearse the job this command line would run: the same ranks, layout, relays, staging, "
+                     "search, log, score and report, with a stand-in for the training arithmetic and no "
+                     "TensorFlow, in minutes; never a valid result (README, 'Running at scale')")  # fmt: skip
+    run.add_argument("--rehearse-rate", type=float, metavar="OPS",
+                     help="a rehearsal's operations per second per rank: each epoch lasts its analytic operations "
+                     f"at this rate ({default('rehearse_rate')})")  # fmt: skip
+    run.add_argument("--rehearse-allreduce", type=float, metavar="SHARE",
+                     help="the share of a model's parameter bytes a rehearsing group all-reduces once an epoch "
+                     f"({default('rehearse_allreduce')})")  # fmt: skip
     return parser
 
 
@@ -218,7 +228,7 @@ RUN_OPTIONS = (
     "score_step", "max_epochs", "warmup_epochs", "patience", "model_seconds", "min_delta", "batch_size", "base_lr",
     "hpo", "search", "inherit", "keep_weights", "xla", "device_prefetch", "seed", "grace", "progress_interval",
     "device_memory_gb",
-    "monitor_interval", "peak_probe", "peak_seconds",
+    "monitor_interval", "peak_probe", "peak_seconds", "rehearse", "rehearse_rate", "rehearse_allreduce",
 )  # fmt: skip
 
 

@@ -89,6 +89,14 @@ class RunConfig:
     """measure each group's dense matrix-multiply throughput at start-up"""
     peak_seconds: float = 3.0
     """how long the peak probe multiplies"""
+    rehearse: bool = False
+    """a rehearsal (``--rehearse``): the job's shape with a stand-in for the training arithmetic
+    (:mod:`aiperf_mpi.job.rehearsal`), no TensorFlow; never valid, and every file it writes says so"""
+    rehearse_rate: float = 1e13
+    """a rehearsal's stand-in speed, operations per second per rank: an epoch lasts its analytic operations at
+    this rate (1e13: a ResNet-50 epoch of ImageNet at 224² on 8 ranks in ≈ 6 minutes)"""
+    rehearse_allreduce: float = 1.0
+    """the share of a model's parameter bytes a rehearsing group all-reduces once an epoch"""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -125,6 +133,8 @@ NUMERIC_RANGES: dict[str, tuple[float, float, bool]] = {
     "device_memory_gb": (0.0, 2**20, False),
     "monitor_interval": (0.0, 86400.0, True),
     "peak_seconds": (0.0, 3600.0, False),
+    "rehearse_rate": (0.0, 1e20, False),
+    "rehearse_allreduce": (0.0, 1.0, True),
 }
 CHOICES: dict[str, tuple[str, ...]] = {
     "dataset": DATASETS,
@@ -185,6 +195,9 @@ def _validate(config: RunConfig, given: set[str], skip: set[str] = frozenset()) 
     if dataset in DATASETS and dataset not in RESIZED_DATASETS and config.image_size:
         problems.append(f"image_size does not apply to dataset {dataset!r}: its images have a fixed size "
                         f"(only {' and '.join(RESIZED_DATASETS)} are resized)")  # fmt: skip
+    rehearsing = [name for name in ("rehearse_rate", "rehearse_allreduce") if name in given]
+    if rehearsing and not config.rehearse:
+        problems.append(f"{' and '.join(rehearsing)} apply only to a rehearsal (--rehearse)")
     if not config.peak_probe and "peak_seconds" in given:
         problems.append("peak_seconds does not apply with the peak probe off (--no-peak-probe)")
     if not skip & {"time_limit", "score_step"} and not _range_problem("time_limit", config.time_limit):

@@ -96,6 +96,38 @@ class Runner(Protocol):
     def finish(self) -> None: ...
 
 
+class GroupBroadcastRunner:
+    """A runner whose group trains each task together: the leader broadcasts it, the others serve until None.
+
+    ``comm`` is the group's communicator (any object with mpi4py's ``bcast``: this room loads no MPI);
+    a subclass says what every rank does with a task in ``_execute`` (the leader gets the callbacks, the others
+    none, and a ``should_stop`` that never asks).  The real trainer (``train/runner.py``) and the rehearsal's
+    stand-in (``mpi/rehearsal.py``) share it.
+    """
+
+    comm: object
+
+    def run(self, task: Task, on_epoch: Callable[[dict], None], should_stop: Callable[[], bool],
+            on_epoch_start: Callable[[int, float, int], None] | None = None) -> Outcome:  # fmt: skip
+        """On the leader: hand the task to the group and train it together."""
+        self.comm.bcast(task, root=0)  # type: ignore[attr-defined]
+        return self._execute(task, on_epoch, should_stop, on_epoch_start)
+
+    def finish(self) -> None:
+        self.comm.bcast(None, root=0)  # type: ignore[attr-defined]
+
+    def serve(self) -> None:
+        """On the other ranks of the group: train whatever the leader broadcasts, until None."""
+        while True:
+            task = self.comm.bcast(None, root=0)  # type: ignore[attr-defined]
+            if task is None:
+                return
+            self._execute(task, None, lambda: False)  # the leader's reason to stop reaches them in a broadcast
+
+    def _execute(self, task: Task, on_epoch, should_stop, on_epoch_start=None) -> Outcome:
+        raise NotImplementedError
+
+
 def leader_loop(
     channel: LeaderChannel,
     group: int,

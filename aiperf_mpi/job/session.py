@@ -282,7 +282,10 @@ def _run_master_locked(prepared: Prepared, config: RunConfig, transport: MasterT
     print_score(score, run_dir)
     if end.report is not None:
         end.report(run_dir)
-    if outcome == "done" and end.export is not None:  # ending in Abort leaves no time for it: analysis.export later
+    if config.rehearse:
+        print("aiperf_mpi: a rehearsal: its operations and accuracies are a stand-in's (--rehearse), never a result; "
+              "no model to export", flush=True)  # fmt: skip
+    elif outcome == "done" and end.export is not None:  # ending in Abort leaves no time: analysis.export later
         end.export(run_dir, config.dataset)
     _say_how_much_disk(run_dir)
     _say_what_was_abandoned(outcome, len(discarded), config.grace)

@@ -59,6 +59,8 @@ class TrainingBackend:
     claim_device: Callable[[LayoutPlan, int, list[int]], object] | None = None
     probe_peak: Callable[[MPI.Comm, str, float], dict | None] | None = None
     preload: Callable[[RunConfig], None] | None = None
+    horovod: bool = True
+    """whether the group's ranks start Horovod on their communicator (a rehearsal's stand-in needs none)"""
 
 
 def agree(comm: MPI.Comm, decide: Callable[[], object]) -> object:
@@ -78,7 +80,7 @@ def agree(comm: MPI.Comm, decide: Callable[[], object]) -> object:
 def run_benchmark(
     comm: MPI.Comm,
     config: RunConfig,
-    training: TrainingBackend,
+    training: TrainingBackend | Callable[[RunConfig], TrainingBackend],
     end: EndOfRunHooks = NO_HOOKS,
     resume: str | None = None,
     horovod: bool = True,
@@ -86,13 +88,16 @@ def run_benchmark(
 ) -> int:
     """One rank of the benchmark; returns its exit status.
 
-    ``training`` is what trains on the group ranks and ``end`` what runs on
-    the master after the score (both injected: see ``aiperf_mpi.__main__``).
-    ``stop_flag`` is the signal state ``main`` installed before anything
-    else (one is installed here when the caller has none).
+    ``training`` is what trains on the group ranks, or what chooses it from the run's configuration (a
+    resume's is the logged one: a resumed rehearsal rehearses), and ``end`` what runs on the master after the
+    score (both injected: see ``aiperf_mpi.__main__``).  ``stop_flag`` is the signal state ``main`` installed
+    before anything else (one is installed here when the caller has none).
     """
     stop_flag = stop_flag or StopFlag().install()
     prepared: Prepared = agree(comm, lambda: prepare(config, resume, comm.Get_size()))
+    if not isinstance(training, TrainingBackend):
+        training = training(prepared.config)
+    horovod = horovod and training.horovod
     layout = build_layout(comm, prepared.config.group_size or None, prepared.config.relays)
     try:
         local, staging = stage_on_nodes(comm, layout, prepared.config)  # ``local`` reads the staged copy

@@ -22,7 +22,7 @@ from types import MappingProxyType
 
 from aiperf_mpi.results.precisions import PRECISIONS
 
-RULES_VERSION = "1.1"
+RULES_VERSION = "1.2"
 """bump when a rule is added, removed or judged differently"""
 MAX_VALID_ERROR = 0.30
 """the largest final top-1 validation error a valid run may end with"""
@@ -87,6 +87,11 @@ def _algorithms(inputs: RuleInputs) -> str:
     return f"{inputs.config.get('search', VALID_SEARCH)}+{inputs.config.get('hpo', VALID_TUNER)}"
 
 
+def _training(inputs: RuleInputs) -> str:
+    """A rehearsal (``--rehearse``) trained nothing: its operations and accuracies are a stand-in's."""
+    return "a rehearsal (stand-in arithmetic)" if inputs.config.get("rehearse") else "trained"
+
+
 RULES: tuple[Rule, ...] = (
     Rule("dataset", f"imagenet, the {' or '.join(IMAGENET_SPLITS)} split", _dataset,
          lambda value: value == "imagenet"),
@@ -96,6 +101,7 @@ RULES: tuple[Rule, ...] = (
          lambda value: value in VALID_PRECISIONS),
     Rule("algorithms", f"{VALID_SEARCH}+{VALID_TUNER}", _algorithms,
          lambda value: value == f"{VALID_SEARCH}+{VALID_TUNER}"),
+    Rule("training", "trained (not a rehearsal)", _training, lambda value: value == "trained"),
 )  # fmt: skip
 """the rules, in the order every output lists them"""
 RULE_NAMES = tuple(rule.name for rule in RULES)

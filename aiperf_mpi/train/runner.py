@@ -13,12 +13,11 @@ imported only when a runner is built.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from aiperf_mpi.config import RunConfig
 from aiperf_mpi.graph.model import from_json
-from aiperf_mpi.job.leader import Outcome, Task
+from aiperf_mpi.job.leader import GroupBroadcastRunner, Outcome, Task
 from aiperf_mpi.results.stored_weights import locate_weights
 
 
@@ -29,7 +28,7 @@ def _has_gpu() -> bool:
     return bool(tf.config.list_physical_devices("GPU"))
 
 
-class GroupRunner:
+class GroupRunner(GroupBroadcastRunner):
     """Real training: the leader broadcasts each task to its group, and every rank trains it."""
 
     def __init__(self, hvd, group_comm, source, config: RunConfig, run_dir: Path) -> None:
@@ -38,23 +37,6 @@ class GroupRunner:
         self.comm = group_comm
         self.run_dir = run_dir
         self.trainer = GroupTrainer(hvd, group_comm, source, TrainConfig.from_run(config, accelerator=_has_gpu()))
-
-    def run(self, task: Task, on_epoch: Callable[[dict], None], should_stop: Callable[[], bool],
-            on_epoch_start: Callable[[int, float, int], None] | None = None) -> Outcome:
-        """On the leader: hand the task to the group and train it together."""
-        self.comm.bcast(task, root=0)
-        return self._execute(task, on_epoch, should_stop, on_epoch_start)
-
-    def finish(self) -> None:
-        self.comm.bcast(None, root=0)
-
-    def serve(self) -> None:
-        """On the other ranks of the group: train whatever the leader broadcasts, until None."""
-        while True:
-            task = self.comm.bcast(None, root=0)
-            if task is None:
-                return
-            self._execute(task, None, lambda: False)
 
     def _execute(self, task: Task, on_epoch, should_stop, on_epoch_start=None) -> Outcome:
         from aiperf_mpi.train.trainer import TrialFailed

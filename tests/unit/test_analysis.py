@@ -39,7 +39,7 @@ def test_known_run_scores_exactly_on_the_grid(tmp_path) -> None:
     assert score.grid[0].regulated == pytest.approx(12.0 * -math.log(0.5), rel=1e-15)
     assert (score.models_trained, score.models_failed, score.epochs, score.segments) == (1, 1, 3, 1)
     assert score.valid and [name for name, rule in score.rules.items() if rule["ok"]] == [
-        "dataset", "error", "precision", "algorithms"]  # fmt: skip
+        "dataset", "error", "precision", "algorithms", "training"]  # fmt: skip
     assert score.rules["error"]["value"] == pytest.approx(0.25)
 
 

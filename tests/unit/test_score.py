@@ -203,7 +203,7 @@ def test_the_rules_are_one_versioned_table_that_the_score_reads() -> None:
     from aiperf_mpi.results.rules import RULE_NAMES, RULES_VERSION, evaluate_rules
 
     score = compute_score([start(0), epoch(10, 100, 0.8), stop(20)], step=5)
-    assert list(score.rules) == list(RULE_NAMES) == ["dataset", "error", "precision", "algorithms"]
+    assert list(score.rules) == list(RULE_NAMES) == ["dataset", "error", "precision", "algorithms", "training"]
     assert all(set(rule) == {"ok", "value", "need"} for rule in score.rules.values())
     assert score.rules_version == RULES_VERSION and score.to_dict()["rules_version"] == RULES_VERSION
     assert score.rules == evaluate_rules(score_config(), 1.0 - 0.8)
@@ -212,7 +212,10 @@ def test_the_rules_are_one_versioned_table_that_the_score_reads() -> None:
         "error": {"ok": False, "value": None, "need": "≤ 0.3"},
         "precision": {"ok": True, "value": "fp32", "need": "fp16 or wider"},
         "algorithms": {"ok": True, "value": "bayesian+tpe", "need": "bayesian+tpe"},
+        "training": {"ok": True, "value": "trained", "need": "trained (not a rehearsal)"},
     }
+    rehearsal = evaluate_rules({"dataset": "imagenet", "rehearse": True}, 0.1)["training"]
+    assert not rehearsal["ok"] and "rehearsal" in rehearsal["value"]  # a rehearsal is never valid
     assert not evaluate_rules({"dataset": "imagenet", "precision": "fp8"}, 0.1)["precision"]["ok"]
     assert evaluate_rules({"dataset": "imagenet"}, 0.30)["error"]["ok"]  # 30 % itself is valid
     assert not evaluate_rules({"search": "random", "hpo": "tpe"}, 0.1)["algorithms"]["ok"]
