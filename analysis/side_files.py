@@ -58,8 +58,8 @@ from aiperf_mpi.graph.model import GraphError, from_json, to_json, with_kernel_s
 from aiperf_mpi.graph.ops import count_ops
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.graphs import read_graph
+from analysis.checks import MISMATCH, OK, Check, Lines, Verification, same, short
 from analysis.logdata import loads
-from analysis.verify import MISMATCH, OK, Check, Lines, Verification, _short, same
 
 PREFIX = ":::MLLOG "
 MLLOG_FILE = "mllog.log"
@@ -312,7 +312,7 @@ class MLLogCheck:
         number, record = opened
         meta = record.get("metadata") if isinstance(record.get("metadata"), dict) else {}
         if meta.get("segment") != event.get("segment"):
-            self.check.problems.append(f"mllog.log line {number}: run_start of segment {_short(meta.get('segment'))}"
+            self.check.problems.append(f"mllog.log line {number}: run_start of segment {short(meta.get('segment'))}"
                                        f", the event log's {where} is segment {event.get('segment')} "
                                        f"({MLLOG_RULE})")  # fmt: skip
         if _line_time(record) != milliseconds(event.get(runlog.TIME)):
@@ -335,7 +335,7 @@ class MLLogCheck:
             what = "no lines" if entry is None else ("no epoch_stop" if entry.stop_ms is None else "no eval_accuracy")
             missing = self.missing
             missing.count += 1
-            missing.lines.append(f"mllog.log: {where} (event logged at {_short(logged)}): {what} ({MLLOG_RULE}: "
+            missing.lines.append(f"mllog.log: {where} (event logged at {short(logged)}): {what} ({MLLOG_RULE}: "
                                  "every epoch event has its mllog lines)")  # fmt: skip
             if isinstance(logged, int | float):
                 missing.first_time = min(missing.first_time, logged)
@@ -353,7 +353,7 @@ class MLLogCheck:
             ("eval_samples", entry.eval_samples, event.get("validation_samples")),
         ):
             if not same(theirs, mine):
-                wrong.append(f"{label} {_short(theirs)}, the epoch event {_short(mine)}")
+                wrong.append(f"{label} {short(theirs)}, the epoch event {short(mine)}")
         if wrong:
             self.check.problems.append(f"mllog.log line {entry.line}: {where}: {'; '.join(wrong)} ({MLLOG_RULE})")
         else:
@@ -376,8 +376,8 @@ class MLLogCheck:
             self.check.problems.append(f"mllog.log line {number}: run_stop at {_line_time(record)} ms, {where} at "
                                        f"{milliseconds(event.get(runlog.TIME))} ms ({MLLOG_RULE})")  # fmt: skip
         if meta.get("reason") != event.get("reason"):
-            self.check.problems.append(f"mllog.log line {number}: run_stop reason {_short(meta.get('reason'))}, "
-                                       f"{where} {_short(event.get('reason'))} ({MLLOG_RULE})")  # fmt: skip
+            self.check.problems.append(f"mllog.log line {number}: run_stop reason {short(meta.get('reason'))}, "
+                                       f"{where} {short(event.get('reason'))} ({MLLOG_RULE})")  # fmt: skip
 
     def _end_segment(self) -> None:
         """The segment's remaining lines: epochs of mllog without their event, and the lost tail of a kill."""
@@ -509,8 +509,8 @@ class BestCheck:
 
         def wrong(field: str, theirs: object, mine: object, what: str = "the log") -> None:
             if not same(theirs, mine):
-                problems.append(f"best/metadata.json: task {task}: {field} {_short(theirs)}, {what} "
-                                f"{_short(mine)} ({BEST_RULE})")  # fmt: skip
+                problems.append(f"best/metadata.json: task {task}: {field} {short(theirs)}, {what} "
+                                f"{short(mine)} ({BEST_RULE})")  # fmt: skip
 
         best = self.best_at_stop if self.stopped else self.best
         if best is None:
@@ -560,20 +560,20 @@ class BestCheck:
             return
         if steps[-1].get("task") != task:
             problems.append(f"best/metadata.json: task {task}: its lineage ends at task "
-                            f"{_short(steps[-1].get('task'))} ({BEST_RULE})")  # fmt: skip
+                            f"{short(steps[-1].get('task'))} ({BEST_RULE})")  # fmt: skip
         for index, step in enumerate(steps):
             where = f"best/metadata.json: task {task}: lineage step {index + 1}"
             if index + 1 < len(steps) and steps[index + 1].get("parent_model_id") != step.get("model_id"):
-                problems.append(f"{where} is model {_short(step.get('model_id'))}, the next step's parent "
-                                f"{_short(steps[index + 1].get('parent_model_id'))} ({BEST_RULE})")  # fmt: skip
+                problems.append(f"{where} is model {short(step.get('model_id'))}, the next step's parent "
+                                f"{short(steps[index + 1].get('parent_model_id'))} ({BEST_RULE})")  # fmt: skip
             if step.get("task") is None:  # the export's '(not in the log)': the log must indeed lack that model
                 if index or step.get("model_id") in self.seen_ids:
-                    problems.append(f"{where}: model {_short(step.get('model_id'))} said not to be in the log, "
+                    problems.append(f"{where}: model {short(step.get('model_id'))} said not to be in the log, "
                                     f"which has it ({BEST_RULE})")  # fmt: skip
                 continue
             proposal, record = self.proposals.get(step["task"]), self.records.get(step["task"])
             if proposal is None or record is None:
-                problems.append(f"{where}: task {_short(step['task'])} has no model_proposed and model_done in the "
+                problems.append(f"{where}: task {short(step['task'])} has no model_proposed and model_done in the "
                                 f"log ({BEST_RULE})")  # fmt: skip
                 continue
             logged = {"model_id": record.get("id"), "parent_model_id": proposal.get("parent"),
@@ -581,8 +581,8 @@ class BestCheck:
                       "hparams": record.get("hparams")}  # fmt: skip
             for field, mine in logged.items():
                 if not same(step.get(field), mine):
-                    problems.append(f"{where} (task {step['task']}): {field} {_short(step.get(field))}, the log "
-                                    f"{_short(mine)} ({BEST_RULE})")  # fmt: skip
+                    problems.append(f"{where} (task {step['task']}): {field} {short(step.get(field))}, the log "
+                                    f"{short(mine)} ({BEST_RULE})")  # fmt: skip
         if steps[0].get("task") is not None and steps[0].get("parent_model_id") is not None:
             problems.append(f"best/metadata.json: task {task}: its lineage starts at a model with a parent "
                             f"({BEST_RULE})")  # fmt: skip
@@ -605,10 +605,10 @@ class BestCheck:
         for field, mine in recounted.items():
             if not same(per_sample.get(field), mine):
                 problems.append(f"best/metadata.json: task {task}: ops_per_sample.{field} "
-                                f"{_short(per_sample.get(field))}, recounted {mine} ({BEST_RULE})")  # fmt: skip
+                                f"{short(per_sample.get(field))}, recounted {mine} ({BEST_RULE})")  # fmt: skip
         params = meta.get("params") if isinstance(meta.get("params"), dict) else {}
         if not same(params, {"total": ops.params, "trainable": ops.trainable_params}):
-            problems.append(f"best/metadata.json: task {task}: params {_short(params)}, recounted "
+            problems.append(f"best/metadata.json: task {task}: params {short(params)}, recounted "
                             f"{ops.params} ({ops.trainable_params} trainable) ({BEST_RULE})")  # fmt: skip
         self._file_equals("ops.json", task, ops.to_dict(), json.loads)
         self._file_equals("graph.json", task, to_json(graph), lambda text: text.strip())
@@ -652,14 +652,14 @@ def bundle_checks(root: Path, recomputed: Verification, system: SystemDescriptio
         for field, mine in (("verified", verified), ("valid", recomputed.valid),
                             ("broken_rules", recomputed.broken_rules)):  # fmt: skip
             if not same(recorded.get(field), mine):
-                verdict.problems.append(f"verify.json: {field} {_short(recorded.get(field))}, recomputed "
-                                        f"{_short(mine)} ({BUNDLE_RULE})")  # fmt: skip
+                verdict.problems.append(f"verify.json: {field} {short(recorded.get(field))}, recomputed "
+                                        f"{short(mine)} ({BUNDLE_RULE})")  # fmt: skip
         theirs = {c.get("name"): c.get("verdict") for c in recorded.get("checks") or [] if isinstance(c, dict)}
         for name, mine in rows.items():
             if name not in theirs:
                 verdict.notes.append(f"verify.json has no row {name!r} (made by an older verifier)")
             elif theirs[name] != mine:
-                verdict.problems.append(f"verify.json: row {name!r} says {_short(theirs[name])}, recomputed {mine} "
+                verdict.problems.append(f"verify.json: row {name!r} says {short(theirs[name])}, recomputed {mine} "
                                         f"({BUNDLE_RULE})")  # fmt: skip
     try:
         text = (root / "verify.txt").read_text(encoding="utf-8")
@@ -671,7 +671,7 @@ def bundle_checks(root: Path, recomputed: Verification, system: SystemDescriptio
         shown = next((line for line in reversed(lines) if line.startswith("verdict: ")), None)
         mine = _verdict_line(verified, recomputed)
         if shown != mine:
-            verdict.problems.append(f"verify.txt: {_short(shown)}, recomputed {_short(mine)} ({BUNDLE_RULE})")
+            verdict.problems.append(f"verify.txt: {short(shown)}, recomputed {short(mine)} ({BUNDLE_RULE})")
         width = max(len(name) for name in rows) if rows else 0
         for line in lines:
             for name, row in rows.items():
@@ -693,7 +693,7 @@ def bundle_checks(root: Path, recomputed: Verification, system: SystemDescriptio
         mine_segments = system.to_dict()["segments"]
         theirs_segments = recorded_system.get("segments") if isinstance(recorded_system, dict) else None
         if not isinstance(theirs_segments, list) or len(theirs_segments) != len(mine_segments):
-            described.problems.append(f"system.json: {_short(len(theirs_segments) if isinstance(theirs_segments, list) else None)} segments, the log {len(mine_segments)} ({SYSTEM_RULE})")  # noqa: E501
+            described.problems.append(f"system.json: {short(len(theirs_segments) if isinstance(theirs_segments, list) else None)} segments, the log {len(mine_segments)} ({SYSTEM_RULE})")  # noqa: E501
         else:
             for index, (theirs, mine) in enumerate(zip(theirs_segments, mine_segments, strict=True), start=1):
                 keys = ("provenance", runlog.SYSTEM, runlog.LAYOUT, runlog.PEAK, "segment")

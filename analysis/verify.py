@@ -62,7 +62,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import math
 import os
 import sys
 import tarfile
@@ -70,7 +69,7 @@ import tempfile
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -83,6 +82,7 @@ from aiperf_mpi.results.rules import shown_value
 from aiperf_mpi.results.schema import SCHEMA_VERSION, check_event
 from aiperf_mpi.results.score import MAX_GRID_SAMPLES, Score, ScoreInputs, run_step, score_inputs, stopped_by_signal
 from analysis import reevaluation
+from analysis.checks import BadInput, Check, Verification, differences, is_hex, same, short
 from analysis.guard import guarded
 from analysis.lineage_check import LineageCheck
 from analysis.verify_rules import EvidenceRules
@@ -90,15 +90,8 @@ from analysis.verify_rules import EvidenceRules
 if TYPE_CHECKING:
     from analysis.side_files import SideFiles
 
-OK, MISMATCH, NOT_RECORDED = "ok", "MISMATCH", "not recorded"
-REL_TOLERANCE = 1e-12
-"""relative difference allowed between a recomputed float and the recorded one (integers: none)"""
 MANIFEST = "MANIFEST"
 """the bundle's list of files: ``sha256sum`` lines, so ``sha256sum -c MANIFEST`` checks it too"""
-MAX_LINES = 20
-"""problem lines printed per check (the rest are counted)"""
-MAX_KEPT = 1000
-"""problem lines kept per check (in ``--json``; the rest are counted)"""
 SCORE_FILE = "score.json"
 EPOCH_OPS_FIELDS = ("ops", "ops_train", "ops_update", "ops_validation", "steps")
 SCORE_FIELDS = ("score", "regulated_score", "active_time", "total_ops", "best_accuracy", "models_trained",
@@ -120,145 +113,12 @@ COUNT_CACHE = 64
 """distinct graphs whose counts the walk keeps (a real run's graphs all differ; a bound, not a hope)"""
 
 
-class Lines(list):
-    """Problem lines, at most :data:`MAX_KEPT` kept: a log of 500,000 bad epochs must not fill the memory."""
-
-    def __init__(self, lines=()) -> None:
-        super().__init__()
-        self.dropped = 0
-        self.extend(lines)
-
-    def append(self, line: str) -> None:
-        if len(self) < MAX_KEPT:
-            super().append(line)
-        else:
-            self.dropped += 1
-
-    def extend(self, lines) -> None:
-        for line in lines:
-            self.append(line)
-
-    def __iadd__(self, lines):
-        self.extend(lines)
-        return self
-
-
-class BadInput(Exception):
-    """Not something that can be verified (exit status 2)."""
-
-
-@dataclass
-class Check:
-    """One row of the verdict table: what was checked, and every problem found."""
-
-    name: str
-    summary: str = ""
-    problems: list[str] = field(default_factory=lambda: Lines())
-    missing: list[str] = field(default_factory=lambda: Lines())
-    """what the log does not record (an older log)"""
-    notes: list[str] = field(default_factory=list)
-    """facts a reviewer may want that do not change the verdict"""
-
-    @property
-    def verdict(self) -> str:
-        if self.problems:
-            return MISMATCH
-        return NOT_RECORDED if self.missing else OK
-
-
-@dataclass
-class Verification:
-    """Every check of one run, in the table's order."""
-
-    source: str
-    checks: list[Check]
-    valid: bool | None = None
-    """the run's validity as recomputed (None: no score could be computed)"""
-    broken_rules: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return all(check.verdict == OK for check in self.checks)
-
-    def to_dict(self) -> dict:
-        return {"source": self.source, "verified": self.ok, "valid": self.valid, "broken_rules": self.broken_rules,
-                "checks": [{**asdict(c), "verdict": c.verdict, "problems_not_kept": c.problems.dropped}
-                           for c in self.checks]}  # fmt: skip
-
-    def text(self) -> str:
-        """The verdict table, then every problem line, then the verdict."""
-        width = max(len(c.name) for c in self.checks)
-        lines = [f"analysis.verify: {self.source}", "",
-                 f"{'check':<{width}}  {'verdict':<12}  what", f"{'-' * width}  {'-' * 12}  {'-' * 40}"]  # fmt: skip
-        lines += [f"{c.name:<{width}}  {c.verdict:<12}  {c.summary}" for c in self.checks]
-        details = []
-        for check in self.checks:
-            for kind, items in ((MISMATCH, check.problems), (NOT_RECORDED, check.missing), ("note", check.notes)):
-                details += [f"{kind:<12}  {check.name}: {item}" for item in items[:MAX_LINES]]
-                more = len(items) - MAX_LINES + getattr(items, "dropped", 0)
-                if more > 0:
-                    details.append(f"{kind:<12}  {check.name}: … and {more} more")
-        if details:
-            lines += ["", *details]
-        lines += ["", self.verdict_line()]
-        return "\n".join(lines) + "\n"
-
-    def verdict_line(self) -> str:
-        if not self.ok:
-            bad = sum(c.verdict == MISMATCH for c in self.checks)
-            missing = sum(c.verdict == NOT_RECORDED for c in self.checks)
-            return f"verdict: NOT VERIFIED ({bad} check(s) with mismatches, {missing} not recorded)"
-        if self.valid:
-            return "verdict: VERIFIED, a valid run"
-        return f"verdict: VERIFIED, an unofficial run (rules not met: {', '.join(self.broken_rules) or '-'})"
-
-
-# --------------------------------------------------------------------------- comparisons
-
-
-def same(recorded: object, recomputed: object) -> bool:
-    """Equal as a verifier means it: integers and strings exactly, floats to :data:`REL_TOLERANCE`, deeply."""
-    if isinstance(recorded, bool) or isinstance(recomputed, bool):
-        return recorded is recomputed
-    if isinstance(recorded, int) and isinstance(recomputed, int):
-        return recorded == recomputed
-    if isinstance(recorded, int | float) and isinstance(recomputed, int | float):
-        if isinstance(recorded, int) != isinstance(recomputed, int) and float(recorded) != float(recomputed):
-            return False  # an integer field written as a float (or the reverse) must still be the same number
-        return math.isclose(recorded, recomputed, rel_tol=REL_TOLERANCE, abs_tol=0.0)
-    if isinstance(recorded, Mapping) and isinstance(recomputed, Mapping):
-        return recorded.keys() == recomputed.keys() and all(same(recorded[k], recomputed[k]) for k in recorded)
-    if isinstance(recorded, list | tuple) and isinstance(recomputed, list | tuple):
-        return len(recorded) == len(recomputed) and all(same(a, b) for a, b in zip(recorded, recomputed, strict=True))
-    return recorded == recomputed
-
-
-def differences(recorded: Mapping, recomputed: Mapping, fields: tuple[str, ...]) -> list[str]:
-    """'field: recorded X, recomputed Y' for each of ``fields`` that differs (a missing field differs)."""
-    out = []
-    for name in fields:
-        if name not in recorded:
-            out.append(f"{name}: not in the record (recomputed {_short(recomputed.get(name))})")
-        elif not same(recorded[name], recomputed.get(name)):
-            out.append(f"{name}: recorded {_short(recorded[name])}, recomputed {_short(recomputed.get(name))}")
-    return out
-
-
-def _short(value: object) -> str:
-    text = json.dumps(value, ensure_ascii=False, default=str)
-    return text if len(text) <= 120 else text[:117] + "…"
-
-
 def sha256_file(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
-
-
-def _is_hex(text: object, length: int) -> bool:
-    return isinstance(text, str) and len(text) == length and all(c in "0123456789abcdef" for c in text)
 
 
 # --------------------------------------------------------------------------- the walk over the log
@@ -735,16 +595,16 @@ class _Walker:
             absent = [k for k in provenance_module.REQUIRED if record.get(k) is None]
             if absent:
                 check.problems.append(f"{name}: provenance lacks {', '.join(absent)}")
-            if not _is_hex(record.get("source_sha256"), 64):
+            if not is_hex(record.get("source_sha256"), 64):
                 check.problems.append(f"{name}: source_sha256 {record.get('source_sha256')!r} is not a sha256")
             commit = record.get("git_commit")
-            if commit != provenance_module.UNKNOWN and not _is_hex(commit, 40):
+            if commit != provenance_module.UNKNOWN and not is_hex(commit, 40):
                 check.problems.append(f"{name}: git_commit {commit!r} is neither a commit nor 'unknown'")
             system = segment.system or {}
             for key in ("python", "tensorflow", "horovod", "mpi", "aiperf_mpi"):
                 if key in system and system[key] is not None and not same(system[key], record.get(key)):
-                    check.problems.append(f"{name}: provenance {key} {_short(record.get(key))}, its system event "
-                                          f"{_short(system[key])}")  # fmt: skip
+                    check.problems.append(f"{name}: provenance {key} {short(record.get(key))}, its system event "
+                                          f"{short(system[key])}")  # fmt: skip
             if record.get("git_dirty"):
                 check.notes.append(f"{name}: the git checkout had local changes (the source hash says which "
                                    "code ran)")  # fmt: skip
@@ -832,7 +692,7 @@ def _score_checks(walker: _Walker, run_dir: Path) -> tuple[list[Check], Score | 
         rules = (recorded or {}).get("rules")
         theirs = rules.get(name) if isinstance(rules, dict) else None
         if recorded is not None and not same(theirs, rule):
-            row.problems.append(f"{SCORE_FILE} says {_short(theirs)}, recomputed {_short(rule)}")
+            row.problems.append(f"{SCORE_FILE} says {short(theirs)}, recomputed {short(rule)}")
         if name in evidence:
             row.problems.append(evidence.pop(name))
         rows.append(row)
@@ -868,7 +728,7 @@ def window_check(walker: _Walker, score: Score | None, recorded: Mapping | None)
         reason = stop.get("reason")
         groups, early = len(segment.groups), stop.get("groups_stopped_early")
         if reason not in STOP_REASONS:
-            check.problems.append(f"{name}: run_stop reason {_short(reason)} is none the run writes "
+            check.problems.append(f"{name}: run_stop reason {short(reason)} is none the run writes "
                                   f"({', '.join(STOP_REASONS)}) ({WINDOW_RULE})")  # fmt: skip
         elif stopped_by_signal(reason) and isinstance(early, int) and groups and early >= groups:
             check.problems.append(f"{name}: run_stop says {reason!r}, but all {groups} group(s) had stopped "
@@ -936,7 +796,7 @@ def read_manifest(text: str) -> dict[str, str]:
         if not line.strip():
             continue
         digest, sep, name = line.partition("  ")
-        if not sep or not _is_hex(digest, 64) or not name:
+        if not sep or not is_hex(digest, 64) or not name:
             raise ValueError(f"{MANIFEST} line {number} is not 'sha256  path'")
         entries[name] = digest
     return entries

@@ -56,7 +56,7 @@ from aiperf_mpi.results.rules import IMAGENET_SPLITS, VALID_SEARCH, VALID_TUNER,
 if TYPE_CHECKING:
     import networkx as nx
 
-    from analysis.verify import Check
+    from analysis.checks import Check
 
 PEAK_MULTIPLE = 2.0
 """an epoch's training rate may reach this multiple of its group's measured matmul peak, no more.  Bench

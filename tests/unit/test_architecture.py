@@ -295,3 +295,55 @@ def test_job_never_imports_analysis() -> None:
     """The report and the export are hooks the entry point injects (``EndOfRunHooks``): ``job/`` is below them."""
     offenders = _importers(PACKAGE / "job", "analysis")
     assert not offenders, f"aiperf_mpi/job imports analysis: {offenders}"
+
+
+# --------------------------------------------------------------------------- issue 36: the verifier's modules
+
+
+def _analysis_import_graph() -> dict[str, set[str]]:
+    """analysis module → the analysis modules it imports, anywhere in it (in functions, under TYPE_CHECKING)."""
+    graph = {}
+    for path in sorted((REPO / "analysis").glob("*.py")):
+        if path.name == "__init__.py":
+            continue
+        targets = {module_path(name) for name in _imported_modules(path)}
+        graph[path.stem] = {t.stem for t in targets if t is not None and t.parent == path.parent} - {"__init__"}
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One import cycle of ``graph`` (its modules in order, the first again at the end), or [] when it has none."""
+    state: dict[str, str] = {}
+
+    def visit(node: str, trail: list[str]) -> list[str]:
+        state[node] = "open"
+        for target in sorted(graph.get(node, ())):
+            if state.get(target) == "open":
+                return [*trail[trail.index(target):], target]
+            if target not in state:
+                found = visit(target, [*trail, target])
+                if found:
+                    return found
+        state[node] = "done"
+        return []
+
+    for node in sorted(graph):
+        if node not in state:
+            found = visit(node, [node])
+            if found:
+                return found
+    return []
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) == []
+
+
+def test_the_analysis_modules_import_each_other_in_no_circle() -> None:
+    """The verifier's modules (verify, verify_rules, side_files, lineage_check, their types and registry) and the
+    rest of analysis/ import one another one way: the shared types (analysis/checks.py) sit below the rule
+    families, the registry above them, the command on top; no module imports one that imports it back."""
+    graph = _analysis_import_graph()
+    assert {"verify", "verify_rules", "side_files", "lineage_check"} <= set(graph)
+    assert not _cycle(graph), f"analysis/ modules import each other in a circle: {' → '.join(_cycle(graph))}"

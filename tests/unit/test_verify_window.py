@@ -14,7 +14,7 @@ import pytest
 
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.score import compute_score
-from analysis import verify
+from analysis import checks, verify
 from tests.support.event_logs import write_log
 from tests.support.verify_runs import consistent_run, find, read_log, write_mllog
 
@@ -41,7 +41,7 @@ def early_run(tmp_path: Path, reason: str = "time limit", **stop_fields: object)
     return run, events
 
 
-def window_problems(result: verify.Verification) -> list[str]:
+def window_problems(result: checks.Verification) -> list[str]:
     return next(c for c in result.checks if c.name == "scored window").problems
 
 
