@@ -11,6 +11,7 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 OK, MISMATCH, NOT_RECORDED = "ok", "MISMATCH", "not recorded"
 REL_TOLERANCE = 1e-12
@@ -151,3 +152,11 @@ def is_hex(text: object, length: int) -> bool:
     return isinstance(text, str) and len(text) == length and all(c in "0123456789abcdef" for c in text)
 
 
+@dataclass
+class Run:
+    """What the rule families of one verification share: the run directory, whether its log ends in a cut line,
+    and each other, by family name (a family asks another for what only that one reads)."""
+
+    run_dir: Path
+    judges: dict[str, object] = field(default_factory=dict)
+    truncated: bool = False

@@ -58,7 +58,7 @@ from aiperf_mpi.graph.model import GraphError, from_json, to_json, with_kernel_s
 from aiperf_mpi.graph.ops import count_ops
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.graphs import read_graph
-from analysis.checks import MISMATCH, OK, Check, Lines, Verification, same, short
+from analysis.checks import MISMATCH, OK, Check, Lines, Run, Verification, same, short
 from analysis.logdata import loads
 
 PREFIX = ":::MLLOG "
@@ -80,7 +80,6 @@ BUNDLE_ROWS = ("bundle manifest", "bundle verify.txt/json", "bundle system.json"
 """rows only a bundle has: the verdict written into the bundle was made before they existed"""
 VERDICT_FILES = ("verify.txt", "verify.json")
 SYSTEM_FILE = "system.json"
-SYSTEM_EVENTS = (runlog.SYSTEM, runlog.LAYOUT, runlog.PEAK)
 
 
 def milliseconds(seconds: object) -> int | None:
@@ -97,19 +96,28 @@ class SystemDescription:
     during its walk to compare: one code for both.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, run: Run | None = None) -> None:
         self.segments: list[dict] = []
 
-    def add(self, event: dict) -> None:
-        name = event.get(runlog.EVENT)
-        if name == runlog.RUN_START:
-            self.segments.append({"segment": event.get("segment"), "provenance": event.get("provenance"),
-                                  runlog.SYSTEM: None, runlog.LAYOUT: None, runlog.PEAK: []})  # fmt: skip
-        elif self.segments and name in SYSTEM_EVENTS:
-            if name == runlog.PEAK:
-                self.segments[-1][runlog.PEAK].append(event)
-            else:
-                self.segments[-1][name] = event
+    def each(self, event: dict, _: int) -> bool:
+        """A segment's description begins at its run_start (a description event before the first is not one)."""
+        return bool(self.segments) or event.get(runlog.EVENT) == runlog.RUN_START
+
+    def run_start(self, event: dict, _: int) -> None:
+        self.segments.append({"segment": event.get("segment"), "provenance": event.get("provenance"),
+                              runlog.SYSTEM: None, runlog.LAYOUT: None, runlog.PEAK: []})  # fmt: skip
+
+    def system(self, event: dict, _: int) -> None:
+        self.segments[-1][runlog.SYSTEM] = event
+
+    def layout(self, event: dict, _: int) -> None:
+        self.segments[-1][runlog.LAYOUT] = event
+
+    def peak(self, event: dict, _: int) -> None:
+        self.segments[-1][runlog.PEAK].append(event)
+
+    def finish(self) -> list[Check]:
+        return []  # its rows are a bundle's, judged after every other (bundle_checks)
 
     def to_dict(self) -> dict:
         return {"segments": self.segments}
@@ -257,9 +265,9 @@ class _Missing:
 class MLLogCheck:
     """``mllog.log`` against the events, streamed beside the verifier's walk (see the module's doc)."""
 
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(self, run: Run) -> None:
         self.check = Check("mllog.log")
-        self.path = run_dir / MLLOG_FILE
+        self.path = run.run_dir / MLLOG_FILE
         self.reader: _MLLogReader | None = None
         if self.path.is_file():
             self.reader = _MLLogReader(self.path, self.check.problems)
@@ -276,28 +284,28 @@ class MLLogCheck:
         self.compared = self.epochs = 0
         self.tolerated = 0
 
-    def event(self, event: dict) -> None:
-        if self.reader is None:
-            return
-        name = event.get(runlog.EVENT)
-        if name == runlog.RUN_START:
-            self._end_segment()
-            self._start_segment(event)
-        elif self.segment == 0:
-            return
-        elif name == runlog.EPOCH:
-            self._epoch(event)
-        elif name in (runlog.MODEL_DONE, runlog.MODEL_FAILED):
-            task = event.get("task")
-            done = self.open_epochs.pop(task, 0)
-            model = event.get("model") if isinstance(event.get("model"), dict) else {}
-            if name == runlog.MODEL_FAILED or model.get("status") == "failed" or not done:
-                self.cut_allowed[task] = done + 1
-        elif name == runlog.GROUP_LOST and isinstance(event.get("task"), int):
+    def each(self, event: dict, _: int) -> bool:
+        """Its events while mllog.log is open, those of a segment after its run_start."""
+        return self.reader is not None and (self.segment > 0 or event[runlog.EVENT] == runlog.RUN_START)
+
+    def run_start(self, event: dict, _: int) -> None:
+        self._end_segment()
+        self._start_segment(event)
+
+    def model_done(self, event: dict, _: int) -> None:
+        """A model's end: the epoch after its last may have begun and been cut if it failed or trained none."""
+        task = event.get("task")
+        done = self.open_epochs.pop(task, 0)
+        model = event.get("model") if isinstance(event.get("model"), dict) else {}
+        if event[runlog.EVENT] == runlog.MODEL_FAILED or model.get("status") == "failed" or not done:
+            self.cut_allowed[task] = done + 1
+
+    model_failed = model_done
+
+    def group_lost(self, event: dict, _: int) -> None:
+        if isinstance(event.get("task"), int):
             task = event["task"]  # its running epoch, begun and never ended, went with the group
             self.cut_allowed[task] = self.open_epochs.pop(task, 0) + 1
-        elif name == runlog.RUN_STOP:
-            self._run_stop(event)
 
     def _start_segment(self, event: dict) -> None:
         self.segment += 1
@@ -319,7 +327,7 @@ class MLLogCheck:
             self.check.problems.append(f"mllog.log line {number}: run_start at {_line_time(record)} ms, {where} at "
                                        f"{milliseconds(event.get(runlog.TIME))} ms ({MLLOG_RULE})")  # fmt: skip
 
-    def _epoch(self, event: dict) -> None:
+    def epoch(self, event: dict, _: int) -> None:
         self.epochs += 1
         task, number = event.get("task"), event.get("epoch")
         self.open_epochs[task] = self.open_epochs.get(task, 0) + 1
@@ -359,7 +367,7 @@ class MLLogCheck:
         else:
             self.compared += 1
 
-    def _run_stop(self, event: dict) -> None:
+    def run_stop(self, event: dict, _: int) -> None:
         self.stopped = True
         tasks = event.get("discarded_tasks")
         for task in tasks if isinstance(tasks, list) else ():
@@ -416,9 +424,9 @@ class MLLogCheck:
                 if missing.lines.dropped:
                     self.check.problems.dropped += missing.lines.dropped
 
-    def finish(self) -> Check:
+    def finish(self) -> list[Check]:
         if self.reader is None:
-            return self.check
+            return [self.check]
         self._end_segment()
         reader = self.reader
         if reader.held is not None:
@@ -432,7 +440,7 @@ class MLLogCheck:
         tolerated = f", {self.tolerated} lost with a killed segment's last second" if self.tolerated else ""
         self.check.summary = (f"{reader.count} lines; {self.compared} of {self.epochs} epochs equal their events "
                               f"(start, stop, ops, samples, accuracy){tolerated}; {self.segment} segment(s)")
-        return self.check
+        return [self.check]
 
 
 # --------------------------------------------------------------------------- best/
@@ -441,8 +449,8 @@ class MLLogCheck:
 class BestCheck:
     """``best/metadata.json``, ``best/ops.json`` and ``best/graph.json`` against the log (see the module's doc)."""
 
-    def __init__(self, run_dir: Path) -> None:
-        self.run_dir = run_dir
+    def __init__(self, run: Run) -> None:
+        self.run_dir = run_dir = run.run_dir
         self.check = Check("best/ (exported model)")
         self.meta: dict | None = None
         self.tasks: set[int] = set()
@@ -479,31 +487,35 @@ class BestCheck:
         self.stopped = False
         self.config: dict = {}
 
-    def event(self, event: dict) -> None:
-        if self.meta is None:
-            return
-        name = event.get(runlog.EVENT)
-        if name == runlog.RUN_START:
-            self.config = event.get("config") if isinstance(event.get("config"), dict) else {}
-        elif name == runlog.MODEL_PROPOSED and event.get("task") in self.tasks:
-            self.proposals[event["task"]] = event
-        elif name == runlog.MODEL_DONE:
-            model = event.get("model") if isinstance(event.get("model"), dict) else {}
-            if model.get("id") in self.model_ids:
-                self.seen_ids.add(model["id"])
-            if event.get("task") in self.tasks:
-                self.records[event["task"]] = model
-            accuracy = model.get("accuracy")
-            if model.get("status") == "trained" and isinstance(accuracy, int | float) and math.isfinite(accuracy) \
-                    and (self.best is None or accuracy > self.best[0]):  # fmt: skip
-                self.best = (accuracy, event.get("task"))
-        elif name == runlog.RUN_STOP:
-            self.stopped, self.best_at_stop = True, self.best
+    def each(self, event: dict, _: int) -> bool:
+        """The events only when there is a best/metadata.json to hold them to."""
+        return self.meta is not None
 
-    def finish(self) -> Check:
+    def run_start(self, event: dict, _: int) -> None:
+        self.config = event.get("config") if isinstance(event.get("config"), dict) else {}
+
+    def model_proposed(self, event: dict, _: int) -> None:
+        if event.get("task") in self.tasks:
+            self.proposals[event["task"]] = event
+
+    def model_done(self, event: dict, _: int) -> None:
+        model = event.get("model") if isinstance(event.get("model"), dict) else {}
+        if model.get("id") in self.model_ids:
+            self.seen_ids.add(model["id"])
+        if event.get("task") in self.tasks:
+            self.records[event["task"]] = model
+        accuracy = model.get("accuracy")
+        if model.get("status") == "trained" and isinstance(accuracy, int | float) and math.isfinite(accuracy) \
+                and (self.best is None or accuracy > self.best[0]):  # fmt: skip
+            self.best = (accuracy, event.get("task"))
+
+    def run_stop(self, event: dict, _: int) -> None:
+        self.stopped, self.best_at_stop = True, self.best
+
+    def finish(self) -> list[Check]:
         meta = self.meta
         if meta is None:
-            return self.check
+            return [self.check]
         problems = self.check.problems
         task = meta["task"]
 
@@ -626,11 +638,11 @@ class BestCheck:
         if not same(theirs, mine):
             self.check.problems.append(f"best/{name}: task {task}: not the recount of its graph file ({BEST_RULE})")
 
-    def _summary(self) -> Check:
+    def _summary(self) -> list[Check]:
         meta = self.meta or {}
         self.check.summary = (f"task {meta.get('task')}: metadata.json, ops.json and graph.json against the log and "
                               "the recount of its graph")  # fmt: skip
-        return self.check
+        return [self.check]
 
 
 # --------------------------------------------------------------------------- a bundle's own files
@@ -711,20 +723,3 @@ def _verdict_line(verified: bool, recomputed: Verification) -> str:
         return Verification(recomputed.source, [Check("x")], recomputed.valid, recomputed.broken_rules).verdict_line()
     rows = [c for c in recomputed.checks if c.name not in BUNDLE_ROWS]
     return Verification(recomputed.source, rows, recomputed.valid, recomputed.broken_rules).verdict_line()
-
-
-class SideFiles:
-    """Every side file's check, fed the events by the verifier's walk."""
-
-    def __init__(self, run_dir: Path) -> None:
-        self.mllog = MLLogCheck(run_dir)
-        self.best = BestCheck(run_dir)
-        self.system = SystemDescription()
-
-    def event(self, event: dict) -> None:
-        self.mllog.event(event)
-        self.best.event(event)
-        self.system.add(event)
-
-    def finish(self) -> list[Check]:
-        return [self.mllog.finish(), self.best.finish()]
