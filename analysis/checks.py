@@ -77,13 +77,16 @@ class Verification:
     valid: bool | None = None
     """the run's validity as recomputed (None: no score could be computed)"""
     broken_rules: list[str] = field(default_factory=list)
+    rules_version: str = ""
+    """the version of verify's rules that judged it (``analysis.verify_registry.VERIFY_RULES_VERSION``)"""
 
     @property
     def ok(self) -> bool:
         return all(check.verdict == OK for check in self.checks)
 
     def to_dict(self) -> dict:
-        return {"source": self.source, "verified": self.ok, "valid": self.valid, "broken_rules": self.broken_rules,
+        return {"source": self.source, "rules_version": self.rules_version, "verified": self.ok, "valid": self.valid,
+                "broken_rules": self.broken_rules,
                 "checks": [{**asdict(c), "verdict": c.verdict, "problems_not_kept": c.problems.dropped}
                            for c in self.checks]}  # fmt: skip
 

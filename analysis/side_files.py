@@ -666,6 +666,11 @@ def bundle_checks(root: Path, recomputed: Verification, system: SystemDescriptio
             if not same(recorded.get(field), mine):
                 verdict.problems.append(f"verify.json: {field} {short(recorded.get(field))}, recomputed "
                                         f"{short(mine)} ({BUNDLE_RULE})")  # fmt: skip
+        made_by = recorded.get("rules_version")
+        if made_by != recomputed.rules_version:  # the rows are compared all the same
+            made_by = "no version (an older verifier)" if made_by is None else short(made_by)
+            verdict.notes.append(f"verify.json was made by verify's rules {made_by}, these are "
+                                 f"{recomputed.rules_version}")  # fmt: skip
         theirs = {c.get("name"): c.get("verdict") for c in recorded.get("checks") or [] if isinstance(c, dict)}
         for name, mine in rows.items():
             if name not in theirs:

@@ -38,7 +38,7 @@ from analysis import reevaluation
 from analysis.checks import BadInput, Check, Run, Verification, is_hex
 from analysis.guard import guarded
 from analysis.side_files import bundle_checks
-from analysis.verify_registry import FAMILIES, Family, walk
+from analysis.verify_registry import FAMILIES, VERIFY_RULES_VERSION, Family, walk
 
 MANIFEST = "MANIFEST"
 """the bundle's list of files: ``sha256sum`` lines, so ``sha256sum -c MANIFEST`` checks it too"""
@@ -64,7 +64,8 @@ def verify_dir(run_dir: Path, source: str | None = None, before: list[Check] | N
     if not (run_dir / runlog.EVENTS_FILE).is_file():
         raise BadInput(f"{run_dir}: not a run directory (no {runlog.EVENTS_FILE})")
     run = Run(run_dir)
-    result = Verification(source or str(run_dir), [*(before or []), *walk(run, families)])
+    result = Verification(source or str(run_dir), [*(before or []), *walk(run, families)],
+                          rules_version=VERIFY_RULES_VERSION)
     score = getattr(run.judges.get("score"), "score", None)
     if score is not None:
         result.valid = score.valid
