@@ -324,7 +324,8 @@ def markdown(families: tuple[Family, ...] = FAMILIES) -> str:
     lines += [f"| {row.name} | {row.holds} |" for entry in families for row in entry.rows]
     lines += ["", "| family | reads events | reads files | rows |", "|---|---|---|---|"]
     for entry in families:
-        events = ", ".join("every event" if e == ANY else f"`{e}`" for e in entry.events) or "–"
+        named = ", ".join(f"`{name}`" for name in entry.events if name != ANY)
+        events = "; by name: ".join(part for part in ("every event" if ANY in entry.events else "", named) if part)
         files = ", ".join(f"`{f}`" if " " not in f else f for f in entry.files) or "–"
-        lines.append(f"| {entry.name} | {events} | {files} | {', '.join(row.name for row in entry.rows)} |")
+        lines.append(f"| {entry.name} | {events or '–'} | {files} | {', '.join(row.name for row in entry.rows)} |")
     return "\n".join(lines) + "\n"

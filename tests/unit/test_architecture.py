@@ -248,6 +248,18 @@ def test_the_event_docs_are_generated_from_the_schema() -> None:
     assert markdown() in text, "docs/events.md is stale: regenerate it from aiperf_mpi/results/schema.py"
 
 
+def test_the_verify_docs_list_the_rules_from_the_registry() -> None:
+    """docs/verify.md's table of checks is the registry's own listing, between its markers, and nothing else."""
+    from analysis.verify_registry import markdown
+
+    text = (REPO / "docs" / "verify.md").read_text()
+    marker = "<!-- generated from analysis/verify_registry.py: "
+    begin, end = marker + "begin -->\n", marker + "end -->"
+    assert text.count(begin) == 1 and text.count(end) == 1, "docs/verify.md has lost its generated section's markers"
+    generated = text[text.index(begin) + len(begin):text.index(end)]
+    assert generated == markdown(), "docs/verify.md is stale: regenerate its rules from analysis/verify_registry.py"
+
+
 # --------------------------------------------------------------------------- issue 24: arrows that ran up
 
 
