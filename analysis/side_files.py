@@ -7,43 +7,18 @@ the log and rescores it consistently leaves them telling the old story, and
 one who edits a side file leaves it disagreeing with the log; either way a
 row here names the file, the event or task, and the rule.
 
-* **mllog.log** (:mod:`aiperf_mpi.job.mllog`): read streaming, line by line,
-  beside the event walk.  Per epoch its ``epoch_start`` (the epoch's
-  ``start``), ``epoch_stop`` (its ``end``, ``ops``, ``train_samples``),
-  ``eval_accuracy`` (``val_accuracy``, ``validation_samples``; the samples
-  against steps × global batch are the ``counts`` row's); per segment its
-  ``run_start`` and ``run_stop`` (time, segment, reason).
-  Times are compared in whole milliseconds as the writer rounds them
-  (``int(seconds × 1000)``), a late line's true time being its
-  ``metadata.event_time_ms``.  Every epoch event has its lines, and no
-  epoch of mllog lacks its event, except an epoch begun and cut: an
-  ``epoch_start`` alone for the epoch after its task's last, when the task
-  was discarded at ``run_stop``, failed, gave up with no epoch (the time
-  limit), or was still training when its segment was killed.
-  **A killed segment's last second.**  The writer flushes at most once a
-  second, so a segment killed without ``run_stop`` may lack the lines
-  written after its last flush.  Missing epochs are tolerated then, and
-  only then, when they are the segment's last epochs (no epoch after the
-  first missing one has its lines) and were logged within
-  :data:`FLUSH_WINDOW` seconds of each other; they are noted, not failed.
-  A forger can hide at most that last second this way.
-  Memory: the lines read ahead of the event walk are kept until their epoch
-  event comes, at most :data:`LOOKAHEAD_SECONDS` of log time, plus the
-  begun-and-cut epochs until their segment ends.
-* **best/metadata.json, best/ops.json, best/graph.json**
-  (:mod:`aiperf_mpi.export`): the task is the best trained model (ties: the
-  earliest) as of the log's last ``run_stop``, and its model id, accuracy
-  (the best epoch's), the saved epoch's accuracy and samples, hyper-
-  parameters, data set, precision, epochs and every lineage step (task,
-  model, parent, description, accuracy, hyper-parameters; each step's parent
-  the previous step's model) are the log's; the operations per sample and
-  the graph are recounted from the task's graph file.  A run without
-  ``best/`` (ended by a signal, synthetic data, ``--no-report``) is noted, not failed.
-* **a bundle's verify.txt and verify.json** (:mod:`analysis.bundle`): their
-  verdict, validity, broken rules and each row's verdict equal what verify
-  recomputes now (the bundle's own rows apart); **system.json**: each
-  segment's ``system``, ``layout``, ``peak`` events and provenance, as in the
-  log.
+Each row's rule in full is beside its name in
+:data:`analysis.verify_registry.FAMILIES`.  What the rule cannot say:
+``mllog.log`` (:mod:`aiperf_mpi.job.mllog`) is read streaming, line by line,
+beside the event walk, and its writer flushes at most once a second, so a
+segment killed without ``run_stop`` may lack the lines written after its
+last flush.  Missing epochs are tolerated then, and only then, when they
+are the segment's last epochs (no epoch after the first missing one has its
+lines) and were logged within :data:`FLUSH_WINDOW` seconds of each other;
+they are noted, not failed: a forger can hide at most that last second.
+Memory: the lines read ahead of the event walk are kept until their epoch
+event comes, at most :data:`LOOKAHEAD_SECONDS` of log time, plus the
+begun-and-cut epochs until their segment ends.
 """
 
 from __future__ import annotations

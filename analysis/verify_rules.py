@@ -3,36 +3,12 @@
 The recount and the score checks of :mod:`analysis.verify` prove that the
 score follows from the log; they cannot tell a log a run wrote from one a
 careful forger wrote, with every derived number recomputed by the package's
-own code.  The rules here hold a log to what a real run cannot avoid:
-
-* **time**: event times never go backwards within a segment; an epoch
-  starts after its segment's start and its task's proposal, ends after it
-  starts, is logged after it ends, and its recorded phases (data wait,
-  compute, evaluation, compilation) fit in its wall time; a group trains one
-  model at a time, so its epochs never overlap, a model is not proposed on a
-  group whose previous one has not ended, and no epoch starts before the
-  group's previous model ended; a ``model_done``/``model_failed`` is logged
-  after its last epoch ended; a resumed segment starts after everything the
-  previous one claimed, and nothing of it claims a time before its start;
-* **physics**: no epoch trains faster than :data:`PEAK_MULTIPLE` × its
-  group's measured peak (the ``peak`` event), and no score exceeds the sum of
-  its segment's peaks;
-* **counts**: an epoch's samples are its steps × its global batch (the
-  batch size × its group's Horovod size), the same in every epoch of a model,
-  and no more than the splits the data check counted (``run_start``'s
-  ``data``): a rank's steps × batch within its share of the train split (the
-  pipeline drops the remainder), the validation samples within the
-  validation split; an accuracy is its ``correct`` count over its validation
-  samples, exactly as the division gives it (without ``correct``, a whole
-  number of them in [0, 1]); no model has more than ``max_epochs`` epochs; a
-  group's Horovod size is the length of its list of ranks, and its peak was
-  measured by that many ranks;
-* **configuration against evidence**: every graph's input is the
-  configured data set's image shape and its output has its classes, and so
-  are the data check's images and classes, of the configured data set; the
-  precision the ``system`` event chose is the configured one; each proposal
-  names the search and the tuner that produced it (the seed's search is
-  ``seed``), the configured ones the validity rule ``algorithms`` judges.
+own code.  The rules here hold a log to what a real run cannot avoid —
+times in order and inside their segments, one model at a time per group;
+training rates under :data:`PEAK_MULTIPLE` × the measured peak; samples
+that are steps × global batch and one pass over the counted splits; graphs
+and data of the configured data set — each row's rule in full beside its
+name in :data:`analysis.verify_registry.FAMILIES`.
 
 :class:`EvidenceRules` is fed the events its entry in
 :data:`analysis.verify_registry.FAMILIES` names, once each, in log order, and
