@@ -40,9 +40,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from aiperf_mpi.results import runlog
+from analysis.checks import BadInput, Verification
 from analysis.guard import guarded
 from analysis.side_files import SystemDescription
-from analysis.verify import MANIFEST, SCORE_FILE, BadInput, Verification, verify_dir
+from analysis.verify import MANIFEST, verify_dir
+from analysis.verify_log import SCORE_FILE
+from analysis.verify_registry import family, handlers
 
 BEST_SUFFIXES = (".json", ".md", ".txt", ".csv")
 """what of ``best/`` goes in: descriptions of the model, not the model (``.keras`` and other weights stay out)"""
@@ -97,8 +100,12 @@ def select(run_dir: Path) -> tuple[list[str], list[str]]:
 def system_description(run_dir: Path) -> dict:
     """Each segment's system, layout, peaks and provenance, from the log (verify rebuilds it the same way)."""
     description = SystemDescription()
+    calls = handlers(family("bundle"), description)
     for event in runlog.EventStream(run_dir):
-        description.add(event)
+        name = event.get(runlog.EVENT)
+        call = calls.get(name) if isinstance(name, str) else None
+        if call is not None:
+            call(event, 0)
     return description.to_dict()
 
 

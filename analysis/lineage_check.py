@@ -37,7 +37,7 @@ class LineageCheck:
     """Fed by the verifier's walk: :meth:`proposed` for each ``model_proposed``, :meth:`ended` for each model."""
 
     def __init__(self, run_dir: Path, check) -> None:
-        """``check`` is the verifier's row (``analysis.verify.Check``): problems and missing lines go there."""
+        """``check`` is the verifier's row (``analysis.checks.Check``): problems and missing lines go there."""
         self.run_dir = run_dir
         self.check = check
         self.tasks: dict[int, tuple[dict, str] | None] = {}

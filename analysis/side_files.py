@@ -7,43 +7,18 @@ the log and rescores it consistently leaves them telling the old story, and
 one who edits a side file leaves it disagreeing with the log; either way a
 row here names the file, the event or task, and the rule.
 
-* **mllog.log** (:mod:`aiperf_mpi.job.mllog`): read streaming, line by line,
-  beside the event walk.  Per epoch its ``epoch_start`` (the epoch's
-  ``start``), ``epoch_stop`` (its ``end``, ``ops``, ``train_samples``),
-  ``eval_accuracy`` (``val_accuracy``, ``validation_samples``; the samples
-  against steps × global batch are the ``counts`` row's); per segment its
-  ``run_start`` and ``run_stop`` (time, segment, reason).
-  Times are compared in whole milliseconds as the writer rounds them
-  (``int(seconds × 1000)``), a late line's true time being its
-  ``metadata.event_time_ms``.  Every epoch event has its lines, and no
-  epoch of mllog lacks its event, except an epoch begun and cut: an
-  ``epoch_start`` alone for the epoch after its task's last, when the task
-  was discarded at ``run_stop``, failed, gave up with no epoch (the time
-  limit), or was still training when its segment was killed.
-  **A killed segment's last second.**  The writer flushes at most once a
-  second, so a segment killed without ``run_stop`` may lack the lines
-  written after its last flush.  Missing epochs are tolerated then, and
-  only then, when they are the segment's last epochs (no epoch after the
-  first missing one has its lines) and were logged within
-  :data:`FLUSH_WINDOW` seconds of each other; they are noted, not failed.
-  A forger can hide at most that last second this way.
-  Memory: the lines read ahead of the event walk are kept until their epoch
-  event comes, at most :data:`LOOKAHEAD_SECONDS` of log time, plus the
-  begun-and-cut epochs until their segment ends.
-* **best/metadata.json, best/ops.json, best/graph.json**
-  (:mod:`aiperf_mpi.export`): the task is the best trained model (ties: the
-  earliest) as of the log's last ``run_stop``, and its model id, accuracy
-  (the best epoch's), the saved epoch's accuracy and samples, hyper-
-  parameters, data set, precision, epochs and every lineage step (task,
-  model, parent, description, accuracy, hyper-parameters; each step's parent
-  the previous step's model) are the log's; the operations per sample and
-  the graph are recounted from the task's graph file.  A run without
-  ``best/`` (ended by a signal, synthetic data, ``--no-report``) is noted, not failed.
-* **a bundle's verify.txt and verify.json** (:mod:`analysis.bundle`): their
-  verdict, validity, broken rules and each row's verdict equal what verify
-  recomputes now (the bundle's own rows apart); **system.json**: each
-  segment's ``system``, ``layout``, ``peak`` events and provenance, as in the
-  log.
+Each row's rule in full is beside its name in
+:data:`analysis.verify_registry.FAMILIES`.  What the rule cannot say:
+``mllog.log`` (:mod:`aiperf_mpi.job.mllog`) is read streaming, line by line,
+beside the event walk, and its writer flushes at most once a second, so a
+segment killed without ``run_stop`` may lack the lines written after its
+last flush.  Missing epochs are tolerated then, and only then, when they
+are the segment's last epochs (no epoch after the first missing one has its
+lines) and were logged within :data:`FLUSH_WINDOW` seconds of each other;
+they are noted, not failed: a forger can hide at most that last second.
+Memory: the lines read ahead of the event walk are kept until their epoch
+event comes, at most :data:`LOOKAHEAD_SECONDS` of log time, plus the
+begun-and-cut epochs until their segment ends.
 """
 
 from __future__ import annotations
@@ -58,8 +33,8 @@ from aiperf_mpi.graph.model import GraphError, from_json, to_json, with_kernel_s
 from aiperf_mpi.graph.ops import count_ops
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.graphs import read_graph
+from analysis.checks import MISMATCH, OK, Check, Lines, Run, Verification, same, short
 from analysis.logdata import loads
-from analysis.verify import MISMATCH, OK, Check, Lines, Verification, _short, same
 
 PREFIX = ":::MLLOG "
 MLLOG_FILE = "mllog.log"
@@ -80,7 +55,6 @@ BUNDLE_ROWS = ("bundle manifest", "bundle verify.txt/json", "bundle system.json"
 """rows only a bundle has: the verdict written into the bundle was made before they existed"""
 VERDICT_FILES = ("verify.txt", "verify.json")
 SYSTEM_FILE = "system.json"
-SYSTEM_EVENTS = (runlog.SYSTEM, runlog.LAYOUT, runlog.PEAK)
 
 
 def milliseconds(seconds: object) -> int | None:
@@ -97,19 +71,28 @@ class SystemDescription:
     during its walk to compare: one code for both.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, run: Run | None = None) -> None:
         self.segments: list[dict] = []
 
-    def add(self, event: dict) -> None:
-        name = event.get(runlog.EVENT)
-        if name == runlog.RUN_START:
-            self.segments.append({"segment": event.get("segment"), "provenance": event.get("provenance"),
-                                  runlog.SYSTEM: None, runlog.LAYOUT: None, runlog.PEAK: []})  # fmt: skip
-        elif self.segments and name in SYSTEM_EVENTS:
-            if name == runlog.PEAK:
-                self.segments[-1][runlog.PEAK].append(event)
-            else:
-                self.segments[-1][name] = event
+    def each(self, event: dict, _: int) -> bool:
+        """A segment's description begins at its run_start (a description event before the first is not one)."""
+        return bool(self.segments) or event.get(runlog.EVENT) == runlog.RUN_START
+
+    def run_start(self, event: dict, _: int) -> None:
+        self.segments.append({"segment": event.get("segment"), "provenance": event.get("provenance"),
+                              runlog.SYSTEM: None, runlog.LAYOUT: None, runlog.PEAK: []})  # fmt: skip
+
+    def system(self, event: dict, _: int) -> None:
+        self.segments[-1][runlog.SYSTEM] = event
+
+    def layout(self, event: dict, _: int) -> None:
+        self.segments[-1][runlog.LAYOUT] = event
+
+    def peak(self, event: dict, _: int) -> None:
+        self.segments[-1][runlog.PEAK].append(event)
+
+    def finish(self) -> list[Check]:
+        return []  # its rows are a bundle's, judged after every other (bundle_checks)
 
     def to_dict(self) -> dict:
         return {"segments": self.segments}
@@ -257,9 +240,9 @@ class _Missing:
 class MLLogCheck:
     """``mllog.log`` against the events, streamed beside the verifier's walk (see the module's doc)."""
 
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(self, run: Run) -> None:
         self.check = Check("mllog.log")
-        self.path = run_dir / MLLOG_FILE
+        self.path = run.run_dir / MLLOG_FILE
         self.reader: _MLLogReader | None = None
         if self.path.is_file():
             self.reader = _MLLogReader(self.path, self.check.problems)
@@ -276,28 +259,28 @@ class MLLogCheck:
         self.compared = self.epochs = 0
         self.tolerated = 0
 
-    def event(self, event: dict) -> None:
-        if self.reader is None:
-            return
-        name = event.get(runlog.EVENT)
-        if name == runlog.RUN_START:
-            self._end_segment()
-            self._start_segment(event)
-        elif self.segment == 0:
-            return
-        elif name == runlog.EPOCH:
-            self._epoch(event)
-        elif name in (runlog.MODEL_DONE, runlog.MODEL_FAILED):
-            task = event.get("task")
-            done = self.open_epochs.pop(task, 0)
-            model = event.get("model") if isinstance(event.get("model"), dict) else {}
-            if name == runlog.MODEL_FAILED or model.get("status") == "failed" or not done:
-                self.cut_allowed[task] = done + 1
-        elif name == runlog.GROUP_LOST and isinstance(event.get("task"), int):
+    def each(self, event: dict, _: int) -> bool:
+        """Its events while mllog.log is open, those of a segment after its run_start."""
+        return self.reader is not None and (self.segment > 0 or event[runlog.EVENT] == runlog.RUN_START)
+
+    def run_start(self, event: dict, _: int) -> None:
+        self._end_segment()
+        self._start_segment(event)
+
+    def model_done(self, event: dict, _: int) -> None:
+        """A model's end: the epoch after its last may have begun and been cut if it failed or trained none."""
+        task = event.get("task")
+        done = self.open_epochs.pop(task, 0)
+        model = event.get("model") if isinstance(event.get("model"), dict) else {}
+        if event[runlog.EVENT] == runlog.MODEL_FAILED or model.get("status") == "failed" or not done:
+            self.cut_allowed[task] = done + 1
+
+    model_failed = model_done
+
+    def group_lost(self, event: dict, _: int) -> None:
+        if isinstance(event.get("task"), int):
             task = event["task"]  # its running epoch, begun and never ended, went with the group
             self.cut_allowed[task] = self.open_epochs.pop(task, 0) + 1
-        elif name == runlog.RUN_STOP:
-            self._run_stop(event)
 
     def _start_segment(self, event: dict) -> None:
         self.segment += 1
@@ -312,14 +295,14 @@ class MLLogCheck:
         number, record = opened
         meta = record.get("metadata") if isinstance(record.get("metadata"), dict) else {}
         if meta.get("segment") != event.get("segment"):
-            self.check.problems.append(f"mllog.log line {number}: run_start of segment {_short(meta.get('segment'))}"
+            self.check.problems.append(f"mllog.log line {number}: run_start of segment {short(meta.get('segment'))}"
                                        f", the event log's {where} is segment {event.get('segment')} "
                                        f"({MLLOG_RULE})")  # fmt: skip
         if _line_time(record) != milliseconds(event.get(runlog.TIME)):
             self.check.problems.append(f"mllog.log line {number}: run_start at {_line_time(record)} ms, {where} at "
                                        f"{milliseconds(event.get(runlog.TIME))} ms ({MLLOG_RULE})")  # fmt: skip
 
-    def _epoch(self, event: dict) -> None:
+    def epoch(self, event: dict, _: int) -> None:
         self.epochs += 1
         task, number = event.get("task"), event.get("epoch")
         self.open_epochs[task] = self.open_epochs.get(task, 0) + 1
@@ -335,7 +318,7 @@ class MLLogCheck:
             what = "no lines" if entry is None else ("no epoch_stop" if entry.stop_ms is None else "no eval_accuracy")
             missing = self.missing
             missing.count += 1
-            missing.lines.append(f"mllog.log: {where} (event logged at {_short(logged)}): {what} ({MLLOG_RULE}: "
+            missing.lines.append(f"mllog.log: {where} (event logged at {short(logged)}): {what} ({MLLOG_RULE}: "
                                  "every epoch event has its mllog lines)")  # fmt: skip
             if isinstance(logged, int | float):
                 missing.first_time = min(missing.first_time, logged)
@@ -353,13 +336,13 @@ class MLLogCheck:
             ("eval_samples", entry.eval_samples, event.get("validation_samples")),
         ):
             if not same(theirs, mine):
-                wrong.append(f"{label} {_short(theirs)}, the epoch event {_short(mine)}")
+                wrong.append(f"{label} {short(theirs)}, the epoch event {short(mine)}")
         if wrong:
             self.check.problems.append(f"mllog.log line {entry.line}: {where}: {'; '.join(wrong)} ({MLLOG_RULE})")
         else:
             self.compared += 1
 
-    def _run_stop(self, event: dict) -> None:
+    def run_stop(self, event: dict, _: int) -> None:
         self.stopped = True
         tasks = event.get("discarded_tasks")
         for task in tasks if isinstance(tasks, list) else ():
@@ -376,8 +359,8 @@ class MLLogCheck:
             self.check.problems.append(f"mllog.log line {number}: run_stop at {_line_time(record)} ms, {where} at "
                                        f"{milliseconds(event.get(runlog.TIME))} ms ({MLLOG_RULE})")  # fmt: skip
         if meta.get("reason") != event.get("reason"):
-            self.check.problems.append(f"mllog.log line {number}: run_stop reason {_short(meta.get('reason'))}, "
-                                       f"{where} {_short(event.get('reason'))} ({MLLOG_RULE})")  # fmt: skip
+            self.check.problems.append(f"mllog.log line {number}: run_stop reason {short(meta.get('reason'))}, "
+                                       f"{where} {short(event.get('reason'))} ({MLLOG_RULE})")  # fmt: skip
 
     def _end_segment(self) -> None:
         """The segment's remaining lines: epochs of mllog without their event, and the lost tail of a kill."""
@@ -416,9 +399,9 @@ class MLLogCheck:
                 if missing.lines.dropped:
                     self.check.problems.dropped += missing.lines.dropped
 
-    def finish(self) -> Check:
+    def finish(self) -> list[Check]:
         if self.reader is None:
-            return self.check
+            return [self.check]
         self._end_segment()
         reader = self.reader
         if reader.held is not None:
@@ -432,7 +415,7 @@ class MLLogCheck:
         tolerated = f", {self.tolerated} lost with a killed segment's last second" if self.tolerated else ""
         self.check.summary = (f"{reader.count} lines; {self.compared} of {self.epochs} epochs equal their events "
                               f"(start, stop, ops, samples, accuracy){tolerated}; {self.segment} segment(s)")
-        return self.check
+        return [self.check]
 
 
 # --------------------------------------------------------------------------- best/
@@ -441,8 +424,8 @@ class MLLogCheck:
 class BestCheck:
     """``best/metadata.json``, ``best/ops.json`` and ``best/graph.json`` against the log (see the module's doc)."""
 
-    def __init__(self, run_dir: Path) -> None:
-        self.run_dir = run_dir
+    def __init__(self, run: Run) -> None:
+        self.run_dir = run_dir = run.run_dir
         self.check = Check("best/ (exported model)")
         self.meta: dict | None = None
         self.tasks: set[int] = set()
@@ -479,38 +462,42 @@ class BestCheck:
         self.stopped = False
         self.config: dict = {}
 
-    def event(self, event: dict) -> None:
-        if self.meta is None:
-            return
-        name = event.get(runlog.EVENT)
-        if name == runlog.RUN_START:
-            self.config = event.get("config") if isinstance(event.get("config"), dict) else {}
-        elif name == runlog.MODEL_PROPOSED and event.get("task") in self.tasks:
-            self.proposals[event["task"]] = event
-        elif name == runlog.MODEL_DONE:
-            model = event.get("model") if isinstance(event.get("model"), dict) else {}
-            if model.get("id") in self.model_ids:
-                self.seen_ids.add(model["id"])
-            if event.get("task") in self.tasks:
-                self.records[event["task"]] = model
-            accuracy = model.get("accuracy")
-            if model.get("status") == "trained" and isinstance(accuracy, int | float) and math.isfinite(accuracy) \
-                    and (self.best is None or accuracy > self.best[0]):  # fmt: skip
-                self.best = (accuracy, event.get("task"))
-        elif name == runlog.RUN_STOP:
-            self.stopped, self.best_at_stop = True, self.best
+    def each(self, event: dict, _: int) -> bool:
+        """The events only when there is a best/metadata.json to hold them to."""
+        return self.meta is not None
 
-    def finish(self) -> Check:
+    def run_start(self, event: dict, _: int) -> None:
+        self.config = event.get("config") if isinstance(event.get("config"), dict) else {}
+
+    def model_proposed(self, event: dict, _: int) -> None:
+        if event.get("task") in self.tasks:
+            self.proposals[event["task"]] = event
+
+    def model_done(self, event: dict, _: int) -> None:
+        model = event.get("model") if isinstance(event.get("model"), dict) else {}
+        if model.get("id") in self.model_ids:
+            self.seen_ids.add(model["id"])
+        if event.get("task") in self.tasks:
+            self.records[event["task"]] = model
+        accuracy = model.get("accuracy")
+        if model.get("status") == "trained" and isinstance(accuracy, int | float) and math.isfinite(accuracy) \
+                and (self.best is None or accuracy > self.best[0]):  # fmt: skip
+            self.best = (accuracy, event.get("task"))
+
+    def run_stop(self, event: dict, _: int) -> None:
+        self.stopped, self.best_at_stop = True, self.best
+
+    def finish(self) -> list[Check]:
         meta = self.meta
         if meta is None:
-            return self.check
+            return [self.check]
         problems = self.check.problems
         task = meta["task"]
 
         def wrong(field: str, theirs: object, mine: object, what: str = "the log") -> None:
             if not same(theirs, mine):
-                problems.append(f"best/metadata.json: task {task}: {field} {_short(theirs)}, {what} "
-                                f"{_short(mine)} ({BEST_RULE})")  # fmt: skip
+                problems.append(f"best/metadata.json: task {task}: {field} {short(theirs)}, {what} "
+                                f"{short(mine)} ({BEST_RULE})")  # fmt: skip
 
         best = self.best_at_stop if self.stopped else self.best
         if best is None:
@@ -560,20 +547,20 @@ class BestCheck:
             return
         if steps[-1].get("task") != task:
             problems.append(f"best/metadata.json: task {task}: its lineage ends at task "
-                            f"{_short(steps[-1].get('task'))} ({BEST_RULE})")  # fmt: skip
+                            f"{short(steps[-1].get('task'))} ({BEST_RULE})")  # fmt: skip
         for index, step in enumerate(steps):
             where = f"best/metadata.json: task {task}: lineage step {index + 1}"
             if index + 1 < len(steps) and steps[index + 1].get("parent_model_id") != step.get("model_id"):
-                problems.append(f"{where} is model {_short(step.get('model_id'))}, the next step's parent "
-                                f"{_short(steps[index + 1].get('parent_model_id'))} ({BEST_RULE})")  # fmt: skip
+                problems.append(f"{where} is model {short(step.get('model_id'))}, the next step's parent "
+                                f"{short(steps[index + 1].get('parent_model_id'))} ({BEST_RULE})")  # fmt: skip
             if step.get("task") is None:  # the export's '(not in the log)': the log must indeed lack that model
                 if index or step.get("model_id") in self.seen_ids:
-                    problems.append(f"{where}: model {_short(step.get('model_id'))} said not to be in the log, "
+                    problems.append(f"{where}: model {short(step.get('model_id'))} said not to be in the log, "
                                     f"which has it ({BEST_RULE})")  # fmt: skip
                 continue
             proposal, record = self.proposals.get(step["task"]), self.records.get(step["task"])
             if proposal is None or record is None:
-                problems.append(f"{where}: task {_short(step['task'])} has no model_proposed and model_done in the "
+                problems.append(f"{where}: task {short(step['task'])} has no model_proposed and model_done in the "
                                 f"log ({BEST_RULE})")  # fmt: skip
                 continue
             logged = {"model_id": record.get("id"), "parent_model_id": proposal.get("parent"),
@@ -581,8 +568,8 @@ class BestCheck:
                       "hparams": record.get("hparams")}  # fmt: skip
             for field, mine in logged.items():
                 if not same(step.get(field), mine):
-                    problems.append(f"{where} (task {step['task']}): {field} {_short(step.get(field))}, the log "
-                                    f"{_short(mine)} ({BEST_RULE})")  # fmt: skip
+                    problems.append(f"{where} (task {step['task']}): {field} {short(step.get(field))}, the log "
+                                    f"{short(mine)} ({BEST_RULE})")  # fmt: skip
         if steps[0].get("task") is not None and steps[0].get("parent_model_id") is not None:
             problems.append(f"best/metadata.json: task {task}: its lineage starts at a model with a parent "
                             f"({BEST_RULE})")  # fmt: skip
@@ -605,10 +592,10 @@ class BestCheck:
         for field, mine in recounted.items():
             if not same(per_sample.get(field), mine):
                 problems.append(f"best/metadata.json: task {task}: ops_per_sample.{field} "
-                                f"{_short(per_sample.get(field))}, recounted {mine} ({BEST_RULE})")  # fmt: skip
+                                f"{short(per_sample.get(field))}, recounted {mine} ({BEST_RULE})")  # fmt: skip
         params = meta.get("params") if isinstance(meta.get("params"), dict) else {}
         if not same(params, {"total": ops.params, "trainable": ops.trainable_params}):
-            problems.append(f"best/metadata.json: task {task}: params {_short(params)}, recounted "
+            problems.append(f"best/metadata.json: task {task}: params {short(params)}, recounted "
                             f"{ops.params} ({ops.trainable_params} trainable) ({BEST_RULE})")  # fmt: skip
         self._file_equals("ops.json", task, ops.to_dict(), json.loads)
         self._file_equals("graph.json", task, to_json(graph), lambda text: text.strip())
@@ -626,11 +613,11 @@ class BestCheck:
         if not same(theirs, mine):
             self.check.problems.append(f"best/{name}: task {task}: not the recount of its graph file ({BEST_RULE})")
 
-    def _summary(self) -> Check:
+    def _summary(self) -> list[Check]:
         meta = self.meta or {}
         self.check.summary = (f"task {meta.get('task')}: metadata.json, ops.json and graph.json against the log and "
                               "the recount of its graph")  # fmt: skip
-        return self.check
+        return [self.check]
 
 
 # --------------------------------------------------------------------------- a bundle's own files
@@ -652,14 +639,19 @@ def bundle_checks(root: Path, recomputed: Verification, system: SystemDescriptio
         for field, mine in (("verified", verified), ("valid", recomputed.valid),
                             ("broken_rules", recomputed.broken_rules)):  # fmt: skip
             if not same(recorded.get(field), mine):
-                verdict.problems.append(f"verify.json: {field} {_short(recorded.get(field))}, recomputed "
-                                        f"{_short(mine)} ({BUNDLE_RULE})")  # fmt: skip
+                verdict.problems.append(f"verify.json: {field} {short(recorded.get(field))}, recomputed "
+                                        f"{short(mine)} ({BUNDLE_RULE})")  # fmt: skip
+        made_by = recorded.get("rules_version")
+        if made_by != recomputed.rules_version:  # the rows are compared all the same
+            made_by = "no version (an older verifier)" if made_by is None else short(made_by)
+            verdict.notes.append(f"verify.json was made by verify's rules {made_by}, these are "
+                                 f"{recomputed.rules_version}")  # fmt: skip
         theirs = {c.get("name"): c.get("verdict") for c in recorded.get("checks") or [] if isinstance(c, dict)}
         for name, mine in rows.items():
             if name not in theirs:
                 verdict.notes.append(f"verify.json has no row {name!r} (made by an older verifier)")
             elif theirs[name] != mine:
-                verdict.problems.append(f"verify.json: row {name!r} says {_short(theirs[name])}, recomputed {mine} "
+                verdict.problems.append(f"verify.json: row {name!r} says {short(theirs[name])}, recomputed {mine} "
                                         f"({BUNDLE_RULE})")  # fmt: skip
     try:
         text = (root / "verify.txt").read_text(encoding="utf-8")
@@ -671,7 +663,7 @@ def bundle_checks(root: Path, recomputed: Verification, system: SystemDescriptio
         shown = next((line for line in reversed(lines) if line.startswith("verdict: ")), None)
         mine = _verdict_line(verified, recomputed)
         if shown != mine:
-            verdict.problems.append(f"verify.txt: {_short(shown)}, recomputed {_short(mine)} ({BUNDLE_RULE})")
+            verdict.problems.append(f"verify.txt: {short(shown)}, recomputed {short(mine)} ({BUNDLE_RULE})")
         width = max(len(name) for name in rows) if rows else 0
         for line in lines:
             for name, row in rows.items():
@@ -693,7 +685,7 @@ def bundle_checks(root: Path, recomputed: Verification, system: SystemDescriptio
         mine_segments = system.to_dict()["segments"]
         theirs_segments = recorded_system.get("segments") if isinstance(recorded_system, dict) else None
         if not isinstance(theirs_segments, list) or len(theirs_segments) != len(mine_segments):
-            described.problems.append(f"system.json: {_short(len(theirs_segments) if isinstance(theirs_segments, list) else None)} segments, the log {len(mine_segments)} ({SYSTEM_RULE})")  # noqa: E501
+            described.problems.append(f"system.json: {short(len(theirs_segments) if isinstance(theirs_segments, list) else None)} segments, the log {len(mine_segments)} ({SYSTEM_RULE})")  # noqa: E501
         else:
             for index, (theirs, mine) in enumerate(zip(theirs_segments, mine_segments, strict=True), start=1):
                 keys = ("provenance", runlog.SYSTEM, runlog.LAYOUT, runlog.PEAK, "segment")
@@ -711,20 +703,3 @@ def _verdict_line(verified: bool, recomputed: Verification) -> str:
         return Verification(recomputed.source, [Check("x")], recomputed.valid, recomputed.broken_rules).verdict_line()
     rows = [c for c in recomputed.checks if c.name not in BUNDLE_ROWS]
     return Verification(recomputed.source, rows, recomputed.valid, recomputed.broken_rules).verdict_line()
-
-
-class SideFiles:
-    """Every side file's check, fed the events by the verifier's walk."""
-
-    def __init__(self, run_dir: Path) -> None:
-        self.mllog = MLLogCheck(run_dir)
-        self.best = BestCheck(run_dir)
-        self.system = SystemDescription()
-
-    def event(self, event: dict) -> None:
-        self.mllog.event(event)
-        self.best.event(event)
-        self.system.add(event)
-
-    def finish(self) -> list[Check]:
-        return [self.mllog.finish(), self.best.finish()]

@@ -3,42 +3,18 @@
 The recount and the score checks of :mod:`analysis.verify` prove that the
 score follows from the log; they cannot tell a log a run wrote from one a
 careful forger wrote, with every derived number recomputed by the package's
-own code.  The rules here hold a log to what a real run cannot avoid:
+own code.  The rules here hold a log to what a real run cannot avoid —
+times in order and inside their segments, one model at a time per group;
+training rates under :data:`PEAK_MULTIPLE` × the measured peak; samples
+that are steps × global batch and one pass over the counted splits; graphs
+and data of the configured data set — each row's rule in full beside its
+name in :data:`analysis.verify_registry.FAMILIES`.
 
-* **time**: event times never go backwards within a segment; an epoch
-  starts after its segment's start and its task's proposal, ends after it
-  starts, is logged after it ends, and its recorded phases (data wait,
-  compute, evaluation, compilation) fit in its wall time; a group trains one
-  model at a time, so its epochs never overlap, a model is not proposed on a
-  group whose previous one has not ended, and no epoch starts before the
-  group's previous model ended; a ``model_done``/``model_failed`` is logged
-  after its last epoch ended; a resumed segment starts after everything the
-  previous one claimed, and nothing of it claims a time before its start;
-* **physics**: no epoch trains faster than :data:`PEAK_MULTIPLE` × its
-  group's measured peak (the ``peak`` event), and no score exceeds the sum of
-  its segment's peaks;
-* **counts**: an epoch's samples are its steps × its global batch (the
-  batch size × its group's Horovod size), the same in every epoch of a model,
-  and no more than the splits the data check counted (``run_start``'s
-  ``data``): a rank's steps × batch within its share of the train split (the
-  pipeline drops the remainder), the validation samples within the
-  validation split; an accuracy is its ``correct`` count over its validation
-  samples, exactly as the division gives it (without ``correct``, a whole
-  number of them in [0, 1]); no model has more than ``max_epochs`` epochs; a
-  group's Horovod size is the length of its list of ranks, and its peak was
-  measured by that many ranks;
-* **configuration against evidence**: every graph's input is the
-  configured data set's image shape and its output has its classes, and so
-  are the data check's images and classes, of the configured data set; the
-  precision the ``system`` event chose is the configured one; each proposal
-  names the search and the tuner that produced it (the seed's search is
-  ``seed``), the configured ones the validity rule ``algorithms`` judges.
-
-:class:`EvidenceRules` is fed every event once, in log order, by the
-verifier's walk (:class:`analysis.verify._Walker`), and keeps per-group and
-per-open-task state only: the walk stays linear in the log and streamed.
-Each problem is one line naming the event (its number in the log), the task
-and the rule.
+:class:`EvidenceRules` is fed the events its entry in
+:data:`analysis.verify_registry.FAMILIES` names, once each, in log order, and
+keeps per-group and per-open-task state only: the walk stays linear in the
+log and streamed.  Each problem is one line naming the event (its number in
+the log), the task and the rule.
 """
 
 from __future__ import annotations
@@ -52,11 +28,11 @@ from aiperf_mpi.data.sources import DIGITS_SIZE, IMAGENET_CLASSES
 from aiperf_mpi.graph.model import GraphError, infer_shapes, input_node, output_node
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.rules import IMAGENET_SPLITS, VALID_SEARCH, VALID_TUNER, imagenet_split
+from analysis.checks import Check, Run
 
 if TYPE_CHECKING:
     import networkx as nx
 
-    from analysis.verify import Check
 
 PEAK_MULTIPLE = 2.0
 """an epoch's training rate may reach this multiple of its group's measured matmul peak, no more.  Bench
@@ -132,10 +108,13 @@ class _SegmentTimes:
 
 
 class EvidenceRules:
-    """The four rule classes, fed one event at a time; problems go to the four checks given."""
+    """The four rule classes, fed the events :data:`analysis.verify_registry.FAMILIES` names; a row each."""
 
-    def __init__(self, times: Check, physics: Check, counts: Check, configuration: Check) -> None:
-        self.times, self.physics, self.counts, self.configuration = times, physics, counts, configuration
+    def __init__(self, run: Run) -> None:
+        self.times, self.physics = Check("times"), Check("physics")
+        self.counts, self.configuration = Check("counts"), Check("configuration")
+        self.label = ""
+        """the event being judged, as its problem lines name it"""
         self.config: Mapping = {}
         self.segment: _SegmentTimes | None = None
         self.tasks: dict[int, _OpenTask] = {}
@@ -157,51 +136,46 @@ class EvidenceRules:
 
     # -- the stream
 
-    def event(self, event: dict, number: int) -> None:
-        """One schema-valid event, in log order (a ``run_start`` opens a segment; others need one open)."""
-        try:
-            self._event(event, number)
-        except (ArithmeticError, ValueError) as exc:  # an integer too large for a float, say
-            self.times.problems.append(f"{_label(event, number)}: numbers: {str(exc)[:80]}")
-
-    def _event(self, event: dict, number: int) -> None:
+    def each(self, event: dict, number: int) -> bool:
+        """Every event, before its own rule: a ``run_start`` opens a segment, any other needs one open; times
+        never go backwards within it (monitor samples apart), and a lost group does no more work."""
         name = event[runlog.EVENT]
         if name == runlog.RUN_START:
-            self._run_start(event, number)
-            return
+            return True
         segment = self.segment
         if segment is None:
-            return
-        label = _label(event, number)
-        time = event[runlog.TIME]
+            return False
+        self.label = label = _label(event, number)
         if name == runlog.MONITOR:  # the leader's sampling time, logged when the master got it
-            if time < segment.start - CLOCK_SKEW_SECONDS:
-                self.times.problems.append(f"{label}: inside segment: sampled at {time:.3f}, before its segment "
-                                           f"{segment.number} started at {segment.start:.3f}")  # fmt: skip
-            self._claim(segment, time, label)
-            return
+            return True
+        time = event[runlog.TIME]
         if segment.last_time is not None and time < segment.last_time:
             self.times.problems.append(f"{label}: order: time {time:.3f} is before the previous event's "
                                        f"{segment.last_time:.3f} (times never go backwards within a segment)")
         segment.last_time = time if segment.last_time is None else max(time, segment.last_time)
         self._claim(segment, time, label)
-        handler = {runlog.LAYOUT: self._layout, runlog.PEAK: self._peak, runlog.SYSTEM: self._system,
-                   runlog.MODEL_PROPOSED: self._proposed, runlog.EPOCH: self._epoch,
-                   runlog.MODEL_DONE: self._model_end, runlog.MODEL_FAILED: self._model_end,
-                   runlog.STAGING: self._staging, runlog.RUN_STOP: self._run_stop, runlog.GROUP_LOST: self._lost,
-                   runlog.SCORE: self._score}.get(name)  # fmt: skip
         index = event.get("group")
-        lost = segment.groups[index].lost if name != runlog.MONITOR and index in segment.groups else ""
+        lost = segment.groups[index].lost if index in segment.groups else ""
         if lost and name in (runlog.MODEL_PROPOSED, runlog.EPOCH, runlog.MODEL_DONE, runlog.MODEL_FAILED):
             self.times.problems.append(f"{label}: lost group: group {index} works after it was lost ({lost})")
-        if handler is not None:
-            handler(event, label, segment)
+        return True
+
+    def unreadable(self, exc: ArithmeticError | ValueError, event: dict, number: int) -> None:
+        """A number the rules cannot compute with (an integer too large for a float, say): named, not fatal."""
+        self.times.problems.append(f"{_label(event, number)}: numbers: {str(exc)[:80]}")
+
+    def monitor(self, event: dict, _: int) -> None:
+        segment, time = self.segment, event[runlog.TIME]
+        if time < segment.start - CLOCK_SKEW_SECONDS:
+            self.times.problems.append(f"{self.label}: inside segment: sampled at {time:.3f}, before its segment "
+                                       f"{segment.number} started at {segment.start:.3f}")  # fmt: skip
+        self._claim(segment, time, self.label)
 
     def _claim(self, segment: _SegmentTimes, time: float, label: str) -> None:
         if time >= segment.latest_claim:
             segment.latest_claim, segment.latest_claim_what = time, label
 
-    def _run_start(self, event: dict, number: int) -> None:
+    def run_start(self, event: dict, number: int) -> None:
         previous = self.segment
         time = event[runlog.TIME]
         if previous is None:
@@ -231,7 +205,8 @@ class EvidenceRules:
 
     # -- set-up events
 
-    def _layout(self, event: dict, label: str, segment: _SegmentTimes) -> None:
+    def layout(self, event: dict, _: int) -> None:
+        label, segment = self.label, self.segment
         segment.has_layout = True
         for group in event["groups"]:
             if not isinstance(group, dict) or not isinstance(group.get("index"), int):
@@ -247,7 +222,8 @@ class EvidenceRules:
                                             f"{size}, its list of ranks has {len(ranks)}")  # fmt: skip
             segment.groups.setdefault(group["index"], _Group()).size = len(ranks)
 
-    def _peak(self, event: dict, label: str, segment: _SegmentTimes) -> None:
+    def peak(self, event: dict, _: int) -> None:
+        label, segment = self.label, self.segment
         group = segment.groups.get(event["group"])
         if group is None:
             self.physics.problems.append(f"{label}: peak: group {event['group']} is not in its segment's layout")
@@ -261,7 +237,8 @@ class EvidenceRules:
             return
         group.peak = float(rate)
 
-    def _system(self, event: dict, label: str, segment: _SegmentTimes) -> None:
+    def system(self, event: dict, _: int) -> None:
+        label = self.label
         chosen = event.get("precision")
         chosen = chosen.get("chosen") if isinstance(chosen, Mapping) else chosen
         configured = self.config.get("precision")
@@ -269,7 +246,8 @@ class EvidenceRules:
             self.configuration.problems.append(f"{label}: precision: the system event chose {chosen!r}, the "
                                                f"configuration says {configured!r}")  # fmt: skip
 
-    def _staging(self, event: dict, label: str, segment: _SegmentTimes) -> None:
+    def staging(self, event: dict, _: int) -> None:
+        label = self.label
         start, seconds = event.get("start"), event["seconds"]
         if isinstance(start, int | float) and start + seconds > event[runlog.TIME] + CLOCK_SKEW_SECONDS:
             self.times.problems.append(f"{label}: logged after: staging ended at {start + seconds:.3f}, logged "
@@ -277,7 +255,8 @@ class EvidenceRules:
 
     # -- tasks and epochs
 
-    def _proposed(self, event: dict, label: str, segment: _SegmentTimes) -> None:
+    def model_proposed(self, event: dict, _: int) -> None:
+        label, segment = self.label, self.segment
         task, index = event["task"], event["group"]
         group = segment.groups.setdefault(index, _Group())
         if group.open_task is not None and group.open_task in self.tasks:
@@ -302,7 +281,8 @@ class EvidenceRules:
                                                f"{named[1]!r}, the configuration (rule algorithms: "
                                                f"{search}+{tuner}) needs {expected[0]!r} and {expected[1]!r}")
 
-    def _epoch(self, event: dict, label: str, segment: _SegmentTimes) -> None:
+    def epoch(self, event: dict, _: int) -> None:
+        label, segment = self.label, self.segment
         self.epochs += 1
         end, time = event["end"], event[runlog.TIME]
         self._claim(segment, end, label)
@@ -432,7 +412,8 @@ class EvidenceRules:
                                         f"validation split holds {validation} (as the data check counted it) and "
                                         "each epoch validates all of it")  # fmt: skip
 
-    def _model_end(self, event: dict, label: str, segment: _SegmentTimes) -> None:
+    def model_done(self, event: dict, _: int) -> None:
+        label, segment = self.label, self.segment
         task_id, time = event["task"], event[runlog.TIME]
         task = self.tasks.pop(task_id, None)
         group = segment.groups.setdefault(event["group"], _Group())
@@ -443,8 +424,11 @@ class EvidenceRules:
             group.open_task = None
         group.model_end, group.model_ended = time, task_id
 
-    def _lost(self, event: dict, label: str, segment: _SegmentTimes) -> None:
+    model_failed = model_done
+
+    def group_lost(self, event: dict, _: int) -> None:
         """A lost group's open task ends here, discarded as a task open at a run_stop is; the group is done."""
+        label, segment = self.label, self.segment
         index, task = event["group"], event["task"]
         group = segment.groups.setdefault(index, _Group())
         if group.lost:
@@ -460,12 +444,14 @@ class EvidenceRules:
 
     # -- the end of a segment, the score
 
-    def _run_stop(self, event: dict, label: str, segment: _SegmentTimes) -> None:
+    def run_stop(self, event: dict, _: int) -> None:
+        label, segment = self.label, self.segment
         if segment.latest_claim > event[runlog.TIME] + CLOCK_SKEW_SECONDS:
             self.times.problems.append(f"{label}: inside segment: the segment ends at {event[runlog.TIME]:.3f}, "
                                        f"{segment.latest_claim_what} claims {segment.latest_claim:.3f}")
 
-    def _score(self, event: dict, label: str, segment: _SegmentTimes) -> None:
+    def score(self, event: dict, _: int) -> None:
+        label, segment = self.label, self.segment
         unprobed = [g for g in segment.groups.values() if g.peak is None]
         sums = list(self.peak_sums)
         if segment.has_layout and segment.groups and not unprobed:
@@ -539,7 +525,7 @@ class EvidenceRules:
             self.configuration.problems.append(f"task {task}: data shape: {graph_file} takes {_shape(found)}, "
                                                f"{self.data_shape_from} has {_shape(self.data_shape)}")
 
-    def finish(self) -> None:
+    def finish(self) -> list[Check]:
         if self.segment is not None:
             self._close(self.segment)
         self.times.summary = (f"{self.epochs} epochs: inside their segments and after their proposals, logged "
@@ -562,6 +548,7 @@ class EvidenceRules:
         if self.unnamed:
             self.configuration.missing.append(f"{self.unnamed} of {self.proposals} model_proposed events name no "
                                               "search and tuner (a log older than the field)")  # fmt: skip
+        return [self.times, self.physics, self.counts, self.configuration]
 
 
 def _label(event: Mapping, number: int) -> str:

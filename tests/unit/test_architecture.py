@@ -249,6 +249,18 @@ def test_the_event_docs_are_generated_from_the_schema() -> None:
     assert markdown() in text, "docs/events.md is stale: regenerate it from aiperf_mpi/results/schema.py"
 
 
+def test_the_verify_docs_list_the_rules_from_the_registry() -> None:
+    """docs/verify.md's table of checks is the registry's own listing, between its markers, and nothing else."""
+    from analysis.verify_registry import markdown
+
+    text = (REPO / "docs" / "verify.md").read_text()
+    marker = "<!-- generated from analysis/verify_registry.py: "
+    begin, end = marker + "begin -->\n", marker + "end -->"
+    assert text.count(begin) == 1 and text.count(end) == 1, "docs/verify.md has lost its generated section's markers"
+    generated = text[text.index(begin) + len(begin):text.index(end)]
+    assert generated == markdown(), "docs/verify.md is stale: regenerate its rules from analysis/verify_registry.py"
+
+
 # --------------------------------------------------------------------------- issue 24: arrows that ran up
 
 
@@ -304,3 +316,56 @@ def test_the_design_names_every_role_a_rank_can_take() -> None:
     roles = sorted(node.name for node in tree.body if isinstance(node, ast.ClassDef) and node.name.endswith("Role"))
     design = (REPO / "docs" / "design.md").read_text()
     assert len(roles) >= 3 and all(f"`{role}`" in design for role in roles), (roles, "docs/design.md")
+
+
+# --------------------------------------------------------------------------- issue 36: the verifier's modules
+
+
+def _analysis_import_graph() -> dict[str, set[str]]:
+    """analysis module → the analysis modules it imports, anywhere in it (in functions, under TYPE_CHECKING)."""
+    graph = {}
+    for path in sorted((REPO / "analysis").glob("*.py")):
+        if path.name == "__init__.py":
+            continue
+        targets = {module_path(name) for name in _imported_modules(path)}
+        graph[path.stem] = {t.stem for t in targets if t is not None and t.parent == path.parent} - {"__init__"}
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One import cycle of ``graph`` (its modules in order, the first again at the end), or [] when it has none."""
+    state: dict[str, str] = {}
+
+    def visit(node: str, trail: list[str]) -> list[str]:
+        state[node] = "open"
+        for target in sorted(graph.get(node, ())):
+            if state.get(target) == "open":
+                return [*trail[trail.index(target):], target]
+            if target not in state:
+                found = visit(target, [*trail, target])
+                if found:
+                    return found
+        state[node] = "done"
+        return []
+
+    for node in sorted(graph):
+        if node not in state:
+            found = visit(node, [node])
+            if found:
+                return found
+    return []
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) == []
+
+
+def test_the_analysis_modules_import_each_other_in_no_circle() -> None:
+    """The verifier's modules (verify, verify_rules, side_files, lineage_check, their types and registry) and the
+    rest of analysis/ import one another one way: the shared types (analysis/checks.py) sit below the rule
+    families, the registry above them, the command on top; no module imports one that imports it back."""
+    graph = _analysis_import_graph()
+    assert {"verify", "verify_rules", "side_files", "lineage_check"} <= set(graph)
+    assert not _cycle(graph), f"analysis/ modules import each other in a circle: {' → '.join(_cycle(graph))}"
+

@@ -20,7 +20,7 @@ import pytest
 
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.score import MAX_GRID_SAMPLES
-from analysis import bundle, report, verify
+from analysis import bundle, report, verify, verify_log
 from tests.support.event_logs import write_log
 from tests.support.verify_runs import consistent_run, find, read_log
 
@@ -106,7 +106,7 @@ def test_a_nul_byte_in_the_path(tmp_path, capsys, tool) -> None:
 
 
 def test_a_deeply_nested_score_file(run, capsys) -> None:
-    (run / verify.SCORE_FILE).write_text("[" * 100_000 + "]" * 100_000)
+    (run / verify_log.SCORE_FILE).write_text("[" * 100_000 + "]" * 100_000)
     one_line_exit_2(lambda: verify.main([str(run)]), capsys, "nested too deeply")
 
 
@@ -158,5 +158,5 @@ def test_a_tiny_step_or_a_clock_jump_runs_in_bounded_time_and_says_grid_capped(r
         if tool == "verify":
             assert "grid capped" in done.stdout, done.stdout
     assert "grid capped" in (tmp_path / "r" / "report.md").read_text()
-    score = json.loads((run / verify.SCORE_FILE).read_text())  # the run's own file: not rewritten by the tools
+    score = json.loads((run / verify_log.SCORE_FILE).read_text())  # the run's own file: not rewritten by the tools
     assert len(score["grid"]) < MAX_GRID_SAMPLES

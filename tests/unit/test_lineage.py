@@ -25,7 +25,7 @@ from aiperf_mpi.results import runlog
 from aiperf_mpi.results.graphs import append_graph, read_graph
 from aiperf_mpi.search.bayesian import BayesianSearch, RandomSearch, SearchConfig
 from aiperf_mpi.search.history import History, ModelRecord
-from analysis import verify
+from analysis import checks, verify
 from tests.support.lineage_runs import CHILD, forge, lineage_run
 from tests.support.random_graphs import random_graph
 from tests.support.verify_runs import find, read_log, rewrite_log
@@ -152,7 +152,7 @@ def _tuned(run_dir: Path, task: int) -> object:
 def test_a_graph_file_with_another_kernel_size_and_its_sha256_is_caught(run, task, capsys) -> None:
     """The issue's forgery: one graph file's tunable kernels changed, its logged sha256 updated to match."""
     forge(run, task, with_kernel_size(_tuned(run, task), 7))
-    assert _verdicts(run)["lineage"] == verify.MISMATCH
+    assert _verdicts(run)["lineage"] == checks.MISMATCH
     assert verify.main([str(run)]) == 1
     out = capsys.readouterr().out
     line = next(line for line in out.splitlines() if line.startswith("MISMATCH") and "lineage:" in line)
@@ -186,7 +186,7 @@ def test_a_graph_forged_everywhere_is_caught_by_the_lineage_alone(run, forgery, 
     change, difference, child_difference = FORGERIES[forgery]
     forge(run, task, change(_tuned(run, task)))
     verdicts = _verdicts(run)
-    assert [name for name, verdict in verdicts.items() if verdict != verify.OK] == ["lineage"]
+    assert [name for name, verdict in verdicts.items() if verdict != checks.OK] == ["lineage"]
     line, *child = _lineage_problems(run)
     assert line.startswith(f"model_proposed of task {task}: its graph is not") and difference in line
     if task == CHILD:
@@ -234,7 +234,7 @@ def test_a_log_without_the_lineage_fields_is_not_recorded(run, capsys) -> None:
             event.pop("seed", None)
 
     rewrite_log(run, strip)
-    assert _verdicts(run)["lineage"] == verify.NOT_RECORDED
+    assert _verdicts(run)["lineage"] == checks.NOT_RECORDED
     assert verify.main([str(run)]) == 1
     assert "3 of 3 model_proposed events record neither a seed nor morphisms" in capsys.readouterr().out
 
@@ -258,4 +258,4 @@ def test_a_graph_file_written_otherwise_with_the_same_structure_passes_the_linea
     spaced = json.dumps(json.loads(read_graph(run, proposal)), separators=(" , ", " : "))
     placed = append_graph(run, proposal["graph_file"], spaced)  # a new line, the event pointed at it
     rewrite_log(run, lambda events: find(events, runlog.MODEL_PROPOSED, task=CHILD).update(placed))
-    assert _verdicts(run)["lineage"] == verify.OK
+    assert _verdicts(run)["lineage"] == checks.OK

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from aiperf_mpi.results import runlog
-from analysis import bundle, side_files, verify
+from analysis import bundle, checks, side_files, verify
 from tests.support.verify_runs import (
     consistent_run,
     find,
@@ -30,7 +30,7 @@ from tests.support.verify_runs import (
 )
 
 
-def row(result: verify.Verification, name: str) -> verify.Check:
+def row(result: checks.Verification, name: str) -> checks.Check:
     return next(c for c in result.checks if c.name == name)
 
 
@@ -62,7 +62,7 @@ def line_of(records: list[dict], key: str, task: int, epoch: int) -> dict:
 def test_the_consistent_run_has_each_side_file_row_ok(pristine, capsys) -> None:
     result = verify.verify(pristine)
     assert result.ok
-    assert row(result, "mllog.log").verdict == verify.OK
+    assert row(result, "mllog.log").verdict == checks.OK
     assert "4 of 4 epochs equal their events" in row(result, "mllog.log").summary
     assert any("not present" in note for note in row(result, "best/ (exported model)").notes)
 
@@ -164,7 +164,7 @@ def test_an_epoch_begun_and_cut_is_allowed_only_for_a_discarded_task(run) -> Non
 
     forge(run, cut)
     _begun_epoch(run, 1, 2, 1080.5)
-    assert row(verify.verify(run), "mllog.log").verdict == verify.OK
+    assert row(verify.verify(run), "mllog.log").verdict == checks.OK
     forge(run, lambda events: find(events, runlog.RUN_STOP).update(discarded_tasks=[]), mllog=False)
     assert_named(run, "mllog.log", "task 1 epoch 2", "an epoch_start without an epoch event", "neither discarded")
 
@@ -181,7 +181,7 @@ def test_a_killed_run_may_lack_its_last_second_of_mllog(tmp_path) -> None:
     forge(run, lambda evs: _killed(evs, 1091.5), mllog=False)
     result = verify.verify(run)
     mllog = row(result, "mllog.log")
-    assert mllog.verdict == verify.OK, mllog.problems
+    assert mllog.verdict == checks.OK, mllog.problems
     assert any("its last 1 epoch(s)" in note and "flushed once a second" in note for note in mllog.notes)
 
 
@@ -217,7 +217,7 @@ def test_a_raised_accuracy_in_the_log_against_the_honest_best(exported) -> None:
     forge(exported, better)  # mllog.log rewritten to match: only best/ still tells the truth
     lines = assert_named(exported, "best/ (exported model)", "best/metadata.json: task 0: accuracy.best_epoch 0.75, "
                                                             "its model_done 0.95", side_files.BEST_RULE)  # fmt: skip
-    assert row(verify.verify(exported), "mllog.log").verdict == verify.OK, lines
+    assert row(verify.verify(exported), "mllog.log").verdict == checks.OK, lines
 
 
 @pytest.mark.parametrize(("edit", "fragments"), [
@@ -283,7 +283,7 @@ def test_a_bundle_of_a_forged_run_relabelled_verified(run, tmp_path) -> None:
 
     forged = _repack(archive, tmp_path / "forged.tar.gz", relabel)
     result = verify.verify(forged)
-    assert row(result, "bundle manifest").verdict == verify.OK
+    assert row(result, "bundle manifest").verdict == checks.OK
     lines = row(result, "bundle verify.txt/json").problems
     assert any("verify.json: verified true, recomputed false" in line for line in lines), lines
     assert any("verify.json: row 'ops recount' says \"ok\", recomputed MISMATCH" in line for line in lines), lines

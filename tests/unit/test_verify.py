@@ -15,11 +15,11 @@ import pytest
 
 from aiperf_mpi.results import provenance, runlog
 from aiperf_mpi.results.graphs import append_graph, read_graph, segment_graph_file
-from analysis import bundle, verify
+from analysis import bundle, checks, verify
 from tests.support.verify_runs import consistent_run, find, full_pass, read_log, rewrite_log, to_file_per_model
 
 
-def problems(result: verify.Verification, check: str) -> list[str]:
+def problems(result: checks.Verification, check: str) -> list[str]:
     return next(c for c in result.checks if c.name == check).problems
 
 
@@ -243,7 +243,7 @@ def test_a_log_without_provenance_is_not_recorded_and_fails(tmp_path, capsys) ->
     run = consistent_run(tmp_path / "run", with_provenance=False)
     result = verify.verify(run)
     row = next(c for c in result.checks if c.name == "provenance")
-    assert row.verdict == verify.NOT_RECORDED and not row.problems
+    assert row.verdict == checks.NOT_RECORDED and not row.problems
     assert verify.main([str(run)]) == 1
     out = capsys.readouterr().out
     assert "not recorded  provenance: segment 1's run_start has no provenance" in out
@@ -257,7 +257,7 @@ def test_a_log_without_graph_hashes_is_not_recorded(run) -> None:
 
     rewrite_log(run, strip)
     row = next(c for c in verify.verify(run).checks if c.name == "graph files")
-    assert row.verdict == verify.NOT_RECORDED
+    assert row.verdict == checks.NOT_RECORDED
     assert row.missing == ["2 of 2 model_proposed events have no graph_sha256 (a log older than the field)"]
 
 
@@ -315,10 +315,10 @@ def test_the_source_hash_is_the_sha256sum_listing(tmp_path) -> None:
 
 
 def test_comparisons() -> None:
-    assert verify.same(1, 1) and not verify.same(1, 2) and not verify.same(True, 1)
-    assert verify.same(0.1 + 0.2, 0.3) and not verify.same(1.0, 1.0 + 1e-9)
-    assert verify.same({"a": [1, None]}, {"a": [1, None]}) and not verify.same({"a": 1}, {"a": 1, "b": 2})
-    assert verify.differences({"x": 1}, {"x": 2, "y": 3}, ("x", "y")) == [
+    assert checks.same(1, 1) and not checks.same(1, 2) and not checks.same(True, 1)
+    assert checks.same(0.1 + 0.2, 0.3) and not checks.same(1.0, 1.0 + 1e-9)
+    assert checks.same({"a": [1, None]}, {"a": [1, None]}) and not checks.same({"a": 1}, {"a": 1, "b": 2})
+    assert checks.differences({"x": 1}, {"x": 2, "y": 3}, ("x", "y")) == [
         "x: recorded 1, recomputed 2", "y: not in the record (recomputed 3)"]  # fmt: skip
 
 

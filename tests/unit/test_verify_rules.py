@@ -16,7 +16,7 @@ from pathlib import Path
 
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.graphs import append_graph, segment_graph_file
-from analysis import verify
+from analysis import checks, verify
 from analysis.verify_rules import PEAK_MULTIPLE
 from tests.support.verify_runs import (
     PEAK,
@@ -33,9 +33,9 @@ from tests.support.verify_runs import (
 RULE_CHECKS = {"times", "physics", "counts", "configuration"}
 
 
-def failing(result: verify.Verification) -> dict[str, list[str]]:
+def failing(result: checks.Verification) -> dict[str, list[str]]:
     """The checks that did not pass, with their problem (or not-recorded) lines."""
-    return {c.name: [*c.problems, *c.missing] for c in result.checks if c.verdict != verify.OK}
+    return {c.name: [*c.problems, *c.missing] for c in result.checks if c.verdict != checks.OK}
 
 
 def assert_named(run: Path, check: str, *fragments: str, also: frozenset[str] = frozenset()) -> list[str]:
@@ -221,7 +221,7 @@ def test_a_score_above_the_sum_of_the_peaks(run) -> None:
 def test_a_group_without_a_peak_is_not_recorded(run, capsys) -> None:
     forge(run, lambda events: events.remove(find(events, runlog.PEAK, group=1)))
     row = next(c for c in verify.verify(run).checks if c.name == "physics")
-    assert row.verdict == verify.NOT_RECORDED and not row.problems
+    assert row.verdict == checks.NOT_RECORDED and not row.problems
     assert row.missing == ["segment 1 group 1: no peak event (the probe was off): its epochs' rates and the score "
                            "cannot be held to its machine"]  # fmt: skip
     assert verify.main([str(run)]) == 1
@@ -408,7 +408,7 @@ def test_a_small_imagenet_relabelled_the_standard_split(tmp_path) -> None:
 def test_a_log_without_the_data_check_is_not_recorded(run) -> None:
     forge(run, lambda events: events[0].__delitem__("data"))
     row = next(c for c in verify.verify(run).checks if c.name == "counts")
-    assert row.verdict == verify.NOT_RECORDED and not row.problems
+    assert row.verdict == checks.NOT_RECORDED and not row.problems
     assert row.missing == ["event 1 (run_start of segment 1): no data check counts (a log older than the field): "
                            "its epochs' samples cannot be held to the splits"]  # fmt: skip
     assert verify.main([str(run)]) == 1
@@ -496,5 +496,5 @@ def test_proposals_that_name_no_search_are_not_recorded(run) -> None:
 
     forge(run, older)
     row = next(c for c in verify.verify(run).checks if c.name == "configuration")
-    assert row.verdict == verify.NOT_RECORDED and not row.problems
+    assert row.verdict == checks.NOT_RECORDED and not row.problems
     assert row.missing == ["2 of 2 model_proposed events name no search and tuner (a log older than the field)"]

@@ -1,0 +1,165 @@
+"""The verdict's types, shared by every rule family of ``analysis.verify``: a row, the verdict, the comparisons.
+
+A module of their own so that the rule families, the registry that lists
+them (``analysis.verify_registry``) and the command (``analysis.verify``)
+import them from below, and never each other in a circle.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+OK, MISMATCH, NOT_RECORDED = "ok", "MISMATCH", "not recorded"
+REL_TOLERANCE = 1e-12
+"""relative difference allowed between a recomputed float and the recorded one (integers: none)"""
+MAX_LINES = 20
+"""problem lines printed per check (the rest are counted)"""
+MAX_KEPT = 1000
+"""problem lines kept per check (in ``--json``; the rest are counted)"""
+
+
+class Lines(list):
+    """Problem lines, at most :data:`MAX_KEPT` kept: a log of 500,000 bad epochs must not fill the memory."""
+
+    def __init__(self, lines=()) -> None:
+        super().__init__()
+        self.dropped = 0
+        self.extend(lines)
+
+    def append(self, line: str) -> None:
+        if len(self) < MAX_KEPT:
+            super().append(line)
+        else:
+            self.dropped += 1
+
+    def extend(self, lines) -> None:
+        for line in lines:
+            self.append(line)
+
+    def __iadd__(self, lines):
+        self.extend(lines)
+        return self
+
+
+class BadInput(Exception):
+    """Not something that can be verified (exit status 2)."""
+
+
+@dataclass
+class Check:
+    """One row of the verdict table: what was checked, and every problem found."""
+
+    name: str
+    summary: str = ""
+    problems: list[str] = field(default_factory=lambda: Lines())
+    missing: list[str] = field(default_factory=lambda: Lines())
+    """what the log does not record (an older log)"""
+    notes: list[str] = field(default_factory=list)
+    """facts a reviewer may want that do not change the verdict"""
+
+    @property
+    def verdict(self) -> str:
+        if self.problems:
+            return MISMATCH
+        return NOT_RECORDED if self.missing else OK
+
+
+@dataclass
+class Verification:
+    """Every check of one run, in the table's order."""
+
+    source: str
+    checks: list[Check]
+    valid: bool | None = None
+    """the run's validity as recomputed (None: no score could be computed)"""
+    broken_rules: list[str] = field(default_factory=list)
+    rules_version: str = ""
+    """the version of verify's rules that judged it (``analysis.verify_registry.VERIFY_RULES_VERSION``)"""
+
+    @property
+    def ok(self) -> bool:
+        return all(check.verdict == OK for check in self.checks)
+
+    def to_dict(self) -> dict:
+        return {"source": self.source, "rules_version": self.rules_version, "verified": self.ok, "valid": self.valid,
+                "broken_rules": self.broken_rules,
+                "checks": [{**asdict(c), "verdict": c.verdict, "problems_not_kept": c.problems.dropped}
+                           for c in self.checks]}  # fmt: skip
+
+    def text(self) -> str:
+        """The verdict table, then every problem line, then the verdict."""
+        width = max(len(c.name) for c in self.checks)
+        lines = [f"analysis.verify: {self.source}", "",
+                 f"{'check':<{width}}  {'verdict':<12}  what", f"{'-' * width}  {'-' * 12}  {'-' * 40}"]  # fmt: skip
+        lines += [f"{c.name:<{width}}  {c.verdict:<12}  {c.summary}" for c in self.checks]
+        details = []
+        for check in self.checks:
+            for kind, items in ((MISMATCH, check.problems), (NOT_RECORDED, check.missing), ("note", check.notes)):
+                details += [f"{kind:<12}  {check.name}: {item}" for item in items[:MAX_LINES]]
+                more = len(items) - MAX_LINES + getattr(items, "dropped", 0)
+                if more > 0:
+                    details.append(f"{kind:<12}  {check.name}: … and {more} more")
+        if details:
+            lines += ["", *details]
+        lines += ["", self.verdict_line()]
+        return "\n".join(lines) + "\n"
+
+    def verdict_line(self) -> str:
+        if not self.ok:
+            bad = sum(c.verdict == MISMATCH for c in self.checks)
+            missing = sum(c.verdict == NOT_RECORDED for c in self.checks)
+            return f"verdict: NOT VERIFIED ({bad} check(s) with mismatches, {missing} not recorded)"
+        if self.valid:
+            return "verdict: VERIFIED, a valid run"
+        return f"verdict: VERIFIED, an unofficial run (rules not met: {', '.join(self.broken_rules) or '-'})"
+
+
+def same(recorded: object, recomputed: object) -> bool:
+    """Equal as a verifier means it: integers and strings exactly, floats to :data:`REL_TOLERANCE`, deeply."""
+    if isinstance(recorded, bool) or isinstance(recomputed, bool):
+        return recorded is recomputed
+    if isinstance(recorded, int) and isinstance(recomputed, int):
+        return recorded == recomputed
+    if isinstance(recorded, int | float) and isinstance(recomputed, int | float):
+        if isinstance(recorded, int) != isinstance(recomputed, int) and float(recorded) != float(recomputed):
+            return False  # an integer field written as a float (or the reverse) must still be the same number
+        return math.isclose(recorded, recomputed, rel_tol=REL_TOLERANCE, abs_tol=0.0)
+    if isinstance(recorded, Mapping) and isinstance(recomputed, Mapping):
+        return recorded.keys() == recomputed.keys() and all(same(recorded[k], recomputed[k]) for k in recorded)
+    if isinstance(recorded, list | tuple) and isinstance(recomputed, list | tuple):
+        return len(recorded) == len(recomputed) and all(same(a, b) for a, b in zip(recorded, recomputed, strict=True))
+    return recorded == recomputed
+
+
+def differences(recorded: Mapping, recomputed: Mapping, fields: tuple[str, ...]) -> list[str]:
+    """'field: recorded X, recomputed Y' for each of ``fields`` that differs (a missing field differs)."""
+    out = []
+    for name in fields:
+        if name not in recorded:
+            out.append(f"{name}: not in the record (recomputed {short(recomputed.get(name))})")
+        elif not same(recorded[name], recomputed.get(name)):
+            out.append(f"{name}: recorded {short(recorded[name])}, recomputed {short(recomputed.get(name))}")
+    return out
+
+
+def short(value: object) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= 120 else text[:117] + "…"
+
+
+def is_hex(text: object, length: int) -> bool:
+    return isinstance(text, str) and len(text) == length and all(c in "0123456789abcdef" for c in text)
+
+
+@dataclass
+class Run:
+    """What the rule families of one verification share: the run directory, whether its log ends in a cut line,
+    and each other, by family name (a family asks another for what only that one reads)."""
+
+    run_dir: Path
+    judges: dict[str, object] = field(default_factory=dict)
+    truncated: bool = False

@@ -1,0 +1,331 @@
+"""verify's rules, versioned: each family of rules, what it reads and the rows it fills, in one list.
+
+In the manner of mlcommons' compliance checker, whose rulesets are
+versioned files of keys and what each must hold, ``analysis.verify`` judges
+a run by the families listed in :data:`FAMILIES`, under
+:data:`VERIFY_RULES_VERSION`; ``verify.json`` (and so a bundle) records the
+version, so a verdict says which rules made it, and ``docs/verify.md``'s
+table of checks is generated from this list (:func:`markdown`).
+
+A family's ``judge`` is a class built once per verification with the run
+(:class:`analysis.checks.Run`). The walk reads ``events.jsonl`` once and
+gives each event that keeps to the schema to the families that declare it,
+in :data:`WALK_ORDER`: to the judge's ``each(event, number)`` first when it
+has one (a false answer keeps the event from it), then to its method named
+after the event (``epoch(event, number)``); a family that declares
+:data:`ANY` has ``each`` called for every event. A judge that defines
+``unreadable`` is handed what its methods raise when a number cannot be
+computed with (ArithmeticError, ValueError) instead of the verification
+ending. After the walk each judge's ``finish()`` gives its rows, in order.
+The bundle's rows and the re-evaluation judge files only; ``analysis.verify``
+runs them (their entries have no judge).
+
+Adding a rule: its row in its family's entry and the code that checks it,
+in a method of the event it reads; a new family: one entry and its class.
+A change of what a rule holds is a new :data:`VERIFY_RULES_VERSION`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from aiperf_mpi.results import runlog
+from aiperf_mpi.results.schema import REQUIRED, SCHEMA_VERSION, check_event
+from analysis.checks import Check, Run
+from analysis.side_files import BestCheck, MLLogCheck, SystemDescription
+from analysis.verify_log import Provenance, Record, ScoreRules
+from analysis.verify_rules import EvidenceRules
+
+VERIFY_RULES_VERSION = "2026.12-1"
+"""the version of :data:`FAMILIES`: what verify checks, and how (a new one for any change of a row's rule)"""
+ANY = "*"
+"""a family that reads every event (its ``each`` method)"""
+EVENT_NAMES = tuple(REQUIRED)
+NUMBER_ERRORS = (ArithmeticError, ValueError)
+"""what a judge's ``unreadable`` turns into a problem line"""
+
+
+@dataclass(frozen=True)
+class Row:
+    """A row of the verdict: its name and what must hold for it to be ``ok`` (the docs' table)."""
+
+    name: str
+    holds: str
+
+
+@dataclass(frozen=True)
+class Family:
+    """Rules that share what they read: the class that judges them, the events and files it reads, its rows."""
+
+    name: str
+    judge: Callable[[Run], object] | None
+    rows: tuple[Row, ...]
+    events: tuple[str, ...] = ()
+    files: tuple[str, ...] = ()
+
+
+FAMILIES = (
+    Family("bundle manifest", None, files=("MANIFEST", "every file of the bundle"), rows=(
+        Row("bundle manifest",
+            "(a bundle only) every file listed in `MANIFEST` with its sha256, and no file that is not listed"),
+    )),
+    Family("log", None, events=(ANY,), files=(runlog.EVENTS_FILE,), rows=(
+        Row("log",
+            "every line is one JSON event that keeps to [the schema](events.md); no cut last line"),
+    )),
+    Family("record", Record, events=(ANY, "run_start", "layout", "model_proposed", "epoch", "model_done",
+                                     "model_failed", "run_stop", "score"),
+           files=("graphs/",), rows=(
+        Row("segments",
+            "`run_start`s numbered 1, 2, … in time order, `resumed` only after the first; a resume changes no "
+            "configuration but `time_limit` and `run_dir`; each segment's one `run_stop` precedes its `score`; "
+            "nothing but the `score` follows a `run_stop`; the last segment is closed and scored"),
+        Row("epochs in segments",
+            "every epoch follows its task's `model_proposed` in the same segment and group, is numbered 1, 2, … "
+            "within its task, and none comes after the task's `model_done`/`model_failed`"),
+        Row("graph files",
+            "each model's graph is where its `model_proposed` says, inside the run directory: a whole line of its"
+            " segment's appended file (`graph_file` `graphs/segment-N.jsonl`, `graph_offset`, `graph_bytes`; a "
+            "file cut before the line's newline is named), no two models at the same line; or, in a run from "
+            "before the appended file, the whole of `graphs/task-N.json`. Its sha256 equals the `graph_sha256` "
+            "logged at `model_proposed`, it is the graph its `model_done` records when that carries one (runs "
+            "logged before each graph was stored once; since then `model_done` carries none), and its tunable "
+            "kernels are its hyper-parameters' `kernel_size`. No child (a proposal with a parent) has the graph "
+            "of a proposal the master knew of — one of its segment, or of a model that had ended before it — "
+            "since the master answers Duplicate to those; a seed may come twice"),
+        Row("lineage",
+            "each graph file is its graph rebuilt from what its proposal logs ([below](#lineage)): the seed model"
+            " (`seed`, which must be the configuration's `seed_model`) or its parent model's stored graph with "
+            "the logged morphisms (`morphs`, 1 to 3 as the search chains them, each one the search could make), "
+            "tuned to its `kernel_size`; layers, their attributes and edges equal; the parent logged before the "
+            "child"),
+        Row("ops recount",
+            "each epoch recounted with the package's counter ([counting.md](counting.md)): the task's graph at "
+            "its `kernel_size`, the epoch's logged `train_samples` and `validation_samples`, and the global batch"
+            " = `batch_size` × the ranks of its group in the segment's `layout`; `ops`, `ops_train`, "
+            "`ops_update`, `ops_validation` and `steps` equal as integers"),
+        Row("model records",
+            "each `model_done` lists exactly its task's epoch events (field by field), its `accuracy` is the best"
+            " of them, its `ops.total` their sum, its per-sample counts the recount's, its `hparams` its "
+            "proposal's; model ids run 0, 1, 2, …"),
+    )),
+    Family("evidence", EvidenceRules, events=(ANY, "run_start", "system", "layout", "staging", "peak", "monitor",
+                                              "model_proposed", "epoch", "model_done", "model_failed", "group_lost",
+                                              "run_stop", "score"),
+           files=("graphs/ (each graph as the record family parsed it)",), rows=(
+        Row("times",
+            "within a segment event times never go backwards (monitor samples apart: they carry their leader's "
+            "sampling time); an epoch ends after it starts, starts after its segment's `run_start` and its task's"
+            " `model_proposed`, is logged (`time`) after its `end`, and its phases `data_wait + compute + "
+            "evaluation + compile` fit in `end − start`; a group trains one model at a time: no `model_proposed` "
+            "on a group whose previous task has not ended, no epoch starting before the group's previous epoch "
+            "ended or its previous model's `model_done`/`model_failed`; a `model_done`/`model_failed`/`staging` "
+            "is logged after what it reports ended; nothing claims a time after its segment's `run_stop`; a "
+            "resumed segment starts after the last time the previous one claims (event times, epoch ends, monitor"
+            " samples) and nothing in it claims a time before its `run_start`"),
+        Row("physics",
+            "no epoch's training rate, `ops_train ÷ (compute + compile)`, exceeds `PEAK_MULTIPLE` = 2.0 × its "
+            "group's measured peak (the segment's `peak` event for that group); no `score` exceeds the sum of the"
+            " groups' peaks (of the segments so far, the largest); a group without a `peak` event "
+            "(`--no-peak-probe`) is *not recorded*"),
+        Row("counts",
+            "an epoch's `train_samples` = `steps` × global batch (`batch_size` × its group's ranks), and "
+            "`train_samples` and `validation_samples` are the same in every epoch of a model; each epoch is one "
+            "whole pass over the splits the data check counted (`run_start`'s `data`): exactly the pipeline's "
+            "`(train // ranks) // batch` steps a rank, so never more samples than the train split and never fewer"
+            " than a pass, and `validation_samples` equal to the validation split (every rank validates its "
+            "share); `correct` is an integer in [0, `validation_samples`] and `val_accuracy` = `correct / "
+            "validation_samples` exactly, as the float division gives it (a log without `correct`: accuracy × "
+            "validation samples within 1e-9 of a whole number, in [0, 1]); no epoch number above the "
+            "configuration's `max_epochs`; each layout group's `horovod_size` is the length of its `ranks`, and "
+            "its `peak` was measured by that many ranks; a `run_start` without `data` or epochs without `correct`"
+            " are *not recorded*"),
+        Row("configuration",
+            "every graph's input node is the configured data set's image (digits and CIFAR-10 32×32×3, ImageNet "
+            "`image_size` or 224 ×3, synthetic `image_size` or 32 ×3; hdf5: the data check's, or the first "
+            "graph's, in every graph) and its output has its classes (10; ImageNet 1,000); the data check read "
+            "the configured data set, and its image shape and classes are those; every segment's data check "
+            "counted the same; the precision the `system` event chose (under `--precision auto`) is the "
+            "configured one; each `model_proposed` names the `search` and `tuner` that produced it in its "
+            "`search` object: the configured `search` (`seed` for a proposal without a parent) and `hpo`, which "
+            "the rule `algorithms` judges (proposals without the names are *not recorded*)"),
+    )),
+    Family("score", ScoreRules, events=(ANY, "peak"), files=("score.json",), rows=(
+        Row("score",
+            "the score recomputed from the log (`aiperf_mpi/results/score.py`, the run's `score_step`) equals "
+            "`score.json` — score, regulated score, active time, operations, best accuracy, counts, validity and "
+            "every grid sample — and every `score` event of the log, as of that event"),
+        Row("scored window",
+            "each segment the run ended itself (its time limit, every group stopped because no new model fit, "
+            "`max models`) counts its whole `time_limit`, one a signal or a kill ended its span as it ran; a "
+            "`run_stop`'s `reason` is one the master writes and agrees with the log (no signal when every group "
+            "had stopped early, no `max models` without `max_models`); every `run_start`'s configuration has a "
+            "positive `time_limit`; `score.json` is scored over no less than the run's window"),
+        Row("rule *name*",
+            "each validity rule recomputed and equal to `score.json`'s; the log's evidence agrees with the "
+            "configuration: the peak probe ran at the configured precision, and no proposal names a search "
+            "strategy other than the configured search's. The rule `dataset` (rules 1.1) needs ImageNet with the "
+            "counts of a documented split (`IMAGENET_SPLITS` in `aiperf_mpi/results/rules.py`: ILSVRC-2012's "
+            "1,281,167 train / 50,000 validation images of 1,000 classes, the only one so far): any other "
+            "ImageNet-format set — the small ones the tests write — verifies as an *unofficial* run whose rule "
+            "row names its counts, and the `configuration` row notes it; a log older than the data check is "
+            "judged by the data set's name"),
+    )),
+    Family("provenance", Provenance, events=("run_start", "system"), rows=(
+        Row("provenance",
+            "each `run_start` records `aiperf_mpi` (version), `git_commit` (or `unknown`), `source_sha256`, "
+            "`python`, `tensorflow`, `horovod`, `mpi`, consistent with its segment's `system` event; every "
+            "segment ran the same source"),
+    )),
+    Family("mllog", MLLogCheck, events=("run_start", "epoch", "model_done", "model_failed", "group_lost", "run_stop"),
+           files=("mllog.log",), rows=(
+        Row("mllog.log",
+            "read streaming beside the event walk (`analysis/side_files.py`): each epoch event has its "
+            "`epoch_start` (time = the epoch's `start`), `epoch_stop` (time = its `end`, `ops`, `train_samples`) "
+            "and `eval_accuracy` (`val_accuracy`, `eval_samples` = `validation_samples`), times in whole ms as "
+            "the writer rounds them (`int(s × 1000)`; a late line's true time is its `metadata.event_time_ms`); "
+            "each segment's `run_start` and `run_stop` lines at the events' times, with their segment and reason;"
+            " no mllog epoch without its event, except an `epoch_start` alone for the epoch after its task's last"
+            " when the task was discarded at `run_stop`, failed, gave up with no epoch (the time limit) or was "
+            "training when its segment was killed. A missing file fails (every run writes one)"),
+    )),
+    Family("best", BestCheck, events=("run_start", "model_proposed", "model_done", "run_stop"),
+           files=("best/metadata.json", "best/ops.json", "best/graph.json", "graphs/"), rows=(
+        Row("best/ (exported model)",
+            "`best/metadata.json`: its task is the best trained model (ties: the earliest) as of the log's last "
+            "`run_stop`; model id, accuracy (the best epoch's), the saved epoch's accuracy, samples and number, "
+            "hyper-parameters, epochs, data set, precision and each lineage step (task, model, parent, "
+            "description, accuracy, hyper-parameters; each step's parent the previous step's model, the first "
+            "without one) are the log's; `ops_per_sample`, `params`, `best/ops.json` and `best/graph.json` equal "
+            "the recount of the task's graph file at its kernel size. No `best/` (a run ended by a signal, "
+            "synthetic data, `--no-report`; `python -m analysis.export --single-copy RUN_DIR` makes it later): "
+            "*not present*, noted, not failed. A `best/` an earlier segment exported, left by a resume that ended"
+            " by a signal or with `--no-report` (the run says so), describes that segment's best model and fails "
+            "this row when a later segment trained a better one: export again"),
+    )),
+    Family("bundle", SystemDescription, events=("run_start", "system", "layout", "peak"),
+           files=("verify.txt", "verify.json", "system.json"), rows=(
+        Row("bundle verify.txt/json",
+            "(a bundle only) `verify.json`'s `verified`, `valid`, `broken_rules` and each row's verdict, and "
+            "`verify.txt`'s verdict line and rows, equal what verify recomputes now (the bundle's own rows apart)"),
+        Row("bundle system.json",
+            "(a bundle only) each segment's `system`, `layout`, `peak` events and `run_start` provenance, as the "
+            "log has them"),
+    )),
+    Family("re-evaluation", None, files=("best/model.keras", "the data set"), rows=(
+        Row("re-evaluation",
+            "(with `--reevaluate` only) the best model's correct predictions, recounted from `best/model.keras`, "
+            "equal the logged count ([below](#re-evaluating-the-best-model-the-reviewers-second-step))"),
+    )),
+)  # fmt: skip
+"""every rule of verify, in the verdict's order"""
+WALK_ORDER = ("evidence", "mllog", "best", "bundle", "score", "record", "provenance")
+"""the order in which the walk gives an event to the families that read it: the side files' readers before the
+score and the record, so a file that cannot be read fails in the same reader, with the same line, as before the
+registry (a family not named here comes last)"""
+
+
+def family(name: str, families: tuple[Family, ...] = FAMILIES) -> Family:
+    """The family of that name (KeyError: none)."""
+    for entry in families:
+        if entry.name == name:
+            return entry
+    raise KeyError(name)
+
+
+def family_of(row: str, families: tuple[Family, ...] = FAMILIES) -> Family:
+    """The family whose rules fill the verdict row ``row`` (``rule dataset``: the family of ``rule *name*``)."""
+    for entry in families:
+        if any(r.name == row or (r.name == "rule *name*" and row.startswith("rule ")) for r in entry.rows):
+            return entry
+    raise KeyError(row)
+
+
+def handlers(entry: Family, judge: object) -> dict[str, Callable[[dict, int], None]]:
+    """Event name (:data:`ANY` for a name the schema does not know) → what the walk calls for it on ``judge``."""
+    each = getattr(judge, "each", None)
+    unreadable = getattr(judge, "unreadable", None)
+    calls = {}
+    for name in (*EVENT_NAMES, ANY):
+        if name in entry.events or ANY in entry.events:
+            call = _call(each, getattr(judge, name) if name in entry.events and name != ANY else None, unreadable)
+            if call is not None:
+                calls[name] = call
+    return calls
+
+
+def _call(each: Callable | None, named: Callable | None, unreadable: Callable | None) -> Callable | None:
+    if each is None and unreadable is None:
+        return named
+    if each is None and named is None:
+        return None
+
+    def call(event: dict, number: int) -> None:
+        if (each is None or each(event, number)) and named is not None:
+            named(event, number)
+
+    if unreadable is None:
+        return call
+
+    def guarded(event: dict, number: int) -> None:
+        try:
+            call(event, number)
+        except NUMBER_ERRORS as exc:
+            unreadable(exc, event, number)
+
+    return guarded
+
+
+def walk(run: Run, families: tuple[Family, ...] = FAMILIES) -> list[Check]:
+    """Every family's rows, the log row first: ``events.jsonl`` read once, each event given to its readers."""
+    judged = []
+    for entry in families:
+        if entry.judge is not None:
+            run.judges[entry.name] = judge = entry.judge(run)
+            judged.append((entry, judge))
+    table: dict[str, list[Callable[[dict, int], None]]] = {name: [] for name in (*EVENT_NAMES, ANY)}
+    walk_order = {name: place for place, name in enumerate(WALK_ORDER)}
+    for entry, judge in sorted(judged, key=lambda pair: walk_order.get(pair[0].name, len(WALK_ORDER))):
+        for name, call in handlers(entry, judge).items():
+            table[name].append(call)
+    log, events = Check("log"), 0
+    stream = runlog.EventStream(run.run_dir)
+    try:
+        for event in stream:
+            events += 1
+            if not isinstance(event, dict):
+                log.problems.append(f"event {events}: not a JSON object")
+                continue
+            problems = check_event(event)
+            if problems:
+                log.problems.append(f"event {events} ({event.get('event')}): {'; '.join(problems)}")
+                continue
+            for call in table.get(event[runlog.EVENT], table[ANY]):
+                call(event, events)
+    except ValueError as exc:  # a bad line before the last: the log was edited or broken
+        log.problems.append(f"{exc} (the log cannot be read past it)")
+    if stream.truncated_tail:
+        log.problems.append(f"the log ends in a cut line ({stream.truncated_bytes} bytes: "
+                            f"{stream.truncated_line[:60]!r}): the run was killed while writing")  # fmt: skip
+    run.truncated = stream.truncated_tail
+    log.summary = (f"{events} events, schema version {SCHEMA_VERSION}, one JSON object a line"
+                   + ("" if not run.truncated else ", a cut tail"))  # fmt: skip
+    rows = [log]
+    for _, judge in judged:
+        rows += judge.finish()
+    return rows
+
+
+def markdown(families: tuple[Family, ...] = FAMILIES) -> str:
+    """The rules as Markdown (``docs/verify.md``): each row and what must hold, then what each family reads."""
+    lines = [f"verify's rules, version {VERIFY_RULES_VERSION} (`analysis/verify_registry.py`), in the verdict's "
+             "order:", "", "| check | what must hold |", "|---|---|"]  # fmt: skip
+    lines += [f"| {row.name} | {row.holds} |" for entry in families for row in entry.rows]
+    lines += ["", "| family | reads events | reads files | rows |", "|---|---|---|---|"]
+    for entry in families:
+        named = ", ".join(f"`{name}`" for name in entry.events if name != ANY)
+        events = "; by name: ".join(part for part in ("every event" if ANY in entry.events else "", named) if part)
+        files = ", ".join(f"`{f}`" if " " not in f else f for f in entry.files) or "–"
+        lines.append(f"| {entry.name} | {events or '–'} | {files} | {', '.join(row.name for row in entry.rows)} |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,110 @@
+"""verify's rules as a versioned registry (``analysis/verify_registry.py``): what each family declares is what it
+reads and fills, the verdict records the version, and a new rule is one entry and the method that checks it."""
+
+from __future__ import annotations
+
+import json
+import re
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from aiperf_mpi.results import runlog
+from analysis import bundle, checks, verify
+from analysis.verify_registry import (
+    ANY,
+    EVENT_NAMES,
+    FAMILIES,
+    VERIFY_RULES_VERSION,
+    WALK_ORDER,
+    Family,
+    Row,
+    family,
+    family_of,
+    markdown,
+)  # fmt: skip
+from tests.support.verify_runs import find, rewrite_log
+
+
+def _unpacked_bundle(run_dir: Path, tmp_path: Path) -> Path:
+    archive = bundle.make_bundle(run_dir, tmp_path / "bundle.tar.gz").path
+    with tarfile.open(archive) as tar:
+        tar.extractall(tmp_path / "unpacked", filter="data")
+    return tmp_path / "unpacked" / run_dir.name
+
+
+def test_every_row_of_a_verdict_is_a_rule_of_the_registry_in_its_order(pristine, tmp_path) -> None:
+    result = verify.verify_dir(_unpacked_bundle(pristine, tmp_path), before=[checks.Check("bundle manifest")],
+                               bundle=True)  # fmt: skip
+    names = [check.name for check in result.checks]
+    places = {entry.name: place for place, entry in enumerate(FAMILIES)}
+    assert [places[family_of(name).name] for name in names] == sorted(places[family_of(n).name] for n in names)
+    registered = {row.name for entry in FAMILIES for row in entry.rows} - {"rule *name*", "re-evaluation"}
+    assert registered == {name for name in names if not name.startswith("rule ")}
+    assert family_of("rule dataset") is family("score") and family_of("mllog.log") is family("mllog")
+    with pytest.raises(KeyError):
+        family_of("no such row")
+
+
+def test_each_family_declares_exactly_the_events_its_judge_reads() -> None:
+    """The walk calls a judge's method named after each event its entry declares: no method undeclared, none
+    declared that is missing, and ``each`` for a family that reads every event."""
+    for entry in FAMILIES:
+        assert set(entry.events) <= {*EVENT_NAMES, ANY}, entry.name
+        assert [row.name for row in entry.rows], entry.name
+        if entry.judge is None:
+            continue
+        methods = {name for name in EVENT_NAMES if callable(getattr(entry.judge, name, None))}
+        assert methods == set(entry.events) - {ANY}, entry.name
+        assert ANY not in entry.events or callable(getattr(entry.judge, "each", None)), entry.name
+        assert callable(getattr(entry.judge, "finish", None)), entry.name
+    assert sorted(WALK_ORDER) == sorted(entry.name for entry in FAMILIES if entry.judge is not None)
+
+
+def test_the_verdict_records_the_version_of_the_rules_that_judged_it(pristine, tmp_path) -> None:
+    assert re.fullmatch(r"\d{4}\.\d{2}-\d+", VERIFY_RULES_VERSION)
+    assert verify.main([str(pristine), "--json", str(tmp_path / "checks.json")]) == 0
+    assert json.loads((tmp_path / "checks.json").read_text())["rules_version"] == VERIFY_RULES_VERSION
+    root = _unpacked_bundle(pristine, tmp_path)
+    recorded = json.loads((root / "verify.json").read_text())
+    assert recorded["rules_version"] == VERIFY_RULES_VERSION
+    row = next(c for c in verify.verify_dir(root, bundle=True).checks if c.name == "bundle verify.txt/json")
+    assert row.verdict == checks.OK and not any("rules" in note for note in row.notes)
+    recorded["rules_version"] = "2026.01-1"  # made by other rules: said, and the rows compared all the same
+    (root / "verify.json").write_text(json.dumps(recorded))
+    row = next(c for c in verify.verify_dir(root, bundle=True).checks if c.name == "bundle verify.txt/json")
+    assert row.verdict == checks.OK
+    assert f"verify.json was made by verify's rules \"2026.01-1\", these are {VERIFY_RULES_VERSION}" in row.notes
+
+
+class _HourLongEpochs:
+    """A rule added the way the registry asks: a judge whose method is named after the event it reads."""
+
+    def __init__(self, run: checks.Run) -> None:
+        self.check = checks.Check("epochs under an hour", "every epoch's end − start ≤ 3,600 s")
+
+    def epoch(self, event: dict, number: int) -> None:
+        if event["end"] - event["start"] > 3600:
+            self.check.problems.append(f"event {number}: epoch {event['epoch']} of task {event['task']} ran "
+                                       f"{event['end'] - event['start']:.0f} s")  # fmt: skip
+
+    def finish(self) -> list[checks.Check]:
+        return [self.check]
+
+
+def test_a_rule_is_one_entry_and_the_method_that_checks_it(run) -> None:
+    entry = Family("hour", _HourLongEpochs, events=("epoch",), rows=(Row("epochs under an hour", "≤ 3,600 s"),))
+    families = (*FAMILIES, entry)
+    assert family_of("epochs under an hour", families) is entry and "| epochs under an hour | ≤ 3,600 s |" in \
+        markdown(families) and "| hour | `epoch` | – | epochs under an hour |" in markdown(families)  # fmt: skip
+    row = verify.verify_dir(run, families=families).checks[-1]
+    assert (row.name, row.verdict) == ("epochs under an hour", checks.OK)
+    assert "epochs under an hour" not in [c.name for c in verify.verify_dir(run).checks]  # FAMILIES is unchanged
+
+    def longer(events: list[dict]) -> None:
+        find(events, runlog.EPOCH, task=0, epoch=1)["start"] -= 4000
+
+    rewrite_log(run, longer)
+    row = verify.verify_dir(run, families=families).checks[-1]
+    assert row.verdict == checks.MISMATCH and row.problems[0].endswith("epoch 1 of task 0 ran 4010 s"), row.problems
