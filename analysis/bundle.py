@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from aiperf_mpi.results import runlog
+from aiperf_mpi.results.logmodel import read_model
 from analysis.guard import guarded
 from analysis.side_files import SystemDescription
 from analysis.verify import MANIFEST, SCORE_FILE, BadInput, Verification, verify_dir
@@ -97,8 +98,7 @@ def select(run_dir: Path) -> tuple[list[str], list[str]]:
 def system_description(run_dir: Path) -> dict:
     """Each segment's system, layout, peaks and provenance, from the log (verify rebuilds it the same way)."""
     description = SystemDescription()
-    for event in runlog.EventStream(run_dir):
-        description.add(event)
+    read_model(run_dir, on_event=lambda event, _model: description.add(event), require_start=False)
     return description.to_dict()
 
 
