@@ -90,26 +90,23 @@ from aiperf_mpi.results.precisions import logged_precision
 UNRECORDED_STATUS = "trained"
 """the status of a ``model_done`` whose record names none: logs from before a task could end untrained"""
 EPOCH_COLUMNS = ("task", "group", "epoch", "start", "end", "ops", "val_accuracy", "data_wait", "compute", "evaluation",
-                 "train_loss", "steps", "train_samples", "validation_samples", "compile", "correct")
-"""the fields of an epoch kept (as float64: display and look-up — the score keeps exact integers apart)"""
+                 "compile", "line")
+"""the fields of an epoch the analyses use (as float64: display only — the score keeps exact integers apart), and
+``line``: where the epoch's line starts in the log (a byte offset; -1 when not read from a file), so that a reader
+wanting an epoch whole (the export: its saved epoch) reads that line again (:meth:`RunModel.epoch`)"""
 MONITOR_COLUMNS = ("time", "node", "group", "device", "utilization", "memory_used", "memory_total")
 BLOCK = 8192
 """epochs parsed before they are converted to columns at once (1 MB of floats)"""
-_INTEGER_FIELDS = frozenset({"task", "group", "epoch", "ops", "steps", "train_samples", "validation_samples",
-                             "correct"})  # fmt: skip
-"""the epoch fields the schema types as integers: :meth:`RunModel.epoch` gives them back as ints"""
 _HEAD = re.compile(r'\s*\{\s*"event"\s*:\s*"([A-Za-z_]+)"')
 _EPOCH_PREFIX = '{"event":"epoch",'
 """how :class:`aiperf_mpi.results.runlog.EventLog` starts an epoch line (other spellings take the generic path)"""
 _EPOCH_LIST = re.compile(r'"epochs"\s*:\s*\[')
 _ROW = itemgetter(runlog.TIME, *EPOCH_COLUMNS[:-2])
-"""an epoch's row while it waits in a block: its time, then the columns every epoch has (the schema's), then
-the two it may lack (:data:`_OPTIONAL_ROW`)"""
+"""an epoch's row while it waits in a block: its time, the columns the schema requires; then its ``compile`` (an
+optional field) and its line's offset"""
 _ROW_NAMES = (runlog.TIME, *EPOCH_COLUMNS)
 _ROW_DEFAULTS = tuple(-1 if name in ("task", "group") else 0 if name == "epoch" else math.nan for name in _ROW_NAMES)
 """what a missing field reads as (a missing ``ops`` stays NaN and stops the score, as it stops the run's)"""
-_OPTIONAL_ROW = EPOCH_COLUMNS[-2:]
-"""the kept fields the schema leaves optional (newer than the first logs)"""
 _START, _END = 1 + EPOCH_COLUMNS.index("start"), 1 + EPOCH_COLUMNS.index("end")
 _OPS, _ACCURACY = 1 + EPOCH_COLUMNS.index("ops"), 1 + EPOCH_COLUMNS.index("val_accuracy")
 _DEVICE_FIELDS = ("index", "utilization", "memory_used", "memory_total")
@@ -554,7 +551,8 @@ class RunModel(Timeline):
         """epoch rows not yet converted (at most BLOCK)"""
         self._blocks: list[np.ndarray] = []
         self._monitor_values = array("d")
-        self._line_offset = -1
+        self._stream: runlog.EventStream | None = None
+        """the stream being read (:func:`read_model`): where the current line starts"""
 
     # -- what readers ask
 
@@ -596,10 +594,19 @@ class RunModel(Timeline):
         return self.monitor[:, MONITOR_COLUMNS.index(name)]
 
     def epoch(self, row: int) -> dict:
-        """One epoch's kept fields as logged (integers as ints; a field the epoch lacked as None)."""
+        """The epoch of row ``row`` as logged: its line read again (the columns alone, as floats, for a model fed
+        events without a file)."""
         values = self.epochs[row].tolist()
-        return {name: None if value != value else int(value) if name in _INTEGER_FIELDS else value
-                for name, value in zip(EPOCH_COLUMNS, values, strict=True)}  # fmt: skip
+        offset = values[EPOCH_COLUMNS.index("line")]
+        if offset != offset or offset < 0:
+            return dict(zip(EPOCH_COLUMNS[:-1], values, strict=False))
+        with open(self.path, "rb") as handle:
+            handle.seek(int(offset))
+            return loads(handle.readline().decode("utf-8"))
+
+    def _offset(self) -> int:
+        """Where the line being read starts in the log (-1: events fed without a stream)."""
+        return self._stream.line_start if self._stream is not None else -1
 
     @property
     def groups(self) -> int:
@@ -718,7 +725,7 @@ class RunModel(Timeline):
             except (KeyError, TypeError):  # a field missing: the careful way
                 self._epoch(event)
                 return None
-            pending.append((*row, event.get("compile", math.nan), event.get("correct", math.nan)))
+            pending.append((*row, event.get("compile", math.nan), self._stream.line_start))  # type: ignore[union-attr]
             if len(pending) >= BLOCK:
                 self.flush()
             return None
@@ -755,8 +762,8 @@ class RunModel(Timeline):
         """One epoch into the pending block, a missing field as its default (:meth:`parse` has the fast way)."""
         if not isinstance(event, dict):
             raise ValueError(f"an epoch line is not a JSON object: {str(event)[:80]}")
-        self._pending.append(tuple(event.get(name, default) for name, default in zip(_ROW_NAMES, _ROW_DEFAULTS,
-                                                                                     strict=True)))  # fmt: skip
+        self._pending.append((*(event.get(name, default) for name, default in zip(_ROW_NAMES[:-1], _ROW_DEFAULTS,
+                                                                                   strict=False)), self._offset()))
         if len(self._pending) >= BLOCK:
             self.flush()
 
@@ -806,7 +813,7 @@ class RunModel(Timeline):
             stop=str(timings.get("stop", "")),
             weights_epoch=timings.get("weights_epoch"),
             inline_graph=inline,
-            line_offset=self._line_offset,
+            line_offset=self._offset(),
         )
         self.models.append(done)
         task = self._task(done.task)
@@ -958,13 +965,13 @@ def read_model(run_dir: Path | str, on_event: Callable[[dict, RunModel], None] |
     """
     stream = runlog.EventStream(Path(run_dir))
     model = RunModel(stream.path)
-    stream.parse = model.parse
+    stream.parse, model._stream = model.parse, stream
     for event in stream:
-        model._line_offset = stream.line_start
         model.add(event)
         if on_event is not None:
             on_event(event, model)
     model.finish(stream)
+    model._stream = None
     if require_start and not model.segment_records:
         raise ValueError(f"{stream.path}: the log has no run_start: not an aiperf_mpi event log")
     return model

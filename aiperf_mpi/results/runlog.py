@@ -375,13 +375,13 @@ class EventStream:
             raw = bad[1]
             body = raw.rstrip(_JUNK)
             if len(body) < len(raw.rstrip(_BLANK)):  # NULs after the line: is what precedes them an event?
+                self.line_start = bad[2]
                 try:
                     event = parse(body.decode("utf-8"))
                 except ValueError:
                     pass
                 else:  # a complete event, then NULs: the event stands, the NULs are the cut
                     raw = raw[len(body) :]
-                    self.line_start = bad[2]
                     if event is not None:
                         yield event
             self._cut(raw)
