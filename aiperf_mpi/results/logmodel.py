@@ -72,6 +72,7 @@ from functools import cached_property
 from itertools import chain
 from operator import itemgetter
 from pathlib import Path
+from sys import intern
 
 import numpy as np
 
@@ -371,7 +372,7 @@ class Timeline:
         return active_times(times, self.segments, self.windows)
 
 
-@dataclass
+@dataclass(slots=True)
 class Proposal:
     """A ``model_proposed`` event: the search's output for one task (its graph is where ``place`` says)."""
 
@@ -389,7 +390,7 @@ class Proposal:
     logged): what :func:`aiperf_mpi.results.graphs.read_graph` reads; None when the event names no file"""
 
 
-@dataclass
+@dataclass(slots=True)
 class Done:
     """A ``model_done`` event: one model's record, without its graph and its epochs."""
 
@@ -421,7 +422,7 @@ class Done:
     """the byte offset of its line in the log: where an inline graph is read back from"""
 
 
-@dataclass
+@dataclass(slots=True)
 class Failure:
     """A ``model_failed`` event, its traceback dropped (the log keeps it)."""
 
@@ -438,7 +439,7 @@ class Failure:
     graph_hash: object = None
 
 
-@dataclass
+@dataclass(slots=True)
 class Task:
     """One task: its proposal, epochs, end or failure, as far as the log has them."""
 
@@ -791,32 +792,37 @@ class RunModel(Timeline):
         accuracy = record.get("accuracy")
         graph = record.get("graph", None)
         inline = ""
+        task = self._task(int(event.get("task", timings.get("task", -1))))
+        proposal = task.proposal
+        hparams, description = record.get("hparams") or {}, str(record.get("description", ""))
+        if proposal is not None:  # the same as proposed, mostly: one dict and one string for both (10⁵ tasks)
+            hparams = proposal.hparams if hparams == proposal.hparams else hparams
+            description = proposal.description if description == proposal.description else description
         if "graph" in record:
             inline = ("not a string" if not isinstance(graph, str) else "empty" if not graph or graph == "{}"
                       else "text")  # fmt: skip
         done = Done(
-            task=int(event.get("task", timings.get("task", -1))),
+            task=task.task,
             group=int(event.get("group", timings.get("group", -1))),
             id=int(record.get("id", -1)),
             time=event[runlog.TIME],
-            status=str(record.get("status", UNRECORDED_STATUS)),
+            status=intern(str(record.get("status", UNRECORDED_STATUS))),
             accuracy=None if accuracy is None else float(accuracy),
             ops_total=_number(ops.get("total")),
             forward_per_sample=None if ops.get("forward_per_sample") is None else float(ops["forward_per_sample"]),
             params=ops.get("params"),
-            description=str(record.get("description", "")),
-            hparams=record.get("hparams") or {},
+            description=description,
+            hparams=hparams,
             train_seconds=timings.get("train"),
             parent=record.get("parent"),
             predicted_accuracy=record.get("predicted_accuracy"),
             weights=str(record.get("weights") or ""),
-            stop=str(timings.get("stop", "")),
+            stop=intern(str(timings.get("stop", ""))),
             weights_epoch=timings.get("weights_epoch"),
             inline_graph=inline,
             line_offset=self._offset(),
         )
         self.models.append(done)
-        task = self._task(done.task)
         task.done, task.status = done, done.status
         self.task_of_model[done.id] = done.task
 
@@ -826,6 +832,8 @@ class RunModel(Timeline):
         place = None
         if "graph_file" in event:
             place = {name: event[name] for name in _PLACE_FIELDS if name in event}
+            if isinstance(place["graph_file"], str):  # one file per segment: one string, not one per task
+                place["graph_file"] = intern(place["graph_file"])
         proposal = Proposal(
             task=number,
             group=int(event.get("group", -1)),
@@ -835,7 +843,7 @@ class RunModel(Timeline):
             description=str(event.get("description", "")),
             hparams=event.get("hparams") or {},
             search_seconds=_number(search.get("search_seconds", 0.0)),
-            strategy=str(search.get("strategy", "")),
+            strategy=intern(str(search.get("strategy", ""))),
             place=place,
         )
         self.proposals[number] = proposal
@@ -952,6 +960,16 @@ class RunModel(Timeline):
             task = self._task(int(number))
             task.epochs, task.last_row, task.best_row = count, row, best.get(number, -1)
             self.next_task = max(self.next_task, int(number) + 1)
+
+
+def read_timeline(run_dir: Path | str) -> tuple[Timeline, runlog.EventStream]:
+    """Stream a run's event log into its :class:`Timeline` alone (the score's part of the model), and the stream
+    (whether the last line was cut): what the run's own score reads at its end, in the memory of a few arrays."""
+    stream = runlog.EventStream(Path(run_dir), parse=parse_line)
+    timeline = Timeline()
+    for event in stream:
+        timeline.add(event)
+    return timeline, stream
 
 
 def read_model(run_dir: Path | str, on_event: Callable[[dict, RunModel], None] | None = None,

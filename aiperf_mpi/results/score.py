@@ -42,7 +42,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from aiperf_mpi.results.logmodel import Timeline, read_model
+from aiperf_mpi.results.logmodel import Timeline, read_timeline
 from aiperf_mpi.results.logmodel import active_times as active_times
 from aiperf_mpi.results.logmodel import segment_window as segment_window
 from aiperf_mpi.results.logmodel import stopped_by_signal as stopped_by_signal
@@ -206,6 +206,6 @@ def run_step(config: Mapping | None) -> float:
 
 
 def score_run(run_dir, step: float | None = None) -> Score:
-    """Read a run directory's event log into its model and score it (the step defaults to the run's own)."""
-    model = read_model(run_dir, require_start=False)
-    return score_inputs(model, run_step(model.config) if step is None else step, model.truncated_tail)
+    """Read a run directory's event log into its timeline and score it (the step defaults to the run's own)."""
+    timeline, stream = read_timeline(run_dir)
+    return score_inputs(timeline, run_step(timeline.config) if step is None else step, stream.truncated_tail)
