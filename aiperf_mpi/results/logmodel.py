@@ -32,8 +32,10 @@ is exactly what ``json.loads`` accepts.  A ``model_done`` line's repeated
 epoch list is cut out before parsing (:func:`parse_line`), and epoch lines
 go straight into the columns without a detour through the generic path.
 
-The API (read with :func:`read_model`, or feed :meth:`RunModel.add` one
-parsed event at a time in log order and call :meth:`RunModel.finish`):
+The API (read with :func:`read_model` — its ``on_event`` hands a reader each
+event in step with the model, epochs too if asked — or feed
+:meth:`RunModel.add` one parsed event at a time in log order and call
+:meth:`RunModel.finish`; :func:`read_timeline` reads the score's part alone):
 
 * the run: ``config`` and ``data`` (the first ``run_start``'s), ``system``,
   ``layout``, ``groups``, ``ranks``, ``precision``, ``next_task``;
@@ -973,17 +975,19 @@ def read_timeline(run_dir: Path | str) -> tuple[Timeline, runlog.EventStream]:
 
 
 def read_model(run_dir: Path | str, on_event: Callable[[dict, RunModel], None] | None = None,
-               require_start: bool = True) -> RunModel:  # fmt: skip
+               require_start: bool = True, epochs_too: bool = False) -> RunModel:  # fmt: skip
     """Stream a run directory's event log (or the file) into a :class:`RunModel`.
 
     ``on_event``: called with every event but the epochs once the model holds it (a reader's checks in
-    step with the model).  A bad line before the last raises ``ValueError``; a cut last line is skipped and
-    reported (``truncated_tail``); ``ValueError`` too for a log with no ``run_start`` (unless
-    ``require_start`` is false: the score says so in its own words).
+    step with the model: ``model.segment_records[-1]`` is the event's segment, ``model.tasks`` its task);
+    with ``epochs_too`` with every epoch as well (slower: the epochs then take the generic path, a dict
+    each).  A bad line before the last raises ``ValueError``; a cut last line is skipped and reported
+    (``truncated_tail``); ``ValueError`` too for a log with no ``run_start`` (unless ``require_start`` is
+    false: the score says so in its own words).
     """
     stream = runlog.EventStream(Path(run_dir))
     model = RunModel(stream.path)
-    stream.parse, model._stream = model.parse, stream
+    stream.parse, model._stream = (parse_line if epochs_too else model.parse), stream
     for event in stream:
         model.add(event)
         if on_event is not None:

@@ -89,3 +89,17 @@ def test_events_fed_one_at_a_time_make_the_same_model_as_the_file(tmp_path) -> N
     assert fed.segments == read.segments and fed.windows == read.windows and fed.next_task == read.next_task
     assert fed.epoch(0)["val_accuracy"] == read.epoch(0)["val_accuracy"] == 0.5
     assert np.array_equal(fed.epochs[:, :-1], read.epochs[:, :-1], equal_nan=True)  # but where each line lies
+
+
+def test_a_reader_sees_each_event_in_step_with_the_model(tmp_path) -> None:
+    events = [start(0.0), proposed(0, 0, 1.0, 0.5), epoch(0, 0, 1, 2.0, 10.0, 100, 0.5),
+              model_done(0, 0, 11.0, 0.5, []), stop(12.0)]  # fmt: skip
+    write_log(tmp_path, events)
+    seen: list[tuple[str, int]] = []
+    read_model(tmp_path, on_event=lambda event, model: seen.append((event["event"], len(model.segment_records))))
+    assert seen == [(e["event"], 1) for e in events if e["event"] != runlog.EPOCH]
+    seen.clear()
+    model = read_model(tmp_path, on_event=lambda event, model: seen.append((event["event"], len(model.tasks))),
+                       epochs_too=True)  # fmt: skip
+    assert [name for name, _ in seen] == [e["event"] for e in events] and model.tasks[0].epochs == 1
+    assert model.epoch(0) == events[2]
