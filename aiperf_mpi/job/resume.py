@@ -6,6 +6,7 @@ exactly what a resumed master starts from.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,12 +49,13 @@ def history_from_log(run_dir: Path, bounds: ViewBounds | None = None) -> Resumed
     return Resumed(history, model.next_task, weights)
 
 
-def model_records(run_dir: Path, model: RunModel) -> list[tuple[ModelRecord, str | None]]:
+def model_records(run_dir: Path, model: RunModel) -> Iterator[tuple[ModelRecord, str | None]]:
     """Every model of the log as the history's record, in id order, with its graph hash when the log gives one.
 
     A finished model's graph is read where its task's ``model_proposed`` placed it (the bytes it hashed), or
-    from its ``model_done`` record in a log from before the graph was logged once; a failed model is a
-    placeholder.  UsageError (one line) when a model is missing or its record or graph cannot be read.
+    from its ``model_done`` record in a log from before the graph was logged once, one at a time (10⁵ graphs
+    are not held at once); a failed model is a placeholder.  UsageError (one line) when a model is missing or
+    its record or graph cannot be read.
     """
     ended: dict[int, Done | Failure] = {}
     for done in model.models:
@@ -64,21 +66,18 @@ def model_records(run_dir: Path, model: RunModel) -> list[tuple[ModelRecord, str
         ended[done.id] = done
     for failure in model.failures:
         ended[failure.model] = failure  # type: ignore[index]
-    records = []
     for model_id in range(len(ended)):
         end = ended.get(model_id)
         if end is None:
             raise UsageError(f"--resume {run_dir}: the log has no model {model_id} but has model "
                              f"{min(i for i in ended if i > model_id)}")  # fmt: skip
         if isinstance(end, Failure):
-            records.append((ModelRecord(model_id, None, "{}", status=FAILED, timings={"error": end.full_reason}),
-                            end.graph_hash))  # fmt: skip
+            yield ModelRecord(model_id, None, "{}", status=FAILED, timings={"error": end.full_reason}), end.graph_hash
             continue
         graph = _graph(run_dir, model, end)
         record = ModelRecord(model_id, end.parent, graph, status=end.status, accuracy=end.accuracy,  # type: ignore[arg-type]
                              predicted_accuracy=end.predicted_accuracy, weights=end.weights)  # type: ignore[arg-type]
-        records.append((record, None))
-    return records
+        yield record, None
 
 
 def _graph(run_dir: Path, model: RunModel, done: Done) -> str:

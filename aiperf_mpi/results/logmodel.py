@@ -554,6 +554,7 @@ class RunModel(Timeline):
         """epoch rows not yet converted (at most BLOCK)"""
         self._blocks: list[np.ndarray] = []
         self._monitor_values = array("d")
+        self._hparams: dict[tuple, dict] = {}
         self._stream: runlog.EventStream | None = None
         """the stream being read (:func:`read_model`): where the current line starts"""
 
@@ -755,6 +756,14 @@ class RunModel(Timeline):
         if handler is not None:
             handler(event)
 
+    def _shared(self, hparams: dict) -> dict:
+        """One dict for equal hyper-parameters (a run tries a few settings on 10⁵ tasks): read, never changed."""
+        try:
+            key = tuple(hparams.items())
+            return self._hparams.setdefault(key, hparams)
+        except (TypeError, AttributeError):  # a value that does not hash, or not a dict: its own
+            return hparams
+
     def _task(self, number: int) -> Task:
         task = self.tasks.get(number)
         if task is None:
@@ -796,7 +805,7 @@ class RunModel(Timeline):
         inline = ""
         task = self._task(int(event.get("task", timings.get("task", -1))))
         proposal = task.proposal
-        hparams, description = record.get("hparams") or {}, str(record.get("description", ""))
+        hparams, description = self._shared(record.get("hparams") or {}), str(record.get("description", ""))
         if proposal is not None:  # the same as proposed, mostly: one dict and one string for both (10⁵ tasks)
             hparams = proposal.hparams if hparams == proposal.hparams else hparams
             description = proposal.description if description == proposal.description else description
@@ -843,7 +852,7 @@ class RunModel(Timeline):
             segment=len(self.segment_records),
             parent=event.get("parent"),
             description=str(event.get("description", "")),
-            hparams=event.get("hparams") or {},
+            hparams=self._shared(event.get("hparams") or {}),
             search_seconds=_number(search.get("search_seconds", 0.0)),
             strategy=intern(str(search.get("strategy", ""))),
             place=place,
