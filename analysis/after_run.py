@@ -32,7 +32,7 @@ def write_report(run_dir: Path) -> None:
 
 
 def export_best(run_dir: Path, dataset: str, timeout: float = EXPORT_TIMEOUT) -> None:
-    """The best model to ``run_dir/best/``, stored once (analysis.export), after the score; never failing the run.
+    """The best model to ``run_dir/best/``, stored once (``aiperf_mpi.export``), after the score; never failing the run.
 
     It runs in a child process: a timeout can end it (a call in this process
     could not be stopped), its TensorFlow does not stay in rank 0's memory,
@@ -48,21 +48,21 @@ def export_best(run_dir: Path, dataset: str, timeout: float = EXPORT_TIMEOUT) ->
     except Exception as exc:  # noqa: BLE001 - the score is written; whatever went wrong is one line
         why = f"{type(exc).__name__}: {exc}"
     if why:
-        print(f"aiperf_mpi: warning: no model export: {' '.join(why.split())[:300]} (python -m analysis.export "
+        print(f"aiperf_mpi: warning: no model export: {' '.join(why.split())[:300]} (python -m aiperf_mpi.export "
               f"--single-copy {run_dir} retries it)", file=sys.stderr, flush=True)  # fmt: skip
 
 
 def _run_export(run_dir: Path, timeout: float) -> str:
-    """Run ``python -m analysis.export --single-copy RUN_DIR``, print where the model went; '' or why there is none.
+    """Run ``python -m aiperf_mpi.export --single-copy RUN_DIR``, print where the model went; '' or why there is none.
 
     ``--single-copy``: the best model's ``weights/task-N.npz`` goes once ``best/model.keras`` holds the same
     arrays (a ResNet-50 at 32² is 400 MB stored twice otherwise); a resumed run's ranks then read it from there.
     """
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up chatter stays out of the run's output
-    home = str(Path(__file__).resolve().parents[1])  # where analysis/ lives, however this was started
+    home = str(Path(__file__).resolve().parents[1])  # where the package lives, however this was started
     env["PYTHONPATH"] = os.pathsep.join(p for p in (home, env.get("PYTHONPATH", "")) if p)
-    command = [sys.executable, "-m", "analysis.export", "--single-copy", str(run_dir)]
+    command = [sys.executable, "-m", "aiperf_mpi.export", "--single-copy", str(run_dir)]
     # output to files, not pipes: after a timeout nothing (a grandchild holding a pipe) can keep this waiting
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         try:
@@ -73,6 +73,6 @@ def _run_export(run_dir: Path, timeout: float) -> str:
         printed, errors = out.read().strip().splitlines(), [line for line in err.read().splitlines() if line.strip()]
     if done.returncode != 0:
         return errors[-1] if errors else f"exit status {done.returncode}"
-    where = printed[-1].removeprefix("analysis.export: ") if printed else f"in {run_dir / 'best'}"
+    where = printed[-1].removeprefix("aiperf_mpi.export: ") if printed else f"in {run_dir / 'best'}"
     print(f"aiperf_mpi: best model: {where}", flush=True)
     return ""

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from aiperf_mpi.results import runlog
+from aiperf_mpi.results.logmodel import read_model
 from analysis.checks import BadInput, Verification
 from analysis.guard import guarded
 from analysis.side_files import SystemDescription
@@ -101,11 +102,14 @@ def system_description(run_dir: Path) -> dict:
     """Each segment's system, layout, peaks and provenance, from the log (verify rebuilds it the same way)."""
     description = SystemDescription()
     calls = handlers(family("bundle"), description)
-    for event in runlog.EventStream(run_dir):
+
+    def give(event: dict, _model: object) -> None:
         name = event.get(runlog.EVENT)
         call = calls.get(name) if isinstance(name, str) else None
         if call is not None:
             call(event, 0)
+
+    read_model(run_dir, on_event=give, require_start=False)
     return description.to_dict()
 
 

@@ -35,9 +35,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from aiperf_mpi.results.logmodel import read_model
 from aiperf_mpi.results.score import Score
 from aiperf_mpi.results.stability import sample_cv
-from analysis.logdata import load_run
 from analysis.metrics import RunSummary, run_score, summarise
 from analysis.report import duration, percent, si, signed_percent, stability_of
 
@@ -76,7 +76,7 @@ class ComparedRun:
 
 def load_compared(path: Path) -> ComparedRun:
     """Read one run's log (directory or events.jsonl) and summarise it."""
-    run = load_run(path)
+    run = read_model(path)
     score = run_score(run)
     return ComparedRun(summarise(run, score), score, dict(run.config), list(run.provenances))
 

@@ -2,9 +2,9 @@
 
 Model export builds a Keras model, so it lives in its own room above
 ``train/`` (:mod:`aiperf_mpi.export`); ``analysis/`` reads only the log and
-loads no TensorFlow.  This entry point stays because scripts and the run's
-end (:func:`aiperf_mpi.job.finish.export_best`) call it by this name: it
-imports the export room only when it runs, so ``import analysis.export``
+loads no TensorFlow.  This entry point stays because scripts call it by this
+name (the run's end calls ``python -m aiperf_mpi.export``): it imports the
+export room only when it runs, so ``import analysis.export``
 loads nothing of TensorFlow or ``train/`` (``tests/unit/test_architecture.py``
 allows this one module that import, by name).
 """

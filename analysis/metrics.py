@@ -12,14 +12,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from aiperf_mpi.results.logmodel import RunModel, read_model
 from aiperf_mpi.results.score import Score, run_step, score_inputs
-from analysis.logdata import RunLog
 
 IDLE_GAP_MIN_SECONDS = 1.0
 """shorter holes between a group's intervals are bookkeeping noise (message round trips), not idle gaps"""
 
 
-def run_score(run: RunLog, step: float | None = None) -> Score:
+def run_score(run: RunModel, step: float | None = None) -> Score:
     """The score of the run, by the score module, on the run's own grid unless ``step`` is given."""
     if step is None:
         step = run_step(run.config)  # ValueError for a step that is not a number
@@ -87,7 +87,7 @@ class GroupTime:
         return float(np.max(self.idle_end - self.idle_start)) if len(self.idle_start) else 0.0
 
 
-def group_times(run: RunLog, active_time: float) -> list[GroupTime]:
+def group_times(run: RunModel, active_time: float) -> list[GroupTime]:
     """Each group's epochs, searches, set-ups, failures and idle gaps."""
     group_col = run.column("group").astype(int)
     task_col = run.column("task").astype(int)
@@ -157,7 +157,7 @@ def group_times(run: RunLog, active_time: float) -> list[GroupTime]:
     return result
 
 
-def _active_or_nan(run: RunLog, wall_by_task: dict[int, float], proposals: list) -> np.ndarray:
+def _active_or_nan(run: RunModel, wall_by_task: dict[int, float], proposals: list) -> np.ndarray:
     """Each proposal's task's time in ``wall_by_task`` on the active axis; NaN where it has none.
 
     (The active axis maps a missing time to 0, which would hide the span.)
@@ -202,7 +202,7 @@ class TimeSplit:
         return seconds / self.group_seconds if self.group_seconds > 0 else 0.0
 
 
-def time_split(run: RunLog, groups: list[GroupTime], active_time: float) -> TimeSplit:
+def time_split(run: RunModel, groups: list[GroupTime], active_time: float) -> TimeSplit:
     """Sum the epochs' own accounting, the searches, the set-ups and the idle gaps."""
     duration = np.clip(run.column("end") - run.column("start"), 0, None)
     compute = float(np.nansum(run.column("compute")))
@@ -230,7 +230,7 @@ class Peak:
     why_not: str = ""
 
 
-def measured_peak(run: RunLog) -> Peak:
+def measured_peak(run: RunModel) -> Peak:
     """Sum the last ``peak`` event of each group; say why there is none."""
     config = run.config
     devices = sorted({str(p.get("device", "?")) for p in run.peaks.values()})
@@ -247,7 +247,7 @@ def measured_peak(run: RunLog) -> Peak:
     return Peak(None, 0, run.groups, "", [], why)
 
 
-def no_monitor_reason(run: RunLog, active_time: float) -> str:
+def no_monitor_reason(run: RunModel, active_time: float) -> str:
     """Why a log has no monitor samples, as far as the log can tell."""
     config = run.config
     interval = config.get("monitor_interval")
@@ -296,7 +296,7 @@ class RunSummary:
         return None if self.best_accuracy is None else 1.0 - self.best_accuracy
 
 
-def summarise(run: RunLog, score: Score, groups: list[GroupTime] | None = None) -> RunSummary:
+def summarise(run: RunModel, score: Score, groups: list[GroupTime] | None = None) -> RunSummary:
     """The comparable figures of one run (computes the group times unless given)."""
     groups = group_times(run, score.active_time) if groups is None else groups
     peak = measured_peak(run)
@@ -312,7 +312,7 @@ def summarise(run: RunLog, score: Score, groups: list[GroupTime] | None = None) 
         nodes=nodes,
         groups=run.groups,
         dataset=str(run.config.get("dataset", "?")),
-        precision=str(run.config.get("precision", "fp32")),
+        precision=str(run.precision),
         segments=score.segments,
         active_time=score.active_time,
         score=score.score,
@@ -336,7 +336,5 @@ def summarise(run: RunLog, score: Score, groups: list[GroupTime] | None = None) 
 
 def load_summary(run_dir) -> RunSummary:
     """Read one run's log and summarise it (what scaling and comparison need; no plots)."""
-    from analysis.logdata import load_run
-
-    run = load_run(run_dir)
+    run = read_model(run_dir)
     return summarise(run, run_score(run))

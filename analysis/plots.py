@@ -19,8 +19,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
+from aiperf_mpi.results.logmodel import RunModel
 from aiperf_mpi.results.score import Score
-from analysis.logdata import RunLog
 from analysis.metrics import GroupTime, union
 
 DPI = 100
@@ -298,7 +298,7 @@ def _heatmap(groups: list[GroupTime], span: float, boundaries: list[float], unit
     return _save(figure, path)
 
 
-def plot_monitor(run: RunLog, active_time: float, boundaries: list[float], path: Path) -> Path:
+def plot_monitor(run: RunModel, active_time: float, boundaries: list[float], path: Path) -> Path:
     """Utilisation (percent) and memory (GiB) per node and device over time."""
     unit, unit_name = time_unit(active_time)
     figure, (util_ax, memory_ax) = _figure(6.5, rows=2)

@@ -24,13 +24,13 @@ import numpy as np
 
 from aiperf_mpi.graph.model import GraphError, from_json
 from aiperf_mpi.graph.ops import count_ops
+from aiperf_mpi.results.logmodel import RunModel, read_model
 from aiperf_mpi.results.rules import shown_value
 from aiperf_mpi.results.score import MAX_GRID_SAMPLES, Score
 from aiperf_mpi.results.stability import CHANGE_LIMIT, CV_LIMIT, Stability
 from analysis import plots
 from analysis.document import Document
 from analysis.guard import guarded
-from analysis.logdata import RunLog, load_run
 from analysis.metrics import (
     IDLE_GAP_MIN_SECONDS,
     GroupTime,
@@ -98,7 +98,7 @@ def settledness(score: Score) -> str:
     return f"settled: {text} ({limits})"
 
 
-def segment_boundaries(run: RunLog) -> list[float]:
+def segment_boundaries(run: RunModel) -> list[float]:
     """Where each resumed segment starts on the active axis."""
     return np.cumsum(run.score_inputs.windows)[:-1].tolist()
 
@@ -106,7 +106,7 @@ def segment_boundaries(run: RunLog) -> list[float]:
 class _Builder:
     """Assembles the document section by section (one method each, in report order)."""
 
-    def __init__(self, run: RunLog, score: Score, out: Path) -> None:
+    def __init__(self, run: RunModel, score: Score, out: Path) -> None:
         self.run, self.score, self.out = run, score, out
         self.doc = Document(f"aiperf_mpi run report: {run.run_dir.name}")
         self.boundaries = segment_boundaries(run)
@@ -435,7 +435,7 @@ class _Builder:
             )
 
 
-def build_report(run: RunLog, score: Score, out: Path) -> Document:
+def build_report(run: RunModel, score: Score, out: Path) -> Document:
     """The report's document; its plots are written into ``out`` on the way."""
     return _Builder(run, score, out).build()
 
@@ -446,7 +446,7 @@ def write_report(run_dir: Path | str, out_dir: Path | str | None = None) -> Path
     Reads only the event log.  Meant for the end of a run, on the master:
     no TensorFlow, no MPI, seconds on a small run.
     """
-    run = load_run(Path(run_dir))
+    run = read_model(Path(run_dir))
     score = run_score(run)
     out = run.run_dir / "report" if out_dir is None else Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from analysis.logdata import orjson
+from aiperf_mpi.results.logmodel import orjson
 from tests.support.synthetic_log import FAILED_SHARE, GPUS_PER_NODE, RESNET_EVERY, write_synthetic_log
 
 GOAL_SECONDS = 10.0
@@ -46,8 +46,8 @@ def _measure(command: list[str]) -> dict:
 
 
 READ_ONLY = (
-    "import sys, time; from analysis.logdata import load_run; from analysis.metrics import run_score; "
-    "t = time.perf_counter(); run = load_run(sys.argv[1]); score = run_score(run); "
+    "import sys, time; from aiperf_mpi.results.logmodel import read_model; from analysis.metrics import run_score; "
+    "t = time.perf_counter(); run = read_model(sys.argv[1]); score = run_score(run); "
     "print(f'{time.perf_counter() - t:.2f} s')"
 )  # fmt: skip
 

@@ -2,8 +2,8 @@
 
 The export room: it sits above ``train/`` (it builds the Keras model with
 :mod:`aiperf_mpi.train.keras_model` and reads weights with
-:mod:`aiperf_mpi.train.transfer`) and beside ``analysis/``, whose log parser
-it uses; ``analysis/`` itself reads only the log and loads no TensorFlow.
+:mod:`aiperf_mpi.train.transfer`) and reads the log through the run's model
+(:mod:`aiperf_mpi.results.logmodel`), as ``analysis/`` does.
 ``python -m analysis.export`` is the command's old name, kept as a thin entry
 point (``analysis/export.py``) that runs :func:`aiperf_mpi.export.__main__.main`.
 
@@ -52,7 +52,7 @@ still going may be reading that ``.npz``; ``--single-copy`` is for a finished
 run, and applies only to the best model into ``RUN_DIR/best`` (with
 ``--task`` or ``--out`` it is refused).
 
-Reading the log streams it once (constant memory per epoch); TensorFlow is
+Reading the log streams it once into the run's model; TensorFlow is
 imported only to build and save the one model, on the CPU.  The benchmark's
 master runs the command at the end of a run (:func:`aiperf_mpi.job.finish.export_best`)
 in a child process under a timeout, so an export can never fail or hang a
@@ -63,27 +63,20 @@ is one line and exit 2.
 from __future__ import annotations
 
 import json
-import math
 import os
 import shutil
 import sys
 import time
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
-from aiperf_mpi.graph.model import (
-    GraphError,
-    from_json,
-    infer_shapes,
-    input_node,
-    output_node,
-    to_json,
-    with_kernel_size,
-)
+from aiperf_mpi.graph.model import GraphError, as_trained, from_json, infer_shapes, input_node, output_node, to_json
 from aiperf_mpi.graph.ops import ModelOps, count_ops
-from aiperf_mpi.results import runlog, stored_weights
-from aiperf_mpi.results.graphs import LENGTH, OFFSET, GraphFileError, graph_place, read_graph
-from analysis.logdata import parse_line
+from aiperf_mpi.results import logmodel, runlog, stored_weights
+from aiperf_mpi.results.graphs import GraphFileError, graph_place, read_graph
+from aiperf_mpi.results.logmodel import RunModel, read_model
+from aiperf_mpi.results.precisions import logged_precision
 
 FORMAT = "aiperf_mpi.export/1"
 DIVIDE_BY = 127.5
@@ -112,32 +105,35 @@ class ExportError(ValueError):
     """Nothing (or not that) can be exported; the message is the one line the user sees."""
 
 
-@dataclass
 class Task:
-    """What the log says about one task (a few fields; the log of a long run has 10⁵ of them)."""
+    """One task as the export reads it: the run model's task, named as the metadata names its parts.
 
-    task: int
-    parent: int | None = None
-    """the parent's model id (``model_proposed``), None for the seed"""
-    description: str = ""
-    hparams: dict = field(default_factory=dict)
-    graph_place: dict = field(default_factory=dict)
-    """where its graph lies: ``model_proposed``'s ``graph_file`` (and ``graph_offset``, ``graph_bytes`` in an
-    appended graphs file), what :func:`aiperf_mpi.results.graphs.read_graph` reads"""
-    model_id: int | None = None
-    status: str = ""
-    """``trained`` or ``failed`` once ``model_done`` / ``model_failed`` came; empty while it never ended"""
-    accuracy: float | None = None
-    """the model's logged accuracy: its best epoch's"""
-    weights: str = ""
-    stop: str = ""
-    epochs: int = 0
-    last_epoch: dict | None = None
-    """the task's last epoch"""
-    best_epoch: dict | None = None
-    """the task's earliest epoch of the highest validation accuracy"""
-    weights_epoch: int | None = None
-    """the epoch its saved weights come from, as logged (None: a log from before it was, the last epoch)"""
+    A view: the log was read once, into :class:`~aiperf_mpi.results.logmodel.RunModel`; only its epochs are
+    looked up here, once per task asked for.
+    """
+
+    def __init__(self, logged: logmodel.Task, model: RunModel) -> None:
+        self.logged = logged
+        self.task = logged.task
+        proposal, done = logged.proposal, logged.done
+        self.parent: int | None = proposal.parent if proposal is not None else None
+        """the parent's model id (``model_proposed``), None for the seed"""
+        self.description = proposal.description if proposal is not None else ""
+        self.hparams = dict(logged.hparams)
+        self.model_id: int | None = done.id if done is not None else None
+        self.status = logged.status
+        """``trained`` or ``failed`` once ``model_done`` / ``model_failed`` came; empty while it never ended"""
+        self.accuracy = done.accuracy if done is not None else None
+        """the model's logged accuracy: its best epoch's"""
+        self.weights = done.weights if done is not None else ""
+        self.stop = done.stop if done is not None else ""
+        self.epochs = logged.epochs
+        self.weights_epoch = done.weights_epoch if done is not None else None
+        """the epoch its saved weights come from, as logged (None: a log from before it was, the last epoch)"""
+        self.last_epoch = model.epoch(logged.last_row) if logged.last_row >= 0 else None
+        """the task's last epoch"""
+        self.best_epoch = model.epoch(logged.best_row) if logged.best_row >= 0 else None
+        """the task's earliest epoch of the highest validation accuracy"""
 
     @property
     def saved_epoch(self) -> dict | None:
@@ -147,76 +143,49 @@ class Task:
         return self.last_epoch
 
 
-@dataclass
+class _Tasks(Mapping):
+    """The run's tasks as export :class:`Task` views, each made when first asked for (a log has 10⁵ of them)."""
+
+    def __init__(self, model: RunModel) -> None:
+        self._model = model
+        self._made: dict[int, Task] = {}
+
+    def __getitem__(self, number: int) -> Task:
+        made = self._made.get(number)
+        if made is None:
+            made = self._made[number] = Task(self._model.tasks[number], self._model)
+        return made
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._model.tasks)
+
+    def __len__(self) -> int:
+        return len(self._model.tasks)
+
+
 class RunFacts:
-    """What the export needs from one pass over the log."""
+    """What the export reads of a run: its model, and the few choices the export makes from it."""
 
-    run_dir: Path
-    config: dict = field(default_factory=dict)
-    system: dict = field(default_factory=dict)
-    provenance: dict = field(default_factory=dict)
-    tasks: dict[int, Task] = field(default_factory=dict)
-    task_of_model: dict[int, int] = field(default_factory=dict)
-    removed: set[str] = field(default_factory=set)
-    """weights files a ``weights_removed`` event names"""
-    best: int | None = None
-    """the task of the best model by observed accuracy (ties: the earliest), as retention keeps it"""
-    run_best_accuracy: float | None = None
-    """the run's best epoch accuracy (the score's), which may belong to a task that never finished"""
-
-    def task(self, number: int) -> Task:
-        if number not in self.tasks:
-            self.tasks[number] = Task(number)
-        return self.tasks[number]
-
-
-_EPOCH_KEEP = ("epoch", "val_accuracy", "validation_samples", "train_samples", "steps", "correct")
-"""an epoch's fields the export and the re-evaluation read (``correct``: its count of right predictions, if logged)"""
+    def __init__(self, model: RunModel) -> None:
+        self.model = model
+        self.run_dir = model.run_dir
+        self.config = model.latest("config")
+        self.system = model.system or {}
+        self.provenance = model.latest("provenance")
+        self.tasks = _Tasks(model)
+        self.task_of_model = model.task_of_model
+        self.removed = model.removed_files
+        """weights files a ``weights_removed`` event names"""
+        best = model.best_trained()
+        self.best = best.task if best is not None else None
+        """the task of the best model by observed accuracy (ties: the earliest), as retention keeps it"""
+        self.run_best_accuracy = model.best_epoch_accuracy
+        """the run's best epoch accuracy (the score's), which may belong to a task that never finished"""
 
 
 def read_run(run_dir: Path) -> RunFacts:
-    """One streamed pass over ``run_dir``'s event log (a cut last line is skipped, as the score skips it)."""
-    facts = RunFacts(Path(run_dir))
-    best_accuracy = -math.inf
-    for event in runlog.EventStream(Path(run_dir), parse=parse_line):
-        name = event.get(runlog.EVENT)
-        if name == runlog.EPOCH:
-            task = facts.task(int(event["task"]))
-            task.epochs += 1
-            task.last_epoch = {k: event.get(k) for k in _EPOCH_KEEP}
-            accuracy = event.get("val_accuracy")
-            if isinstance(accuracy, int | float) and math.isfinite(accuracy):
-                facts.run_best_accuracy = max(facts.run_best_accuracy or -math.inf, accuracy)
-                if task.best_epoch is None or accuracy > task.best_epoch["val_accuracy"]:  # strictly: the earliest
-                    task.best_epoch = task.last_epoch
-        elif name == runlog.MODEL_PROPOSED:
-            task = facts.task(int(event["task"]))
-            task.parent, task.description = event.get("parent"), str(event.get("description", ""))
-            task.hparams = dict(event.get("hparams") or {})
-            task.graph_place = {name: event[name] for name in ("graph_file", OFFSET, LENGTH) if name in event}
-        elif name == runlog.MODEL_DONE:
-            model = event.get("model") or {}
-            task = facts.task(int(event["task"]))
-            task.model_id, task.status = int(model["id"]), str(model.get("status", "trained"))
-            task.accuracy, task.weights = model.get("accuracy"), str(model.get("weights") or "")
-            task.stop = str((model.get("timings") or {}).get("stop", ""))
-            task.weights_epoch = (model.get("timings") or {}).get("weights_epoch")
-            task.hparams = dict(model.get("hparams") or task.hparams)
-            facts.task_of_model[task.model_id] = task.task
-            accuracy = task.accuracy
-            if task.status == "trained" and isinstance(accuracy, int | float) and math.isfinite(accuracy):
-                if accuracy > best_accuracy:  # strictly: ties keep the earliest, as history.best_observed does
-                    best_accuracy, facts.best = accuracy, task.task
-        elif name == runlog.MODEL_FAILED:
-            facts.task(int(event["task"])).status = "failed"
-        elif name == runlog.WEIGHTS_REMOVED:
-            facts.removed.update(event.get("files") or [])
-        elif name == runlog.RUN_START:
-            facts.config = event.get("config") or facts.config
-            facts.provenance = event.get("provenance") or facts.provenance
-        elif name == runlog.SYSTEM:
-            facts.system = event
-    return facts
+    """The run's model, read in one streamed pass over its log (a cut last line is skipped, as the score skips it)."""
+    return RunFacts(read_model(Path(run_dir), require_start=False))
 
 
 def choose(facts: RunFacts, task: int | None) -> Task:
@@ -257,15 +226,14 @@ def weights_path(facts: RunFacts, task: Task) -> Path:
 
 def trained_graph(facts: RunFacts, task: Task):
     """The graph the task trained: its stored graph, the tuned kernel size applied as the trainer applies it."""
-    place = task.graph_place or {"graph_file": f"graphs/task-{task.task}.json"}
+    place = task.logged.place
     try:
         graph = from_json(read_graph(facts.run_dir, place))
     except GraphFileError as exc:
         raise ExportError(f"task {task.task}'s graph in {facts.run_dir}: {exc}") from None
     except GraphError as exc:
         raise ExportError(f"task {task.task}'s graph ({graph_place(place)} in {facts.run_dir}): {exc}") from None
-    kernel = task.hparams.get("kernel_size")
-    return graph if kernel is None else with_kernel_size(graph, kernel)
+    return as_trained(graph, task.logged.kernel_size)
 
 
 def lineage(facts: RunFacts, task: Task) -> list[dict]:
@@ -367,7 +335,7 @@ def metadata(facts: RunFacts, task: Task, graph, ops: ModelOps, selected: str) -
             "run_best": facts.run_best_accuracy,
         },
         "hparams": task.hparams,
-        "training": {"epochs": task.epochs, "stop": task.stop, "precision": config.get("precision", "fp32"),
+        "training": {"epochs": task.epochs, "stop": task.stop, "precision": logged_precision(config),
                      "exported_dtype": "float32", "seed_model": config.get("seed_model", ""),
                      "train_samples_per_epoch": last.get("train_samples")},  # fmt: skip
         "params": {"total": ops.params, "trainable": ops.trainable_params},

@@ -2,7 +2,7 @@
 
 ``--task N`` publishes a given one instead.  What it writes and which model: :mod:`aiperf_mpi.export`.  The same command
 answers to its old name, ``python -m analysis.export`` (``analysis/export.py``,
-which the run's end uses), and then names itself so in its lines.
+kept for scripts), and then names itself so in its lines.
 """
 
 from __future__ import annotations

@@ -54,7 +54,7 @@ from aiperf_mpi.data.sources import DataError, DataSource, open_source
 from aiperf_mpi.export import ExportError, RunFacts, Task, read_run, trained_graph
 from aiperf_mpi.graph.model import GraphError, input_node
 from aiperf_mpi.results import runlog
-from aiperf_mpi.results.precisions import PRECISIONS
+from aiperf_mpi.results.precisions import PRECISIONS, UNRECORDED_PRECISION, logged_precision
 
 PROG = "aiperf_mpi.export.reevaluate"
 FORMAT = "aiperf_mpi.reevaluate/1"
@@ -213,7 +213,7 @@ def reevaluate(run_dir: Path, data_path: Path | None, precision: str | None = No
                           "bundle leaves them out; python -m aiperf_mpi.export RUN_DIR writes them from weights/)")
     graph = trained_graph(facts, facts.tasks[claim.task])
     source = open_data(facts, data_path, claim, graph)
-    run_precision = str(facts.config.get("precision") or "fp32")
+    run_precision = str(logged_precision(facts.config) or UNRECORDED_PRECISION)
     chosen = precision or run_precision
     if chosen not in PRECISIONS:
         raise ExportError(f"the run's precision {chosen!r} is none of {', '.join(PRECISIONS)}")

@@ -32,6 +32,7 @@ from aiperf_mpi.gpucheck.plan import (
     ratio_to_probe,
     write_outputs,
 )
+from aiperf_mpi.results.logmodel import read_model
 
 PREFIX = "gpu-check:"
 
@@ -163,11 +164,12 @@ def _run_result(run_dir: Path) -> tuple[dict | None, str]:
         return None, f"the run wrote no {score_file}"
     score = json.loads(score_file.read_text())
     samples = 0
-    with (run_dir / "events.jsonl").open() as events:
-        for line in events:
-            if '"monitor"' in line:
-                event = json.loads(line)
-                samples += event.get("event") == "monitor" and event.get("source") == "nvml" and bool(event["devices"])
+
+    def count(event: dict, _model: object) -> None:
+        nonlocal samples
+        samples += event.get("event") == "monitor" and event.get("source") == "nvml" and bool(event["devices"])
+
+    read_model(run_dir, on_event=count, require_start=False)
     result = {"run_dir": str(run_dir), "score": score["score"], "regulated_score": score["regulated_score"],
               "active_time": score["active_time"], "models": score["models_trained"], "epochs": score["epochs"],
               "report": str(report), "nvml_samples": samples}  # fmt: skip

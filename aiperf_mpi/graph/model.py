@@ -473,6 +473,17 @@ DEFAULT_KERNEL_SIZE = 3
 morphism's new block): ResNet-50's own 3×3"""
 
 
+def as_trained(graph: nx.DiGraph, kernel_size: object) -> nx.DiGraph:
+    """The graph a model trained: ``graph`` as stored, with its tuned kernel size applied (None: as it is).
+
+    The one definition of "the graph as trained", for the leader (what it stores), the trainer (what it
+    builds) and every reader of a run (the export, verify, lineage): a log records the kernel size in the
+    task's hyper-parameters, and a log from before the stored graph carried it tuned has none applied in the
+    file, so a reader applies the logged one; applying it again to a graph that has it changes nothing.
+    """
+    return graph if kernel_size is None else with_kernel_size(graph, kernel_size)  # type: ignore[arg-type]
+
+
 def with_kernel_size(graph: nx.DiGraph, kernel: int) -> nx.DiGraph:
     """A copy of ``graph`` whose tunable convolutions use ``kernel``×``kernel``.
 

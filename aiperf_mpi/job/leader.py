@@ -27,7 +27,7 @@ import networkx as nx
 
 from aiperf_mpi.config import RunConfig
 from aiperf_mpi.graph.lineage import seed_record
-from aiperf_mpi.graph.model import DEFAULT_KERNEL_SIZE, from_json, to_json, with_kernel_size
+from aiperf_mpi.graph.model import DEFAULT_KERNEL_SIZE, as_trained, from_json, to_json
 from aiperf_mpi.graph.ops import count_ops
 from aiperf_mpi.job.messages import (
     Accepted,
@@ -375,7 +375,7 @@ def _choose(channel, work: Work, view: SearchView, search, seed_graph: nx.DiGrap
                 proposal.graph, proposal.parent, proposal.plan, proposal.description, proposal.info
             )  # fmt: skip
             lineage = {"morphs": list(proposal.steps)}
-        graph_json = to_json(with_kernel_size(graph, hparams.kernel_size))
+        graph_json = to_json(as_trained(graph, hparams.kernel_size))
         info = {**algorithms, **info, "search_seconds": time.monotonic() - started}
         if duplicates:
             info["duplicates"] = duplicates

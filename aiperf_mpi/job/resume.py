@@ -1,4 +1,4 @@
-"""``--resume``: the master's state rebuilt from a run's event log, streamed.
+"""``--resume``: the master's state rebuilt from the run's model (its event log, read once).
 
 MPI-free: the log is the only input, so a test (or a reviewer) can rebuild
 exactly what a resumed master starts from.
@@ -6,12 +6,13 @@ exactly what a resumed master starts from.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from aiperf_mpi.errors import UsageError
-from aiperf_mpi.results import runlog
-from aiperf_mpi.results.graphs import GraphFileError, read_logged_graph
+from aiperf_mpi.results.graphs import GraphFileError
+from aiperf_mpi.results.logmodel import Done, Failure, RunModel, read_model
 from aiperf_mpi.search.bayesian import SearchConfig
 from aiperf_mpi.search.history import FAILED, ModelRecord
 from aiperf_mpi.search.view import MasterHistory, ViewBounds
@@ -28,67 +29,63 @@ class Resumed:
 
 
 def history_from_log(run_dir: Path, bounds: ViewBounds | None = None) -> Resumed:
-    """Rebuild the master's history, task count and kept weights files by streaming the log.
+    """Rebuild the master's history, task count and kept weights files from the run's model.
 
-    Memory is what the master holds in a run (the view, every graph hash),
-    not the records: the log of a long run has 10⁵ models.  A weights file
-    is still there unless a ``weights_removed`` event says otherwise; the
-    master's first sweep removes the ones no longer inheritable (a resumed
-    run has no task in flight and no group holding candidates).
+    The master's history holds what it holds in a run (the view, every graph
+    hash); the model holds a few fields per task, not the records' epochs or
+    graphs: each graph is read once, where its proposal placed it, as its
+    model enters the history.  A weights file is still there unless a
+    ``weights_removed`` event says otherwise; the master's first sweep removes
+    the ones no longer inheritable (a resumed run has no task in flight and no
+    group holding candidates).
     """
+    model = read_model(run_dir, require_start=False)
     history = MasterHistory(bounds or SearchConfig().view_bounds())
     weights: dict[int, str] = {}
-    waiting: dict[int, tuple[ModelRecord, str | None]] = {}  # a record ahead of its predecessor (none, normally)
-    placed: dict[int, dict] = {}
-    """task → its model_proposed, until its end: where its graph lies (the tasks in flight, not the run's)"""
-    next_task = 0
-    for event in runlog.EventStream(run_dir):
-        kind = event.get(runlog.EVENT)
-        if "task" in event:
-            next_task = max(next_task, int(event["task"]) + 1)
-        if kind == runlog.MODEL_PROPOSED:
-            placed[event.get("task")] = event
-        elif kind == runlog.MODEL_DONE:
-            record = logged_record(run_dir, event, placed.pop(event.get("task"), None))
-            waiting[record.id] = (record, None)
-        elif kind == runlog.MODEL_FAILED:
-            placed.pop(event.get("task"), None)
-            record = ModelRecord(event["model"], None, "{}", status=FAILED, timings={"error": event["reason"]})
-            waiting[record.id] = (record, event.get("graph_hash"))
-        elif kind == runlog.WEIGHTS_REMOVED:
-            for model_id in event.get("models", []):
-                weights.pop(model_id, None)
-        while history.next_id in waiting:
-            record, key = waiting.pop(history.next_id)
-            history.append(record, key)
-            if record.weights:
-                weights[record.id] = record.weights
-    if waiting:
-        raise UsageError(f"--resume {run_dir}: the log has no model {history.next_id} but has model {min(waiting)}")
-    return Resumed(history, next_task, weights)
+    for record, key in model_records(run_dir, model):
+        history.append(record, key)
+        if record.weights and record.id not in model.removed_models:
+            weights[record.id] = record.weights
+    return Resumed(history, model.next_task, weights)
 
 
-def logged_record(run_dir: Path, done: dict, proposed: dict | None) -> ModelRecord:
-    """The record of a ``model_done`` event, its graph read where the task's ``model_proposed`` placed it.
+def model_records(run_dir: Path, model: RunModel) -> Iterator[tuple[ModelRecord, str | None]]:
+    """Every model of the log as the history's record, in id order, with its graph hash when the log gives one.
 
-    A run's log carries each graph once, in its segment's graphs file; a
-    ``model_done`` logged before that change carries its graph itself.
+    A finished model's graph is read where its task's ``model_proposed`` placed it (the bytes it hashed), or
+    from its ``model_done`` record in a log from before the graph was logged once, one at a time (10⁵ graphs
+    are not held at once); a failed model is a placeholder.  UsageError (one line) when a model is missing or
+    its record or graph cannot be read.
     """
-    fields = done.get("model")
-    if not isinstance(fields, dict):
-        raise UsageError(f"--resume {run_dir}: a model_done of task {done.get('task')} has no model record")
-    if "graph" not in fields:
-        fields = {**fields, "graph": _graph(run_dir, done.get("task"), proposed)}
-    elif not isinstance(fields["graph"], str):
-        raise UsageError(f"--resume {run_dir}: task {done.get('task')}'s model_done has a graph that is not a string")
-    return ModelRecord.from_dict(fields)
+    ended: dict[int, Done | Failure] = {}
+    for done in model.models:
+        if done.id < 0:
+            raise UsageError(f"--resume {run_dir}: a model_done of task {done.task} has no model record")
+        if done.inline_graph == "not a string":
+            raise UsageError(f"--resume {run_dir}: task {done.task}'s model_done has a graph that is not a string")
+        ended[done.id] = done
+    for failure in model.failures:
+        ended[failure.model] = failure  # type: ignore[index]
+    for model_id in range(len(ended)):
+        end = ended.get(model_id)
+        if end is None:
+            raise UsageError(f"--resume {run_dir}: the log has no model {model_id} but has model "
+                             f"{min(i for i in ended if i > model_id)}")  # fmt: skip
+        if isinstance(end, Failure):
+            yield ModelRecord(model_id, None, "{}", status=FAILED, timings={"error": end.full_reason}), end.graph_hash
+            continue
+        graph = _graph(run_dir, model, end)
+        record = ModelRecord(model_id, end.parent, graph, status=end.status, accuracy=end.accuracy,  # type: ignore[arg-type]
+                             predicted_accuracy=end.predicted_accuracy, weights=end.weights)  # type: ignore[arg-type]
+        yield record, None
 
 
-def _graph(run_dir: Path, task: object, proposed: dict | None) -> str:
+def _graph(run_dir: Path, model: RunModel, done: Done) -> str:
     """A finished task's graph, read where its ``model_proposed`` placed it (the bytes it hashed)."""
-    if proposed is None:
-        raise UsageError(f"--resume {run_dir}: task {task} has a model_done but no model_proposed")
+    task = model.tasks[done.task]
+    if not done.inline_graph and task.proposal is None:
+        raise UsageError(f"--resume {run_dir}: task {done.task} has a model_done but no model_proposed")
     try:
-        return read_logged_graph(run_dir, proposed)
+        return model.graph_text(task)
     except GraphFileError as exc:
-        raise UsageError(f"--resume {run_dir}: task {task}'s graph: {exc}") from None
+        raise UsageError(f"--resume {run_dir}: task {done.task}'s graph: {exc}") from None

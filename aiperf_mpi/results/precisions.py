@@ -11,6 +11,7 @@ a precision the rule would have to refuse.  Pure data: no TensorFlow here
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -31,3 +32,11 @@ PRECISIONS = MappingProxyType({
     "bf16": Precision(keras_policy="mixed_bfloat16", dtype="bfloat16"),
 })  # fmt: skip
 """every precision a run accepts, widest first (the order ``--precision``'s choices and the GPU check's probes show)"""
+
+UNRECORDED_PRECISION = "fp32"
+"""the precision of a run whose configuration records none: logs from before ``--precision`` trained in fp32"""
+
+
+def logged_precision(config: Mapping) -> object:
+    """The precision a run's logged configuration says it trained at (the one place "none recorded: fp32" is said)."""
+    return config.get("precision", UNRECORDED_PRECISION)

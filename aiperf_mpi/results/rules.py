@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from aiperf_mpi.results.precisions import PRECISIONS
+from aiperf_mpi.results.precisions import PRECISIONS, logged_precision
 
 RULES_VERSION = "1.2"
 """bump when a rule is added, removed or judged differently"""
@@ -97,7 +97,7 @@ RULES: tuple[Rule, ...] = (
          lambda value: value == "imagenet"),
     Rule("error", f"≤ {MAX_VALID_ERROR}", lambda inputs: inputs.error,
          lambda value: value is not None and value <= MAX_VALID_ERROR),
-    Rule("precision", "fp16 or wider", lambda inputs: inputs.config.get("precision", "fp32"),
+    Rule("precision", "fp16 or wider", lambda inputs: logged_precision(inputs.config),
          lambda value: value in VALID_PRECISIONS),
     Rule("algorithms", f"{VALID_SEARCH}+{VALID_TUNER}", _algorithms,
          lambda value: value == f"{VALID_SEARCH}+{VALID_TUNER}"),

@@ -338,15 +338,19 @@ class EventStream:
         """the start of the skipped end, printable (control bytes and bad UTF-8 escaped)"""
         self.truncated_bytes = 0
         self.lines = 0
+        self.line_start = 0
+        """the byte offset in the file of the line the last event yielded came from (a reader that keeps where
+        a record lies, to read it again later, rather than the record)"""
 
     def __iter__(self) -> Iterator[dict]:
         self.truncated_tail, self.truncated_line, self.truncated_bytes, self.lines = False, "", 0, 0
-        bad: tuple[int, bytes] | None = None
+        bad: tuple[int, bytes, int] | None = None
         parse = self.parse
-        number, line = 0, b""
+        number, line, position = 0, b"", 0
         try:
             with open(self.path, "rb") as handle:
                 for number, line in enumerate(handle, start=1):
+                    start, position = position, position + len(line)
                     if line.isspace():  # isspace, not strip: no copy of a 40 kB line
                         continue
                     if bad is not None:  # a non-blank line after a bad one: the bad one was not the last
@@ -354,10 +358,11 @@ class EventStream:
                     if number == 1 and line.startswith(BOM):
                         raise UnreadableLog(f"{self.path} starts with a UTF-8 byte-order mark: an event log is "
                                             "JSON lines in plain UTF-8, without one")  # fmt: skip
+                    self.line_start = start
                     try:
                         event = parse(line.decode("utf-8"))  # UnicodeDecodeError is a ValueError
                     except ValueError:  # json.JSONDecodeError is a ValueError
-                        bad = (number, line)
+                        bad = (number, line, start)
                         continue
                     except RecursionError:  # the standard parser recurses once per level: 100,000 '[' end it
                         raise UnreadableLog(f"{self.path}:{number}: JSON nested deeper than the parser can "
@@ -370,6 +375,7 @@ class EventStream:
             raw = bad[1]
             body = raw.rstrip(_JUNK)
             if len(body) < len(raw.rstrip(_BLANK)):  # NULs after the line: is what precedes them an event?
+                self.line_start = bad[2]
                 try:
                     event = parse(body.decode("utf-8"))
                 except ValueError:

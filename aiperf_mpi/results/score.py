@@ -37,13 +37,15 @@
 from __future__ import annotations
 
 import math
-from array import array
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from aiperf_mpi.results import runlog
+from aiperf_mpi.results.logmodel import Timeline, read_timeline
+from aiperf_mpi.results.logmodel import active_times as active_times
+from aiperf_mpi.results.logmodel import segment_window as segment_window
+from aiperf_mpi.results.logmodel import stopped_by_signal as stopped_by_signal
 from aiperf_mpi.results.rules import RULES_VERSION, evaluate_rules
 from aiperf_mpi.results.stability import stability
 
@@ -96,177 +98,22 @@ class Score:
         return asdict(self)
 
 
-class ScoreInputs:
-    """What the score needs from a log, gathered one event at a time.
-
-    A long run on a large machine logs hundreds of thousands of epochs;
-    keeping their dicts to score them would take gigabytes.  This keeps three
-    numbers per epoch (end, operations, accuracy) in flat arrays, the
-    segments and the counts — enough for :func:`score_inputs`, so the score
-    can be computed while the log is streamed (:func:`score_run`, the report).
-    """
-
-    def __init__(self) -> None:
-        self.config: dict | None = None
-        """the configuration of the first ``run_start``"""
-        self.data: dict | None = None
-        """what the first ``run_start``'s data check counted (its ``data``; None in older logs)"""
-        self._segments: list[list[float]] = []
-        self._limits: list[float | None] = []
-        """each segment's time limit (its run_start's ``time_limit``; None: not recorded)"""
-        self._self_ended: list[bool] = []
-        """each segment: closed by a run_stop whose reason is not a signal (the run ended it by its own planning)"""
-        self._closed = False
-        self.epoch_end = array("d")
-        """wall time each completed epoch ended"""
-        self.epoch_ops = array("q")
-        self.epoch_accuracy = array("d")
-        """validation top-1 of each epoch, NaN where there is none"""
-        self.models_trained = 0
-        self.models_failed = 0
-
-    def add(self, event: Mapping) -> None:
-        """Account for one event (in log order)."""
-        name = event[runlog.EVENT]
-        if name == runlog.EPOCH:  # nearly every event of a big log: the short way
-            self.add_epoch(event[runlog.TIME], event["end"], event["ops"], event.get("val_accuracy"))
-            return
-        if name == runlog.RUN_START:
-            self._segments.append([event[runlog.TIME], event[runlog.TIME]])
-            self._limits.append(_time_limit(event.get("config")))
-            self._self_ended.append(False)
-            self._closed = False
-            if self.config is None:
-                self.config = event.get("config", {})
-                self.data = event.get("data")
-        elif self._segments and not self._closed:
-            self._extend(event[runlog.TIME])
-            self._closed = name == runlog.RUN_STOP  # a segment ends at its run_stop; a killed one at its last event
-            self._self_ended[-1] = self._closed and not stopped_by_signal(event.get("reason"))
-        if name == runlog.MODEL_DONE:  # a task stopped before its first epoch is recorded, not trained
-            self.models_trained += (event.get("model") or {}).get("status", "trained") == "trained"
-        elif name == runlog.MODEL_FAILED:
-            self.models_failed += 1
-
-    def _extend(self, time: float) -> None:
-        """An event at ``time`` inside the open segment moves its end (a closed one stays at its run_stop)."""
-        if self._segments and not self._closed:
-            segment = self._segments[-1]
-            if time > segment[1]:
-                segment[1] = time
-
-    def add_epoch(self, time: float, end: float, ops: int, accuracy: float | None) -> None:
-        """One ``epoch`` event, from its fields."""
-        try:  # checked whole before anything is kept: the three arrays stay in step
-            row = (float(end), int(ops), math.nan if accuracy is None else float(accuracy))
-            array("q", [row[1]])
-        except (TypeError, OverflowError) as exc:  # a null, a string, a number beyond 64 bits
-            raise runlog.UnreadableLog(f"an epoch's end, ops or accuracy is not a number of its kind ({exc})") from None
-        self._extend(time)
-        self.epoch_end.append(row[0])
-        self.epoch_ops.append(row[1])  # operations are whole numbers
-        self.epoch_accuracy.append(row[2])
-
-    def add_epochs(self, times: Sequence[float], ends: Sequence[float], ops: Sequence[int],
-                   accuracies: Sequence[float]) -> None:  # fmt: skip
-        """Consecutive ``epoch`` events at once, as columns (NaN: no accuracy).
-
-        For readers that parse epochs in blocks (the report reads half a
-        million).  The block must not straddle a ``run_start`` or
-        ``run_stop``: the events in between count as they do one by one only
-        inside one segment.  ``ops`` must hold the logged integers (a float
-        column would round sums above 2**53).
-        """
-        if not len(ends):
-            return
-        times = np.asarray(times, dtype=float)
-        if np.any(times == times):  # not all NaN
-            self._extend(float(np.nanmax(times)))
-        try:
-            exact = array("q", [int(value) for value in ops])  # built whole first: a bad value changes nothing
-        except (TypeError, OverflowError) as exc:  # a null, a string, a number beyond 64 bits: not an op count
-            raise runlog.UnreadableLog(f"an epoch's ops is not a 64-bit integer ({exc})") from None
-        self.epoch_end.frombytes(np.asarray(ends, dtype=float).tobytes())
-        self.epoch_ops.extend(exact)
-        self.epoch_accuracy.frombytes(np.asarray(accuracies, dtype=float).tobytes())
-
-    @property
-    def segments(self) -> list[tuple[float, float]]:
-        """(start, end) wall times of each segment, in order."""
-        return [(s, e) for s, e in self._segments]
-
-    @property
-    def windows(self) -> list[float]:
-        """Each segment's scored window in seconds (see the module's rules): its time limit when the run ended it."""
-        return [segment_window(start, end, limit, ended)
-                for (start, end), limit, ended in zip(self._segments, self._limits, self._self_ended, strict=True)]
-
-    def declared_end(self, windows: Sequence[float]) -> float:
-        """The latest end on the active axis a segment declared: the windows before it plus its time limit."""
-        end = before = 0.0
-        for window, limit in zip(windows, self._limits, strict=True):
-            if limit is not None:
-                end = max(end, before + limit)
-            before += window
-        return end
-
-    @property
-    def limits(self) -> list[float | None]:
-        """Each segment's time limit as its run_start recorded it (None: not recorded)."""
-        return list(self._limits)
-
-
-def stopped_by_signal(reason: object) -> bool:
-    """Whether a ``run_stop`` reason says a signal ended the segment (its window is then not extended)."""
-    return isinstance(reason, str) and reason.startswith(runlog.SIGNAL_REASON)
-
-
-def segment_window(start: float, end: float, limit: float | None, self_ended: bool) -> float:
-    """A segment's scored window: its time limit when the run ended it itself (never less than it ran)."""
-    ran = end - start
-    if self_ended and limit is not None:
-        return max(ran, limit)
-    return ran
-
-
-def _time_limit(config: object) -> float | None:
-    limit = config.get("time_limit") if isinstance(config, Mapping) else None
-    if isinstance(limit, bool) or not isinstance(limit, int | float) or not math.isfinite(limit) or limit <= 0:
-        return None
-    return float(limit)
-
-
-def active_times(times: np.ndarray, segments: list[tuple[float, float]],
-                 windows: Sequence[float] | None = None) -> np.ndarray:  # fmt: skip
-    """Wall times → active times (the windows of the segments before each time; a gap between segments is skipped).
-
-    A time inside a segment counts from its start; a later segment's time
-    counts each earlier segment's whole window (its wall span, or its time
-    limit when the run ended it early: ``windows``, default the wall spans).
-    Vectorised for the report's hundreds of thousands of epochs; a time
-    before a segment's start stops the count there, as for a single time.
-    """
-    times = np.asarray(times, dtype=float)
-    total = np.zeros_like(times)
-    counting = np.ones(times.shape, dtype=bool)
-    if windows is None:
-        windows = [end - start for start, end in segments]
-    for (start, end), window in zip(segments, windows, strict=True):
-        counting &= times > start
-        total += np.where(counting, np.where(times > end, window, times - start), 0.0)
-    return total
+ScoreInputs = Timeline
+"""the old name of :class:`~aiperf_mpi.results.logmodel.Timeline`: what the score reads, fed one event at a time
+(verify keeps one beside its checks)"""
 
 
 def compute_score(events: Iterable[Mapping], step: float = DEFAULT_STEP, truncated: bool = False) -> Score:
-    """The score of a run from its events (see the module's rules)."""
-    inputs = ScoreInputs()
+    """The score of a run from its events, in log order (see the module's rules)."""
+    inputs = Timeline()
     for event in events:
         inputs.add(event)
     return score_inputs(inputs, step, truncated)
 
 
-def score_inputs(inputs: ScoreInputs, step: float = DEFAULT_STEP, truncated: bool = False) -> Score:
-    """The score from what :class:`ScoreInputs` gathered — the one place the score is computed."""
+def score_inputs(inputs: Timeline, step: float = DEFAULT_STEP, truncated: bool = False) -> Score:
+    """The score from a run's :class:`~aiperf_mpi.results.logmodel.Timeline` (its model): the one place it is made."""
+    inputs.flush()
     if step <= 0:
         raise ValueError("the score step must be positive")
     segments = inputs.segments
@@ -359,9 +206,6 @@ def run_step(config: Mapping | None) -> float:
 
 
 def score_run(run_dir, step: float | None = None) -> Score:
-    """Stream a run directory's event log and score it (the step defaults to the run's own)."""
-    stream = runlog.EventStream(run_dir)
-    inputs = ScoreInputs()
-    for event in stream:
-        inputs.add(event)
-    return score_inputs(inputs, run_step(inputs.config) if step is None else step, stream.truncated_tail)
+    """Read a run directory's event log into its timeline and score it (the step defaults to the run's own)."""
+    timeline, stream = read_timeline(run_dir)
+    return score_inputs(timeline, run_step(timeline.config) if step is None else step, stream.truncated_tail)

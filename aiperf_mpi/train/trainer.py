@@ -39,7 +39,7 @@ from mpi4py import MPI
 
 from aiperf_mpi.config import RunConfig, device_prefetch_enabled, xla_enabled
 from aiperf_mpi.data.sources import DataSource
-from aiperf_mpi.graph.model import output_node, with_kernel_size
+from aiperf_mpi.graph.model import as_trained, output_node
 from aiperf_mpi.graph.ops import count_ops, epoch_ops
 from aiperf_mpi.results.precisions import PRECISIONS
 from aiperf_mpi.results.timelimit import ends_after_limit
@@ -316,7 +316,7 @@ class GroupTrainer:
     def _train(self, graph, hparams, parent, on_epoch, should_stop, max_epochs, evaluate_first,
                on_epoch_start=None, deadline=None) -> TrialResult:
         config = self.config
-        tuned = with_kernel_size(graph, hparams.kernel_size)
+        tuned = as_trained(graph, hparams.kernel_size)
         counts = count_ops(tuned)
         keras.utils.set_random_seed(config.seed)
         model = build_keras_model(tuned, dtype=precision_policy(config.precision))

@@ -16,8 +16,8 @@ from aiperf_mpi.graph.seeds import tiny_resnet
 from aiperf_mpi.job.faults import HangPolicy
 from aiperf_mpi.job.local import run_in_process
 from aiperf_mpi.job.master import Master
-from aiperf_mpi.job.resume import logged_record
-from aiperf_mpi.results import runlog
+from aiperf_mpi.job.resume import model_records
+from aiperf_mpi.results.logmodel import read_model
 from aiperf_mpi.search.bayesian import SearchConfig
 from aiperf_mpi.search.history import ModelRecord
 from aiperf_mpi.search.view import SearchView, ViewBounds, ViewIndex
@@ -49,18 +49,8 @@ def run_local(tmp_path: Path, groups: int, time_limit: float, slow=(), fail=(), 
 
 
 def logged_records(run_dir: Path) -> list[ModelRecord]:
-    """Every model of the log, in id order (failed ones as placeholders)."""
-    records = {}
-    proposed = {}
-    for event in runlog.read_events(run_dir).events:
-        if event["event"] == runlog.MODEL_PROPOSED:
-            proposed[event["task"]] = event
-        elif event["event"] == runlog.MODEL_DONE:
-            records[event["model"]["id"]] = logged_record(run_dir, event, proposed.get(event["task"]))
-        elif event["event"] == runlog.MODEL_FAILED:
-            records[event["model"]] = ModelRecord(event["model"], None, "{}", status="failed")
-    assert sorted(records) == list(range(len(records)))
-    return [records[i] for i in range(len(records))]
+    """Every model of the log, in id order (failed ones as placeholders), as ``--resume`` reads them."""
+    return [record for record, _ in model_records(run_dir, read_model(run_dir))]
 
 
 def view_of(records: list[ModelRecord], bounds: ViewBounds) -> list[int]:

@@ -113,15 +113,15 @@ def test_a_failed_or_slow_export_at_the_end_of_a_run_is_one_warning_line(tmp_pat
     export_best(run_dir, "digits")
     out, err = capsys.readouterr()
     assert out == "" and err.splitlines() == [
-        f"aiperf_mpi: warning: no model export: analysis.export: error: task 2's weights file "
-        f"{run_dir}/weights/task-2.npz is missing (python -m analysis.export --single-copy {run_dir} retries it)"
+        f"aiperf_mpi: warning: no model export: aiperf_mpi.export: error: task 2's weights file "
+        f"{run_dir}/weights/task-2.npz is missing (python -m aiperf_mpi.export --single-copy {run_dir} retries it)"
     ]  # fmt: skip
     started = time.monotonic()
     export_best(run_dir, "digits", timeout=0.05)  # the child cannot even start its imports in time
     assert time.monotonic() - started < 10
     out, err = capsys.readouterr()
     assert err.splitlines() == [f"aiperf_mpi: warning: no model export: it took longer than 0.05 s and was stopped "
-                                f"(python -m analysis.export --single-copy {run_dir} retries it)"]  # fmt: skip
+                                f"(python -m aiperf_mpi.export --single-copy {run_dir} retries it)"]  # fmt: skip
     export_best(run_dir, "synthetic")
     assert capsys.readouterr().out.startswith("aiperf_mpi: no model export: synthetic data has no accuracy")
     assert not (run_dir / "best").exists() and not (run_dir / "best.partial").exists()
