@@ -34,10 +34,11 @@ from aiperf_mpi.results import runlog
 from aiperf_mpi.results.schema import REQUIRED, SCHEMA_VERSION, check_event
 from analysis.checks import Check, Run
 from analysis.side_files import BestCheck, MLLogCheck, SystemDescription
+from analysis.verify_hardware import HardwareRules
 from analysis.verify_log import Provenance, Record, ScoreRules
 from analysis.verify_rules import EvidenceRules
 
-VERIFY_RULES_VERSION = "2026.12-1"
+VERIFY_RULES_VERSION = "2026.12-2"
 """the version of :data:`FAMILIES`: what verify checks, and how (a new one for any change of a row's rule)"""
 ANY = "*"
 """a family that reads every event (its ``each`` method)"""
@@ -151,6 +152,23 @@ FAMILIES = (
             "`search` object: the configured `search` (`seed` for a proposal without a parent) and `hpo`, which "
             "the rule `algorithms` judges (proposals without the names are *not recorded*)"),
     )),
+    Family("hardware", HardwareRules, events=("run_start", "system", "layout", "peak", "epoch", "score"),
+           rows=(
+        Row("inventory",
+            "in each segment the master, the relays and the groups of the `layout` partition the world of the "
+            "`system` event (its `ranks`, each rank on exactly one of its `hosts`): no rank in two groups, groups "
+            "numbered 0, 1, …, every rank on the host the `system` event puts it on, no more training ranks on a "
+            "host with accelerators than it has; every segment's hosts of the kinds the first segment's were "
+            "(processor, vendor, logical processors, accelerators: the names may change with the allocation)"),
+        Row("hardware bounds",
+            "each group's probe (`peak`), each epoch's training rate `ops_train ÷ (compute + compile)` and "
+            "validation rate `ops_validation ÷ (evaluation + compile)`, and every `score`, at most what the "
+            "hardware the `system` event names can compute at the run's precision, by the versioned table of "
+            "`aiperf_mpi/results/hardware.py` (accelerators: the vendor's dense peak, one a rank; CPUs: logical "
+            "processors × the vendor's highest clock × the ISA flags' operations a cycle), which the run does not "
+            "write; hardware the table does not know is *not recorded* (not verified until the table names it); "
+            "a rehearsal's rates are its stand-in's, noted and not bounded"),
+    )),
     Family("score", ScoreRules, events=(ANY, "peak"), files=("score.json",), rows=(
         Row("score",
             "the score recomputed from the log (`aiperf_mpi/results/score.py`, the run's `score_step`) equals "
@@ -220,7 +238,7 @@ FAMILIES = (
     )),
 )  # fmt: skip
 """every rule of verify, in the verdict's order"""
-WALK_ORDER = ("evidence", "mllog", "best", "bundle", "score", "record", "provenance")
+WALK_ORDER = ("evidence", "mllog", "best", "bundle", "score", "record", "provenance", "hardware")
 """the order in which the walk gives an event to the families that read it: the side files' readers before the
 score and the record, so a file that cannot be read fails in the same reader, with the same line, as before the
 registry (a family not named here comes last)"""

@@ -30,7 +30,7 @@ from tests.support.verify_runs import (
     sync_record,
 )
 
-RULE_CHECKS = {"times", "physics", "counts", "configuration"}
+RULE_CHECKS = {"times", "physics", "counts", "configuration", "hardware bounds"}
 
 
 def failing(result: checks.Verification) -> dict[str, list[str]]:

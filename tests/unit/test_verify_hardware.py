@@ -1,0 +1,117 @@
+"""Bounds from outside the run (analysis/verify_hardware.py): each forgery class is named, rescored consistently.
+
+Every forgery here rescores the log with the package's own score code (``forge``), as a careful forger would;
+before the ``hardware`` family, verify passed each of these with exit 0 (a raised probe raised the physics
+row's own ceiling with it; nothing bounded validation; the layout was never held to the world).
+"""
+
+from __future__ import annotations
+
+import copy
+
+from aiperf_mpi.results import runlog
+from analysis import checks, verify
+from tests.support.verify_runs import HOST, PEAK, find, forge
+
+
+def failing(run_dir) -> dict[str, list[str]]:
+    result = verify.verify(run_dir)
+    return {c.name: [*c.problems, *c.missing] for c in result.checks if c.verdict != checks.OK}
+
+
+def _epochs(events: list[dict]) -> list[dict]:
+    return [e for e in events if e["event"] == runlog.EPOCH]
+
+
+def test_the_consistent_run_is_within_its_hardware(run) -> None:
+    result = verify.verify(run)
+    rows = {c.name: c for c in result.checks}
+    assert rows["inventory"].verdict == rows["hardware bounds"].verdict == checks.OK, result.text()
+    assert "hardware table" in rows["hardware bounds"].summary
+
+
+def test_probes_raised_with_the_epochs_squeezed_under_twice_them_are_above_the_hardware(run) -> None:
+    """The physics row follows the probe; the table does not: ×10 probes and epochs 8× faster pass physics."""
+
+    def raise_and_squeeze(events: list[dict]) -> None:
+        for peak in (e for e in events if e["event"] == runlog.PEAK):
+            peak["ops_per_second"] = 10 * PEAK
+        for epoch in _epochs(events):
+            epoch["compute"] /= 8
+
+    forge(run, raise_and_squeeze)
+    bad = failing(run)
+    assert "physics" not in bad, bad  # within twice its own (forged) probe
+    lines = bad["hardware bounds"]
+    assert any("the probe's" in line and "× what the hardware can compute" in line for line in lines), lines
+    assert any("training rate" in line and "B200" in line for line in lines), lines
+    assert verify.main([str(run)]) == 1
+
+
+def test_validation_is_bounded_too(run) -> None:
+    def instant_validation(events: list[dict]) -> None:
+        for epoch in _epochs(events):
+            epoch["evaluation"], epoch["compile"] = 1e-6, 0.0
+
+    forge(run, instant_validation)
+    lines = failing(run)["hardware bounds"]
+    assert any("validation rate" in line for line in lines), lines
+
+
+def test_one_group_listed_again_on_the_same_ranks_is_hardware_counted_twice(run) -> None:
+    def again(events: list[dict]) -> None:
+        layout = find(events, runlog.LAYOUT)
+        layout["groups"].append({**copy.deepcopy(layout["groups"][1]), "index": 2})
+
+    forge(run, again)
+    lines = failing(run)["inventory"]
+    assert any("hardware counted twice" in line for line in lines), lines
+
+
+def test_a_world_larger_than_mpi_gave_is_named(run) -> None:
+    def bigger(events: list[dict]) -> None:
+        layout = find(events, runlog.LAYOUT)
+        layout["world_size"] = 7
+        layout["hosts"] += ["h0", "h0"]
+        layout["nodes"] += [0, 0]
+        layout["groups"].append({"index": 2, "node": 0, "host": "h0", "ranks": [5, 6], "leader": 5,
+                                 "horovod_size": 2})  # fmt: skip
+
+    forge(run, bigger)
+    lines = failing(run)["inventory"]
+    assert any("the system description gathered 5 ranks" in line for line in lines), lines
+
+
+def test_hardware_the_table_does_not_know_is_not_recorded_and_so_not_verified(run) -> None:
+    def unknown(events: list[dict]) -> None:
+        find(events, runlog.SYSTEM)["hosts"] = [{**HOST, "accelerators": ["Imaginary X9000"] * 4}]
+
+    forge(run, unknown)
+    rows = {c.name: c for c in verify.verify(run).checks}
+    assert rows["hardware bounds"].verdict == checks.NOT_RECORDED
+    assert any("not in the hardware table" in line for line in rows["hardware bounds"].missing)
+    assert verify.main([str(run)]) == 1
+
+
+def test_a_segment_on_other_hardware_than_the_first_is_named(run) -> None:
+    def faster(events: list[dict]) -> None:
+        system = find(events, runlog.SYSTEM)
+        events.insert(events.index(system) + 1, {**copy.deepcopy(system), "time": system["time"] + 0.01})
+        events[events.index(system) + 1]["hosts"] = [{**HOST, "accelerators": ["NVIDIA H100"] * 4}]
+
+    forge(run, faster)  # a second system event in the segment stands for a resumed segment's
+    lines = failing(run)["inventory"]
+    assert any("other kinds than the first segment's" in line for line in lines), lines
+
+
+def test_a_rehearsal_is_noted_not_bounded(run) -> None:
+    def rehearsal(events: list[dict]) -> None:
+        find(events, runlog.RUN_START)["config"]["rehearse"] = True
+        for peak in (e for e in events if e["event"] == runlog.PEAK):
+            peak["ops_per_second"] = 100 * PEAK
+
+    forge(run, rehearsal)
+    result = verify.verify(run)
+    rows = {c.name: c for c in result.checks}
+    assert rows["hardware bounds"].verdict == checks.OK and "rehearsal" in rows["hardware bounds"].summary
+    assert "training" in result.broken_rules and not result.valid
