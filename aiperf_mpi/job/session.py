@@ -23,6 +23,7 @@ import datetime
 import json
 import os
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from itertools import islice
@@ -189,6 +190,22 @@ def create_run_dir(prepared: Prepared, largest_group: int) -> None:
         raise UsageError(f"cannot create the run directory {prepared.run_dir}: {exc.strerror or exc}") from None
 
 
+END_PHASES = ("score", "report", "export")
+"""what rank 0 does after the run's stop, in order (the drain before it: the groups' last epochs)"""
+
+
+def print_end_phases(after_clock: float, marks: list[float]) -> None:
+    """One line: how long the end took on rank 0 (and so the whole allocation), and rank 0's peak memory."""
+    import resource
+
+    phases = ", ".join(f"{name} {later - earlier:.1f} s" for name, earlier, later in
+                       zip(END_PHASES, marks[:-1], marks[1:], strict=True))  # fmt: skip
+    drain = (f"the stop came {after_clock:.1f} s after the clock's end (the drain)" if after_clock >= 0 else
+             f"the run stopped {-after_clock:.1f} s before its clock's end")  # fmt: skip
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    print(f"aiperf_mpi: end on rank 0: {drain}; {phases}; rank 0's peak memory {peak:.0f} MiB", flush=True)
+
+
 def run_master(
     prepared: Prepared,
     config: RunConfig,
@@ -274,19 +291,24 @@ def _run_master_locked(prepared: Prepared, config: RunConfig, transport: MasterT
                         segment=prepared.segment, groups_stopped_early=master.early_stops,
                         **({"groups_lost": master.lost_groups} if master.lost_groups else {}))  # fmt: skip
     mllog.run_stop(reason, stopped[runlog.TIME])
+    ending = [time.monotonic()]  # the end's phases (END_PHASES)
     score = score_run(run_dir)
     log.write(runlog.SCORE, sync=True, **{k: v for k, v in score.to_dict().items() if k != "grid"})
     (run_dir / "score.json").write_text(json.dumps(score.to_dict(), indent=2))
     log.close()
     mllog.close()
     print_score(score, run_dir)
+    ending.append(time.monotonic())
     if end.report is not None:
         end.report(run_dir)
+    ending.append(time.monotonic())
     if config.rehearse:
         print("aiperf_mpi: a rehearsal: its operations and accuracies are a stand-in's (--rehearse), never a result; "
               "no model to export", flush=True)  # fmt: skip
     elif outcome == "done" and end.export is not None:  # ending in Abort leaves no time: analysis.export later
         end.export(run_dir, config.dataset)
+    ending.append(time.monotonic())
+    print_end_phases(stopped[runlog.TIME] - (started[runlog.TIME] + config.time_limit), ending)
     _say_how_much_disk(run_dir)
     _say_what_was_abandoned(outcome, len(discarded), config.grace)
     status = EXIT_STATUS[outcome] or (EXIT_GROUPS_LOST if master.lost_groups else 0)

@@ -94,28 +94,69 @@ def run_benchmark(
     before anything else (one is installed here when the caller has none).
     """
     stop_flag = stop_flag or StopFlag().install()
+    marks = [time.monotonic()]  # the start-up phases' ends, for the line and the system event (STARTUP_PHASES)
     prepared: Prepared = agree(comm, lambda: prepare(config, resume, comm.Get_size()))
     if not isinstance(training, TrainingBackend):
         training = training(prepared.config)
     horovod = horovod and training.horovod
+    marks.append(time.monotonic())
     layout = build_layout(comm, prepared.config.group_size or None, prepared.config.relays)
+    marks.append(time.monotonic())
     try:
         local, staging = stage_on_nodes(comm, layout, prepared.config)  # ``local`` reads the staged copy
         agree(comm, lambda: create_run_dir(prepared, max(group.horovod_size for group in layout.plan.groups)))
     except UsageError:
         layout.free()
         raise
+    marks.append(time.monotonic())
     system = system_description(comm)
     node_pids = layout.node_comm.allgather(os.getpid())  # the benchmark's processes on this node, for the monitor
     try:
         role = rank_role(comm, layout, prepared, training, end, stop_flag, node_pids, local, staging, horovod)
         config, system = _agree_precision(comm, prepared.config, role.claim_device(), system)
         role.preload(config)
+        marks.append(time.monotonic())
         role.probe_peak(config)
+        marks.append(time.monotonic())
         _start_line(comm, stop_flag)
+        marks.append(time.monotonic())
+        system = _startup(comm, marks, system)
         return role.run(config, system)
     finally:
         layout.free()
+
+
+STARTUP_PHASES = ("launch and imports", "data check", "layout", "staging and run directory",
+                  "system, devices and imports", "peak probe", "waiting at the start line")  # fmt: skip
+"""what a rank does before the scored window, in order; the system event's ``startup`` gives each one's seconds
+on the slowest rank (``--rehearse`` shows them at the size of the real job before its accelerator hours)"""
+
+
+def _process_age() -> float:
+    """Seconds since this process started (Linux /proc; 0 where it cannot be read): its launch and imports."""
+    try:
+        with open("/proc/self/stat", encoding="ascii") as handle:
+            started = int(handle.read().rsplit(")", 1)[1].split()[19]) / os.sysconf("SC_CLK_TCK")
+        with open("/proc/uptime", encoding="ascii") as handle:
+            return max(0.0, float(handle.read().split()[0]) - started)
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def _startup(comm: MPI.Comm, marks: list[float], system: dict | None) -> dict | None:
+    """Collective (after the start line, so every rank is here): each start-up phase's seconds on the slowest
+    rank, printed by rank 0 and kept in its system event.  One reduction of a few numbers: O(log ranks)."""
+    import numpy as np
+
+    phases = np.array([_process_age() - (time.monotonic() - marks[0]), *np.diff(marks)], dtype=np.float64)
+    slowest = np.zeros_like(phases) if comm.Get_rank() == 0 else None
+    comm.Reduce(phases, slowest, op=MPI.MAX, root=0)
+    if comm.Get_rank() != 0 or system is None:
+        return system
+    startup = {name: round(float(seconds), 3) for name, seconds in zip(STARTUP_PHASES, slowest, strict=True)}
+    shown = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in startup.items())
+    print(f"aiperf_mpi: start-up on the slowest rank of {comm.Get_size()}: {shown}", flush=True)
+    return {**system, "startup": startup}
 
 
 @dataclass

@@ -73,6 +73,7 @@ REQUIRED: dict[str, dict[str, object]] = {
 }  # fmt: skip
 OPTIONAL: dict[str, dict[str, object]] = {
     RUN_START: {"cut_tail": DICT, "provenance": DICT, "data": DICT},
+    SYSTEM: {"startup": DICT},
     STAGING: {"start": NUM},
     LAYOUT: {"relay_ranks": LIST},
     PEAK: {"threads": LIST},
