@@ -36,7 +36,11 @@ def test_a_rehearsal_of_32_ranks_scores_verifies_as_one_and_loads_no_tensorflow(
     assert done.returncode == 0, done.output[-4000:]
     assert "a rehearsal imported" not in done.output
     assert "training a rehearsal (stand-in arithmetic)" in done.output  # the unofficial line names it
+    assert f"start-up on the slowest rank of {RANKS}: launch and imports" in done.output  # the phases, once
+    assert "end on rank 0:" in done.output and "rank 0's peak memory" in done.output
     events = runlog.read_events(run_dir).events
+    [system] = [e for e in events if e[runlog.EVENT] == runlog.SYSTEM]
+    assert list(system["startup"])[0] == "launch and imports" and all(v >= 0 for v in system["startup"].values())
     [layout] = [e for e in events if e[runlog.EVENT] == runlog.LAYOUT]
     assert len(layout["groups"]) == (RANKS - 2) // 2 and layout["relay_ranks"] == [1]
     [start] = [e for e in events if e[runlog.EVENT] == runlog.RUN_START]
