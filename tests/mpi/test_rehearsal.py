@@ -40,7 +40,7 @@ def test_a_rehearsal_of_32_ranks_scores_verifies_as_one_and_loads_no_tensorflow(
     assert "end on rank 0:" in done.output and "rank 0's peak memory" in done.output
     events = runlog.read_events(run_dir).events
     [system] = [e for e in events if e[runlog.EVENT] == runlog.SYSTEM]
-    assert list(system["startup"])[0] == "launch and imports" and all(v >= 0 for v in system["startup"].values())
+    assert next(iter(system["startup"])) == "launch and imports" and all(v >= 0 for v in system["startup"].values())
     [layout] = [e for e in events if e[runlog.EVENT] == runlog.LAYOUT]
     assert len(layout["groups"]) == (RANKS - 2) // 2 and layout["relay_ranks"] == [1]
     [start] = [e for e in events if e[runlog.EVENT] == runlog.RUN_START]
