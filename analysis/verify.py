@@ -54,6 +54,12 @@ def sha256_file(path: Path) -> str:
 # --------------------------------------------------------------------------- directories and bundles
 
 
+BEST_ROW = "best/ (exported model)"
+"""the row a valid run's best model is judged in"""
+NO_BEST_MODEL = "best model (best/ not present)"
+"""the rule a run that meets every other one breaks without its best model: it is then an unofficial run"""
+
+
 def verify_dir(run_dir: Path, source: str | None = None, before: list[Check] | None = None,
                bundle: bool = False, families: tuple[Family, ...] = FAMILIES) -> Verification:  # fmt: skip
     """Every check of a run directory (``bundle``: an unpacked bundle, whose verify.* and system.json are checked),
@@ -70,6 +76,12 @@ def verify_dir(run_dir: Path, source: str | None = None, before: list[Check] | N
     if score is not None:
         result.valid = score.valid
         result.broken_rules = [name for name, rule in score.rules.items() if not rule["ok"]]
+    best = next((c for c in result.checks if c.name == BEST_ROW), None)
+    if result.valid and best is not None and best.summary == "not present":  # the accuracy that ranks, unbacked
+        result.valid = False
+        result.broken_rules.append(NO_BEST_MODEL)
+        best.notes.append("a valid run needs its best model, which a reviewer re-evaluates: this one is unofficial "
+                          "until python -m aiperf_mpi.export --single-copy RUN_DIR makes best/ from its weights")
     if bundle:
         result.checks += bundle_checks(run_dir, result, run.judges["bundle"])
     return result

@@ -220,7 +220,9 @@ FAMILIES = (
             "synthetic data, `--no-report`; `python -m analysis.export --single-copy RUN_DIR` makes it later): "
             "*not present*, noted, not failed. A `best/` an earlier segment exported, left by a resume that ended"
             " by a signal or with `--no-report` (the run says so), describes that segment's best model and fails "
-            "this row when a later segment trained a better one: export again"),
+            "this row when a later segment trained a better one: export again. A run that meets every rule of "
+            "its score is *valid* only with its `best/`: without it the verdict names the rule `best model` "
+            "(a reviewer re-evaluates that model: `--reevaluate`)"),
     )),
     Family("bundle", SystemDescription, events=("run_start", "system", "layout", "peak"),
            files=("verify.txt", "verify.json", "system.json"), rows=(

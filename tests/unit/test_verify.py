@@ -16,15 +16,27 @@ import pytest
 from aiperf_mpi.results import provenance, runlog
 from aiperf_mpi.results.graphs import append_graph, read_graph, segment_graph_file
 from analysis import bundle, checks, verify
-from tests.support.verify_runs import consistent_run, find, full_pass, read_log, rewrite_log, to_file_per_model
+from tests.support.verify_runs import (
+    consistent_run,
+    find,
+    full_pass,
+    read_log,
+    rewrite_log,
+    to_file_per_model,
+    write_best,
+)
 
 
 def problems(result: checks.Verification, check: str) -> list[str]:
     return next(c for c in result.checks if c.name == check).problems
 
 
-def test_a_consistent_run_is_verified(pristine, capsys) -> None:
-    assert verify.main([str(pristine)]) == 0
+def test_a_consistent_run_is_verified_and_valid_with_its_best_model(run, capsys) -> None:
+    assert verify.main([str(run)]) == 0
+    assert "verdict: VERIFIED, an unofficial run (rules not met: best model (best/ not present))" in \
+        capsys.readouterr().out  # every rule of the score met, but the accuracy that ranks has no model behind it
+    write_best(run)
+    assert verify.main([str(run)]) == 0
     out = capsys.readouterr().out
     assert "verdict: VERIFIED, a valid run" in out
     assert "4 of 4 epochs recounted exactly" in out and "2 graph files: 2 sha256 as logged" in out
@@ -333,10 +345,9 @@ def _members(archive: Path) -> dict[str, bytes]:
 def test_a_bundle_holds_the_run_without_weights_and_verifies(run, tmp_path, capsys) -> None:
     (run / "weights").mkdir()
     (run / "weights" / "task-0.npz").write_bytes(b"w" * 1000)
-    (run / "best").mkdir()
+    write_best(run)  # metadata.json, ops.json, graph.json as the export writes them
     (run / "best" / "model.keras").write_bytes(b"k" * 1000)
     (run / "best" / "model_card.md").write_text("# best\n")
-    (run / "best" / "graph.json").write_text("{}")
     (run / "report").mkdir()
     (run / "report" / "report.md").write_text("# report\n")
     out = tmp_path / "out" / "sub.tar.gz"
@@ -347,7 +358,8 @@ def test_a_bundle_holds_the_run_without_weights_and_verifies(run, tmp_path, caps
     files = _members(out)
     assert sorted(files) == sorted(f"run/{name}" for name in (
         "events.jsonl", "mllog.log", "score.json", "graphs/segment-1.jsonl", "report/report.md",
-        "best/graph.json", "best/model_card.md", "system.json", "verify.txt", "verify.json", "MANIFEST"))  # fmt: skip
+        "best/graph.json", "best/metadata.json", "best/ops.json", "best/model_card.md", "system.json", "verify.txt",
+        "verify.json", "MANIFEST"))  # fmt: skip
     manifest = verify.read_manifest(files["run/MANIFEST"].decode())
     assert set(manifest) == {name[len("run/"):] for name in files} - {"MANIFEST"}
     assert all(hashlib.sha256(files["run/" + n]).hexdigest() == digest for n, digest in manifest.items())
@@ -356,7 +368,7 @@ def test_a_bundle_holds_the_run_without_weights_and_verifies(run, tmp_path, caps
     assert system["segments"][0]["provenance"]["source_sha256"] and system["segments"][0]["layout"]["groups"]
     assert verify.main([str(out)]) == 0
     rows = {line.split("  ")[0]: line.split() for line in capsys.readouterr().out.splitlines() if "  " in line}
-    assert rows["bundle manifest"][2:] == ["ok", "10", "of", "10", "files", "as", "MANIFEST", "lists", "them"]
+    assert rows["bundle manifest"][2:] == ["ok", "12", "of", "12", "files", "as", "MANIFEST", "lists", "them"]
     assert rows["bundle verify.txt/json"][2] == "ok" and rows["bundle system.json"][2] == "ok"
     assert rows["mllog.log"][1] == "ok" and "4 of 4 epochs equal their events" in " ".join(rows["mllog.log"])
 
