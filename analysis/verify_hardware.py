@@ -26,8 +26,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from aiperf_mpi.results import runlog
-from aiperf_mpi.results.hardware import HARDWARE_TABLE_VERSION, Bound, group_bound
-from aiperf_mpi.results.inventory import group_ranks_by_host, inventory_problems
+from aiperf_mpi.results.hardware import FAST_ALGORITHMS, HARDWARE_TABLE_VERSION, Bound, group_bound
+from aiperf_mpi.results.inventory import group_ranks_by_host, inventory_problems, training_ranks_by_host
 from analysis.checks import Check, Run
 
 
@@ -39,12 +39,17 @@ class _Segment:
     layout: Mapping | None = None
     bounds: dict[int, Bound] = field(default_factory=dict)
     """each group's bound, once both the system and the layout are read"""
+    on_cpus: set[int] = field(default_factory=set)
+    """the groups whose hosts list no accelerator (bounded by their CPUs)"""
 
 
-def _kinds(system: Mapping) -> set[tuple]:
-    """The kinds of host a system description lists: processor, vendor, logical processors, accelerators."""
-    return {(str(h.get("cpu")), str(h.get("cpu_vendor")), str(h.get("cores")), tuple(map(str, h.get("accelerators")
-             or []))) for h in system.get("hosts") or [] if isinstance(h, Mapping)}  # fmt: skip
+def _kinds(system: Mapping) -> set[str]:
+    """The kinds of host a system description lists: processor, vendor, ISA flags, accelerators (not the number
+    of logical processors: the same node with SMT off is the same hardware)."""
+    hosts = system.get("hosts") if isinstance(system.get("hosts"), list) else []
+    return {f"{h.get('cpu')} ({h.get('cpu_vendor')}; {' '.join(map(str, h.get('cpu_flags') or []))}) with "
+            f"{sorted(map(str, h.get('accelerators') or [])) if isinstance(h.get('accelerators'), list) else '?'}"
+            for h in hosts if isinstance(h, Mapping)}  # fmt: skip
 
 
 class HardwareRules:
@@ -54,7 +59,7 @@ class HardwareRules:
         del run
         self.inventory, self.bounds = Check("inventory"), Check("hardware bounds")
         self.segment: _Segment | None = None
-        self.first_kinds: set[tuple] | None = None
+        self.first_kinds: set[str] | None = None
         self.rehearsal = False
         self.epochs = self.peaks = 0
         self.highest = 0.0
@@ -77,19 +82,28 @@ class HardwareRules:
         chosen = chosen.get("chosen") if isinstance(chosen, Mapping) else chosen
         if isinstance(chosen, str) and self.segment.precision == "auto":
             self.segment.precision = chosen
+        if self.segment.system is not None:
+            self.inventory.problems.append(f"event {number} (system): segment {self.segment.number} has a second "
+                                           "system description (one a segment: the bounds read the first)")
+            return
         self.segment.system = event
         kinds = _kinds(event)
         if self.first_kinds is None:
             self.first_kinds = kinds
-        elif kinds != self.first_kinds:
-            self.inventory.problems.append(f"segment {self.segment.number}: its hosts are of other kinds than the "
-                                           f"first segment's: {sorted(kinds - self.first_kinds)[:3]}")  # fmt: skip
+        elif not kinds <= self.first_kinds:  # a resume on part of the first allocation's kinds is fine
+            self.inventory.problems.append(f"segment {self.segment.number}: hosts of kinds the first segment did "
+                                           f"not have: {sorted(kinds - self.first_kinds)[:3]}")  # fmt: skip
         self._ready()
 
     def layout(self, event: dict, number: int) -> None:
-        if self.segment is not None:
-            self.segment.layout = event
-            self._ready()
+        if self.segment is None:
+            return
+        if self.segment.layout is not None:
+            self.inventory.problems.append(f"event {number} (layout): segment {self.segment.number} has a second "
+                                           "layout (one a segment)")
+            return
+        self.segment.layout = event
+        self._ready()
 
     def _ready(self) -> None:
         """With the segment's system and layout both read: its inventory, and each group's bound."""
@@ -99,9 +113,15 @@ class HardwareRules:
         label = f"segment {segment.number}"
         self.inventory.problems += [f"{label}: {problem}" for problem in
                                     inventory_problems(segment.layout, segment.system)]  # fmt: skip
-        hosts = {str(h.get("host")): h for h in segment.system.get("hosts") or [] if isinstance(h, Mapping)}
+        hosts: dict[str, Mapping] = {}
+        for host in segment.system.get("hosts") if isinstance(segment.system.get("hosts"), list) else []:
+            if isinstance(host, Mapping):
+                hosts.setdefault(str(host.get("host")), host)  # the first entry, as the ranks' hosts read it
+        training = training_ranks_by_host(segment.layout, segment.system)
         for group, ranks in group_ranks_by_host(segment.layout, segment.system).items():
-            segment.bounds[group] = group_bound(hosts, ranks, segment.precision)
+            segment.bounds[group] = group_bound(hosts, ranks, segment.precision, training)
+            if not any(isinstance(hosts.get(name), Mapping) and hosts[name].get("accelerators") for name in ranks):
+                segment.on_cpus.add(group)
         total = [b.ops_per_second for b in segment.bounds.values()]
         if total and None not in total:
             self.score_bound = max(self.score_bound, sum(total))  # type: ignore[arg-type]
@@ -121,7 +141,8 @@ class HardwareRules:
             return None
         return bound.ops_per_second
 
-    def _hold(self, rate: float, bound: float, label: str, what: str, group: object) -> None:
+    def _hold(self, rate: float, bound: float, label: str, what: str, group: object, allowed: float = 1.0) -> None:
+        bound *= allowed
         ratio = rate / bound
         self.highest = max(self.highest, ratio)
         if ratio > 1.0:
@@ -131,7 +152,14 @@ class HardwareRules:
 
     def peak(self, event: dict, number: int) -> None:
         label = f"event {number} (peak)"
-        bound = self._bound(event.get("group"), label)
+        group, segment = event.get("group"), self.segment
+        bound_of = segment.bounds.get(group) if segment is not None and isinstance(group, int) else None
+        if bound_of is not None and "GPU" in str(event.get("device", "")).upper() and group in segment.on_cpus:
+            # probed on a GPU the system description does not list (no NVML on the node, another vendor's):
+            # the CPUs are no bound of it, and the table cannot say what is
+            segment.bounds[group] = Bound(None, f"group {group} probed on {event.get('device')}, which the system "
+                                                "description does not list (no NVML there?)")  # fmt: skip
+        bound = self._bound(group, label)
         if bound is not None and isinstance(event.get("ops_per_second"), int | float):
             self.peaks += 1
             self._hold(float(event["ops_per_second"]), bound, label, "the probe's", event.get("group"))
@@ -149,15 +177,16 @@ class HardwareRules:
             if ops > 0 and seconds <= 0:
                 self.bounds.problems.append(f"{label}: {what}: {ops:,} operations in {seconds} s")
             elif ops > 0:
-                self._hold(ops / seconds, bound, label, what, event.get("group"))
+                self._hold(ops / seconds, bound, label, what, event.get("group"), FAST_ALGORITHMS)
 
     def score(self, event: dict, number: int) -> None:
         if self.rehearsal or not self.score_bound or self.unbounded:
             return
         score = event.get("score")
-        if isinstance(score, int | float) and score > self.score_bound:
+        if isinstance(score, int | float) and score > self.score_bound * FAST_ALGORITHMS:
             self.bounds.problems.append(f"event {number} (score): {score / 1e9:.4g} G ops/s is more than the "
-                                        f"hardware of its groups can compute ({self.score_bound / 1e9:.4g} G ops/s)")
+                                        f"hardware of its groups can compute ({self.score_bound / 1e9:.4g} G ops/s, "
+                                        f"× {FAST_ALGORITHMS} for fast algorithms)")  # fmt: skip
 
     def _close(self) -> None:
         if self.segment is not None and (self.segment.system is None or self.segment.layout is None):

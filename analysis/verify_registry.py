@@ -155,19 +155,21 @@ FAMILIES = (
     Family("hardware", HardwareRules, events=("run_start", "system", "layout", "peak", "epoch", "score"),
            rows=(
         Row("inventory",
-            "in each segment the master, the relays and the groups of the `layout` partition the world of the "
-            "`system` event (its `ranks`, each rank on exactly one of its `hosts`): no rank in two groups, groups "
-            "numbered 0, 1, …, every rank on the host the `system` event puts it on, no more training ranks on a "
-            "host with accelerators than it has; every segment's hosts of the kinds the first segment's were "
-            "(processor, vendor, logical processors, accelerators: the names may change with the allocation)"),
+            "each segment has one `system` and one `layout` event; the master, the relays and the groups of the "
+            "`layout` partition the world of the `system` event (its `ranks`, each rank on exactly one of its "
+            "`hosts`, each host listed once with its ranks): no rank in two groups, groups numbered 0, 1, …, every "
+            "rank on the host the `system` event puts it on; a later segment runs only on kinds of host the first "
+            "had (processor, vendor, ISA flags, accelerators: names and counts may change with the allocation)"),
         Row("hardware bounds",
-            "each group's probe (`peak`), each epoch's training rate `ops_train ÷ (compute + compile)` and "
-            "validation rate `ops_validation ÷ (evaluation + compile)`, and every `score`, at most what the "
-            "hardware the `system` event names can compute at the run's precision, by the versioned table of "
-            "`aiperf_mpi/results/hardware.py` (accelerators: the vendor's dense peak, one a rank; CPUs: logical "
-            "processors × the vendor's highest clock × the ISA flags' operations a cycle), which the run does not "
-            "write; hardware the table does not know is *not recorded* (not verified until the table names it); "
-            "a rehearsal's rates are its stand-in's, noted and not bounded"),
+            "each group's probe (`peak`) at most what the hardware the `system` event names can compute at the "
+            "run's precision, by the versioned table of `aiperf_mpi/results/hardware.py`, which the run does not "
+            "write (accelerators: the vendor's dense peak, one a rank at most; CPUs: logical processors × the "
+            "vendor's highest clock × the ISA flags' operations a cycle, shared among the host's training ranks); "
+            "each epoch's training rate `ops_train ÷ (compute + compile)` and validation rate `ops_validation ÷ "
+            "(evaluation + compile)`, and every `score`, at most `FAST_ALGORITHMS` = 1.5 × that (fast convolution "
+            "algorithms do fewer multiplications than the analytic count); hardware the table does not know, or a "
+            "GPU probe on a host that lists none, is *not recorded* (not verified until the table names it); a "
+            "rehearsal's rates are its stand-in's, noted and not bounded"),
     )),
     Family("score", ScoreRules, events=(ANY, "peak"), files=("score.json",), rows=(
         Row("score",

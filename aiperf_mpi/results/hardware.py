@@ -50,6 +50,7 @@ def _peaks(fp32: float, fp16: float, bf16: float) -> Mapping[str, float]:
 # Longest pattern first within a family, so "H100 PCIe" is not read as "H100".  fp32 is TensorFlow's default
 # arithmetic for float32 on Ampere and later: TF32 tensor cores, so the TF32 dense figure bounds it.
 ACCELERATORS: tuple[Accelerator, ...] = (
+    Accelerator("GB200", _peaks(1250, 2500, 2500), "NVIDIA GB200 NVL72 datasheet, dense TF32/FP16/BF16 per GPU"),
     Accelerator("B200", _peaks(1125, 2250, 2250), "NVIDIA DGX B200 datasheet, dense TF32/FP16/BF16 per GPU"),
     Accelerator("H200", _peaks(494.7, 989.4, 989.4), "NVIDIA H200 SXM datasheet, dense (sparsity halved)"),
     Accelerator("GH200", _peaks(494.7, 989.4, 989.4), "NVIDIA GH200 datasheet, dense (sparsity halved)"),
@@ -57,6 +58,7 @@ ACCELERATORS: tuple[Accelerator, ...] = (
     Accelerator("H100", _peaks(494.7, 989.4, 989.4), "NVIDIA H100 SXM datasheet, dense (sparsity halved)"),
     Accelerator("A100", _peaks(156, 312, 312), "NVIDIA A100 datasheet, dense TF32/FP16/BF16"),
     Accelerator("L40S", _peaks(183, 362, 362), "NVIDIA L40S datasheet, dense (sparsity halved)"),
+    Accelerator("V100S", _peaks(16.4, 130, 16.4), "NVIDIA V100S PCIe datasheet: FP32, FP16 tensor; no BF16 units"),
     Accelerator("V100", _peaks(15.7, 125, 15.7), "NVIDIA V100 SXM2 datasheet: FP32, FP16 tensor; no BF16 units"),
     Accelerator("MI300X", _peaks(653.7, 1307.4, 1307.4), "AMD Instinct MI300X datasheet, dense TF32/FP16/BF16"),
     Accelerator("MI250X", _peaks(95.7, 383, 383), "AMD Instinct MI250X datasheet, FP32 matrix, FP16/BF16"),
@@ -104,6 +106,12 @@ CLOCK_CEILING_HZ: Mapping[str, float] = MappingProxyType({
 })  # fmt: skip
 """the highest clock any processor of the vendor runs at: a virtual machine hides its own, this does not"""
 
+FAST_ALGORITHMS = 1.5
+"""how far a model's *analytic* operations per second may outrun the hardware's peak: convolution libraries
+compute 3×3 layers with fewer multiplications than the analytic count (Winograd: up to 4× fewer in those
+layers), which for ResNet-50, whose 3×3 layers hold ≈ 40 % of its operations, is at most ≈ 1.43×.  Applied to
+epochs and the score, never to the probe (a matrix multiplication has no such shortcut)"""
+
 CPU_FLAGS_READ = tuple(dict.fromkeys(issue.flag for issue in CPU_ISSUE))
 """the ISA flags the system description records (the others change no bound)"""
 
@@ -117,11 +125,15 @@ class Bound:
     """where the figure comes from, or what the table lacks"""
 
 
-def accelerator_peak(name: str, precision: str) -> Bound:
+def accelerator_peak(name: object, precision: str) -> Bound:
     """The table's dense peak of one accelerator at ``precision``."""
+    if not isinstance(name, str):
+        return Bound(None, f"an accelerator named {name!r} (not a name)")
     lowered = name.lower()
     for device in ACCELERATORS:
         if device.pattern.lower() in lowered:
+            if precision not in device.peak:
+                return Bound(None, f"precision {precision!r} is not in the hardware table {HARDWARE_TABLE_VERSION}")
             return Bound(device.peak[precision], f"{device.pattern}: {device.source}")
     return Bound(None, f"accelerator {name!r} is not in the hardware table {HARDWARE_TABLE_VERSION}")
 
@@ -140,6 +152,8 @@ def cpu_peak(host: Mapping, precision: str) -> Bound:
                            f"{HARDWARE_TABLE_VERSION}")  # fmt: skip
     if not isinstance(flags, list):
         return Bound(None, f"host {host.get('host')!r}: no ISA flags logged (a log older than the table)")
+    if precision not in CPU_ISSUE[0].per_cycle:
+        return Bound(None, f"precision {precision!r} is not in the hardware table {HARDWARE_TABLE_VERSION}")
     widths = [issue.per_cycle[precision] for issue in CPU_ISSUE if issue.flag in flags]
     if not widths:
         return Bound(None, f"host {host.get('host')!r}: none of the ISA flags the table knows")
@@ -149,12 +163,14 @@ def cpu_peak(host: Mapping, precision: str) -> Bound:
                                             f"ceiling) × {per_cycle} {precision} operations a cycle")  # fmt: skip
 
 
-def group_bound(hosts: Mapping[str, Mapping], ranks_on_host: Mapping[str, int], precision: str) -> Bound:
-    """The most a group can compute: on each host it runs on, one accelerator per rank, or the host's CPUs.
+def group_bound(hosts: Mapping[str, Mapping], ranks_on_host: Mapping[str, int], precision: str,
+                training_on_host: Mapping[str, int] | None = None) -> Bound:  # fmt: skip
+    """The most a group can compute: on each host it runs on, one accelerator per rank, or its share of the CPUs.
 
-    ``hosts`` maps a host name to its ``system`` entry; ``ranks_on_host`` the group's ranks there.  A host with
-    accelerators trains on them (one a rank, at most as many as it has); one without trains on its CPUs, all of
-    them at most, whatever other groups share them.
+    ``hosts`` maps a host name to its ``system`` entry; ``ranks_on_host`` the group's ranks there, and
+    ``training_on_host`` every group's (None: the group's alone).  A host with accelerators trains on them (one a
+    rank, at most as many as it has); one without trains on its CPUs, which its training ranks share: each
+    takes its share of the cores (train/threads.py), so groups on one host together never exceed the host.
     """
     total = 0.0
     reasons: list[str] = []
@@ -163,6 +179,8 @@ def group_bound(hosts: Mapping[str, Mapping], ranks_on_host: Mapping[str, int], 
         if host is None:
             return Bound(None, f"host {name!r} is not in the system description")
         devices: Sequence[str] = host.get("accelerators") or []
+        if not isinstance(devices, list):
+            return Bound(None, f"host {name!r}: its accelerators are not a list")
         if devices:
             used = min(ranks, len(devices))
             peaks = [accelerator_peak(device, precision) for device in devices]
@@ -175,6 +193,8 @@ def group_bound(hosts: Mapping[str, Mapping], ranks_on_host: Mapping[str, int], 
             bound = cpu_peak(host, precision)
             if bound.ops_per_second is None:
                 return bound
-            total += bound.ops_per_second
-            reasons.append(f"{name}: {bound.why}")
+            sharing = max(ranks, (training_on_host or {}).get(name, ranks))
+            total += bound.ops_per_second * ranks / sharing
+            share = f"{ranks} of its {sharing} training ranks' share of " if sharing > ranks else ""
+            reasons.append(f"{name}: {share}{bound.why}")
     return Bound(total, "; ".join(reasons))

@@ -7,8 +7,9 @@ collectives, the ``system`` event (every rank's node, gathered) and the
 ``layout`` event (the plan every rank computed): these checks hold each to the
 other and both to arithmetic.  The master, the relays and the groups must
 partition the world's ranks, no rank may train in two groups, each rank must
-sit on the host the system description puts it on, and a host with
-accelerators gives at most one to each rank.
+sit on the host the system description puts it on, and each host is listed
+once.  (More training ranks than a host has accelerators is allowed: MIG
+instances and shared devices; the bound counts the devices, not the ranks.)
 
 Pure: events in, problems out (a list of one-line sentences; empty is good).
 """
@@ -57,6 +58,7 @@ def inventory_problems(layout: Mapping, system: Mapping) -> list[str]:
     if system.get("ranks") != world:
         problems.append(f"layout: world size {world}, the system description gathered {system.get('ranks')!r} ranks")
     where = host_of_rank(system)
+    problems += _hosts_once(system)
     if sorted(where) != list(range(world)):
         problems.append(f"system: its hosts list ranks {_span(sorted(where))}, not each of 0..{world - 1} once")
     owner: dict[int, str] = {}
@@ -96,20 +98,47 @@ def inventory_problems(layout: Mapping, system: Mapping) -> list[str]:
             problems.append(f"layout: rank(s) {_span(moved)} on other hosts than the system description's")
     elif hosts is not None:
         problems.append(f"layout: {len(hosts) if isinstance(hosts, list) else hosts!r} hosts for {world} ranks")
-    problems += _devices(layout, system)
     return problems
 
 
-def _devices(layout: Mapping, system: Mapping) -> list[str]:
-    """A host with accelerators gives each training rank one: no more ranks there than it has devices."""
-    devices = {str(h.get("host")): len(h.get("accelerators") or []) for h in system.get("hosts") or []
-               if isinstance(h, Mapping)}  # fmt: skip
+def _hosts_once(system: Mapping) -> list[str]:
+    """Each host once, with ranks, each rank on one host, its accelerators a list of names: a second entry of a
+    host (with better hardware) must not be what a bound reads."""
+    problems: list[str] = []
+    hosts = system.get("hosts")
+    if not isinstance(hosts, list):
+        return [f"system: hosts is {type(hosts).__name__}, not a list"]
+    seen: set[str] = set()
+    placed: set[int] = set()
+    for host in hosts:
+        if not isinstance(host, Mapping):
+            problems.append(f"system: a host entry that is not an object: {str(host)[:60]}")
+            continue
+        name, ranks = str(host.get("host")), _ints(host.get("ranks"))
+        if name in seen:
+            problems.append(f"system: host {name} is listed twice")
+        seen.add(name)
+        if not ranks:
+            problems.append(f"system: host {name} lists no ranks")
+        twice = sorted(placed & set(ranks or []))
+        if twice:
+            problems.append(f"system: rank(s) {_span(twice)} on two hosts")
+        placed |= set(ranks or [])
+        devices = host.get("accelerators", [])
+        if not isinstance(devices, list) or not all(isinstance(d, str) for d in devices):
+            problems.append(f"system: host {name}'s accelerators are not a list of names")
+    if isinstance(system.get("nodes"), int) and system["nodes"] != len(hosts):
+        problems.append(f"system: {system['nodes']} nodes, {len(hosts)} hosts listed")
+    return problems
+
+
+def training_ranks_by_host(layout: Mapping, system: Mapping) -> dict[str, int]:
+    """Every group's ranks on each host together: what shares a CPU host's bound."""
     on_host: dict[str, int] = {}
     for counts in group_ranks_by_host(layout, system).values():
         for host, ranks in counts.items():
             on_host[host] = on_host.get(host, 0) + ranks
-    return [f"system: host {host} trains {ranks} ranks on {devices[host]} accelerator(s)"
-            for host, ranks in sorted(on_host.items()) if devices.get(host, 0) and ranks > devices[host]]  # fmt: skip
+    return on_host
 
 
 def _span(ranks: list[int]) -> str:

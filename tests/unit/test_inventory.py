@@ -79,9 +79,12 @@ def test_a_rank_left_out_or_a_group_without_ranks_is_named() -> None:
     assert any("without an index" in p for p in forge(listed))
 
 
-def test_more_training_ranks_than_accelerators_on_a_host_is_named() -> None:
-    layout, system = real_shape(accelerators=1)
-    assert any("host node0 trains 2 ranks on 1 accelerator" in p for p in inventory_problems(layout, system))
+def test_more_training_ranks_than_accelerators_is_allowed_but_a_host_listed_twice_is_named() -> None:
+    layout, system = real_shape(accelerators=1)  # MIG instances, shared devices: the bound counts devices
+    assert inventory_problems(layout, system) == []
+    system["hosts"].append({**system["hosts"][0], "ranks": [], "accelerators": ["NVIDIA B200"] * 8})
+    problems = inventory_problems(layout, system)
+    assert any("listed twice" in p for p in problems) and any("lists no ranks" in p for p in problems), problems
 
 
 def test_group_ranks_by_host_counts_where_the_system_puts_them() -> None:

@@ -8,6 +8,7 @@ row's own ceiling with it; nothing bounded validation; the layout was never held
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 from aiperf_mpi.results import runlog
 from analysis import checks, verify
@@ -99,9 +100,25 @@ def test_a_segment_on_other_hardware_than_the_first_is_named(run) -> None:
         events.insert(events.index(system) + 1, {**copy.deepcopy(system), "time": system["time"] + 0.01})
         events[events.index(system) + 1]["hosts"] = [{**HOST, "accelerators": ["NVIDIA H100"] * 4}]
 
-    forge(run, faster)  # a second system event in the segment stands for a resumed segment's
+    forge(run, faster)  # a second system event in the segment: the bounds must not read another description
     lines = failing(run)["inventory"]
-    assert any("other kinds than the first segment's" in line for line in lines), lines
+    assert any("second system description" in line for line in lines), lines
+
+
+def test_a_resumed_segment_on_hardware_the_first_did_not_have_is_named() -> None:
+    from analysis.checks import Run
+    from analysis.verify_hardware import HardwareRules
+
+    rules = HardwareRules(Run(Path(".")))
+    layout = {"world_size": 5, "master_rank": 0, "hosts": ["h0"] * 5, "groups": [{"index": 0, "ranks": [1, 2]},
+                                                                                  {"index": 1, "ranks": [3, 4]}]}
+    system = {"ranks": 5, "nodes": 1, "hosts": [HOST]}
+    for segment, hosts in ((1, [HOST]), (2, [{**HOST, "host": "h9"}]), (3, [{**HOST, "accelerators": ["H100"] * 4}])):
+        rules.run_start({"segment": segment, "config": {"precision": "fp16"}}, 1)
+        rules.system({**system, "hosts": [{**h, "host": "h0"} for h in hosts]}, 2)
+        rules.layout(layout, 3)
+    problems = rules.finish()[0].problems
+    assert len(problems) == 1 and "segment 3: hosts of kinds the first segment did not have" in problems[0], problems
 
 
 def test_a_rehearsal_is_noted_not_bounded(run) -> None:
@@ -115,3 +132,40 @@ def test_a_rehearsal_is_noted_not_bounded(run) -> None:
     rows = {c.name: c for c in result.checks}
     assert rows["hardware bounds"].verdict == checks.OK and "rehearsal" in rows["hardware bounds"].summary
     assert "training" in result.broken_rules and not result.valid
+
+
+def test_cpu_groups_on_one_host_share_its_bound(run) -> None:
+    """Two groups training at once on one CPU host together get the host, not one host each."""
+
+    def on_cpus(events: list[dict]) -> None:
+        find(events, runlog.SYSTEM)["hosts"] = [{**HOST, "accelerators": [], "cores": 256}]
+        for peak in (e for e in events if e["event"] == runlog.PEAK):
+            peak["ops_per_second"] = 1e12
+        for epoch in _epochs(events):  # each group at 0.9 × the whole host: 1.8 × its share, past the allowance
+            epoch["compute"] = epoch["ops_train"] / (0.9 * 256 * 5.7e9 * 64)
+
+    forge(run, on_cpus)
+    lines = failing(run)["hardware bounds"]
+    assert any("training rate" in line and "2 of its 4 training ranks' share" in line for line in lines), lines
+
+
+def test_a_gpu_probe_on_a_host_listing_none_is_not_recorded_rather_than_a_mismatch(run) -> None:
+    def no_nvml(events: list[dict]) -> None:
+        find(events, runlog.SYSTEM)["hosts"] = [{**HOST, "accelerators": []}]
+        for peak in (e for e in events if e["event"] == runlog.PEAK):
+            peak["device"] = "/device:GPU:0"
+
+    forge(run, no_nvml)
+    rows = {c.name: c for c in verify.verify(run).checks}
+    assert rows["hardware bounds"].verdict == checks.NOT_RECORDED, rows["hardware bounds"]
+    assert any("does not list" in line for line in rows["hardware bounds"].missing)
+
+
+def test_hostile_system_fields_are_named_never_a_traceback(run) -> None:
+    for change in ({"accelerators": 4}, {"accelerators": [None]}, {"cpu_flags": "avx2"}):
+        def hostile(events: list[dict], change=change) -> None:
+            find(events, runlog.SYSTEM)["hosts"] = [{**HOST, **change}]
+            find(events, runlog.RUN_START)["config"]["precision"] = "tf32"
+
+        forge(run, hostile)
+        assert verify.main([str(run)]) == 1, change
