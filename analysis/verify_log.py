@@ -156,8 +156,10 @@ class Record:
         segment = self.segments[-1]
         segment.has_layout = True
         for group in event["groups"]:
-            if isinstance(group, dict) and "index" in group:
-                ranks = group.get("horovod_size", len(group.get("ranks", ())))
+            if not isinstance(group, dict) or not isinstance(group.get("index"), int):
+                continue  # the counts row names a group without an index
+            ranks = group.get("horovod_size", len(group["ranks"]) if isinstance(group.get("ranks"), list) else None)
+            if isinstance(ranks, int) and not isinstance(ranks, bool):  # else: its epochs' batch is unknown
                 segment.groups[group["index"]] = ranks
 
     def run_stop(self, event: dict, _: int) -> None:
@@ -562,11 +564,12 @@ class ScoreRules:
         evidence = []
         config = self.inputs.config or {}
         precision = config.get("precision", "fp32")
+        precision = precision if isinstance(precision, str) else short(precision)
         if self.peak_precisions - {precision}:
             evidence.append(f"precision: the configuration says {precision}, the peak probe ran at "
                             f"{', '.join(sorted(self.peak_precisions))}")  # fmt: skip
         search = config.get("search", "bayesian")
-        allowed = STRATEGIES.get(search)
+        allowed = STRATEGIES.get(search) if isinstance(search, str) else None
         strategies = self.run.judges["record"].strategies
         foreign = {s: n for s, n in strategies.items() if allowed is not None and s not in allowed}
         if foreign:

@@ -160,3 +160,36 @@ def test_a_tiny_step_or_a_clock_jump_runs_in_bounded_time_and_says_grid_capped(r
     assert "grid capped" in (tmp_path / "r" / "report.md").read_text()
     score = json.loads((run / verify_log.SCORE_FILE).read_text())  # the run's own file: not rewritten by the tools
     assert len(score["grid"]) < MAX_GRID_SAMPLES
+
+
+# --------------------------------------------------------------------------- hostile values a rule must name
+
+
+def _layout_group(field: str, value: object) -> Callable[[list[dict]], None]:
+    return lambda events: find(events, runlog.LAYOUT)["groups"][0].update({field: value})
+
+
+def _config(field: str, value: object) -> Callable[[list[dict]], None]:
+    return lambda events: events[0]["config"].update({field: value})
+
+
+HOSTILE = [[0], {"a": 1}, 10**30, "0", None, 1e308, -1]
+
+
+@pytest.mark.parametrize("value", HOSTILE, ids=[type(v).__name__ + str(i) for i, v in enumerate(HOSTILE)])
+@pytest.mark.parametrize(("where", "field", "named"), [(_layout_group, "index", "layout"),
+                                                       (_layout_group, "ranks", "layout"),
+                                                       (_layout_group, "horovod_size", "horovod"),
+                                                       (_config, "dataset", "dataset"),
+                                                       (_config, "precision", "precision"),
+                                                       (_config, "search", "search")])  # fmt: skip
+def test_a_hostile_value_in_a_layout_group_or_the_configuration_is_named(run, capsys, where, field, named,
+                                                                         value) -> None:  # fmt: skip
+    _edit(run, where(field, value))
+    status = verify.main([str(run)])
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err and status in (1, 2), err
+    if status == 1:
+        assert "verdict: NOT VERIFIED" in out and named in out.rsplit("verdict: ", 1)[0].lower(), out
+    else:
+        assert len(err.strip().splitlines()) == 1, err
