@@ -35,7 +35,7 @@ from pathlib import Path
 
 from aiperf_mpi.results import runlog
 from analysis import reevaluation
-from analysis.checks import BadInput, Check, Run, Verification, is_hex
+from analysis.checks import BadInput, Check, Run, Verification, is_hex, is_regular_file
 from analysis.guard import guarded
 from analysis.side_files import bundle_checks
 from analysis.verify_registry import FAMILIES, VERIFY_RULES_VERSION, Family, walk
@@ -61,7 +61,7 @@ def verify_dir(run_dir: Path, source: str | None = None, before: list[Check] | N
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise BadInput(f"{run_dir}: no such run directory")
-    if not (run_dir / runlog.EVENTS_FILE).is_file():
+    if not is_regular_file(run_dir / runlog.EVENTS_FILE):
         raise BadInput(f"{run_dir}: not a run directory (no {runlog.EVENTS_FILE})")
     run = Run(run_dir)
     result = Verification(source or str(run_dir), [*(before or []), *walk(run, families)],
@@ -145,7 +145,7 @@ def verify(path: Path) -> Verification:
         return verify_dir(path)
     if not path.exists():
         raise BadInput(f"{path}: no such run directory or bundle")
-    if not tarfile.is_tarfile(path):
+    if not is_regular_file(path) or not tarfile.is_tarfile(path):
         raise BadInput(f"{path}: neither a run directory nor a bundle archive")
     with unpacked(path) as folder:
         root = bundle_root(folder, path)

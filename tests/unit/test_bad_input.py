@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -22,7 +23,7 @@ from aiperf_mpi.results import runlog
 from aiperf_mpi.results.score import MAX_GRID_SAMPLES
 from analysis import bundle, report, verify, verify_log
 from tests.support.event_logs import write_log
-from tests.support.verify_runs import consistent_run, find, read_log
+from tests.support.verify_runs import consistent_run, find, read_log, write_best
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -193,3 +194,52 @@ def test_a_hostile_value_in_a_layout_group_or_the_configuration_is_named(run, ca
         assert "verdict: NOT VERIFIED" in out and named in out.rsplit("verdict: ", 1)[0].lower(), out
     else:
         assert len(err.strip().splitlines()) == 1, err
+
+
+# --------------------------------------------------------------------------- a FIFO, a device: refused unopened
+
+
+def as_a_user(*args: str, timeout: float = 60, limit_file_bytes: int | None = None) -> subprocess.CompletedProcess:
+    """``python -m analysis.verify ARGS`` as a user runs it (a hang is a TimeoutExpired: the test fails)."""
+
+    def limit() -> None:
+        if limit_file_bytes is not None:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limit_file_bytes, limit_file_bytes))
+
+    return subprocess.run([sys.executable, "-m", "analysis.verify", *args], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT,
+                          preexec_fn=limit)  # fmt: skip
+
+
+def one_line_and_2(done: subprocess.CompletedProcess, *expected: str) -> None:
+    assert done.returncode == 2, (done.returncode, done.stderr)
+    assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.startswith("analysis.verify: error: ") and all(t in done.stderr for t in expected), done.stderr
+
+
+def test_a_fifo_through_the_command_line(tmp_path) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)  # no one writes it: opening it to read would wait for ever
+    one_line_and_2(as_a_user(str(fifo), timeout=30), "not a regular file")
+
+
+SPECIAL = {"fifo": lambda path: os.mkfifo(path), "device": lambda path: os.symlink("/dev/zero", path)}
+INSIDE = [runlog.EVENTS_FILE, verify_log.SCORE_FILE, "mllog.log", "graphs/segment-1.jsonl", "best/metadata.json",
+          "best/ops.json"]  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", sorted(SPECIAL))
+@pytest.mark.parametrize("name", INSIDE)
+def test_a_fifo_or_a_device_inside_the_run_is_refused_unopened(run, tmp_path, capsys, kind, name) -> None:
+    if name.startswith("best/"):
+        write_best(run)  # an honest export, so that each of its files is read
+    (run / name).unlink(missing_ok=True)
+    SPECIAL[kind](run / name)
+    for tool in ("verify", "bundle"):
+        one_line_exit_2(tools(run, tmp_path)[tool], capsys, f"analysis.{tool}: error:", name, "not a regular file")
+
+
+def test_a_fifo_the_verifier_does_not_read_is_left_out_of_the_bundle_unopened(run, tmp_path, capsys) -> None:
+    os.mkfifo(run / "report" / "pipe")
+    assert bundle.main([str(run), "--out", str(tmp_path / "b.tar.gz")]) == 0
+    assert "left out: report/pipe (not a regular file)" in capsys.readouterr().out
