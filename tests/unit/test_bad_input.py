@@ -8,12 +8,15 @@ years) is written into a copy of a consistent run and given to each tool's
 
 from __future__ import annotations
 
+import gzip
+import io
 import json
 import os
 import resource
 import shutil
 import subprocess
 import sys
+import tarfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -243,3 +246,83 @@ def test_a_fifo_the_verifier_does_not_read_is_left_out_of_the_bundle_unopened(ru
     os.mkfifo(run / "report" / "pipe")
     assert bundle.main([str(run), "--out", str(tmp_path / "b.tar.gz")]) == 0
     assert "left out: report/pipe (not a regular file)" in capsys.readouterr().out
+
+
+# --------------------------------------------------------------------------- a bundle: read within stated bounds
+
+
+@pytest.fixture(scope="module")
+def archive(pristine, tmp_path_factory) -> Path:
+    return bundle.make_bundle(pristine, tmp_path_factory.mktemp("bundle") / "b.tar.gz").path
+
+
+def _write_tar(out: Path, members: list[tuple[tarfile.TarInfo, bytes | None]]) -> Path:
+    with tarfile.open(out, "w:gz") as tar:
+        for info, data in members:
+            tar.addfile(info, None if data is None else io.BytesIO(data))
+    return out
+
+
+def _bundle_members(archive: Path) -> list[tuple[tarfile.TarInfo, bytes]]:
+    with tarfile.open(archive) as tar:
+        return [(m, tar.extractfile(m).read()) for m in tar.getmembers()]
+
+
+@pytest.mark.parametrize("keep", [0.02, 0.5, 0.98])
+def test_a_bundle_cut_mid_gzip_is_one_line_and_exit_2(archive, tmp_path, capsys, keep) -> None:
+    data = archive.read_bytes()
+    cut = tmp_path / "cut.tar.gz"
+    cut.write_bytes(data[: int(len(data) * keep)])
+    one_line_exit_2(lambda: verify.main([str(cut)]), capsys, "analysis.verify: error:", "not a readable bundle")
+
+
+def test_a_cut_bundle_through_the_command_line(archive, tmp_path) -> None:
+    cut = tmp_path / "cut.tar.gz"
+    cut.write_bytes(archive.read_bytes()[: archive.stat().st_size // 2])
+    one_line_and_2(as_a_user(str(cut)), "not a readable bundle")
+
+
+def test_a_member_past_the_cap_is_refused_before_anything_is_unpacked(tmp_path, capsys) -> None:
+    big = tarfile.TarInfo("run/zeros")
+    big.size = verify.MAX_BUNDLE_BYTES + 1  # declared only: the archive holds a few bytes of it
+    path = _write_tar(tmp_path / "big.tar.gz", [(tarfile.TarInfo("run/MANIFEST"), b"")])
+    header = big.tobuf(tarfile.GNU_FORMAT)
+    with tarfile.open(path) as tar:  # a member whose header states more than the cap, then the archive's end
+        first = [m for m in tar.getmembers()]
+    with gzip.open(tmp_path / "bomb.tar.gz", "wb") as out:
+        out.write(first[0].tobuf(tarfile.GNU_FORMAT) + header + b"\0" * 512 * 4)
+    one_line_exit_2(lambda: verify.main([str(tmp_path / "bomb.tar.gz")]), capsys, "bytes unpacked: refused")
+
+
+def test_a_huge_tar_header_or_a_pax_global_header_is_refused_not_read(tmp_path, capsys) -> None:
+    info = tarfile.TarInfo("run/MANIFEST")
+    pax = tarfile.TarInfo("run/././@PaxHeader")
+    pax.type, pax.size = tarfile.XHDTYPE, verify.MAX_READ_BYTES + 512  # tarfile would read it whole
+    with gzip.open(tmp_path / "pax.tar.gz", "wb") as out:
+        out.write(pax.tobuf(tarfile.USTAR_FORMAT) + b"\0" * pax.size + info.tobuf(tarfile.USTAR_FORMAT)
+                  + b"\0" * 512 * 2)  # fmt: skip
+    one_line_exit_2(lambda: verify.main([str(tmp_path / "pax.tar.gz")]), capsys, "a tar header of")
+    with tarfile.open(tmp_path / "global.tar.gz", "w:gz", pax_headers={"comment": "x" * 1000}) as tar:
+        tar.addfile(info, io.BytesIO(b""))
+    one_line_exit_2(lambda: verify.main([str(tmp_path / "global.tar.gz")]), capsys, "a pax global header: refused")
+
+
+def test_a_file_the_manifest_does_not_list_is_named_and_never_unpacked(archive, tmp_path) -> None:
+    members = _bundle_members(archive)
+    manifest = next(i for i, (m, _) in enumerate(members) if m.name.endswith("/MANIFEST"))
+    zeros = tarfile.TarInfo(members[0][0].name.split("/")[0] + "/zeros")
+    zeros.size = 64 << 20  # a few tens of kB of gzip; 64 MiB on disk if it were unpacked
+    members.insert(manifest, (zeros, bytes(zeros.size)))
+    added = _write_tar(tmp_path / "added.tar.gz", members)
+    assert added.stat().st_size < 1 << 20
+    done = as_a_user(str(added), limit_file_bytes=32 << 20)  # unpacking it would fail: it is never unpacked
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "zeros: in the bundle, not in MANIFEST (added after the bundle was made)" in done.stdout, done.stdout
+
+
+def test_a_bundle_without_a_manifest_or_with_two_of_a_file_is_refused(archive, tmp_path, capsys) -> None:
+    members = _bundle_members(archive)
+    without = _write_tar(tmp_path / "without.tar.gz", [m for m in members if not m[0].name.endswith("/MANIFEST")])
+    one_line_exit_2(lambda: verify.main([str(without)]), capsys, "has no MANIFEST")
+    twice = _write_tar(tmp_path / "twice.tar.gz", [*members, members[0]])
+    one_line_exit_2(lambda: verify.main([str(twice)]), capsys, "in the bundle twice")
