@@ -646,7 +646,15 @@ def bundle_checks(root: Path, recomputed: Verification, system: SystemDescriptio
             made_by = "no version (an older verifier)" if made_by is None else short(made_by)
             verdict.notes.append(f"verify.json was made by verify's rules {made_by}, these are "
                                  f"{recomputed.rules_version}")  # fmt: skip
-        theirs = {c.get("name"): c.get("verdict") for c in recorded.get("checks") or [] if isinstance(c, dict)}
+        listed = recorded.get("checks") or []
+        if not isinstance(listed, list):
+            verdict.problems.append(f"verify.json: checks {short(listed)} is not a list of rows ({BUNDLE_RULE})")
+            listed = []
+        named = [c for c in listed if isinstance(c, dict) and isinstance(c.get("name"), str)]
+        if len(named) != len(listed):
+            verdict.problems.append(f"verify.json: {len(listed) - len(named)} of its checks are not rows with a name "
+                                    f"({BUNDLE_RULE})")  # fmt: skip
+        theirs = {c["name"]: c.get("verdict") for c in named}
         for name, mine in rows.items():
             if name not in theirs:
                 verdict.notes.append(f"verify.json has no row {name!r} (made by an older verifier)")

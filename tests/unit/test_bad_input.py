@@ -9,6 +9,7 @@ years) is written into a copy of a consistent run and given to each tool's
 from __future__ import annotations
 
 import gzip
+import hashlib
 import io
 import json
 import os
@@ -326,3 +327,21 @@ def test_a_bundle_without_a_manifest_or_with_two_of_a_file_is_refused(archive, t
     one_line_exit_2(lambda: verify.main([str(without)]), capsys, "has no MANIFEST")
     twice = _write_tar(tmp_path / "twice.tar.gz", [*members, members[0]])
     one_line_exit_2(lambda: verify.main([str(twice)]), capsys, "in the bundle twice")
+
+
+@pytest.mark.parametrize("checks", [5, [{"name": [0], "verdict": "ok"}]], ids=["int", "unhashable-name"])
+def test_a_bundle_whose_verify_json_rows_are_not_rows_is_named(archive, tmp_path, capsys, checks) -> None:
+    members = dict((m.name, (m, data)) for m, data in _bundle_members(archive))
+    top = next(iter(members)).split("/")[0]
+    info, data = members[f"{top}/verify.json"]
+    members[f"{top}/verify.json"] = (info, json.dumps({**json.loads(data), "checks": checks}).encode())
+    del members[f"{top}/MANIFEST"]
+    manifest = "".join(f"{hashlib.sha256(data).hexdigest()}  {name[len(top) + 1:]}\n"
+                       for name, (_, data) in sorted(members.items())).encode()  # fmt: skip
+    members[f"{top}/MANIFEST"] = (tarfile.TarInfo(f"{top}/MANIFEST"), manifest)
+    for info, data in members.values():
+        info.size = len(data)
+    forged = _write_tar(tmp_path / "forged.tar.gz", list(members.values()))
+    assert verify.main([str(forged)]) == 1
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err and "MISMATCH      bundle verify.txt/json: verify.json: " in out, out
