@@ -239,8 +239,9 @@ def unpack_bundle(archive: Path, folder: Path) -> tuple[Path, Check]:
                     check.problems.append(f"{name}: sha256 differs from {MANIFEST} (changed after the bundle was made)")
                 else:
                     good += 1
-    except (tarfile.TarError, OSError, EOFError, zlib.error, lzma.LZMAError) as exc:
-        raise BadInput(f"{archive}: not a readable bundle: {' '.join(str(exc).split())[:200] or type(exc).__name__}") from None  # noqa: E501
+    except (tarfile.TarError, OSError, EOFError, zlib.error, lzma.LZMAError) as exc:  # EOFError: a gzip cut short
+        said = " ".join(str(exc).split())[:200] or type(exc).__name__
+        raise BadInput(f"{archive}: not a readable bundle: {said}") from None
     check.summary = f"{good} of {len(listed)} files as {MANIFEST} lists them"
     return root, check
 
