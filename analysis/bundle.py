@@ -80,9 +80,12 @@ def select(run_dir: Path) -> tuple[list[str], list[str]]:
     """(files to bundle, 'name (why)' left out), relative to the run directory, sorted."""
     chosen, left_out, weights = [], [], [0, 0]
     for path in sorted(run_dir.rglob("*")):
-        if not path.is_file() or path.is_symlink():
+        if path.is_symlink() or path.is_dir():
             continue
         relative = path.relative_to(run_dir).as_posix()
+        if not path.is_file():  # a FIFO or a device: never opened (reading one may block or never end)
+            left_out.append(f"{relative} (not a regular file)")
+            continue
         if _member(relative):
             chosen.append(relative)
         elif relative.startswith("weights/"):

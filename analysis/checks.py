@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import stat
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -47,6 +49,22 @@ class Lines(list):
 
 class BadInput(Exception):
     """Not something that can be verified (exit status 2)."""
+
+
+def is_regular_file(path: Path) -> bool:
+    """Whether ``path`` is a regular file (a symlink followed), False when there is none there — and
+    :class:`BadInput` for a FIFO, a device or a socket, which is refused without being opened: reading one would
+    block for ever (a FIFO no one writes) or never end (``/dev/zero``).  ``Path.is_file`` says False for those
+    alike, and a run whose ``score.json`` is a FIFO is not a run that lacks one."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):  # none there, a symlink loop, a NUL byte: what is_file says False for
+        return False
+    if stat.S_ISREG(mode):
+        return True
+    if stat.S_ISDIR(mode):
+        return False
+    raise BadInput(f"{path}: not a regular file (a FIFO, a device or a socket is never opened)")
 
 
 @dataclass

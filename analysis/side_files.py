@@ -33,7 +33,7 @@ from aiperf_mpi.graph.model import GraphError, from_json, to_json, with_kernel_s
 from aiperf_mpi.graph.ops import count_ops
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.graphs import read_graph
-from analysis.checks import MISMATCH, OK, Check, Lines, Run, Verification, same, short
+from analysis.checks import MISMATCH, OK, Check, Lines, Run, Verification, is_regular_file, same, short
 from analysis.logdata import loads
 
 PREFIX = ":::MLLOG "
@@ -244,7 +244,7 @@ class MLLogCheck:
         self.check = Check("mllog.log")
         self.path = run.run_dir / MLLOG_FILE
         self.reader: _MLLogReader | None = None
-        if self.path.is_file():
+        if is_regular_file(self.path):
             self.reader = _MLLogReader(self.path, self.check.problems)
         else:
             self.check.problems.append(f"mllog.log is missing: every run writes one ({MLLOG_RULE})")
@@ -431,7 +431,7 @@ class BestCheck:
         self.tasks: set[int] = set()
         self.model_ids: set[int] = set()
         path = run_dir / BEST / "metadata.json"
-        if not path.is_file():
+        if not is_regular_file(path):
             self.check.notes.append("not present: the run published no best model (ended by a signal, synthetic "
                                     "data, --no-report, or an export that failed)")  # fmt: skip
             self.check.summary = "not present"
@@ -602,7 +602,7 @@ class BestCheck:
 
     def _file_equals(self, name: str, task: int, mine: object, read) -> None:
         path = self.run_dir / BEST / name
-        if not path.is_file():
+        if not is_regular_file(path):
             if name == "ops.json":  # written with metadata.json, always
                 self.check.problems.append(f"best/ops.json is missing beside best/metadata.json ({BEST_RULE})")
             return
@@ -646,7 +646,15 @@ def bundle_checks(root: Path, recomputed: Verification, system: SystemDescriptio
             made_by = "no version (an older verifier)" if made_by is None else short(made_by)
             verdict.notes.append(f"verify.json was made by verify's rules {made_by}, these are "
                                  f"{recomputed.rules_version}")  # fmt: skip
-        theirs = {c.get("name"): c.get("verdict") for c in recorded.get("checks") or [] if isinstance(c, dict)}
+        listed = recorded.get("checks") or []
+        if not isinstance(listed, list):
+            verdict.problems.append(f"verify.json: checks {short(listed)} is not a list of rows ({BUNDLE_RULE})")
+            listed = []
+        named = [c for c in listed if isinstance(c, dict) and isinstance(c.get("name"), str)]
+        if len(named) != len(listed):
+            verdict.problems.append(f"verify.json: {len(listed) - len(named)} of its checks are not rows with a name "
+                                    f"({BUNDLE_RULE})")  # fmt: skip
+        theirs = {c["name"]: c.get("verdict") for c in named}
         for name, mine in rows.items():
             if name not in theirs:
                 verdict.notes.append(f"verify.json has no row {name!r} (made by an older verifier)")

@@ -24,18 +24,24 @@ Nothing here imports TensorFlow or MPI.
 from __future__ import annotations
 
 import argparse
+import bz2
+import gzip
 import hashlib
+import io
 import json
+import lzma
 import sys
 import tarfile
 import tempfile
-from collections.abc import Iterator
+import zlib
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 from aiperf_mpi.results import runlog
 from analysis import reevaluation
-from analysis.checks import BadInput, Check, Run, Verification, is_hex
+from analysis.checks import BadInput, Check, Run, Verification, is_hex, is_regular_file
 from analysis.guard import guarded
 from analysis.side_files import bundle_checks
 from analysis.verify_registry import FAMILIES, VERIFY_RULES_VERSION, Family, walk
@@ -43,12 +49,24 @@ from analysis.verify_registry import FAMILIES, VERIFY_RULES_VERSION, Family, wal
 MANIFEST = "MANIFEST"
 """the bundle's list of files: ``sha256sum`` lines, so ``sha256sum -c MANIFEST`` checks it too"""
 SCORE_FILE = "score.json"
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+MAX_BUNDLE_BYTES = 4 << 30
+"""the most a bundle may unpack to, headers and skipped files included (a bundle holds no weights, and its log
+grows by about 1 kB an epoch); the work of reading one is bounded by it"""
+MAX_MANIFEST_BYTES = 16 << 20
+"""the most its MANIFEST may hold (100,000 files at 160 characters a line)"""
+MAX_MEMBERS = 100_000
+"""the most files and folders a bundle may hold (a run from before the graphs file has one per model)"""
+MAX_READ_BYTES = 64 << 10
+"""the largest single read of the archive (tarfile reads a pax or long-name header whole; a file is copied in
+blocks of this size)"""
+MAX_HEADER_BYTES = 16 << 20
+"""the most the members' names and pax records may hold in all (tarfile keeps every member's header)"""
+DECOMPRESSORS: tuple[tuple[bytes, Callable[[BinaryIO], BinaryIO]], ...] = (
+    (b"\x1f\x8b", lambda raw: gzip.GzipFile(fileobj=raw, mode="rb")),
+    (b"BZh", lambda raw: bz2.BZ2File(raw)),
+    (b"\xfd7zXZ\x00", lambda raw: lzma.LZMAFile(raw)),
+)
+"""what a bundle may be compressed with, by its first bytes (``analysis.bundle`` writes gzip)"""
 
 
 # --------------------------------------------------------------------------- directories and bundles
@@ -67,7 +85,7 @@ def verify_dir(run_dir: Path, source: str | None = None, before: list[Check] | N
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise BadInput(f"{run_dir}: no such run directory")
-    if not (run_dir / runlog.EVENTS_FILE).is_file():
+    if not is_regular_file(run_dir / runlog.EVENTS_FILE):
         raise BadInput(f"{run_dir}: not a run directory (no {runlog.EVENTS_FILE})")
     run = Run(run_dir)
     result = Verification(source or str(run_dir), [*(before or []), *walk(run, families)],
@@ -100,54 +118,144 @@ def read_manifest(text: str) -> dict[str, str]:
     return entries
 
 
-def check_manifest(root: Path) -> Check:
-    """Every file under ``root`` listed in its MANIFEST with its sha256, and nothing listed that is absent."""
-    check = Check("bundle manifest")
-    manifest = root / MANIFEST
-    if not manifest.is_file():
-        check.problems.append(f"the bundle has no {MANIFEST}")
-        return check
-    try:
-        listed = read_manifest(manifest.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
-        check.problems.append(str(exc))
-        return check
-    present = {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()} - {MANIFEST}
-    for name in sorted(present - set(listed)):
-        check.problems.append(f"{name}: in the bundle, not in {MANIFEST} (added after the bundle was made)")
-    for name in sorted(set(listed) - present):
-        check.problems.append(f"{name}: in {MANIFEST}, not in the bundle")
-    good = 0
-    for name in sorted(present & set(listed)):
-        if sha256_file(root / name) != listed[name]:
-            check.problems.append(f"{name}: sha256 differs from {MANIFEST} (changed after the bundle was made)")
-        else:
-            good += 1
-    check.summary = f"{good} of {len(listed)} files as {MANIFEST} lists them"
-    return check
+class _BoundedArchive:
+    """The decompressed bytes of an archive as tarfile reads them, refused past :data:`MAX_BUNDLE_BYTES` and in
+    no single read past :data:`MAX_READ_BYTES`.
+
+    ``tarfile`` skips a member by seeking past its declared size and reads a pax or GNU long-name header whole:
+    a 9 MiB gzip of zeros declares gigabytes.  Every seek and read goes through here, so the work stays
+    bounded by the cap (a forward seek on a gzip stream decompresses, in small blocks) and the memory by the
+    largest read.
+    """
+
+    def __init__(self, stream: BinaryIO, archive: Path) -> None:
+        self.stream, self.archive = stream, archive
+
+    def _refuse_past(self, end: int) -> None:
+        if end > MAX_BUNDLE_BYTES:
+            raise BadInput(f"{self.archive}: more than {MAX_BUNDLE_BYTES:,} bytes unpacked: refused (a bundle "
+                           "holds no weights)")  # fmt: skip
+
+    def read(self, size: int = -1) -> bytes:
+        if size < 0 or size > MAX_READ_BYTES:
+            raise BadInput(f"{self.archive}: a tar header of {size:,} bytes: refused (a bundle's are small)")
+        self._refuse_past(self.stream.tell() + size)
+        return self.stream.read(size)
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        if whence != io.SEEK_SET:
+            raise BadInput(f"{self.archive}: not a readable bundle (a relative seek)")
+        self._refuse_past(offset)
+        return self.stream.seek(offset)
+
+    def tell(self) -> int:
+        return self.stream.tell()
 
 
 @contextmanager
-def unpacked(archive: Path) -> Iterator[Path]:
-    """The bundle's files in a temporary folder (links, devices and paths outside it refused)."""
-    with tempfile.TemporaryDirectory(prefix="aiperf-verify-") as folder:
+def _archive(archive: Path) -> Iterator[tarfile.TarFile]:
+    """The bundle as a tar file read through :class:`_BoundedArchive` (gzip, bzip2, xz or none, by its magic)."""
+    with open(archive, "rb") as raw:
+        magic = raw.read(6)
+        raw.seek(0)
+        opener = next((o for m, o in DECOMPRESSORS if magic.startswith(m)), None)
+        stream = opener(raw) if opener is not None else raw
         try:
-            with tarfile.open(archive, "r:*") as tar:
-                for member in tar.getmembers():
-                    if not (member.isfile() or member.isdir()):
-                        raise BadInput(f"{archive}: {member.name} is not a plain file (a bundle holds only files)")
-                tar.extractall(folder, filter="data")  # refuses absolute paths and ..
-        except (tarfile.TarError, OSError) as exc:
-            raise BadInput(f"{archive}: not a readable bundle: {' '.join(str(exc).split())[:200]}") from None
-        yield Path(folder)
+            try:
+                tar = tarfile.open(fileobj=_BoundedArchive(stream, archive), mode="r:")  # type: ignore[arg-type]
+            except tarfile.ReadError:
+                if opener is not None:
+                    raise
+                raise BadInput(f"{archive}: neither a run directory nor a bundle archive") from None
+            with tar:
+                yield tar
+        finally:
+            stream.close()
 
 
-def bundle_root(folder: Path, archive: Path) -> Path:
-    """The one top folder of an unpacked bundle."""
-    tops = [p for p in folder.iterdir()]
-    if len(tops) != 1 or not tops[0].is_dir():
+def _listing(tar: tarfile.TarFile, archive: Path, folder: Path) -> tuple[str, dict[str, tarfile.TarInfo]]:
+    """(the bundle's one top folder, {path below it: member} of its files), from the headers alone — but for
+    the MANIFEST, unpacked under ``folder`` as it passes (``analysis.bundle`` writes it last: a gzip stream read
+    again to reach it would be decompressed again)."""
+    files: dict[str, tarfile.TarInfo] = {}
+    tops: set[str] = set()
+    header_bytes = 0
+    for count, member in enumerate(iter(tar.next, None), start=1):
+        header_bytes += len(member.name) + len(member.linkname)
+        header_bytes += sum(len(key) + len(value) for key, value in member.pax_headers.items())
+        if count > MAX_MEMBERS or header_bytes > MAX_HEADER_BYTES or tar.pax_headers:
+            raise BadInput(f"{archive}: more than {MAX_MEMBERS:,} members, {MAX_HEADER_BYTES:,} bytes of names and "
+                           "pax records, or a pax global header: refused")  # fmt: skip
+        if not (member.isfile() or member.isdir()) or member.issparse():
+            raise BadInput(f"{archive}: {member.name} is not a plain file (a bundle holds only files)")
+        top, _, relative = member.name.partition("/")
+        tops.add(top)
+        if member.isfile():
+            if relative in files:
+                raise BadInput(f"{archive}: {member.name} is in the bundle twice")
+            files[relative] = member
+            if relative == MANIFEST:
+                if member.size > MAX_MANIFEST_BYTES:
+                    raise BadInput(f"{archive}: its {MANIFEST} of {member.size:,} bytes is past the "
+                                   f"{MAX_MANIFEST_BYTES:,} a bundle's may be")  # fmt: skip
+                _copy(tar, member, folder, archive)
+    if len(tops) != 1 or "" in files or tops & {"", ".", ".."}:
         raise BadInput(f"{archive}: not a bundle (it must hold one folder with the run and its {MANIFEST})")
-    return tops[0]
+    return tops.pop(), files
+
+
+def _copy(tar: tarfile.TarFile, member: tarfile.TarInfo, folder: Path, archive: Path) -> str:
+    """Unpack one file member under ``folder`` in blocks, exactly its declared size; its sha256."""
+    tarfile.data_filter(member, str(folder))  # refuses absolute paths, .. and other escapes
+    target = folder / member.name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    digest, written = hashlib.sha256(), 0
+    source = tar.extractfile(member)
+    assert source is not None  # a file member
+    with source, open(target, "xb") as out:
+        for block in iter(lambda: source.read(MAX_READ_BYTES), b""):
+            digest.update(block)
+            out.write(block)
+            written += len(block)
+    if written != member.size:
+        raise BadInput(f"{archive}: {member.name} ends at byte {written:,} of the {member.size:,} its header states")
+    return digest.hexdigest()
+
+
+def unpack_bundle(archive: Path, folder: Path) -> tuple[Path, Check]:
+    """Unpack the files ``archive``'s MANIFEST lists into ``folder``: (the run's folder, the manifest's row).
+
+    The tar headers are read first, then the MANIFEST (wherever it lies in the archive; ``analysis.bundle``
+    writes it last), and only then are the files it lists unpacked, each its declared size, in all at most
+    :data:`MAX_BUNDLE_BYTES`.  A file it does not list is named in the row, never unpacked.
+    """
+    check = Check("bundle manifest")
+    try:
+        with _archive(archive) as tar:
+            top, files = _listing(tar, archive, folder)
+            if MANIFEST not in files:
+                raise BadInput(f"{archive}: not a bundle: {top}/ has no {MANIFEST}")
+            root = folder / top
+            try:
+                listed = read_manifest((root / MANIFEST).read_text(encoding="utf-8"))
+            except (ValueError, UnicodeDecodeError) as exc:
+                raise BadInput(f"{archive}: not a bundle: {' '.join(str(exc).split())[:200]}") from None
+            present = set(files) - {MANIFEST}
+            for name in sorted(present - set(listed)):
+                check.problems.append(f"{name}: in the bundle, not in {MANIFEST} (added after the bundle was made)")
+            for name in sorted(set(listed) - present):
+                check.problems.append(f"{name}: in {MANIFEST}, not in the bundle")
+            good = 0
+            for name in sorted(present & set(listed), key=lambda n: files[n].offset):  # in the archive's order
+                if _copy(tar, files[name], folder, archive) != listed[name]:
+                    check.problems.append(f"{name}: sha256 differs from {MANIFEST} (changed after the bundle was made)")
+                else:
+                    good += 1
+    except (tarfile.TarError, OSError, EOFError, zlib.error, lzma.LZMAError) as exc:  # EOFError: a gzip cut short
+        said = " ".join(str(exc).split())[:200] or type(exc).__name__
+        raise BadInput(f"{archive}: not a readable bundle: {said}") from None
+    check.summary = f"{good} of {len(listed)} files as {MANIFEST} lists them"
+    return root, check
 
 
 def verify(path: Path) -> Verification:
@@ -157,11 +265,10 @@ def verify(path: Path) -> Verification:
         return verify_dir(path)
     if not path.exists():
         raise BadInput(f"{path}: no such run directory or bundle")
-    if not tarfile.is_tarfile(path):
+    if not is_regular_file(path):
         raise BadInput(f"{path}: neither a run directory nor a bundle archive")
-    with unpacked(path) as folder:
-        root = bundle_root(folder, path)
-        manifest = check_manifest(root)
+    with tempfile.TemporaryDirectory(prefix="aiperf-verify-") as folder:
+        root, manifest = unpack_bundle(path, Path(folder))
         return verify_dir(root, source=f"{path} (bundle)", before=[manifest], bundle=True)
 
 

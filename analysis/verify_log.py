@@ -19,6 +19,7 @@ import os
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from aiperf_mpi.graph.model import GraphError, from_json, with_kernel_size
@@ -29,7 +30,7 @@ from aiperf_mpi.results.graphs import OFFSET, GraphFileError, graph_place, read_
 from aiperf_mpi.results.resumable import RESUME_MAY_CHANGE
 from aiperf_mpi.results.rules import shown_value
 from aiperf_mpi.results.score import MAX_GRID_SAMPLES, Score, ScoreInputs, run_step, score_inputs, stopped_by_signal
-from analysis.checks import BadInput, Check, Run, differences, is_hex, same, short
+from analysis.checks import BadInput, Check, Run, differences, is_hex, is_regular_file, same, short
 from analysis.lineage_check import LineageCheck
 
 if TYPE_CHECKING:
@@ -156,8 +157,10 @@ class Record:
         segment = self.segments[-1]
         segment.has_layout = True
         for group in event["groups"]:
-            if isinstance(group, dict) and "index" in group:
-                ranks = group.get("horovod_size", len(group.get("ranks", ())))
+            if not isinstance(group, dict) or not isinstance(group.get("index"), int):
+                continue  # the counts row names a group without an index
+            ranks = group.get("horovod_size", len(group["ranks"]) if isinstance(group.get("ranks"), list) else None)
+            if isinstance(ranks, int) and not isinstance(ranks, bool):  # else: its epochs' batch is unknown
                 segment.groups[group["index"]] = ranks
 
     def run_stop(self, event: dict, _: int) -> None:
@@ -193,6 +196,9 @@ class Record:
         strategy = str((event.get("search") or {}).get("strategy", "?"))
         self.strategies[strategy] = self.strategies.get(strategy, 0) + 1
         self.graph_count += 1
+        name = event.get("graph_file")
+        if isinstance(name, str) and name and not Path(name).is_absolute() and ".." not in Path(name).parts:
+            is_regular_file(self.run_dir / name)  # a FIFO is bad input, not a missing graph (outside: named below)
         try:
             data = read_graph(self.run_dir, event)
         except GraphFileError as exc:
@@ -562,11 +568,12 @@ class ScoreRules:
         evidence = []
         config = self.inputs.config or {}
         precision = config.get("precision", "fp32")
+        precision = precision if isinstance(precision, str) else short(precision)
         if self.peak_precisions - {precision}:
             evidence.append(f"precision: the configuration says {precision}, the peak probe ran at "
                             f"{', '.join(sorted(self.peak_precisions))}")  # fmt: skip
         search = config.get("search", "bayesian")
-        allowed = STRATEGIES.get(search)
+        allowed = STRATEGIES.get(search) if isinstance(search, str) else None
         strategies = self.run.judges["record"].strategies
         foreign = {s: n for s, n in strategies.items() if allowed is not None and s not in allowed}
         if foreign:
@@ -585,7 +592,7 @@ class ScoreRules:
         self.score = score
         path = self.run.run_dir / SCORE_FILE
         recorded: dict | None = None
-        if not path.is_file():
+        if not is_regular_file(path):
             check.problems.append(f"{SCORE_FILE} is missing (a run that did not finish has no score to submit)")
         else:
             try:

@@ -467,7 +467,7 @@ class EvidenceRules:
 
     def _data_shape(self) -> None:
         dataset = self.config.get("dataset")
-        known = DATA_SHAPES.get(dataset)
+        known = DATA_SHAPES.get(dataset) if isinstance(dataset, str) else None
         if known is None:
             return
         size, channels, classes = known
