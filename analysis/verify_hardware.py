@@ -136,7 +136,7 @@ class HardwareRules:
             self.unbounded.add(f"segment {segment.number} group {group}: no system description and layout "
                                "to bound it by")  # fmt: skip
             return None
-        if bound.ops_per_second is None:
+        if bound.ops_per_second is None or bound.ops_per_second <= 0:
             self.unbounded.add(f"segment {segment.number} group {group}: {bound.why}")
             return None
         return bound.ops_per_second

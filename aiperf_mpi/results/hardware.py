@@ -172,6 +172,8 @@ def group_bound(hosts: Mapping[str, Mapping], ranks_on_host: Mapping[str, int], 
     rank, at most as many as it has); one without trains on its CPUs, which its training ranks share: each
     takes its share of the cores (train/threads.py), so groups on one host together never exceed the host.
     """
+    if not ranks_on_host:
+        return Bound(None, "a group without a list of ranks to bound it by")
     total = 0.0
     reasons: list[str] = []
     for name, ranks in sorted(ranks_on_host.items()):
