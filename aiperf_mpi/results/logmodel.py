@@ -508,10 +508,15 @@ class BestModel:
 class RunModel(Timeline):
     """The whole run from one pass over its log (see the module's docstring for what it holds)."""
 
-    def __init__(self, path: Path = Path()) -> None:
+    def __init__(self, path: Path = Path(), keep_ended: bool = True) -> None:
         super().__init__()
         self.path = path
         """the event log"""
+        self.keep_ended = keep_ended
+        """False: each task is forgotten once it ended (:meth:`release`) and no epoch row is kept — for a reader
+        that takes each model as it ends (``--resume``: 10⁵ tasks' records held at once would triple rank 0's
+        memory at start-up); ``models``, ``failures``, ``proposals`` and ``tasks`` then hold the tasks still
+        open, ``epochs`` nothing, and ``next_task`` stays whole"""
         self.epochs = np.empty((0, len(EPOCH_COLUMNS)))
         """shape (epochs, len(EPOCH_COLUMNS)), log order (complete once :meth:`finish` ran)"""
         self.monitor = np.empty((0, len(MONITOR_COLUMNS)))
@@ -792,7 +797,27 @@ class RunModel(Timeline):
         missing = np.isnan(block[:, _START])
         block[missing, _START] = block[missing, _END]  # no start logged: the epoch is a point at its end
         self.add_epochs(block[:, 0], block[:, _END], [row[_OPS] for row in rows], block[:, _ACCURACY])
-        self._blocks.append(block[:, 1:])
+        if self.keep_ended:
+            self._blocks.append(block[:, 1:])
+            return
+        tasks = block[:, 1 + EPOCH_COLUMNS.index("task")]
+        tasks = tasks[np.isfinite(tasks)]
+        if len(tasks):  # what _task_epochs would have found from the kept rows
+            self.next_task = max(self.next_task, int(tasks.max()) + 1)
+
+    def release(self, event: dict) -> None:
+        """Forget the task an ended event (``model_done``, ``model_failed``) closed, unless the model keeps ended
+        tasks (:attr:`keep_ended`): called by :func:`read_model` once ``on_event`` has seen it."""
+        if self.keep_ended or not isinstance(event, dict):
+            return
+        if event.get(runlog.EVENT) not in (runlog.MODEL_DONE, runlog.MODEL_FAILED):
+            return
+        for ended in chain(self.models, self.failures):
+            self.tasks.pop(ended.task, None)
+            self.proposals.pop(ended.task, None)
+        self.models.clear()
+        self.failures.clear()
+        self.task_of_model.clear()
 
     def _model_done(self, event: dict) -> None:
         record = event.get("model")
@@ -944,7 +969,7 @@ class RunModel(Timeline):
         self._blocks.clear()
         self.monitor = np.frombuffer(self._monitor_values, dtype=float).reshape(-1, len(MONITOR_COLUMNS))
         self._task_epochs()
-        self.events[runlog.EPOCH] = len(self.epochs)
+        self.events[runlog.EPOCH] = len(self.epoch_end)  # every epoch, whether its row is kept or not
         if stream is not None:
             self.lines = stream.lines
             self.bytes = self.path.stat().st_size
@@ -984,7 +1009,7 @@ def read_timeline(run_dir: Path | str) -> tuple[Timeline, runlog.EventStream]:
 
 
 def read_model(run_dir: Path | str, on_event: Callable[[dict, RunModel], None] | None = None,
-               require_start: bool = True, epochs_too: bool = False) -> RunModel:  # fmt: skip
+               require_start: bool = True, epochs_too: bool = False, keep_ended: bool = True) -> RunModel:  # fmt: skip
     """Stream a run directory's event log (or the file) into a :class:`RunModel`.
 
     ``on_event``: called with every event but the epochs once the model holds it (a reader's checks in
@@ -992,15 +1017,18 @@ def read_model(run_dir: Path | str, on_event: Callable[[dict, RunModel], None] |
     with ``epochs_too`` with every epoch as well (slower: the epochs then take the generic path, a dict
     each).  A bad line before the last raises ``ValueError``; a cut last line is skipped and reported
     (``truncated_tail``); ``ValueError`` too for a log with no ``run_start`` (unless ``require_start`` is
-    false: the score says so in its own words).
+    false: the score says so in its own words).  ``keep_ended`` false: each task is forgotten once ``on_event``
+    saw it end (its :class:`Done` is ``model.models[-1]``, its :class:`Failure` ``model.failures[-1]``, its
+    task still in ``model.tasks``), and no epoch row is kept (:attr:`RunModel.keep_ended`).
     """
     stream = runlog.EventStream(Path(run_dir))
-    model = RunModel(stream.path)
+    model = RunModel(stream.path, keep_ended)
     stream.parse, model._stream = (parse_line if epochs_too else model.parse), stream
     for event in stream:
         model.add(event)
         if on_event is not None:
             on_event(event, model)
+        model.release(event)
     model.finish(stream)
     model._stream = None
     if require_start and not model.segment_records:

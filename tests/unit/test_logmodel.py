@@ -77,6 +77,29 @@ def test_a_graph_is_read_when_asked_for_from_where_the_log_placed_it(tmp_path) -
         read_model(tmp_path).graph_text(model.tasks[0])
 
 
+def test_a_model_that_forgets_ended_tasks_hands_each_one_over_and_keeps_the_counts(tmp_path) -> None:
+    events = [start(0.0), proposed(0, 0, 1.0, 0.5), proposed(1, 1, 1.0, 0.5), proposed(2, 0, 1.0, 0.5),
+              epoch(0, 0, 1, 2.0, 10.0, 100, 0.5), model_done(0, 0, 11.0, 0.5, []),
+              {"event": runlog.MODEL_FAILED, "time": 12.0, "task": 1, "group": 1, "model": 1, "rank": 2, "host": "h",
+               "reason": "NaN loss", "traceback": "", "graph_hash": "ab"},
+              epoch(5, 0, 1, 12.0, 13.0, 100, 0.6), stop(14.0)]  # fmt: skip
+    write_log(tmp_path, events)
+    ended: list[tuple[int, str, bool]] = []
+
+    def take(event: dict, model: RunModel) -> None:
+        for end in (*model.models, *model.failures):  # the task this event ended, still in the model
+            ended.append((end.task, type(end).__name__, model.tasks[end.task].proposal is not None))
+
+    light = read_model(tmp_path, on_event=take, keep_ended=False)
+    whole = read_model(tmp_path)
+    assert ended == [(0, "Done", True), (1, "Failure", True)]
+    assert list(light.tasks) == list(light.proposals) == [2]  # only the task still open
+    assert not light.models and not light.failures and not light.task_of_model and len(light.epochs) == 0
+    assert light.next_task == whole.next_task == 6  # an epoch's task counts though its row is not kept
+    assert light.events == whole.events and light.segments == whole.segments
+    assert score_inputs(light, 10.0).to_dict() == score_inputs(whole, 10.0).to_dict()
+
+
 def test_events_fed_one_at_a_time_make_the_same_model_as_the_file(tmp_path) -> None:
     events = [start(0.0), proposed(0, 0, 1.0, 0.5), epoch(0, 0, 1, 2.0, 10.0, 100, 0.5),
               model_done(0, 0, 11.0, 0.5, []), stop(12.0)]  # fmt: skip
