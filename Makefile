@@ -131,7 +131,7 @@ test: install lint
 
 # The tests marked `long` (setup.cfg deselects them from every other run): each is minutes of a real Slurm's
 # ticks, TensorFlow scenarios or a detector's timeout, and what they cover changes rarely.  CI runs it after
-# `make test` (.ci/run); about 8 minutes here.
+# `make test` (.ci/run); about 6 minutes here (BENCHMARKS.md).
 .PHONY: test-long
 test-long: install
 	$(PY) -m pytest -m long --ignore=tests/unit --ignore=tests/multinode
