@@ -85,20 +85,21 @@ def _claim_device(plan, rank: int, node_pids: list[int]):
     return device_caps()
 
 
-def _preload(config: RunConfig) -> None:
+def _preload(config: RunConfig, leader: bool = True) -> None:
     """What a training rank first imports inside the scored window, imported before it begins.
 
-    What the leader's search and tuner load where used (sparing the master and a refused launch their ≈ 0.6 s
-    of scipy), as the registry names them (:func:`~aiperf_mpi.search.registry.leader_libraries`), and
-    scikit-learn where this run needs it: the embedded digits come from it, and the GP tuner's scikit-optimize
-    builds on it (a training rank's TensorFlow no longer loads it: :mod:`aiperf_mpi.train.tfimport`).  Each
-    costs its group a second or so of the window otherwise.
+    On a group's leader, what its search and tuner load where used (sparing the master and a refused launch
+    their ≈ 0.6 s of scipy), as the registry names them (:func:`~aiperf_mpi.search.registry.leader_libraries`);
+    the group's other ranks run no search, and leave them out (≈ 47 MiB a rank: BENCHMARKS.md, the
+    rehearsals).  On every rank, scikit-learn where this run needs it: the embedded digits come from it, and the
+    GP tuner's scikit-optimize builds on it (a training rank's TensorFlow no longer loads it:
+    :mod:`aiperf_mpi.train.tfimport`).  Each costs its group a second or so of the window otherwise.
     """
     import importlib
 
     from aiperf_mpi.search.registry import leader_libraries
 
-    names = [*leader_libraries(config.search, config.hpo)]
+    names = [*leader_libraries(config.search, config.hpo)] if leader else []
     names += ["sklearn.datasets"] if config.dataset == "digits" else []
     for name in names:
         importlib.import_module(name)

@@ -50,7 +50,7 @@ class TrainingBackend:
     accelerator (and on a CPU its share of cores) before TensorFlow claims
     them all, and returns the device's capabilities for ``--precision auto``;
     ``probe_peak(group_comm, precision, seconds)`` measures the group's peak
-    (``--peak-probe``); ``preload(config)`` imports, before the scored window
+    (``--peak-probe``); ``preload(config, leader)`` imports, before the scored window
     begins, what the rank would otherwise first import inside it.  ``None``:
     the step is skipped (fake training in tests).
     """
@@ -58,7 +58,7 @@ class TrainingBackend:
     runner: Callable[..., Runner]
     claim_device: Callable[[LayoutPlan, int, list[int]], object] | None = None
     probe_peak: Callable[[MPI.Comm, str, float], dict | None] | None = None
-    preload: Callable[[RunConfig], None] | None = None
+    preload: Callable[[RunConfig, bool], None] | None = None
     horovod: bool = True
     """whether the group's ranks start Horovod on their communicator (a rehearsal's stand-in needs none)"""
 
@@ -263,9 +263,10 @@ class GroupRole:
         return context.training.claim_device(context.layout.plan, context.layout.rank, context.node_pids)
 
     def preload(self, config: RunConfig) -> None:
-        """Before the scored window: the modules this rank would first import inside it (the backend's)."""
+        """Before the scored window: the modules this rank would first import inside it (the backend's; the
+        search's only on the group's leader, which alone runs it)."""
         if self.context.training.preload is not None:
-            self.context.training.preload(config)
+            self.context.training.preload(config, self.context.layout.is_leader)
 
     def probe_peak(self, config: RunConfig) -> None:
         """Collective over the group: its peak throughput at the agreed precision (``--peak-probe``)."""
