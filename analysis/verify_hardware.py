@@ -126,7 +126,7 @@ class HardwareRules:
         if total and None not in total:
             self.score_bound = max(self.score_bound, sum(total))  # type: ignore[arg-type]
 
-    def _bound(self, group: object, label: str) -> float | None:
+    def _bound(self, group: object) -> float | None:
         """The group's bound in the open segment; None (and the reason kept) when there is none."""
         segment = self.segment
         if segment is None or self.rehearsal:
@@ -159,14 +159,14 @@ class HardwareRules:
             # the CPUs are no bound of it, and the table cannot say what is
             segment.bounds[group] = Bound(None, f"group {group} probed on {event.get('device')}, which the system "
                                                 "description does not list (no NVML there?)")  # fmt: skip
-        bound = self._bound(group, label)
+        bound = self._bound(group)
         if bound is not None and isinstance(event.get("ops_per_second"), int | float):
             self.peaks += 1
             self._hold(float(event["ops_per_second"]), bound, label, "the probe's", event.get("group"))
 
     def epoch(self, event: dict, number: int) -> None:
         label = f"event {number} (epoch {event.get('epoch')} of task {event.get('task')})"
-        bound = self._bound(event.get("group"), label)
+        bound = self._bound(event.get("group"))
         if bound is None:
             return
         self.epochs += 1

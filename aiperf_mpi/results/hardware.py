@@ -47,13 +47,13 @@ def _peaks(fp32: float, fp16: float, bf16: float) -> Mapping[str, float]:
     return MappingProxyType({"fp32": fp32 * TERA, "fp16": fp16 * TERA, "bf16": bf16 * TERA})
 
 
-# Longest pattern first within a family, so "H100 PCIe" is not read as "H100".  fp32 is TensorFlow's default
-# arithmetic for float32 on Ampere and later: TF32 tensor cores, so the TF32 dense figure bounds it.
+# Longest pattern first within a family, so "H100 PCIe" is not read as "H100" (nor "GH200" as "H200").  fp32 is
+# TensorFlow's default arithmetic for float32 on Ampere and later: TF32 tensor cores, so the TF32 figure bounds it.
 ACCELERATORS: tuple[Accelerator, ...] = (
     Accelerator("GB200", _peaks(1250, 2500, 2500), "NVIDIA GB200 NVL72 datasheet, dense TF32/FP16/BF16 per GPU"),
     Accelerator("B200", _peaks(1125, 2250, 2250), "NVIDIA DGX B200 datasheet, dense TF32/FP16/BF16 per GPU"),
-    Accelerator("H200", _peaks(494.7, 989.4, 989.4), "NVIDIA H200 SXM datasheet, dense (sparsity halved)"),
     Accelerator("GH200", _peaks(494.7, 989.4, 989.4), "NVIDIA GH200 datasheet, dense (sparsity halved)"),
+    Accelerator("H200", _peaks(494.7, 989.4, 989.4), "NVIDIA H200 SXM datasheet, dense (sparsity halved)"),
     Accelerator("H100 PCIe", _peaks(378, 756, 756), "NVIDIA H100 PCIe datasheet, dense (sparsity halved)"),
     Accelerator("H100", _peaks(494.7, 989.4, 989.4), "NVIDIA H100 SXM datasheet, dense (sparsity halved)"),
     Accelerator("A100", _peaks(156, 312, 312), "NVIDIA A100 datasheet, dense TF32/FP16/BF16"),
