@@ -197,7 +197,8 @@ def _validate(config: RunConfig, given: set[str], skip: set[str] = frozenset()) 
                         f"(only {' and '.join(RESIZED_DATASETS)} are resized)")  # fmt: skip
     rehearsing = [name for name in ("rehearse_rate", "rehearse_allreduce") if name in given]
     if rehearsing and not config.rehearse:
-        problems.append(f"{' and '.join(rehearsing)} apply only to a rehearsal (--rehearse)")
+        verb = "applies" if len(rehearsing) == 1 else "apply"
+        problems.append(f"{' and '.join(rehearsing)} {verb} only to a rehearsal (--rehearse)")
     if not config.peak_probe and "peak_seconds" in given:
         problems.append("peak_seconds does not apply with the peak probe off (--no-peak-probe)")
     if not skip & {"time_limit", "score_step"} and not _range_problem("time_limit", config.time_limit):
