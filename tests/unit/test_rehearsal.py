@@ -52,3 +52,12 @@ def test_resnet50_on_imagenet_at_the_default_rate_is_minutes_an_epoch_on_8_ranks
 def test_the_all_reduce_is_the_parameters_share_and_never_empty() -> None:
     assert all_reduce_floats(1000, 1.0) == 1000 and all_reduce_floats(1000, 0.25) == 250
     assert all_reduce_floats(1000, 0.0) == 1
+
+
+def test_a_rehearsal_option_without_rehearse_is_refused_in_one_line() -> None:
+    from aiperf_mpi.config import load_config
+    from aiperf_mpi.errors import UsageError
+
+    with pytest.raises(UsageError, match=r"rehearse_rate applies only to a rehearsal \(--rehearse\)"):
+        load_config(None, {"rehearse_rate": 1e9})
+    assert load_config(None, {"rehearse": True, "rehearse_rate": 1e9}).rehearse_rate == 1e9
