@@ -94,6 +94,44 @@ def test_the_scale_out_template_runs_across_both_nodes(slurm2, tmp_path) -> None
     assert json.loads((run_dir / "score.json").read_text())["score"] > 0
 
 
+REHEARSAL_ARGS = "--rehearse --rehearse-rate 2e10 --seed-model tiny --score-step 10 --progress-interval 5"
+"""a rehearsal as the templates' header shows it (README, "Running at scale"): no TensorFlow, the stand-in arithmetic"""
+
+
+def test_a_rehearsal_through_srun_spans_both_nodes_and_verifies_as_one(slurm2, tmp_path) -> None:
+    """The launch the README names first, ``srun --mpi=pmix`` from the template, with ``--rehearse`` (issue 38).
+
+    Eight ranks on two nodes: Slurm's PMIx wires them up, the layout puts groups on both nodes, every group
+    rehearses an epoch, and the run ends at its time limit with one score that says it is a rehearsal, its report,
+    and a verify that passes as the rehearsal it is.
+    """
+    from analysis.verify import verify
+
+    run_dir = tmp_path / "run"
+    job = slurm2.submit(
+        JOBSCRIPTS / "scale-out.sbatch",
+        ["--nodes=2", "--ntasks-per-node=4", "--cpus-per-task=1", "--time=10"],
+        env={"AIPERF_RUN_DIR": str(run_dir), "AIPERF_TIME_LIMIT": "40", "AIPERF_GRACE": "60",
+             "AIPERF_ARGS": REHEARSAL_ARGS},
+        output=tmp_path / "job.out",
+    )  # fmt: skip
+    end = slurm2.wait(job, timeout=300)
+    assert end.state == "COMPLETED" and end.exit_code == 0, end.output[-4000:]
+    assert f"aiperf_mpi job {job}: 8 tasks on 2 node(s)" in end.output, end.output[-4000:]
+    assert "training a rehearsal (stand-in arithmetic)" in end.output, end.output[-4000:]
+    assert "start-up on the slowest rank of 8" in end.output, end.output[-4000:]
+    events = runlog.read_events(run_dir).events
+    [layout] = [e for e in events if e[runlog.EVENT] == runlog.LAYOUT]
+    assert layout["node_count"] == 2 and {g["host"] for g in layout["groups"]} == {"node1", "node2"}
+    trained = {e["group"] for e in events if e[runlog.EVENT] == runlog.EPOCH}
+    assert trained == {g["index"] for g in layout["groups"]}, f"a group rehearsed no epoch: {trained}"
+    score = json.loads((run_dir / "score.json").read_text())
+    assert score["valid"] is False and score["rules"]["training"]["ok"] is False  # a rehearsal, never a result
+    assert (run_dir / "report" / "report.md").is_file()
+    result = verify(run_dir)
+    assert result.ok and "rehearsal" in result.text(), result.text()
+
+
 def submit_fault_tolerant(slurm2: HostsSlurm, tmp_path: Path) -> tuple[str, Path]:
     """The scale-out template on both nodes with fault tolerance on and mpirun; running, its log begun.
 
