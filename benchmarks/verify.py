@@ -35,13 +35,17 @@ from aiperf_mpi.results import provenance, runlog
 from aiperf_mpi.results.graphs import segment_graph_file
 from aiperf_mpi.results.score import ScoreInputs, score_inputs
 from benchmarks.report import _measure
-from tests.support.verify_runs import VERSIONS
+from tests.support.verify_runs import DATA_SHAPES, DATA_SPLITS, HOST, VERSIONS, data_check
 
 SIZES = (1_000, 10_000, 100_000)
 GROUPS = 64
 RANKS = 2
 BATCH = 32
-STEPS, VALIDATION = 10, 100
+TRAIN, VALIDATION = DATA_SPLITS["digits"]
+STEPS = (TRAIN // RANKS) // BATCH
+"""whole passes, as the pipeline counts them: each rank's share of whole batches"""
+PEAK = 1e15
+"""each group's probed peak: under the hardware table's bound of its two B200s"""
 ROUND = 22.0
 """seconds of one model on a group: 1 s to start, two epochs of 10 s, the record"""
 LINEAR_TOLERANCE = 1.5
@@ -57,12 +61,14 @@ def write_verifiable_log(run_dir: Path, models: int, groups: int = GROUPS) -> di
     """A run of ``models`` models that ``analysis.verify`` verifies, written streaming (constant memory)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "graphs").mkdir(exist_ok=True)
-    graph_json = to_json(tiny_resnet(32, 3, 10))
+    graph_json = to_json(tiny_resnet(*DATA_SHAPES["digits"]))
+    seed_record = dict(zip(("model", "image_size", "channels", "classes"), ("tiny", *DATA_SHAPES["digits"]),
+                           strict=True))  # fmt: skip
     counts = count_ops(from_json(graph_json))
     graph_line = graph_json.encode("utf-8") + b"\n"
     placed = {"graph_file": segment_graph_file(1), "graph_bytes": len(graph_line) - 1,
               "graph_sha256": hashlib.sha256(graph_line[:-1]).hexdigest()}  # fmt: skip
-    ops = epoch_ops(counts, STEPS * BATCH * RANKS, VALIDATION, BATCH * RANKS)
+    ops = epoch_ops(counts, STEPS * BATCH * RANKS, VALIDATION, BATCH * RANKS)  # a whole pass of each split
     rounds = -(-models // groups)
     start_time = 1_800_000_000.0
     limit = rounds * ROUND + 10.0
@@ -83,18 +89,20 @@ def write_verifiable_log(run_dir: Path, models: int, groups: int = GROUPS) -> di
             written += 1
 
         emit({"event": runlog.RUN_START, "time": start_time, "segment": 1, "resumed": False, "config": config,
-              "provenance": provenance.collect(__version__, VERSIONS)})  # fmt: skip
-        system = {"event": runlog.SYSTEM, "time": start_time + 0.1, "ranks": 1 + groups * RANKS, "nodes": 1,
-                  "hosts": [], **VERSIONS, "aiperf_mpi": __version__}  # fmt: skip
+              "data": data_check("digits"), "provenance": provenance.collect(__version__, VERSIONS)})  # fmt: skip
+        world = 1 + groups * RANKS
+        host = {**HOST, "accelerators": ["NVIDIA B200"] * (groups * RANKS), "ranks": list(range(world))}
+        system = {"event": runlog.SYSTEM, "time": start_time + 0.1, "ranks": world, "nodes": 1,
+                  "hosts": [host], **VERSIONS, "aiperf_mpi": __version__}  # fmt: skip
         emit(system)
         mllog.run_start(config, {**system, "accelerators_per_node": 0}, 1, start_time)
         emit({"event": runlog.LAYOUT, "time": start_time + 0.2, "world_size": 1 + groups * RANKS, "master_rank": 0,
-              "hosts": ["h0"], "nodes": [0],
+              "hosts": ["h0"] * world, "nodes": [0] * world,
               "groups": [{"index": g, "node": 0, "host": "h0", "ranks": [1 + 2 * g, 2 + 2 * g], "leader": 1 + 2 * g,
                           "horovod_size": RANKS} for g in range(groups)]})  # fmt: skip
         for g in range(groups):
             emit({"event": runlog.PEAK, "time": start_time + 0.3, "group": g, "host": "h0", "precision": "fp32",
-                  "ranks": RANKS, "ops_per_second": 1e15})  # fmt: skip
+                  "ranks": RANKS, "ops_per_second": PEAK})  # fmt: skip
         for r in range(rounds):
             t = start_time + 1.0 + r * ROUND
             tasks = [(r * groups + g, g) for g in range(groups) if r * groups + g < models]
@@ -102,13 +110,16 @@ def write_verifiable_log(run_dir: Path, models: int, groups: int = GROUPS) -> di
                 offset = graphs.tell()
                 graphs.write(graph_line)
                 emit({"event": runlog.MODEL_PROPOSED, "time": t + g * 1e-4, "task": task, "group": g, "parent": None,
-                      "hparams": hparams, "description": "seed", "search": {"strategy": "explore"},
+                      "hparams": hparams, "description": "seed", "seed": seed_record,
+                      "search": {"strategy": "seed", "search": "seed", "tuner": "tpe"},
                       "graph_offset": offset, **placed})  # fmt: skip
             epochs: dict[int, list[dict]] = {task: [] for task, _ in tasks}
             for number in (1, 2):
                 end = t + 0.5 + 10.0 * number
                 for task, g in tasks:
-                    epoch = {"epoch": number, "train_loss": 1.0, "val_accuracy": 0.5 + 1e-6 * task + 0.1 * number,
+                    correct = 150 + task % 100 + 10 * number  # a whole count of the 360 validation images
+                    epoch = {"epoch": number, "train_loss": 1.0, "val_accuracy": correct / VALIDATION,
+                             "correct": correct,
                              "start": end - 10.0 + g * 1e-4, "end": end + g * 1e-4, "ops": ops.total,
                              "ops_train": ops.train, "ops_update": ops.update, "ops_validation": ops.validation,
                              "steps": ops.steps, "train_samples": STEPS * BATCH * RANKS,
