@@ -22,11 +22,12 @@ Pure data and arithmetic: no TensorFlow, no MPI.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 
-HARDWARE_TABLE_VERSION = "2026.12-1"
+HARDWARE_TABLE_VERSION = "2026.12-2"
 """changes whenever a figure below changes or a device is added; verify.json records it"""
 
 TERA = 1e12
@@ -37,7 +38,8 @@ class Accelerator:
     """One accelerator model's dense peak (no structured sparsity), in operations per second, per precision."""
 
     pattern: str
-    """matched, case-blind, as a substring of the name NVML (or the vendor's tool) reports"""
+    """matched, case-blind, as whole words of the name NVML (or the vendor's tool) reports: "A100" is in
+    "NVIDIA A100-SXM4-80GB", not in "NVIDIA RTX A1000"; "H200" not in "GH200"; "V100" not in "V100S"."""
     peak: Mapping[str, float]
     """fp32 (the plain FP32 pipes, or TF32 tensor cores where TensorFlow uses them by default), fp16, bf16"""
     source: str
@@ -47,13 +49,17 @@ def _peaks(fp32: float, fp16: float, bf16: float) -> Mapping[str, float]:
     return MappingProxyType({"fp32": fp32 * TERA, "fp16": fp16 * TERA, "bf16": bf16 * TERA})
 
 
-# Longest pattern first within a family, so "H100 PCIe" is not read as "H100" (nor "GH200" as "H200").  fp32 is
-# TensorFlow's default arithmetic for float32 on Ampere and later: TF32 tensor cores, so the TF32 figure bounds it.
+# The more specific pattern first within a family ("H100 NVL" and "H100 PCIe" before "H100"), though whole-word
+# matching already keeps "GH200" from "H200".  fp32 is TensorFlow's default arithmetic for float32 on Ampere and
+# later: TF32 tensor cores, so the TF32 figure bounds it.
 ACCELERATORS: tuple[Accelerator, ...] = (
     Accelerator("GB200", _peaks(1250, 2500, 2500), "NVIDIA GB200 NVL72 datasheet, dense TF32/FP16/BF16 per GPU"),
     Accelerator("B200", _peaks(1125, 2250, 2250), "NVIDIA DGX B200 datasheet, dense TF32/FP16/BF16 per GPU"),
     Accelerator("GH200", _peaks(494.7, 989.4, 989.4), "NVIDIA GH200 datasheet, dense (sparsity halved)"),
+    Accelerator("H200 NVL", _peaks(417.5, 835.5, 835.5), "NVIDIA H200 NVL datasheet, dense (sparsity halved)"),
     Accelerator("H200", _peaks(494.7, 989.4, 989.4), "NVIDIA H200 SXM datasheet, dense (sparsity halved)"),
+    Accelerator("H100 NVL", _peaks(417.5, 835.5, 835.5), "NVIDIA H100 NVL datasheet, per GPU, dense (sparsity "
+                                                         "halved)"),
     Accelerator("H100 PCIe", _peaks(378, 756, 756), "NVIDIA H100 PCIe datasheet, dense (sparsity halved)"),
     Accelerator("H100", _peaks(494.7, 989.4, 989.4), "NVIDIA H100 SXM datasheet, dense (sparsity halved)"),
     Accelerator("A100", _peaks(156, 312, 312), "NVIDIA A100 datasheet, dense TF32/FP16/BF16"),
@@ -61,7 +67,10 @@ ACCELERATORS: tuple[Accelerator, ...] = (
     Accelerator("V100S", _peaks(16.4, 130, 16.4), "NVIDIA V100S PCIe datasheet: FP32, FP16 tensor; no BF16 units"),
     Accelerator("V100", _peaks(15.7, 125, 15.7), "NVIDIA V100 SXM2 datasheet: FP32, FP16 tensor; no BF16 units"),
     Accelerator("MI300X", _peaks(653.7, 1307.4, 1307.4), "AMD Instinct MI300X datasheet, dense TF32/FP16/BF16"),
-    Accelerator("MI250X", _peaks(95.7, 383, 383), "AMD Instinct MI250X datasheet, FP32 matrix, FP16/BF16"),
+    Accelerator("MI250X", _peaks(47.9, 191.5, 191.5), "AMD Instinct MI250X datasheet (95.7 FP32 matrix, 383 "
+                                                      "FP16/BF16) halved: ROCm lists each of its two GCDs as a device"),
+    Accelerator("MI250", _peaks(45.3, 181.0, 181.0), "AMD Instinct MI250 datasheet (90.5 FP32 matrix, 362.1 "
+                                                     "FP16/BF16) halved: ROCm lists each of its two GCDs as a device"),
 )
 """the accelerators the table knows; a run on another one is reported as not in the table"""
 
@@ -73,6 +82,14 @@ class CpuIssue:
     flag: str
     """as /proc/cpuinfo spells it (x86 ``flags``, Arm ``Features``)"""
     per_cycle: Mapping[str, int]
+    vendors: frozenset[str] = field(default_factory=lambda: X86)
+    """the vendors (``cpu_vendor``) whose processors have the flag: an AMD host claiming AMX, or an x86 host
+    claiming SVE, describes hardware that does not exist"""
+
+
+X86 = frozenset({"GenuineIntel", "AuthenticAMD"})
+INTEL = frozenset({"GenuineIntel"})
+ARM = frozenset({"ARM"})
 
 
 def _per_cycle(fp32: int, fp16: int | None = None, bf16: int | None = None) -> Mapping[str, int]:
@@ -89,13 +106,13 @@ CPU_ISSUE: tuple[CpuIssue, ...] = (
     CpuIssue("avx2", _per_cycle(32)),
     CpuIssue("avx512f", _per_cycle(64)),
     CpuIssue("avx512_bf16", _per_cycle(64, bf16=128)),
-    CpuIssue("avx512_fp16", _per_cycle(64, fp16=128)),
-    CpuIssue("amx_bf16", _per_cycle(64, bf16=2048)),  # one AMX unit: 1,024 BF16 multiply-adds a cycle
-    CpuIssue("amx_fp16", _per_cycle(64, fp16=2048)),
-    CpuIssue("asimd", _per_cycle(32)),  # Arm NEON: up to 4 × 128-bit FMA pipes (Neoverse V2)
-    CpuIssue("asimdhp", _per_cycle(32, fp16=64)),
-    CpuIssue("sve", _per_cycle(64)),  # A64FX: 2 × 512-bit FMA pipes
-    CpuIssue("bf16", _per_cycle(32, bf16=128)),
+    CpuIssue("avx512_fp16", _per_cycle(64, fp16=128), INTEL),  # Sapphire Rapids and later; no AMD core has it
+    CpuIssue("amx_bf16", _per_cycle(64, bf16=2048), INTEL),  # one AMX unit: 1,024 BF16 multiply-adds a cycle
+    CpuIssue("amx_fp16", _per_cycle(64, fp16=2048), INTEL),
+    CpuIssue("asimd", _per_cycle(32), ARM),  # Arm NEON: up to 4 × 128-bit FMA pipes (Neoverse V2)
+    CpuIssue("asimdhp", _per_cycle(32, fp16=64), ARM),
+    CpuIssue("sve", _per_cycle(64), ARM),  # A64FX: 2 × 512-bit FMA pipes
+    CpuIssue("bf16", _per_cycle(32, bf16=128), ARM),
 )
 """the flags that raise the bound; a processor's bound per precision is the largest its flags allow"""
 
@@ -105,6 +122,14 @@ CLOCK_CEILING_HZ: Mapping[str, float] = MappingProxyType({
     "ARM": 4.5e9,  # Arm server and desktop cores shipped to date stay below it
 })  # fmt: skip
 """the highest clock any processor of the vendor runs at: a virtual machine hides its own, this does not"""
+
+BRANDS: Mapping[str, tuple[str, ...]] = MappingProxyType({
+    "GenuineIntel": ("intel", "xeon", "pentium", "celeron"),
+    "AuthenticAMD": ("amd", "epyc", "ryzen", "threadripper", "opteron"),
+    "ARM": ("neoverse", "grace", "a64fx", "graviton", "altra", "kunpeng", "cortex"),
+})  # fmt: skip
+"""words of each vendor's processor names: a processor named by one vendor's words is not another vendor's (an
+"AMD EPYC" logged as GenuineIntel would borrow Intel's higher clock ceiling and its AMX)"""
 
 FAST_ALGORITHMS = 1.5
 """how far a model's *analytic* operations per second may outrun the hardware's peak: convolution libraries
@@ -125,13 +150,17 @@ class Bound:
     """where the figure comes from, or what the table lacks"""
 
 
+def _names(pattern: str, name: str) -> bool:
+    """Whether ``pattern`` is in ``name`` as whole words (case-blind): a model number is never read inside another."""
+    return re.search(rf"(?<![a-z0-9]){re.escape(pattern.lower())}(?![a-z0-9])", name.lower()) is not None
+
+
 def accelerator_peak(name: object, precision: str) -> Bound:
     """The table's dense peak of one accelerator at ``precision``."""
     if not isinstance(name, str):
         return Bound(None, f"an accelerator named {name!r} (not a name)")
-    lowered = name.lower()
     for device in ACCELERATORS:
-        if device.pattern.lower() in lowered:
+        if _names(device.pattern, name):
             if precision not in device.peak:
                 return Bound(None, f"precision {precision!r} is not in the hardware table {HARDWARE_TABLE_VERSION}")
             return Bound(device.peak[precision], f"{device.pattern}: {device.source}")
@@ -152,6 +181,15 @@ def cpu_peak(host: Mapping, precision: str) -> Bound:
                            f"{HARDWARE_TABLE_VERSION}")  # fmt: skip
     if not isinstance(flags, list):
         return Bound(None, f"host {host.get('host')!r}: no ISA flags logged (a log older than the table)")
+    processor = host.get("cpu")
+    others = [v for v, words in BRANDS.items() if v != vendor and isinstance(processor, str)
+              and any(_names(word, processor) for word in words)]  # fmt: skip
+    if others:
+        return Bound(None, f"host {host.get('host')!r}: a processor named {processor!r} is {others[0]}'s, "
+                           f"not {vendor}'s")  # fmt: skip
+    foreign = [issue.flag for issue in CPU_ISSUE if issue.flag in flags and vendor not in issue.vendors]
+    if foreign:
+        return Bound(None, f"host {host.get('host')!r}: {vendor} processors have no {', '.join(foreign)}")
     if precision not in CPU_ISSUE[0].per_cycle:
         return Bound(None, f"precision {precision!r} is not in the hardware table {HARDWARE_TABLE_VERSION}")
     widths = [issue.per_cycle[precision] for issue in CPU_ISSUE if issue.flag in flags]

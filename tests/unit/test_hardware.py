@@ -26,10 +26,25 @@ def test_every_accelerator_has_every_precision_and_narrower_is_never_slower_than
 
 
 @pytest.mark.parametrize(("name", "pattern"), [("NVIDIA H100 PCIe", "H100 PCIe"), ("NVIDIA H100 80GB HBM3", "H100"),
-                                               ("NVIDIA A100-SXM4-80GB", "A100"), ("Tesla V100-SXM2-32GB", "V100")])
+                                               ("NVIDIA A100-SXM4-80GB", "A100"), ("Tesla V100-SXM2-32GB", "V100"),
+                                               ("Tesla V100S-PCIE-32GB", "V100S"), ("NVIDIA GH200 480GB", "GH200"),
+                                               ("NVIDIA H100 NVL", "H100 NVL"), ("NVIDIA H200 NVL", "H200 NVL"),
+                                               ("AMD Instinct MI250X/MI250", "MI250X")])
 def test_a_device_is_read_by_its_longest_pattern(name: str, pattern: str) -> None:
     bound = accelerator_peak(name, "bf16")
     assert bound.why.startswith(pattern + ":"), bound
+
+
+@pytest.mark.parametrize("name", ["NVIDIA RTX A1000", "NVIDIA RTX A1000 6GB Laptop GPU", "NVIDIA H1000",
+                                  "NVIDIA B2000", "Radeon MI3000X"])  # fmt: skip
+def test_a_model_number_is_never_read_inside_another(name: str) -> None:
+    """The forger's RTX A1000 host verified at four A100s' 312 TF: patterns are whole words."""
+    assert accelerator_peak(name, "fp16").ops_per_second is None
+
+
+def test_an_mi250x_device_is_one_gcd_half_the_package() -> None:
+    """ROCm lists each of an MI250X's two GCDs as a device: the datasheet's 383 TF is two devices' worth."""
+    assert accelerator_peak("AMD Instinct MI250X", "fp16").ops_per_second == 191.5e12
 
 
 def test_an_unknown_device_has_no_bound_and_says_so() -> None:
@@ -48,12 +63,17 @@ def test_this_machines_measured_peak_lies_under_its_cpu_bound() -> None:
 def test_the_bound_follows_the_flags_and_the_logical_processors() -> None:
     avx2 = {**EPYC, "cpu_flags": ["sse2", "avx", "fma", "avx2"], "cores": 8}
     assert cpu_peak(avx2, "fp32").ops_per_second == 8 * 5.7e9 * 32
-    amx = {**EPYC, "cpu_vendor": "GenuineIntel", "cpu_flags": ["avx512f", "amx_bf16"]}
+    amx = {**EPYC, "cpu": "Intel(R) Xeon(R) Platinum 8480+", "cpu_vendor": "GenuineIntel",
+           "cpu_flags": ["avx512f", "amx_bf16"]}
     assert cpu_peak(amx, "bf16").ops_per_second == 2 * 6.2e9 * 2048
 
 
 @pytest.mark.parametrize("change", [{"cpu_vendor": "Cyrix"}, {"cpu_flags": None}, {"cores": 0}, {"cores": True},
-                                    {"cpu_flags": ["mmx"]}])  # fmt: skip
+                                    {"cpu_flags": ["mmx"]},
+                                    {"cpu_flags": ["avx512f", "amx_bf16"]},  # no AMD processor has AMX
+                                    {"cpu_flags": ["avx2", "sve"]},  # nor SVE, an Arm extension
+                                    {"cpu_vendor": "GenuineIntel"},  # an "AMD EPYC" is not Intel's
+                                    {"cpu": "Neoverse-V2", "cpu_vendor": "ARM", "cpu_flags": ["asimd", "amx_bf16"]}])
 def test_a_host_the_table_cannot_bound_says_why(change: dict) -> None:
     host = {**EPYC, **change}
     if host["cpu_flags"] is None:
