@@ -51,6 +51,21 @@ class BadInput(Exception):
     """Not something that can be verified (exit status 2)."""
 
 
+MAX_JSON_BYTES = 16 << 20
+"""the most a run's small JSON files (score.json, best/metadata.json, verify.json, system.json) may hold: each is a
+few kB; json reads a file whole, at about twice its size in memory, so a 4 GiB one padded with spaces would cost
+9 GB to read"""
+
+
+def read_json(path: Path) -> object:
+    """A small JSON file's value; ValueError past :data:`MAX_JSON_BYTES` (read no further), OSError as ``open``."""
+    with open(path, "rb") as handle:
+        data = handle.read(MAX_JSON_BYTES + 1)
+    if len(data) > MAX_JSON_BYTES:
+        raise ValueError(f"larger than {MAX_JSON_BYTES:,} bytes: not read")
+    return json.loads(data.decode("utf-8"))
+
+
 def is_regular_file(path: Path) -> bool:
     """Whether ``path`` is a regular file (a symlink followed), False when there is none there — and
     :class:`BadInput` for a FIFO, a device or a socket, which is refused without being opened: reading one would

@@ -33,7 +33,7 @@ from aiperf_mpi.graph.model import GraphError, from_json, to_json, with_kernel_s
 from aiperf_mpi.graph.ops import count_ops
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.graphs import read_graph
-from analysis.checks import MISMATCH, OK, Check, Lines, Run, Verification, is_regular_file, same, short
+from analysis.checks import MISMATCH, OK, Check, Lines, Run, Verification, is_regular_file, read_json, same, short
 from analysis.logdata import loads
 
 PREFIX = ":::MLLOG "
@@ -437,7 +437,7 @@ class BestCheck:
             self.check.summary = "not present"
             return
         try:
-            meta = json.loads(path.read_text(encoding="utf-8"))
+            meta = read_json(path)
         except (ValueError, UnicodeDecodeError, RecursionError) as exc:
             self.check.problems.append(f"best/metadata.json is not readable: {' '.join(str(exc).split())[:160]} "
                                        f"({BEST_RULE})")  # fmt: skip
@@ -629,7 +629,7 @@ def bundle_checks(root: Path, recomputed: Verification, system: SystemDescriptio
     rows = {c.name: c.verdict for c in recomputed.checks if c.name not in BUNDLE_ROWS}
     verified = all(v == OK for v in rows.values())
     try:
-        recorded = json.loads((root / "verify.json").read_text(encoding="utf-8"))
+        recorded = read_json(root / "verify.json")
         if not isinstance(recorded, dict):
             raise ValueError("not a JSON object")
     except (OSError, ValueError, UnicodeDecodeError, RecursionError) as exc:
@@ -684,7 +684,7 @@ def bundle_checks(root: Path, recomputed: Verification, system: SystemDescriptio
     verdict.summary = f"the verdict written into the bundle against this one ({len(rows)} rows)"
     described = Check("bundle system.json")
     try:
-        recorded_system = json.loads((root / SYSTEM_FILE).read_text(encoding="utf-8"))
+        recorded_system = read_json(root / SYSTEM_FILE)
     except (OSError, ValueError, UnicodeDecodeError, RecursionError) as exc:
         described.problems.append(f"system.json is not readable: {' '.join(str(exc).split())[:160]} "
                                   f"({SYSTEM_RULE})")  # fmt: skip

@@ -41,7 +41,7 @@ from typing import BinaryIO
 
 from aiperf_mpi.results import runlog
 from analysis import reevaluation
-from analysis.checks import BadInput, Check, Run, Verification, is_hex, is_regular_file
+from analysis.checks import MAX_JSON_BYTES, BadInput, Check, Run, Verification, is_hex, is_regular_file
 from analysis.guard import guarded
 from analysis.side_files import bundle_checks
 from analysis.verify_registry import FAMILIES, VERIFY_RULES_VERSION, Family, walk
@@ -54,6 +54,9 @@ MAX_BUNDLE_BYTES = 4 << 30
 grows by about 1 kB an epoch); the work of reading one is bounded by it"""
 MAX_MANIFEST_BYTES = 16 << 20
 """the most its MANIFEST may hold (100,000 files at 160 characters a line)"""
+SMALL_FILES = (SCORE_FILE, "verify.json", "verify.txt", "system.json", "best/metadata.json")
+"""the files verify reads whole (a few kB each in a run): in a bundle each is held to checks.MAX_JSON_BYTES by its
+header, before anything is unpacked"""
 MAX_MEMBERS = 100_000
 """the most files and folders a bundle may hold (a run from before the graphs file has one per model)"""
 MAX_READ_BYTES = 64 << 10
@@ -194,6 +197,9 @@ def _listing(tar: tarfile.TarFile, archive: Path, folder: Path) -> tuple[str, di
             if relative in files:
                 raise BadInput(f"{archive}: {member.name} is in the bundle twice")
             files[relative] = member
+            if relative in SMALL_FILES and member.size > MAX_JSON_BYTES:
+                raise BadInput(f"{archive}: its {relative} of {member.size:,} bytes is past the {MAX_JSON_BYTES:,} "
+                               "such a file may be (a few kB in a run)")  # fmt: skip
             if relative == MANIFEST:
                 if member.size > MAX_MANIFEST_BYTES:
                     raise BadInput(f"{archive}: its {MANIFEST} of {member.size:,} bytes is past the "

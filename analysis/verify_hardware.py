@@ -26,7 +26,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from aiperf_mpi.results import runlog
-from aiperf_mpi.results.hardware import FAST_ALGORITHMS, HARDWARE_TABLE_VERSION, Bound, group_bound
+from aiperf_mpi.results.hardware import (
+    FAST_ALGORITHMS,
+    HARDWARE_TABLE_VERSION,
+    STAND_IN_DEVICE,
+    Bound,
+    fastest_device,
+    group_bound,
+    host_bound,
+)
 from aiperf_mpi.results.inventory import group_ranks_by_host, inventory_problems, training_ranks_by_host
 from analysis.checks import Check, Run
 
@@ -41,6 +49,8 @@ class _Segment:
     """each group's bound, once both the system and the layout are read"""
     on_cpus: set[int] = field(default_factory=set)
     """the groups whose hosts list no accelerator (bounded by their CPUs)"""
+    one_rank: dict[int, float | None] = field(default_factory=dict)
+    """each group's fastest device: what one rank's probe may reach (None: on CPUs, or no figure)"""
 
 
 def _kinds(system: Mapping) -> set[str]:
@@ -120,9 +130,12 @@ class HardwareRules:
         training = training_ranks_by_host(segment.layout, segment.system)
         for group, ranks in group_ranks_by_host(segment.layout, segment.system).items():
             segment.bounds[group] = group_bound(hosts, ranks, segment.precision, training)
+            segment.one_rank[group] = fastest_device(hosts, list(ranks), segment.precision)
             if not any(isinstance(hosts.get(name), Mapping) and hosts[name].get("accelerators") for name in ranks):
                 segment.on_cpus.add(group)
-        total = [b.ops_per_second for b in segment.bounds.values()]
+        # the score by the hosts, not the groups: groups sharing a host's accelerators share their arithmetic
+        total = [host_bound(hosts[name], count, segment.precision).ops_per_second if name in hosts else None
+                 for name, count in training.items()]  # fmt: skip
         if total and None not in total:
             self.score_bound = max(self.score_bound, sum(total))  # type: ignore[arg-type]
 
@@ -153,6 +166,11 @@ class HardwareRules:
     def peak(self, event: dict, number: int) -> None:
         label = f"event {number} (peak)"
         group, segment = event.get("group"), self.segment
+        if event.get("device") == STAND_IN_DEVICE and not self.rehearsal:
+            self.bounds.problems.append(f"{label}: group {group} names the {STAND_IN_DEVICE!r} as its device, but "
+                                        "the configuration is not a rehearsal (a relabelled rehearsal)")  # fmt: skip
+            return
+        self._measured(event, label)
         bound_of = segment.bounds.get(group) if segment is not None and isinstance(group, int) else None
         if bound_of is not None and "GPU" in str(event.get("device", "")).upper() and group in segment.on_cpus:
             # probed on a GPU the system description does not list (no NVML on the node, another vendor's):
@@ -163,6 +181,32 @@ class HardwareRules:
         if bound is not None and isinstance(event.get("ops_per_second"), int | float):
             self.peaks += 1
             self._hold(float(event["ops_per_second"]), bound, label, "the probe's", event.get("group"))
+        single = segment.one_rank.get(group) if segment is not None and isinstance(group, int) else None
+        per_rank = event.get("per_rank")
+        if bound is not None and single and isinstance(per_rank, list):
+            for rank, figure in enumerate(per_rank):  # a rank drives one device: its probe is under its figure
+                if isinstance(figure, int | float) and not isinstance(figure, bool):
+                    self._hold(float(figure), single, label, f"rank {rank}'s probe", group)
+
+    def _measured(self, event: dict, label: str) -> None:
+        """A probe is a measurement (train/peak.py): a matrix multiplied for some seconds by each of its ranks, the
+        group's figure their sum.  One that multiplied nothing (a rehearsal's stand-in with its name changed) or
+        whose ranks do not add up is not one."""
+        if self.rehearsal:
+            return
+        for key in ("matrix_size", "seconds"):
+            value = event.get(key)
+            if key in event and not (isinstance(value, int | float) and not isinstance(value, bool) and value > 0):
+                self.bounds.problems.append(f"{label}: {key} {value!r}: a probe that measured nothing")
+        per_rank, total = event.get("per_rank"), event.get("ops_per_second")
+        if isinstance(per_rank, list) and isinstance(total, int | float):
+            numbers = [v for v in per_rank if isinstance(v, int | float) and not isinstance(v, bool)]
+            if len(numbers) != len(per_rank) or len(per_rank) != event.get("ranks", len(per_rank)):
+                self.bounds.problems.append(f"{label}: per_rank holds {len(per_rank)} figures for "
+                                            f"{event.get('ranks')!r} ranks")  # fmt: skip
+            elif abs(sum(numbers) - total) > 1e-6 * max(abs(total), 1.0):
+                self.bounds.problems.append(f"{label}: its ranks' figures add up to {sum(numbers) / 1e9:.4g} G ops/s, "
+                                            f"not the {total / 1e9:.4g} it logs")  # fmt: skip
 
     def epoch(self, event: dict, number: int) -> None:
         label = f"event {number} (epoch {event.get('epoch')} of task {event.get('task')})"

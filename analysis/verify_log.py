@@ -30,7 +30,7 @@ from aiperf_mpi.results.graphs import OFFSET, GraphFileError, graph_place, read_
 from aiperf_mpi.results.resumable import RESUME_MAY_CHANGE
 from aiperf_mpi.results.rules import shown_value
 from aiperf_mpi.results.score import MAX_GRID_SAMPLES, Score, ScoreInputs, run_step, score_inputs, stopped_by_signal
-from analysis.checks import BadInput, Check, Run, differences, is_hex, is_regular_file, same, short
+from analysis.checks import BadInput, Check, Run, differences, is_hex, is_regular_file, read_json, same, short
 from analysis.lineage_check import LineageCheck
 
 if TYPE_CHECKING:
@@ -596,7 +596,7 @@ class ScoreRules:
             check.problems.append(f"{SCORE_FILE} is missing (a run that did not finish has no score to submit)")
         else:
             try:
-                recorded = json.loads(path.read_text(encoding="utf-8"))
+                recorded = read_json(path)
                 if not isinstance(recorded, dict):
                     raise ValueError("not a JSON object")
             except (ValueError, UnicodeDecodeError) as exc:

@@ -35,9 +35,6 @@ from dataclasses import dataclass
 
 from aiperf_mpi.graph.ops import ModelOps, epoch_ops
 
-STAND_IN_DEVICE = "rehearsal stand-in"
-"""what a rehearsal's ``peak`` events name as their device: no probe multiplied anything"""
-
 CURVE_EPOCHS = 2.0
 """the stand-in curve's time constant: 1 − 1/e of its ceiling after this many epochs"""
 

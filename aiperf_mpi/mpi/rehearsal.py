@@ -20,7 +20,8 @@ from aiperf_mpi.config import RunConfig
 from aiperf_mpi.graph.model import from_json, with_kernel_size
 from aiperf_mpi.graph.ops import count_ops
 from aiperf_mpi.job.leader import GroupBroadcastRunner, Outcome, Task
-from aiperf_mpi.job.rehearsal import STAND_IN_DEVICE, all_reduce_floats, stand_in_epoch
+from aiperf_mpi.job.rehearsal import all_reduce_floats, stand_in_epoch
+from aiperf_mpi.results.hardware import STAND_IN_DEVICE
 
 WAIT_SLICE = 0.5
 """seconds of an epoch's wait between two looks at the stop flag's deadline"""

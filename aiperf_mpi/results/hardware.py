@@ -74,6 +74,10 @@ ACCELERATORS: tuple[Accelerator, ...] = (
 )
 """the accelerators the table knows; a run on another one is reported as not in the table"""
 
+STAND_IN_DEVICE = "rehearsal stand-in"
+"""the device a rehearsal's probe names (``--rehearse``: no hardware was measured); a run that is not a rehearsal
+and names it is a relabelled rehearsal"""
+
 
 @dataclass(frozen=True)
 class CpuIssue:
@@ -201,14 +205,23 @@ def cpu_peak(host: Mapping, precision: str) -> Bound:
                                             f"ceiling) × {per_cycle} {precision} operations a cycle")  # fmt: skip
 
 
+def _device_peaks(host: Mapping, precision: str) -> list[Bound] | Bound:
+    """Each of a host's accelerators' table peak, the fastest first; the first device the table lacks instead."""
+    peaks = [accelerator_peak(device, precision) for device in host.get("accelerators") or []]
+    unknown = [p for p in peaks if p.ops_per_second is None]
+    return unknown[0] if unknown else sorted(peaks, key=lambda p: -p.ops_per_second)  # type: ignore[operator]
+
+
 def group_bound(hosts: Mapping[str, Mapping], ranks_on_host: Mapping[str, int], precision: str,
                 training_on_host: Mapping[str, int] | None = None) -> Bound:  # fmt: skip
-    """The most a group can compute: on each host it runs on, one accelerator per rank, or its share of the CPUs.
+    """The most a group can compute: on each host it runs on, its fastest accelerators, one a rank, or its CPU share.
 
     ``hosts`` maps a host name to its ``system`` entry; ``ranks_on_host`` the group's ranks there, and
-    ``training_on_host`` every group's (None: the group's alone).  A host with accelerators trains on them (one a
-    rank, at most as many as it has); one without trains on its CPUs, which its training ranks share: each
-    takes its share of the cores (train/threads.py), so groups on one host together never exceed the host.
+    ``training_on_host`` every group's (None: the group's alone).  A host with accelerators trains on them: a rank
+    drives one at a time, so ``r`` ranks are bounded by the ``r`` fastest the host has (a mixed host's slower ones
+    are not counted at its best one's figure).  A host without trains on its CPUs, which its training ranks share:
+    each takes its share of the cores (train/threads.py), so groups on one host together never exceed the host.
+    What groups sharing a host's accelerators can do together is :func:`host_bound`'s, which bounds the score.
     """
     if not ranks_on_host:
         return Bound(None, "a group without a list of ranks to bound it by")
@@ -218,17 +231,15 @@ def group_bound(hosts: Mapping[str, Mapping], ranks_on_host: Mapping[str, int], 
         host = hosts.get(name)
         if host is None:
             return Bound(None, f"host {name!r} is not in the system description")
-        devices: Sequence[str] = host.get("accelerators") or []
-        if not isinstance(devices, list):
+        if not isinstance(host.get("accelerators") or [], list):
             return Bound(None, f"host {name!r}: its accelerators are not a list")
-        if devices:
-            used = min(ranks, len(devices))
-            peaks = [accelerator_peak(device, precision) for device in devices]
-            unknown = [p for p in peaks if p.ops_per_second is None]
-            if unknown:
-                return unknown[0]
-            total += used * max(p.ops_per_second for p in peaks)  # type: ignore[type-var]
-            reasons.append(f"{name}: {used} × {peaks[0].why}")
+        if host.get("accelerators"):
+            peaks = _device_peaks(host, precision)
+            if isinstance(peaks, Bound):
+                return peaks
+            used = peaks[:ranks]
+            total += sum(p.ops_per_second for p in used)  # type: ignore[misc]
+            reasons.append(f"{name}: {len(used)} × {used[0].why}")
         else:
             bound = cpu_peak(host, precision)
             if bound.ops_per_second is None:
@@ -238,3 +249,31 @@ def group_bound(hosts: Mapping[str, Mapping], ranks_on_host: Mapping[str, int], 
             share = f"{ranks} of its {sharing} training ranks' share of " if sharing > ranks else ""
             reasons.append(f"{name}: {share}{bound.why}")
     return Bound(total, "; ".join(reasons))
+
+
+def host_bound(host: Mapping, training_ranks: int, precision: str) -> Bound:
+    """The most one host's training ranks can compute together: its ``training_ranks`` fastest accelerators (four
+    ranks on a two-GPU host share two GPUs, whatever groups they form), or all of its CPUs."""
+    if not isinstance(host.get("accelerators") or [], list):
+        return Bound(None, f"host {host.get('host')!r}: its accelerators are not a list")
+    if not host.get("accelerators"):
+        return cpu_peak(host, precision)
+    peaks = _device_peaks(host, precision)
+    if isinstance(peaks, Bound):
+        return peaks
+    used = peaks[:max(training_ranks, 0)]
+    return Bound(sum(p.ops_per_second for p in used), f"{len(used)} of its {len(peaks)} accelerators")  # type: ignore[misc]
+
+
+def fastest_device(hosts: Mapping[str, Mapping], names: Sequence[str], precision: str) -> float | None:
+    """The table's figure of the fastest accelerator on any of ``names`` (a group's hosts): what one rank's probe
+    can reach at most; None when they have none (CPUs: a rank's share is the group's bound)."""
+    best = None
+    for name in names:
+        host = hosts.get(name)
+        if isinstance(host, Mapping) and host.get("accelerators") and isinstance(host.get("accelerators"), list):
+            peaks = _device_peaks(host, precision)
+            if isinstance(peaks, Bound):
+                return None
+            best = max(best or 0.0, peaks[0].ops_per_second or 0.0)
+    return best
