@@ -37,8 +37,9 @@ from analysis.side_files import BestCheck, MLLogCheck, SystemDescription
 from analysis.verify_hardware import HardwareRules
 from analysis.verify_log import Provenance, Record, ScoreRules
 from analysis.verify_rules import EvidenceRules
+from analysis.weights_check import KeptWeights
 
-VERIFY_RULES_VERSION = "2026.12-2"
+VERIFY_RULES_VERSION = "2026.12-3"
 """the version of :data:`FAMILIES`: what verify checks, and how (a new one for any change of a row's rule)"""
 ANY = "*"
 """a family that reads every event (its ``each`` method)"""
@@ -226,6 +227,17 @@ FAMILIES = (
             "its score is *valid* only with its `best/`: without it the verdict names the rule `best model` "
             "(a reviewer re-evaluates that model: `--reevaluate`)"),
     )),
+    Family("weights", KeptWeights, events=("model_proposed", "model_done"),
+           files=("weights/*.npz", "best/model.keras", "best/metadata.json", "graphs/"), rows=(
+        Row("weights files",
+            "each `weights/*.npz` a `model_done` names has the sha256 that `model_done` logged (`weights_sha256`, "
+            "written by the rank that saved the file) and, read from the arrays' headers without TensorFlow, "
+            "exactly the arrays of its graph as trained (the stored graph at its `kernel_size`: conv kernel "
+            "`(k, k, in, out)` and bias, dense kernel and bias, batch normalisation's four vectors), layer for "
+            "layer; `best/model.keras` has the sha256 `best/metadata.json` records (`model_sha256`), and the "
+            "`.npz` it was built from had the one the log records (`weights_sha256`). A file no `model_done` names"
+            " is noted; a log or an export from before the sha256 was recorded is *not recorded*"),
+    )),
     Family("bundle", SystemDescription, events=("run_start", "system", "layout", "peak"),
            files=("verify.txt", "verify.json", "system.json"), rows=(
         Row("bundle verify.txt/json",
@@ -242,7 +254,8 @@ FAMILIES = (
     )),
 )  # fmt: skip
 """every rule of verify, in the verdict's order"""
-WALK_ORDER = ("evidence", "mllog", "best", "bundle", "score", "record", "provenance", "hardware")
+WALK_ORDER = ("evidence", "mllog", "best", "bundle", "score", "record", "provenance", "hardware",
+              "weights")
 """the order in which the walk gives an event to the families that read it: the side files' readers before the
 score and the record, so a file that cannot be read fails in the same reader, with the same line, as before the
 registry (a family not named here comes last)"""
