@@ -247,10 +247,15 @@ FAMILIES = (
             "(a bundle only) each segment's `system`, `layout`, `peak` events and `run_start` provenance, as the "
             "log has them"),
     )),
-    Family("re-evaluation", None, files=("best/model.keras", "the data set"), rows=(
+    Family("re-evaluation", None, files=("weights/task-N.npz or best/model.keras", "the data set"), rows=(
         Row("re-evaluation",
-            "(with `--reevaluate` only) the best model's correct predictions, recounted from `best/model.keras`, "
-            "equal the logged count ([below](#re-evaluating-the-best-model-the-reviewers-second-step))"),
+            "(with `--reevaluate` only) the run's claimed best epoch — the highest logged `val_accuracy`, the "
+            "regulated score's — is the epoch whose weights the best model saved (`weights_epoch`); those weights "
+            "are present (its `.npz`, or `best/model.keras` where a single-copy export removed it) with the sha256"
+            " the log records, and are the graph's; the reviewer's data is the split the run validated; and the "
+            "correct predictions recounted from them equal the claimed epoch's logged count within the reviewer's"
+            " `--reevaluate-tolerance` ([below](#re-evaluating-the-best-model-the-reviewers-second-step)). Any of "
+            "these missing fails the row with one line naming the rule; never taken on trust"),
     )),
 )  # fmt: skip
 """every rule of verify, in the verdict's order"""
