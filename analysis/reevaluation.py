@@ -82,7 +82,8 @@ def before_the_recount(run_dir: Path) -> tuple[BestClaim | None, Row | None]:
         return claim, Row(f"{where}: no weights saved at the claimed best epoch", [f"{claim.problem} ({CLAIM_RULE})"])
     path, problem = trusted_weights(run_dir, claim.weights, claim.weights_sha256)
     if path is None:
-        return claim, Row(f"{where}: its saved weights are not the logged ones", [f"{problem} ({WEIGHTS_RULE})"])
+        return claim, Row(f"{where}: its saved weights are missing or not the logged ones",
+                          [f"{problem} ({WEIGHTS_RULE})"])  # fmt: skip
     return claim, None
 
 

@@ -129,7 +129,7 @@ def failed_line(done: subprocess.CompletedProcess) -> str:
     return line
 
 
-@pytest.mark.parametrize("case", ["raised", "no weights", "tampered", "no data path", "wrong data"])
+@pytest.mark.parametrize("case", ["raised", "no weights", "tampered", "no data path", "wrong data", "timeout"])
 def test_a_claim_that_cannot_be_recounted_fails_with_the_rule_named(tmp_path, case: str) -> None:
     """Never a pass, never a refusal: exit 1 and one line naming the rule (all decided before TensorFlow loads)."""
     run_dir = consistent_run(tmp_path / "run", dataset="digits", precision="fp32")
@@ -148,11 +148,14 @@ def test_a_claim_that_cannot_be_recounted_fails_with_the_rule_named(tmp_path, ca
     elif case == "no data path":
         with_dataset(run_dir, "cifar10")
         rule, expected = DATA_RULE, "cifar10: the run's data is read from disk: give its location with --data-path"
-    else:
+    elif case == "wrong data":
         with_dataset(run_dir, "cifar10")
         write_cifar(tmp_path / "cifar", per_file=20)
         args += ["--data-path", tmp_path / "cifar"]
         rule, expected = DATA_RULE, "'s validation split holds 20 images; the run validated 360: not the run's data"
+    else:  # the recount was not made: the claim is not taken on trust for it
+        args += ["--reevaluate-timeout", "0.001"]
+        rule, expected = COUNT_RULE, "the re-evaluation did not finish within 0.001 s"
     line = failed_line(verify(*args))
     assert expected in line and line.endswith(f"({rule})"), line
 
