@@ -279,17 +279,45 @@ def verify(path: Path) -> Verification:
 
 
 def reevaluation_check(options: argparse.Namespace) -> Check:
-    """The ``re-evaluation`` row: the best model's logged count against a recount from its weights (a child)."""
+    """The ``re-evaluation`` row: the claimed best epoch's logged count against a recount from the weights saved
+    at it (a child: :mod:`analysis.reevaluation`).  A claim that cannot be recounted fails the row; only bad input
+    is :class:`BadInput` (exit 2)."""
     if not Path(options.run).is_dir():
         raise BadInput(f"{options.run}: --reevaluate needs the run directory: a bundle leaves the weights out")
+    check = Check("re-evaluation")
     try:
-        answer = reevaluation.run_child(options.run, options.data_path, options.precision, options.reevaluate_timeout)
-    except reevaluation.ReevaluationFailed as exc:
-        raise BadInput(f"--reevaluate: {exc}") from None
-    row = reevaluation.compare(answer)
-    check = Check("re-evaluation", row.summary)
-    check.problems += row.problems
+        claim, failed = reevaluation.before_the_recount(Path(options.run))
+    except ValueError as exc:  # a log that cannot be read: the log row names it, and no claim can be recounted
+        failed = reevaluation.Row("the log cannot be read: nothing recounted",
+                                  [f"{' '.join(str(exc).split())[:200]} ({reevaluation.CLAIM_RULE})"])
+        claim = None
+    if claim is None and failed is None:
+        raise BadInput(f"--reevaluate: {options.run} claims no accuracy (synthetic data, or no epoch with one): "
+                       "nothing to re-evaluate")  # fmt: skip
+    if failed is None:
+        try:
+            answer = reevaluation.run_child(options.run, options.data_path, options.precision,
+                                            options.reevaluate_timeout)  # fmt: skip
+        except reevaluation.ReevaluationFailed as exc:
+            raise BadInput(f"--reevaluate: {exc}") from None
+        except reevaluation.RecountFailed as exc:
+            failed = reevaluation.Row("not recounted", [f"{exc} ({reevaluation.COUNT_RULE})"])
+        else:
+            failed = reevaluation.compare(answer, options.reevaluate_tolerance)
+    check.summary = failed.summary
+    check.problems += failed.problems
     return check
+
+
+def share(text: str) -> float:
+    """``--reevaluate-tolerance``: a share of the validation samples, in [0, 1)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a share in [0, 1)")
+    return value
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -297,8 +325,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("run", type=Path, help="the run directory, or a bundle made by python -m analysis.bundle")
     parser.add_argument("--json", type=Path, default=None, help="also write the checks as JSON to this file")
     parser.add_argument("--reevaluate", action="store_true",
-                        help="also recount the best model's correct predictions from best/model.keras (TensorFlow, "
-                             "in a child process; docs/verify.md)")  # fmt: skip
+                        help="also recount the claimed best epoch's correct predictions from the weights saved at it "
+                             "(TensorFlow, in a child process; docs/verify.md)")  # fmt: skip
     parser.add_argument("--data-path", type=Path, default=None,
                         help="with --reevaluate: the run's data set (cifar10, imagenet, hdf5; digits is embedded)")
     parser.add_argument("--precision", choices=("fp32",), default=None,
@@ -306,9 +334,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reevaluate-timeout", type=float, default=reevaluation.DEFAULT_TIMEOUT, metavar="SECONDS",
                         help=f"with --reevaluate: give the recount up after this long (default "
                              f"{reevaluation.DEFAULT_TIMEOUT:g})")  # fmt: skip
+    parser.add_argument("--reevaluate-tolerance", type=share, default=None, metavar="SHARE",
+                        help=f"with --reevaluate: the share of the validation samples the recount may differ by "
+                             f"(default {reevaluation.ALLOWED_SHARE:g}; 0: exactly the logged count)")  # fmt: skip
     options = parser.parse_args(argv)
-    if not options.reevaluate and (options.data_path is not None or options.precision is not None):
-        parser.error("--data-path and --precision apply to --reevaluate only")
+    if not options.reevaluate and (options.data_path is not None or options.precision is not None
+                                   or options.reevaluate_tolerance is not None):  # fmt: skip
+        parser.error("--data-path, --precision and --reevaluate-tolerance apply to --reevaluate only")
+    if options.reevaluate_tolerance is None:
+        options.reevaluate_tolerance = reevaluation.ALLOWED_SHARE
     return guarded("analysis.verify", options.run, lambda: _main(options))
 
 

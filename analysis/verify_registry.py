@@ -37,8 +37,9 @@ from analysis.side_files import BestCheck, MLLogCheck, SystemDescription
 from analysis.verify_hardware import HardwareRules
 from analysis.verify_log import Provenance, Record, ScoreRules
 from analysis.verify_rules import EvidenceRules
+from analysis.weights_check import KeptWeights
 
-VERIFY_RULES_VERSION = "2026.12-2"
+VERIFY_RULES_VERSION = "2026.12-3"
 """the version of :data:`FAMILIES`: what verify checks, and how (a new one for any change of a row's rule)"""
 ANY = "*"
 """a family that reads every event (its ``each`` method)"""
@@ -226,6 +227,17 @@ FAMILIES = (
             "its score is *valid* only with its `best/`: without it the verdict names the rule `best model` "
             "(a reviewer re-evaluates that model: `--reevaluate`)"),
     )),
+    Family("weights", KeptWeights, events=("model_proposed", "model_done"),
+           files=("weights/*.npz", "best/model.keras", "best/metadata.json", "graphs/"), rows=(
+        Row("weights files",
+            "each `weights/*.npz` a `model_done` names has the sha256 that `model_done` logged (`weights_sha256`, "
+            "written by the rank that saved the file) and, read from the arrays' headers without TensorFlow, "
+            "exactly the arrays of its graph as trained (the stored graph at its `kernel_size`: conv kernel "
+            "`(k, k, in, out)` and bias, dense kernel and bias, batch normalisation's four vectors), layer for "
+            "layer; `best/model.keras` has the sha256 `best/metadata.json` records (`model_sha256`), and the "
+            "`.npz` it was built from had the one the log records (`weights_sha256`). A file no `model_done` names"
+            " is noted; a log or an export from before the sha256 was recorded is *not recorded*"),
+    )),
     Family("bundle", SystemDescription, events=("run_start", "system", "layout", "peak"),
            files=("verify.txt", "verify.json", "system.json"), rows=(
         Row("bundle verify.txt/json",
@@ -235,14 +247,20 @@ FAMILIES = (
             "(a bundle only) each segment's `system`, `layout`, `peak` events and `run_start` provenance, as the "
             "log has them"),
     )),
-    Family("re-evaluation", None, files=("best/model.keras", "the data set"), rows=(
+    Family("re-evaluation", None, files=("weights/task-N.npz or best/model.keras", "the data set"), rows=(
         Row("re-evaluation",
-            "(with `--reevaluate` only) the best model's correct predictions, recounted from `best/model.keras`, "
-            "equal the logged count ([below](#re-evaluating-the-best-model-the-reviewers-second-step))"),
+            "(with `--reevaluate` only) the run's claimed best epoch — the highest logged `val_accuracy`, the "
+            "regulated score's — is the epoch whose weights the best model saved (`weights_epoch`); those weights "
+            "are present (its `.npz`, or `best/model.keras` where a single-copy export removed it) with the sha256"
+            " the log records, and are the graph's; the reviewer's data is the split the run validated; and the "
+            "correct predictions recounted from them equal the claimed epoch's logged count within the reviewer's"
+            " `--reevaluate-tolerance` ([below](#re-evaluating-the-best-model-the-reviewers-second-step)). Any of "
+            "these missing fails the row with one line naming the rule; never taken on trust"),
     )),
 )  # fmt: skip
 """every rule of verify, in the verdict's order"""
-WALK_ORDER = ("evidence", "mllog", "best", "bundle", "score", "record", "provenance", "hardware")
+WALK_ORDER = ("evidence", "mllog", "best", "bundle", "score", "record", "provenance", "hardware",
+              "weights")
 """the order in which the walk gives an event to the families that read it: the side files' readers before the
 score and the record, so a file that cannot be read fails in the same reader, with the same line, as before the
 registry (a family not named here comes last)"""

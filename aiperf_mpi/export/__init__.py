@@ -21,7 +21,10 @@ or ``--out DIR``):
 * ``metadata.json`` — accuracy, hyper-parameters, the input the model expects
   (image size, channel order, scaling), the data set, the lineage of
   morphisms from the seed and the versions, for programs; and the weights
-  file it was built from, and whether that file is gone (below);
+  file it was built from, and whether that file is gone (below), with the
+  sha256 of that file (``weights_sha256``, the one its ``model_done`` logged)
+  and of ``model.keras`` as written (``model_sha256``): what ties ``best/`` to
+  the log for a reviewer (``python -m analysis.verify``);
 * ``model_card.md`` — the same for a person.
 
 Which model: the best by observed validation accuracy, ties going to the
@@ -222,6 +225,22 @@ def weights_path(facts: RunFacts, task: Task) -> Path:
                               "(--keep-weights all keeps every one)")  # fmt: skip
         raise ExportError(f"task {task.task}'s weights file {facts.run_dir / task.weights} is missing")
     return path
+
+
+def weights_sha256(facts: RunFacts, task: Task, source: Path) -> str | None:
+    """The sha256 of the ``.npz`` ``task``'s model is built from (None: not known), refused (ExportError) when it
+    is not the one the log records: the published model must be the weights the run saved.
+
+    From ``best/model.keras`` (a single-copy export removed the ``.npz``): the sha256 that export recorded.
+    """
+    logged = task.logged.done.weights_sha256 if task.logged.done is not None else ""
+    if source.suffix == ".keras":
+        return (stored_weights.read_best_metadata(facts.run_dir) or {}).get(stored_weights.WEIGHTS_SHA256) or None
+    found = stored_weights.file_sha256(source)
+    if logged and found != logged:
+        raise ExportError(f"{source} has sha256 {found}, the log records {logged} for task {task.task}'s weights: "
+                          "not the file the run saved")  # fmt: skip
+    return found
 
 
 def trained_graph(facts: RunFacts, task: Task):
@@ -488,13 +507,16 @@ def export(run_dir: Path | str, task: int | None = None, out: Path | str | None 
     out = Path(out) if out is not None else default
     into_best = os.path.abspath(out) == os.path.abspath(best_dir)
     source = weights_path(facts, chosen)
+    source_sha256 = weights_sha256(facts, chosen, source)
     model = build_model(graph, source)
     meta = metadata(facts, chosen, graph, ops, selected)
+    meta[stored_weights.WEIGHTS_SHA256] = source_sha256
     npz = run_dir / chosen.weights
     partial = out.with_name(out.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
     model.save(partial / "model.keras")
+    meta[stored_weights.MODEL_SHA256] = stored_weights.file_sha256(partial / "model.keras")
     remove = single_copy and npz.is_file()
     if remove and not _same_weights(model, partial / "model.keras"):
         raise ExportError(f"{partial / 'model.keras'} does not read back as the weights of {npz}: "

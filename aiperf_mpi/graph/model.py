@@ -267,29 +267,41 @@ def infer_shapes(graph: nx.DiGraph) -> dict[str, Shape]:
 # --------------------------------------------------------------------------- parameters
 
 
+def param_shapes(graph: nx.DiGraph, analysis: Analysis | None = None) -> dict[str, list[Shape]]:
+    """``{node: [array shapes]}`` of every node with parameters, in Keras' weight order and layout.
+
+    What the trainer's Keras model holds for each layer (:mod:`aiperf_mpi.train.keras_model`) and so what a
+    ``weights/task-N.npz`` must hold: conv ``[kernel (k, k, cin, cout), bias (cout,)?]``, dense
+    ``[kernel (cin, units), bias (units,)?]``, batch normalisation ``[γ, β, moving mean, moving variance]``,
+    each ``(c,)``.  Known without TensorFlow, so a verifier can hold a weights file to its graph.
+    """
+    analysis = analyse(graph) if analysis is None else analysis
+    shapes = analysis.shapes
+    found: dict[str, list[Shape]] = {}
+    for node, data in graph.nodes(data=True):
+        kind = data["type"]
+        out = shapes[node][-1]
+        if kind in ("conv", "dense"):
+            cin = shapes[analysis.inputs[node][0]][-1]
+            kernel = (data["kernel"], data["kernel"], cin, out) if kind == "conv" else (cin, out)
+            found[node] = [kernel, (out,)] if attr(graph, node, "bias") else [kernel]
+        elif kind == "bn":
+            found[node] = [(out,)] * 4
+    return found
+
+
 def param_counts(graph: nx.DiGraph, analysis: Analysis | None = None) -> dict[str, tuple[int, int]]:
     """``{node: (trainable, non_trainable)}`` for every node.
 
     Batch normalisation has γ and β (trainable) and the moving mean and
     variance (non-trainable); Keras' ``count_params()`` counts all four.
     """
-    analysis = analyse(graph) if analysis is None else analysis
-    shapes = analysis.shapes
+    shapes = param_shapes(graph, analysis)
     counts: dict[str, tuple[int, int]] = {}
     for node, data in graph.nodes(data=True):
-        kind = data["type"]
-        out = shapes[node]
-        if kind == "conv":
-            cin = shapes[analysis.inputs[node][0]][-1]
-            k = data["kernel"]
-            counts[node] = (k * k * cin * out[-1] + (out[-1] if attr(graph, node, "bias") else 0), 0)
-        elif kind == "dense":
-            cin = shapes[analysis.inputs[node][0]][-1]
-            counts[node] = (cin * out[-1] + (out[-1] if attr(graph, node, "bias") else 0), 0)
-        elif kind == "bn":
-            counts[node] = (2 * out[-1], 2 * out[-1])
-        else:
-            counts[node] = (0, 0)
+        sizes = [math.prod(shape) for shape in shapes.get(node, [])]
+        frozen = 2 if data["type"] == "bn" else 0  # the moving mean and variance
+        counts[node] = (sum(sizes[: len(sizes) - frozen]), sum(sizes[len(sizes) - frozen :]))
     return counts
 
 

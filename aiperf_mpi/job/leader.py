@@ -87,6 +87,8 @@ class Outcome:
     weights_file: str = ""
     failure: dict | None = None
     timings: dict = field(default_factory=dict)
+    weights_sha256: str = ""
+    """the sha256 of ``weights_file`` as written ('' with no file): logged in ``model_done``"""
 
 
 class Runner(Protocol):
@@ -316,7 +318,8 @@ class Leader:
                                                            weights=outcome.weights_file))  # fmt: skip
         self.channel.send(Result(work.task_id, parent, graph_json, hparams.to_dict(), [], accuracy, predicted, ops,
                                  timings, proposal.description, outcome.stop_reason, outcome.weights_file,
-                                 proposal.info, runlog.value_text(outcome.epochs), view_record))  # fmt: skip
+                                 proposal.info, runlog.value_text(outcome.epochs), view_record,
+                                 outcome.weights_sha256))  # fmt: skip
 
 
 MODEL_BUDGET = "model budget"

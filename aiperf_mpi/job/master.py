@@ -51,6 +51,7 @@ from aiperf_mpi.job.transport import MasterTransport
 from aiperf_mpi.job.vetting import Vetter, check_start
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.graphs import segment_graph_file
+from aiperf_mpi.results.stored_weights import WEIGHTS_SHA256
 from aiperf_mpi.results.timelimit import ends_after_limit
 from aiperf_mpi.search.bayesian import SearchConfig
 from aiperf_mpi.search.history import FAILED, TRAINED, ModelRecord, graph_hash, key_of_digest
@@ -454,7 +455,8 @@ class Master:
                              weights=message.weights_file)  # the search's fields; the rest: model_text  # fmt: skip
         # the record as ModelRecord.fields() orders it, without its graph (job/vetting.py), its id first
         model = f'{{"id":{next_id},{message.model_text[1:]}'
-        self.log.write_tail(runlog.MODEL_DONE, f',"model":{model},"task":{message.task_id},"group":{group}}}',
+        digest = f',"{WEIGHTS_SHA256}":"{message.weights_sha256}"' if message.weights_sha256 else ""  # vetted hex
+        self.log.write_tail(runlog.MODEL_DONE, f',"model":{model},"task":{message.task_id},"group":{group}{digest}}}',
                             sync=True)  # fmt: skip
         self._accepted.pop(message.task_id, None)
         self.append(record, key or None, body)

@@ -185,6 +185,8 @@ class Result:
     into the seven search fields (numbers and text only: ``SearchView.apply``).  A view record steers the other
     groups' searches and is never scored — the score, the verifier and the report read the event log, whose
     ``model_done`` rank 0 writes from this message's other fields"""
+    weights_sha256: str = ""
+    """the sha256 of ``weights_file`` as its rank wrote it ('' : no file), logged in ``model_done``"""
 
     @property
     def trained(self) -> bool:
@@ -297,6 +299,8 @@ class VettedResult:
     weights_file: str
     view_record: bytes
     model_text: str
+    weights_sha256: str = ""
+    """64 lowercase hex digits or '' (vetted): ``model_done``'s ``weights_sha256``"""
 
 
 TAGS: dict[type, int] = {

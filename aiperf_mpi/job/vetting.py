@@ -196,6 +196,8 @@ class Vetter:
                              "not a number")  # checked here, before model_done is written  # fmt: skip
         if type(message.weights_file) is not str:
             raise ValueError(f"task {message.task_id}: the weights file is a name")
+        digest = message.weights_sha256  # logged as it is, so never anything but a sha256 (else none is logged)
+        digest = digest if type(digest) is str and SHA256.fullmatch(digest) else ""
         fields = {"parent": parent, "status": TRAINED if epochs else FAILED, "hparams": message.hparams,
                   "epochs": epochs, "accuracy": message.accuracy, "predicted_accuracy": message.predicted_accuracy,
                   "ops": message.ops,
@@ -208,7 +210,7 @@ class Vetter:
             text = self._encode(fields)
         body = message.view_record if type(message.view_record) is bytes else b""  # rank 0 compresses what is not
         return VettedResult(message.task_id, parent, message.graph, bool(epochs), message.accuracy,
-                            message.predicted_accuracy, message.weights_file, body, text)  # fmt: skip
+                            message.predicted_accuracy, message.weights_file, body, text, digest)  # fmt: skip
 
 
 def relay_item(vetter: Vetter, source: int, group: int, tag: int, data: bytes | bytearray) -> tuple[int, int, object]:

@@ -89,6 +89,7 @@ except ImportError:  # optional at run time: the standard library gives the same
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.graphs import LENGTH, OFFSET, GraphFileError, graph_place, read_graph, read_logged_graph
 from aiperf_mpi.results.precisions import logged_precision
+from aiperf_mpi.results.stored_weights import WEIGHTS_SHA256
 
 UNRECORDED_STATUS = "trained"
 """the status of a ``model_done`` whose record names none: logs from before a task could end untrained"""
@@ -417,6 +418,8 @@ class Done:
     """why training stopped (``timings.stop``)"""
     weights_epoch: object = None
     """the epoch its saved weights come from (None: a log from before it was logged, the last epoch)"""
+    weights_sha256: str = ""
+    """the sha256 of its weights file as its training rank wrote it ('' : none saved, or a log from before it)"""
     inline_graph: str = ""
     """'' when the record carries no graph (it lies in the graphs file), else what it carries: 'text' (a
     non-empty graph), 'empty' ('' or '{}'), 'not a string' — runs from before the graph was logged once"""
@@ -855,6 +858,7 @@ class RunModel(Timeline):
             weights=str(record.get("weights") or ""),
             stop=intern(str(timings.get("stop", ""))),
             weights_epoch=timings.get("weights_epoch"),
+            weights_sha256=str(event.get(WEIGHTS_SHA256) or ""),
             inline_graph=inline,
             line_offset=self._offset(),
         )

@@ -79,6 +79,7 @@ OPTIONAL: dict[str, dict[str, object]] = {
     PEAK: {"threads": LIST},
     MODEL_PROPOSED: {"graph_sha256": STR, "graph_offset": INT, "graph_bytes": INT, "morphs": LIST, "seed": DICT},
     EPOCH: {"compile": NUM, "xla": BOOL, "correct": INT},
+    MODEL_DONE: {"weights_sha256": STR},
     MODEL_FAILED: {"graph_hash": (STR, NULL)},
     GROUP_LOST: {"silent": NUM},
     RUN_STOP: {"groups_stopped_early": INT, "groups_lost": INT},

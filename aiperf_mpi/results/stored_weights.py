@@ -10,13 +10,27 @@ believing the file exists: every reader of a task's weights — a training rank
 loading its parent's, a re-export — asks :func:`weights_location` where they
 are instead of opening the name.  One decision, one place; pure (no I/O, no
 TensorFlow) so that it is unit-tested without a run.
+
+Each file is tied to the log by its sha256: the training rank that writes a
+task's ``.npz`` logs the file's sha256 in its ``model_done``
+(``weights_sha256``), and the export records in ``best/metadata.json`` the
+sha256 of the ``.npz`` it built ``model.keras`` from (``weights_sha256``) and
+of the ``model.keras`` it wrote (``model_sha256``), so that a reviewer ties
+``best/`` to the log without loading it (:func:`trusted_weights`).  The
+shapes of an ``.npz``'s arrays are read from its headers alone
+(:func:`npz_shapes`): a verifier holds them to the graph without TensorFlow
+and without reading the arrays.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import zipfile
 from collections.abc import Collection
 from pathlib import Path
+
+import numpy as np
 
 BEST_DIR = "best"
 BEST_MODEL = f"{BEST_DIR}/model.keras"
@@ -26,6 +40,13 @@ WEIGHTS_FILE = "weights_file"
 """``best/metadata.json``: the weights file (relative to the run directory) the exported model was built from"""
 WEIGHTS_FILE_REMOVED = "weights_file_removed"
 """``best/metadata.json``: true when that file is gone and ``model.keras`` is the only copy of its weights"""
+WEIGHTS_SHA256 = "weights_sha256"
+"""``model_done`` (the log) and ``best/metadata.json``: the sha256 of the task's ``.npz`` as its rank wrote it"""
+MODEL_SHA256 = "model_sha256"
+"""``best/metadata.json``: the sha256 of ``best/model.keras`` as the export wrote it"""
+READ_BLOCK = 1 << 20
+HEADER_READERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+"""an ``.npy`` header's version → its reader (``numpy.savez`` writes 1.0, and 2.0 past 64 KiB of header)"""
 
 
 def weights_location(weights_file: str, best_metadata: dict | None, present: Collection[str]) -> str | None:
@@ -68,3 +89,79 @@ def locate_weights(run_dir: Path, weights_file: str) -> Path | None:
         return run_dir / weights_file
     where = weights_location(weights_file, read_best_metadata(run_dir), present)
     return None if where is None else run_dir / where
+
+
+def file_sha256(path: Path) -> str:
+    """The sha256 of a file's bytes, read in blocks (a ResNet-50's weights are 100 MB)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(READ_BLOCK), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+class WeightsFileError(ValueError):
+    """A file that is not weights as :func:`aiperf_mpi.train.transfer.save_weights` writes them."""
+
+
+def npz_shapes(path: Path) -> dict[str, list[tuple[int, ...]]]:
+    """``{layer: [array shapes]}`` of an ``.npz`` of weights (``layer::index`` members), from each array's header
+    alone: no array is read, so a verifier checks a file of any size in a few kilobytes of reading.
+
+    :class:`WeightsFileError` for anything else: not a zip, a member that is not a ``.npy``, a name that is not
+    ``layer::index``, indices that are not 0, 1, …
+    """
+    found: dict[str, dict[int, tuple[int, ...]]] = {}
+    try:
+        with zipfile.ZipFile(path) as archive:
+            for member in archive.namelist():
+                name, sep, index = member.removesuffix(".npy").rpartition("::")
+                if not member.endswith(".npy") or not sep or not index.isdigit():
+                    raise WeightsFileError(f"its member {member[:80]!r} is not a layer's array (layer::index.npy)")
+                with archive.open(member) as handle:
+                    read_header = HEADER_READERS.get(np.lib.format.read_magic(handle))
+                    if read_header is None:
+                        raise WeightsFileError(f"its member {member[:80]!r} is an .npy of an unknown version")
+                    shape, _, _ = read_header(handle)  # the header alone
+                found.setdefault(name, {})[int(index)] = tuple(int(n) for n in shape)
+    except (OSError, zipfile.BadZipFile, ValueError, EOFError) as exc:
+        if isinstance(exc, WeightsFileError):
+            raise
+        raise WeightsFileError(f"not an .npz of weights ({' '.join(str(exc).split())[:120]})") from None
+    shapes = {}
+    for name, arrays in found.items():
+        if sorted(arrays) != list(range(len(arrays))):
+            raise WeightsFileError(f"layer {name!r} has arrays {sorted(arrays)}, not 0..{len(arrays) - 1}")
+        shapes[name] = [arrays[i] for i in range(len(arrays))]
+    return shapes
+
+
+def trusted_weights(run_dir: Path, weights_file: str, logged_sha256: object) -> tuple[Path | None, str]:
+    """The file to read ``weights_file``'s weights from, once it is tied to the sha256 the log records for it;
+    else None and why not (one line): missing, no sha256 logged, or bytes that are not the logged ones.
+
+    The ``.npz``'s own sha256 must be the logged one.  ``best/model.keras``, where a single-copy export removed
+    the ``.npz``, is tied through ``best/metadata.json``: the sha256 of the ``.npz`` it was built from must be
+    the logged one, and the sha256 of ``model.keras`` the one the export recorded.
+    """
+    run_dir = Path(run_dir)
+    path = locate_weights(run_dir, weights_file) if weights_file else None
+    if path is None:
+        return None, (f"{weights_file or 'its weights file'} is missing (nor does best/model.keras hold it): the "
+                      "weights saved at that epoch are not in the run directory")  # fmt: skip
+    if not isinstance(logged_sha256, str) or not logged_sha256:
+        return None, f"the log records no {WEIGHTS_SHA256} for {weights_file}: nothing ties the file to the run"
+    if path.suffix != ".keras":
+        found = file_sha256(path)
+        if found != logged_sha256:
+            return None, f"{weights_file} has sha256 {found[:16]}…, the log {logged_sha256[:16]}…: not the saved file"
+        return path, ""
+    meta = read_best_metadata(run_dir) or {}
+    if meta.get(WEIGHTS_SHA256) != logged_sha256:
+        return None, (f"{BEST_METADATA} says {BEST_MODEL} was built from weights of sha256 "
+                      f"{str(meta.get(WEIGHTS_SHA256))[:16]}…, the log's {weights_file} has {logged_sha256[:16]}…")
+    found = file_sha256(path)
+    if found != meta.get(MODEL_SHA256):
+        return None, (f"{BEST_MODEL} has sha256 {found[:16]}…, {BEST_METADATA} {str(meta.get(MODEL_SHA256))[:16]}…: "
+                      "not the file the export wrote")  # fmt: skip
+    return path, ""

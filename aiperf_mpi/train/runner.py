@@ -18,7 +18,7 @@ from pathlib import Path
 from aiperf_mpi.config import RunConfig
 from aiperf_mpi.graph.model import from_json
 from aiperf_mpi.job.leader import GroupBroadcastRunner, Outcome, Task
-from aiperf_mpi.results.stored_weights import locate_weights
+from aiperf_mpi.results.stored_weights import file_sha256, locate_weights
 
 
 def _has_gpu() -> bool:
@@ -62,17 +62,18 @@ class GroupRunner(GroupBroadcastRunner):
                                         deadline=task.deadline if self.comm.Get_rank() == 0 else None)  # fmt: skip
         except TrialFailed as failed:
             return Outcome(epochs, "failed", failure=failed.to_dict(), timings={"train": time.monotonic() - started})
-        weights_file = ""
+        weights_file, weights_sha256 = "", ""
         if self.comm.Get_rank() == 0 and result.weights is not None and result.epochs:
             weights_file = f"weights/task-{task.task_id}.npz"
             (self.run_dir / "weights").mkdir(parents=True, exist_ok=True)
             save_weights(self.run_dir / weights_file, result.weights)
+            weights_sha256 = file_sha256(self.run_dir / weights_file)  # logged: what ties the file to the run
         timings = {"train": time.monotonic() - started, "fresh_layers": len(result.fresh_layers)}
         if weights_file:
             timings["weights_epoch"] = result.weights_epoch  # the best epoch's weights (export, inheritance)
         if note:
             timings["note"] = note
-        return Outcome(epochs, result.stop_reason, weights_file, None, timings)
+        return Outcome(epochs, result.stop_reason, weights_file, None, timings, weights_sha256)
 
 
 def read_parent_weights(run_dir: Path, name: str) -> tuple[dict | None, str]:

@@ -130,13 +130,29 @@ def _fit_kernel(array: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     return np.ascontiguousarray(array[cut : cut + new, cut : cut + new])
 
 
+NPZ_TIME = (1980, 1, 1, 0, 0, 0)
+"""every member's time in an ``.npz`` of weights: the zip format's earliest, so that its bytes are its arrays'"""
+
+
 def save_weights(path, weights: Weights) -> None:
-    """Write ``{layer: [arrays]}`` to an ``.npz`` file (atomically)."""
+    """Write ``{layer: [arrays]}`` to an ``.npz`` file (atomically), its bytes a function of the arrays alone.
+
+    What ``numpy.savez`` writes (a stored zip of ``layer::index.npy`` members, read by ``numpy.load``) but
+    for the members' times, fixed: the log records the file's sha256 (``model_done``'s ``weights_sha256``),
+    and an export that writes a replaced best model's weights back from ``best/model.keras``
+    (:func:`aiperf_mpi.export._restore_replaced_best`) must write the very bytes that sha256 was taken of.
+    """
+    import zipfile
     from pathlib import Path
 
     path = Path(path)
     tmp = path.with_name(path.name + ".partial.npz")
-    np.savez(tmp, **{f"{name}::{i}": a for name, arrays in weights.items() for i, a in enumerate(arrays)})
+    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
+        for name, arrays in weights.items():
+            for index, array in enumerate(arrays):
+                member = zipfile.ZipInfo(f"{name}::{index}.npy", date_time=NPZ_TIME)
+                with archive.open(member, "w", force_zip64=True) as out:
+                    np.lib.format.write_array(out, np.asanyarray(array), allow_pickle=False)
     tmp.replace(path)
 
 

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aiperf_mpi.graph.model import GraphBuilder, infer_shapes, total_params, with_kernel_size
+from aiperf_mpi.graph.model import GraphBuilder, infer_shapes, param_shapes, total_params, with_kernel_size
 from aiperf_mpi.graph.ops import count_ops
 from aiperf_mpi.graph.seeds import resnet50, tiny_resnet
 from tests.support.random_graphs import random_graph
@@ -54,6 +54,9 @@ def test_shapes_and_attributes_agree_with_keras_layer_by_layer(seed: int) -> Non
         assert model.get_layer(name).padding == data["padding"]
         assert model.get_layer(name).use_bias == data["bias"]
     assert model.count_params() == total_params(graph)
+    # what a weights file of the graph holds, known without TensorFlow (verify's weights row): Keras' own arrays
+    expected = {layer.name: [tuple(w.shape) for w in layer.weights] for layer in model.layers if layer.weights}
+    assert param_shapes(graph) == expected
 
 
 # --------------------------------------------------------------------------- against the profiler

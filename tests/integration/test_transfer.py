@@ -93,3 +93,26 @@ def test_a_parent_weights_file_that_cannot_be_read_costs_the_child_its_inheritan
         assert note.endswith("): trained from scratch") and "\n" not in note
     read, note = read_parent_weights(tmp_path, "weights/task-3.npz")
     assert read is None and note == "parent weights weights/task-3.npz not readable here: trained from scratch"
+
+
+def test_a_weights_file_is_its_arrays_bytes_read_back_from_best_and_its_shapes_read_without_tensorflow(
+        tmp_path) -> None:  # fmt: skip
+    """The same arrays give the same bytes (the sha256 the log records survives a restore from best/model.keras),
+    ``numpy.load`` reads them, and the verifier's header reader sees exactly the graph's shapes."""
+    import time
+
+    from aiperf_mpi.graph.model import param_shapes
+    from aiperf_mpi.results.stored_weights import file_sha256, npz_shapes
+    from aiperf_mpi.train.transfer import load_weights, model_weights, read_weights, save_weights
+
+    graph = tiny_resnet(8, 3, 4)
+    model = build_keras_model(graph)
+    weights = model_weights(model)
+    save_weights(tmp_path / "a.npz", weights)
+    time.sleep(2.1)  # a zip member's time has a resolution of two seconds: cross at least one
+    model.save(tmp_path / "model.keras")
+    save_weights(tmp_path / "b.npz", read_weights(tmp_path / "model.keras"))  # as an export restores a best model
+    assert file_sha256(tmp_path / "a.npz") == file_sha256(tmp_path / "b.npz")
+    assert npz_shapes(tmp_path / "a.npz") == param_shapes(graph)
+    read = load_weights(tmp_path / "b.npz")
+    assert all(np.array_equal(a, b) for name in weights for a, b in zip(read[name], weights[name], strict=True))

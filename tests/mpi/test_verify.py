@@ -21,6 +21,7 @@ from aiperf_mpi.graph.model import from_json, to_json
 from aiperf_mpi.graph.morph import candidates, wider
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.graphs import append_graph, graph_place, read_graph
+from tests.support.data_files import write_cifar
 from tests.support.mpirun import REPO_ROOT
 from tests.support.verify_runs import find, forge, sync_record
 
@@ -202,3 +203,83 @@ def test_an_edited_accuracy_is_caught_by_the_re_evaluation(real_run, tmp_path) -
     row = reevaluation_row(done.stdout)
     assert "MISMATCH" in row and f"logged {logged + 5} correct of 360, re-evaluated {logged}" in row, row
     assert f"MISMATCH      re-evaluation: logged {logged + 5} correct of 360" in done.stdout
+
+
+def test_the_untouched_run_recounts_exactly_at_no_tolerance(real_run) -> None:
+    """A CPU run recounted at its precision: the reviewer may ask for the exact count, and gets it."""
+    done = command("analysis.verify", real_run, "--reevaluate", "--reevaluate-tolerance", "0")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert reevaluation_row(done.stdout).split()[1] == "ok"
+    assert "weights files" in done.stdout and not re.search(r"^weights files +(MISMATCH|not recorded)", done.stdout,
+                                                              re.M), done.stdout  # fmt: skip
+
+
+def failed_claim(run_dir: Path, *args: object) -> str:
+    """``verify --reevaluate``'s failing re-evaluation line: exit 1, never a pass nor a refusal."""
+    done = command("analysis.verify", run_dir, "--reevaluate", *args)
+    assert done.returncode == 1 and not done.stderr.strip(), done.stdout + done.stderr
+    [line] = [line for line in done.stdout.splitlines() if line.startswith("MISMATCH      re-evaluation: ")]
+    return line
+
+
+def test_a_raised_epoch_whose_weights_were_not_saved_fails_the_claim(real_run, tmp_path) -> None:
+    """A careful forger raises an epoch the trainer did not keep the weights of (its record, scores and MLLOG made
+    to agree): it becomes the claimed best, and no weights back it."""
+    run_dir = copy(real_run, tmp_path)
+    events = runlog.read_events(run_dir).events
+    best = max(e["val_accuracy"] for e in events if e["event"] == runlog.EPOCH)
+    done = [e for e in events if e["event"] == runlog.MODEL_DONE and len(e["model"]["epochs"]) == 2]
+    assert done, "no model trained two epochs"
+    task = done[0]["task"]
+    other = 3 - done[0]["model"]["timings"]["weights_epoch"]  # the epoch whose weights were not kept
+
+    def raise_it(events: list[dict]) -> None:
+        epoch = find(events, runlog.EPOCH, task=task, epoch=other)
+        epoch["correct"] = min(epoch["validation_samples"], round(best * epoch["validation_samples"]) + 5)
+        epoch["val_accuracy"] = epoch["correct"] / epoch["validation_samples"]
+        sync_record(events, task)
+
+    forge(run_dir, raise_it, step=10.0)
+    line = failed_claim(run_dir)
+    assert f"the run's best epoch is task {task} epoch {other}" in line, line
+    assert line.endswith("(rule: the claimed best epoch is the saved one)"), line
+
+
+def test_deleted_weights_fail_the_claim(real_run, tmp_path) -> None:
+    run_dir = copy(real_run, tmp_path)  # weights/ left out; the best model's only copy is best/model.keras
+    (run_dir / "best" / "model.keras").unlink()
+    line = failed_claim(run_dir)
+    assert "is missing (nor does best/model.keras hold it)" in line, line
+    assert line.endswith("(rule: the saved weights are present and logged)"), line
+
+
+def test_tampered_weights_fail_the_claim_and_the_weights_row(real_run, tmp_path) -> None:
+    """One byte of the best model changed fails the claim; one of a kept .npz fails plain verify's weights row."""
+    run_dir = Path(shutil.copytree(real_run, tmp_path / "run"))  # with weights/
+    model = run_dir / "best" / "model.keras"
+    model.write_bytes(model.read_bytes()[:-1] + bytes([model.read_bytes()[-1] ^ 1]))
+    line = failed_claim(run_dir)
+    assert "best/model.keras has sha256" in line and "not the file the export wrote" in line, line
+    kept = sorted((run_dir / "weights").glob("*.npz"))
+    assert kept, "the run kept no weights file"
+    data = bytearray(kept[0].read_bytes())
+    data[-30] ^= 1  # inside the last array
+    kept[0].write_bytes(bytes(data))
+    done = command("analysis.verify", run_dir)
+    assert done.returncode == 1
+    named = rf"MISMATCH +weights files: weights/{kept[0].name} \(task \d+\): sha256 "
+    assert re.search(named, done.stdout), done.stdout
+
+
+@pytest.mark.parametrize("data", ["missing", "wrong"])
+def test_missing_or_wrong_data_fails_the_claim(real_run, tmp_path, data: str) -> None:
+    """The run relabelled as CIFAR-10: the reviewer without the data, or with another split, cannot recount it."""
+    run_dir = copy(real_run, tmp_path)
+    edit_log(run_dir, lambda events: events[0]["config"].update(dataset="cifar10"))
+    args: list[object] = []
+    if data == "wrong":
+        write_cifar(tmp_path / "cifar", per_file=20)
+        args = ["--data-path", tmp_path / "cifar"]
+    line = failed_claim(run_dir, *args)
+    said = "give its location with --data-path" if data == "missing" else "validation split holds 20 images"
+    assert said in line and line.endswith("(rule: the reviewer holds the run's data)"), line

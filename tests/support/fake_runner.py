@@ -16,6 +16,7 @@ from pathlib import Path
 
 from aiperf_mpi.graph.model import from_json
 from aiperf_mpi.job.leader import Outcome, Task
+from aiperf_mpi.results.stored_weights import file_sha256
 from tests.support.synthetic_objective import synthetic_accuracy
 
 
@@ -61,12 +62,14 @@ class FakeRunner:
             epochs.append(result)
             on_epoch(result)
         self._check_parent(task, "at end")
-        weights_file = ""
+        weights_file, digest = "", ""
         if self.run_dir is not None and epochs:
             weights_file = f"weights/task-{task.task_id}.npz"
             (self.run_dir / "weights").mkdir(parents=True, exist_ok=True)
             (self.run_dir / weights_file).write_bytes(b"fake weights of task %d" % task.task_id)
-        return Outcome(epochs, reason, weights_file, timings={"train": self.epoch_seconds * len(epochs)})
+            digest = file_sha256(self.run_dir / weights_file)  # as the real runner logs it
+        return Outcome(epochs, reason, weights_file, timings={"train": self.epoch_seconds * len(epochs)},
+                       weights_sha256=digest)
 
     def finish(self) -> None:
         pass

@@ -15,16 +15,18 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from aiperf_mpi import __version__
-from aiperf_mpi.graph.model import from_json, to_json, with_kernel_size
+from aiperf_mpi.graph.model import as_trained, from_json, param_shapes, to_json, with_kernel_size
 from aiperf_mpi.graph.ops import count_ops, epoch_ops
 from aiperf_mpi.graph.seeds import tiny_resnet
 from aiperf_mpi.job.mllog import MLLOG_FILE, MLLogWriter
 from aiperf_mpi.results import provenance, runlog
 from aiperf_mpi.results.graphs import LENGTH, OFFSET, append_graph, read_graph, segment_graph_file
 from aiperf_mpi.results.score import compute_score
+from aiperf_mpi.results.stored_weights import WEIGHTS_SHA256, file_sha256
 from tests.support.event_logs import write_log
 
 VERSIONS = {"python": "3.11.7", "tensorflow": "2.18.1", "horovod": "0.28.1", "mpi4py": "4.1.2",
@@ -306,3 +308,20 @@ def write_best(run_dir: Path) -> Path:
     (best / "ops.json").write_text(json.dumps(ops.to_dict(), indent=1) + "\n")
     (best / "graph.json").write_text(to_json(graph) + "\n")
     return best
+
+
+def write_weights(run_dir: Path, task: int, shapes: dict | None = None) -> Path:
+    """Write a task's ``weights/task-N.npz`` in the trainer's layout (``layer::index`` arrays, as
+    ``aiperf_mpi.train.transfer.save_weights`` writes them; zeros, with NumPy alone) and log its sha256 in the
+    task's ``model_done``, as the run does.  ``shapes``: ``{layer: [shapes]}`` instead of its graph's."""
+    events = read_log(run_dir)
+    proposal = find(events, runlog.MODEL_PROPOSED, task=task)
+    graph = as_trained(from_json(read_graph(run_dir, proposal)), proposal["hparams"].get("kernel_size"))
+    path = run_dir / "weights" / f"task-{task}.npz"
+    path.parent.mkdir(exist_ok=True)
+    arrays = param_shapes(graph) if shapes is None else shapes
+    np.savez(path, **{f"{name}::{index}": np.zeros(shape, np.float32) for name, layer in arrays.items()
+                      for index, shape in enumerate(layer)})  # fmt: skip
+    find(events, runlog.MODEL_DONE, task=task)[WEIGHTS_SHA256] = file_sha256(path)
+    write_log(run_dir, events)
+    return path

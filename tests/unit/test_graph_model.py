@@ -1,6 +1,7 @@
 """The model graph: validation with named nodes, shapes, JSON, parameters."""
 
 import json
+import math
 
 import networkx as nx
 import pytest
@@ -14,6 +15,7 @@ from aiperf_mpi.graph.model import (
     graphs_equal,
     infer_shapes,
     param_counts,
+    param_shapes,
     to_json,
     total_params,
     with_kernel_size,
@@ -233,3 +235,17 @@ def test_json_is_canonical_regardless_of_insertion_order() -> None:
         shuffled.add_edge(u, v, **d)
     assert to_json(shuffled) == to_json(graph)
     assert json.loads(to_json(graph))["nodes"][0]["id"] == "input"
+
+
+def test_parameter_shapes_are_the_keras_layout_of_each_layer() -> None:
+    """What a weights file of the graph must hold, known without TensorFlow (the verifier's weights row)."""
+    graph = with_kernel_size(tiny_resnet(), 5)
+    shapes = param_shapes(graph)
+    assert shapes["stem_conv"] == [(3, 3, 3, 16)]  # no bias: conv's default
+    assert shapes["b1_conv1"][0][:2] == (5, 5)  # the tuned kernel
+    assert shapes["stem_bn"] == [(16,)] * 4  # γ, β, moving mean and variance
+    dense = next(n for n, d in graph.nodes(data=True) if d["type"] == "dense")
+    [source] = graph.predecessors(dense)
+    assert shapes[dense] == [(infer_shapes(graph)[source][-1], 10), (10,)]  # kernel (in, units) and bias
+    assert set(shapes) == {n for n, d in graph.nodes(data=True) if d["type"] in ("conv", "dense", "bn")}
+    assert sum(math.prod(s) for layer in shapes.values() for s in layer) == total_params(graph)

@@ -15,6 +15,7 @@ from aiperf_mpi.job.master import Master
 from aiperf_mpi.job.resume import history_from_log
 from aiperf_mpi.job.retention import Retention
 from aiperf_mpi.results import runlog
+from aiperf_mpi.results.stored_weights import file_sha256
 from aiperf_mpi.search.bayesian import SearchConfig
 from aiperf_mpi.search.history import ModelRecord
 from aiperf_mpi.search.view import MasterHistory, ViewIndex
@@ -79,6 +80,9 @@ def test_keep_weights_all_keeps_every_file(tmp_path) -> None:
     run_local(tmp_path, groups=GROUPS, time_limit=120, max_models=12, search_config=SEARCH, keep_weights="all")
     assert len(list((tmp_path / "weights").iterdir())) == 12
     assert not any(e["event"] == runlog.WEIGHTS_REMOVED for e in runlog.read_events(tmp_path).events)
+    # each model_done logs the sha256 of the file its rank wrote: through the leader, the vetting and the master
+    done = [e for e in runlog.read_events(tmp_path).events if e["event"] == runlog.MODEL_DONE]
+    assert len(done) == 12 and all(e["weights_sha256"] == file_sha256(tmp_path / e["model"]["weights"]) for e in done)
 
 
 def test_resume_rebuilds_the_master_from_the_log_and_sweeps_what_a_new_segment_cannot_inherit(tmp_path) -> None:

@@ -15,6 +15,7 @@ import pytest
 
 from aiperf_mpi.results import provenance, runlog
 from aiperf_mpi.results.graphs import append_graph, read_graph, segment_graph_file
+from aiperf_mpi.results.stored_weights import file_sha256
 from analysis import bundle, checks, verify
 from tests.support.verify_runs import (
     consistent_run,
@@ -24,6 +25,7 @@ from tests.support.verify_runs import (
     rewrite_log,
     to_file_per_model,
     write_best,
+    write_weights,
 )
 
 
@@ -343,8 +345,7 @@ def _members(archive: Path) -> dict[str, bytes]:
 
 
 def test_a_bundle_holds_the_run_without_weights_and_verifies(run, tmp_path, capsys) -> None:
-    (run / "weights").mkdir()
-    (run / "weights" / "task-0.npz").write_bytes(b"w" * 1000)
+    write_weights(run, 0)  # a real .npz of its graph's shapes, its sha256 logged (the weights files row)
     write_best(run)  # metadata.json, ops.json, graph.json as the export writes them
     (run / "best" / "model.keras").write_bytes(b"k" * 1000)
     (run / "best" / "model_card.md").write_text("# best\n")
@@ -354,7 +355,7 @@ def test_a_bundle_holds_the_run_without_weights_and_verifies(run, tmp_path, caps
     assert bundle.main([str(run), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert f"wrote {out}" in printed and "verdict: VERIFIED" in printed
-    assert "left out: weights/ (1 file, 0.0 MB" in printed and "left out: best/model.keras (a model file" in printed
+    assert "left out: weights/ (1 file, " in printed and "left out: best/model.keras (a model file" in printed
     files = _members(out)
     assert sorted(files) == sorted(f"run/{name}" for name in (
         "events.jsonl", "mllog.log", "score.json", "graphs/segment-1.jsonl", "report/report.md",
@@ -462,3 +463,46 @@ def test_a_model_done_graph_that_is_not_text_fails(tmp_path) -> None:
     rewrite_log(run, lambda events: find(events, runlog.MODEL_DONE, task=1)["model"].update(graph=None))
     found = problems(verify.verify(run), "model records")
     assert any("its graph is NoneType, not the graph's JSON text" in p for p in found), found
+
+
+# --------------------------------------------------------------------------- kept weights files
+
+
+def test_each_kept_weights_file_is_the_logged_file_of_its_graphs_shapes(run) -> None:
+    write_weights(run, 0)
+    write_weights(run, 1)
+    result = verify.verify(run)
+    [row] = [c for c in result.checks if c.name == "weights files"]
+    assert row.verdict == "ok" and row.summary.startswith("2 of 2 kept weights file(s)"), row
+    assert result.ok
+
+
+@pytest.mark.parametrize("case", ["tampered", "other shapes", "not an npz", "unlogged", "best"])
+def test_a_weights_file_that_is_not_the_logged_one_fails_its_row(run, case: str) -> None:
+    path = write_weights(run, 0)
+    if case == "tampered":  # one byte of an array changed after its sha256 was logged
+        path.write_bytes(path.read_bytes()[:-1] + b"\x01")
+        expected = "weights/task-0.npz (task 0): sha256 "
+    elif case == "other shapes":  # another model's weights, their sha256 logged consistently
+        write_weights(run, 0, shapes={"stem_conv": [(5, 5, 3, 16)]})
+        expected = "weights/task-0.npz (task 0): no weights for the graph's layer(s)"
+    elif case == "not an npz":
+        path.write_bytes(b"fake weights")
+        rewrite_log(run, lambda events: find(events, "model_done", task=0).update(weights_sha256=file_sha256(path)))
+        expected = "weights/task-0.npz (task 0): not an .npz of weights"
+    elif case == "unlogged":  # a log from before the sha256 was logged
+        rewrite_log(run, lambda events: find(events, "model_done", task=0).pop("weights_sha256") and None)
+        expected = ""
+    else:  # best/model.keras is not the file best/metadata.json says the export wrote
+        best = write_best(run)
+        (best / "model.keras").write_bytes(b"a model")
+        meta = json.loads((best / "metadata.json").read_text())
+        meta.update(weights_file="weights/task-0.npz", weights_sha256=file_sha256(path), model_sha256="0" * 64)
+        (best / "metadata.json").write_text(json.dumps(meta))
+        expected = "best/model.keras: its sha256 is not best/metadata.json's model_sha256"
+    [row] = [c for c in verify.verify(run).checks if c.name == "weights files"]
+    if case == "unlogged":
+        assert row.verdict == "not recorded" and "records no weights_sha256" in row.missing[0], row
+        return
+    assert row.verdict == "MISMATCH" and expected in row.problems[0], row.problems
+    assert row.problems[0].endswith("(rule: a kept weights file is the logged one, of its graph's shapes)")

@@ -67,12 +67,14 @@ def stream(seed: str, child: str, task: int, child_task: int) -> list[tuple[int,
         (0, epoch_done(task, first, EpochStarted(task, 2, 2.0, 8))),
         (0, epoch_done(task, second)),
         (0, Result(task, None, seed, {"batch_size": 8}, [], 0.625, None, {"total": 2000}, {"train": 2.5}, "seed",
-                   "epoch limit", "", {"strategy": "x"}, runlog.value_text(epochs))),  # fmt: skip
+                   "epoch limit", "weights/a.npz", {"strategy": "x"}, runlog.value_text(epochs),
+                   weights_sha256="ab" * 32)),  # fmt: skip
         (1, Proposed(child_task, 0, child, {"batch_size": 16}, "wider", {"search": "bayesian"}, [{"op": "wider"}])),
         (1, EpochStarted(child_task, 1, 4.0, 16)),
         (1, EpochDone(child_task, {**first, "start": 4.0, "end": 5.0})),
         (1, Result(child_task, 0, child, {"batch_size": 16}, [{**first, "start": 4.0, "end": 5.0}], 0.5, 0.7,
-                   {"total": 1000}, {"train": 1.0}, "wider", "epoch limit", "", {})),  # fmt: skip
+                   {"total": 1000}, {"train": 1.0}, "wider", "epoch limit", "weights/b.npz", {},
+                   weights_sha256="not a sha256")),  # a leader's bad digest: logged as none  # fmt: skip
     ]
 
 
@@ -107,6 +109,8 @@ def test_a_relays_vetted_messages_make_the_same_log_replies_and_history_as_rank_
                         for answer in answers])  # fmt: skip
         assert master.history.trained == 2 and master.duplicates == 1
     assert logs[0] == logs[1] and mllogs[0] == mllogs[1] and replies[0] == replies[1]
+    done = [json.loads(line) for line in logs[1] if '"event":"model_done"' in line]
+    assert [event.get("weights_sha256") for event in done] == ["ab" * 32, None]
     encode = runlog.EventLog(tmp_path / "encoder").encode
     lines = (tmp_path / "True" / runlog.EVENTS_FILE).read_text().splitlines()
     assert all(encode(json.loads(line)) == line for line in lines)  # each composed line is the encoder's text
@@ -114,7 +118,8 @@ def test_a_relays_vetted_messages_make_the_same_log_replies_and_history_as_rank_
     assert [e["event"] for e in events].count(runlog.EPOCH) == 3
     done = [e for e in events if e["event"] == runlog.MODEL_DONE]
     assert [e["model"]["id"] for e in done] == [0, 1] and done[1]["model"]["parent"] == 0
-    assert list(done[0]) == ["event", "model", "task", "group"] and list(done[0]["model"])[:2] == ["id", "parent"]
+    assert list(done[1]) == ["event", "model", "task", "group"] and list(done[0]["model"])[:2] == ["id", "parent"]
+    assert list(done[0]) == ["event", "model", "task", "group", "weights_sha256"]  # the rank's digest, last
     assert all(runlog.check_event({**e, "time": 0.0}) == [] for e in events)
 
 
