@@ -34,9 +34,11 @@ from aiperf_mpi.results import runlog
 from aiperf_mpi.results.schema import REQUIRED, SCHEMA_VERSION, check_event
 from analysis.checks import Check, Run
 from analysis.side_files import BestCheck, MLLogCheck, SystemDescription
+from analysis.verify_data import DataRules
 from analysis.verify_hardware import HardwareRules
 from analysis.verify_log import Provenance, Record, ScoreRules
 from analysis.verify_rules import EvidenceRules
+from analysis.verify_search import SearchRules
 from analysis.weights_check import KeptWeights
 
 VERIFY_RULES_VERSION = "2026.12-3"
@@ -172,6 +174,43 @@ FAMILIES = (
             "GPU probe on a host that lists none, is *not recorded* (not verified until the table names it); a "
             "rehearsal's rates are its stand-in's, noted and not bounded"),
     )),
+    Family("data", DataRules, events=("run_start", "layout", "model_proposed", "epoch"), rows=(
+        Row("data splits",
+            "a data set the versioned table of `aiperf_mpi/results/datasets.py` names, which the run does not write "
+            "(digits 1,437 / 360 of 10 classes at 32×32×3; synthetic 2,048 / 512 of 10 at `image_size` or 32; "
+            "CIFAR-10 50,000 / 10,000 of 10 at 32×32×3; ImageNet's ILSVRC-2012 1,281,167 / 50,000 of 1,000 at "
+            "`image_size` or 224), is held to the table, not to its log: the data check's train, validation and "
+            "class counts and image shape, the seed's (`model_proposed`'s `seed`) input and classes, and every "
+            "epoch one pass over the table's splits — `(train // ranks) // batch` steps a rank, never more samples"
+            " than the train split, all of the validation split — so a model's samples are at most its epochs × "
+            "the train split. Digits and synthetic are built in: every run of them counts their split. CIFAR-10 "
+            "and ImageNet are read from the files a run is given: a run that counted a documented split is held "
+            "to it; other counts are a user's own set (a CIFAR-10 subset, no larger than CIFAR-10; an "
+            "ImageNet-format set, an *unofficial* run by the rule `dataset`), as `hdf5` always is: its logged "
+            "counts are kept, and the row says they are taken from the log; a CIFAR-10 or ImageNet run without a "
+            "data check is *not recorded*"),
+    )),
+    Family("search", SearchRules, events=("run_start", "model_proposed", "model_done", "model_failed",
+                                          "group_lost", "run_stop"),
+           files=("graphs/ (each child's parent graph)",), rows=(
+        Row("search space",
+            "the space is recomputed from the configuration and the code, not read from the log: each proposal's "
+            "`kernel_size` one the tuner chooses (`KERNEL_SIZES`: 3, 5, 7), its `batch_size` one of its tuner's "
+            "(the configured `batch_size` of the warm-up rounds, and `batch_choices`' powers of two from 16 to 512"
+            " that fit the configured `device_memory_gb` for the seed model of the data the check read); each "
+            "child's `morphs` as many as its strategy chains (`explore`, `random`: one; `gp-ucb`: 1 to 3), each "
+            "of the search's kinds (`deeper`, `wider`, `add_skip`, `concat_skip`) at a place the search could "
+            "morph in the graph it applies to (`is_candidate`: a skip joins two ReLUs), a `deeper` block at the "
+            "proposal's own kernel size; a configuration without `device_memory_gb` and `batch_size` is *not "
+            "recorded*"),
+        Row("repeated graphs",
+            "no two tasks have the same graph (`graph_sha256`) unless the log says why the master accepted it "
+            "again: a seed (which the master never refuses) proposed while no trained model had an accuracy to "
+            "rank when its group's work was handed out (after the group's previous task ended), or a graph whose "
+            "earlier task never ended — discarded at its segment's `run_stop`, lost with its group (`group_lost`)"
+            " or open when its segment was killed — proposed in a later segment (a resumed master's history holds"
+            " the ended models only); proposals without `graph_sha256` are *not recorded*"),
+    )),
     Family("score", ScoreRules, events=(ANY, "peak"), files=("score.json",), rows=(
         Row("score",
             "the score recomputed from the log (`aiperf_mpi/results/score.py`, the run's `score_step`) equals "
@@ -259,7 +298,7 @@ FAMILIES = (
     )),
 )  # fmt: skip
 """every rule of verify, in the verdict's order"""
-WALK_ORDER = ("evidence", "mllog", "best", "bundle", "score", "record", "provenance", "hardware",
+WALK_ORDER = ("evidence", "mllog", "best", "bundle", "score", "record", "provenance", "hardware", "data", "search",
               "weights")
 """the order in which the walk gives an event to the families that read it: the side files' readers before the
 score and the record, so a file that cannot be read fails in the same reader, with the same line, as before the

@@ -31,6 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
+from aiperf_mpi.results.datasets import DIGITS, ILSVRC_2012, SYNTHETIC
+
 SPLITS = ("train", "validation")
 CIFAR_RECORD = 1 + 32 * 32 * 3
 
@@ -152,8 +154,10 @@ def in_memory(name: str, splits: dict[str, tuple[np.ndarray, np.ndarray]], class
 
 # --------------------------------------------------------------------------- digits (embedded default)
 
-DIGITS_SIZE = 32
-DIGITS_VALIDATION = 360
+DIGITS_SIZE = DIGITS.image_size
+DIGITS_VALIDATION = DIGITS.validation
+"""the digits' side and validation split: the documented table's (aiperf_mpi/results/datasets.py), which the
+verifier holds every digits run to"""
 
 
 def digits_arrays() -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -178,9 +182,17 @@ def digits_source() -> ArraySource:
 
 
 def synthetic_source(
-    image_size: int = 32, channels: int = 3, classes: int = 10, train: int = 2048, validation: int = 512, seed: int = 0
+    image_size: int = SYNTHETIC.image_size,
+    channels: int = SYNTHETIC.channels,
+    classes: int = SYNTHETIC.classes,
+    train: int = SYNTHETIC.train,
+    validation: int = SYNTHETIC.validation,
+    seed: int = 0,
 ) -> ArraySource:
-    """Random images and labels, generated per shard on demand (nothing held in memory)."""
+    """Random images and labels, generated per shard on demand (nothing held in memory).
+
+    The defaults, which a run's ``synthetic`` data set takes, are the documented table's (the verifier's).
+    """
     shape = (image_size, image_size, channels)
 
     def load(split: str, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -286,7 +298,7 @@ def hdf5_source(path: str | Path) -> ArraySource:
 
 # --------------------------------------------------------------------------- ImageNet (TFRecord shards)
 
-IMAGENET_CLASSES = 1000
+IMAGENET_CLASSES = ILSVRC_2012.classes
 IMAGENET_LABELS = (1, IMAGENET_CLASSES)
 """``image/class/label`` as the standard converter (build_imagenet_data.py) writes it: 1..1000, 0 was background"""
 
@@ -405,7 +417,7 @@ def open_source(
     if name == "digits":
         return digits_source()
     if name == "synthetic":
-        return synthetic_source(image_size=image_size or 32)
+        return synthetic_source(image_size=image_size or SYNTHETIC.image_size)
     if name in ("cifar10", "imagenet", "hdf5") and not path:
         raise DataError(f"{name}: give the data location with --data-path")
     if name == "cifar10":

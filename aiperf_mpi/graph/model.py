@@ -483,6 +483,30 @@ KERNEL_SIZES = (3, 5, 7)
 DEFAULT_KERNEL_SIZE = 3
 """the tunable convolutions' size until the tuner proposes another (warm-up rounds, the seed model, a deeper
 morphism's new block): ResNet-50's own 3×3"""
+SMALLEST_BATCH, LARGEST_BATCH = 16, 512
+"""the per-rank batch sizes the tuner chooses among: powers of two from the smallest to the largest that fits"""
+BYTES_PER_ACTIVATION = 4
+"""one float32 per activation kept for the backward pass (a rough lower bound: frameworks keep more)"""
+
+
+def batch_choices(graph: nx.DiGraph, memory_bytes: int, smallest: int = SMALLEST_BATCH,
+                  largest: int = LARGEST_BATCH) -> list[int]:  # fmt: skip
+    """The tuner's per-rank batch sizes: powers of two from ``smallest`` to what fits in half ``memory_bytes``.
+
+    Activation memory per sample is estimated from the graph's output shapes
+    (every layer's output kept for the backward pass); half the memory is left
+    for weights, optimiser state and the framework.  In the graph room, beside
+    the kernel sizes, so that the verifier recomputes the tuner's space from the
+    logged configuration and seed with the leader's own code.
+    """
+    per_sample = sum(math.prod(shape) for shape in analyse(graph).shapes.values()) * BYTES_PER_ACTIVATION
+    fits = max(smallest, (memory_bytes // 2) // max(per_sample, 1))
+    choices = []
+    batch = smallest
+    while batch <= min(largest, fits):
+        choices.append(batch)
+        batch *= 2
+    return choices or [smallest]
 
 
 def as_trained(graph: nx.DiGraph, kernel_size: object) -> nx.DiGraph:

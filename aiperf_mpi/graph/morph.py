@@ -271,8 +271,14 @@ def _stride_exists(shapes: dict, src: str, dst: str) -> bool:
     return True
 
 
+def _is_relu_place(graph: nx.DiGraph, shapes: dict, node: object) -> bool:
+    """Whether ``node`` is a ReLU the morphisms build on: an image tensor, not the output."""
+    return (node in graph and graph.nodes[node]["type"] == "relu" and len(shapes[node]) == 3
+            and graph.out_degree(node) > 0)  # fmt: skip
+
+
 def _relus(graph: nx.DiGraph, shapes: dict) -> list[str]:
-    return sorted(n for n, t in graph.nodes(data="type") if t == "relu" and len(shapes[n]) == 3 and graph.out_degree(n))
+    return sorted(n for n in graph if _is_relu_place(graph, shapes, n))
 
 
 def candidates(graph: nx.DiGraph, kind: str, analysis: Analysis | None = None) -> list[tuple]:
@@ -298,6 +304,28 @@ def candidates(graph: nx.DiGraph, kind: str, analysis: Analysis | None = None) -
                     pairs.append((src, dst))
         return sorted(pairs)
     raise MorphError(f"unknown morphism {kind!r} (known: {', '.join(MORPH_KINDS)})")
+
+
+def is_candidate(graph: nx.DiGraph, kind: str, place: tuple, analysis: Analysis | None = None) -> bool:
+    """Whether ``place`` is among :func:`candidates` (``graph``, ``kind``): a place the search could morph.
+
+    Tested directly, without enumerating every place (ResNet-50 has ≈ 1,200 skips), for the verifier:
+    a logged step must be one the search can take, which :func:`replay` alone does not hold a skip's
+    endpoints to (it joins any two image tensors).
+    """
+    shapes = (analysis or analyse(graph)).shapes
+    if kind == "deeper" and len(place) == 1:
+        return _is_relu_place(graph, shapes, place[0])
+    if kind == "wider" and len(place) == 1:
+        return place[0] in graph and graph.nodes[place[0]]["type"] == "conv" and _channels_can_grow(graph, place[0])
+    if kind in ("add_skip", "concat_skip") and len(place) == 2:
+        src, dst = place
+        if not (_is_relu_place(graph, shapes, src) and _is_relu_place(graph, shapes, dst)):
+            return False
+        if src == dst or graph.has_edge(src, dst) or not nx.has_path(graph, src, dst):
+            return False
+        return _stride_exists(shapes, src, dst) and (kind == "add_skip" or _channels_can_grow(graph, dst))
+    return False
 
 
 def wider_extra(filters: int) -> int:

@@ -27,7 +27,7 @@ import networkx as nx
 
 from aiperf_mpi.config import RunConfig
 from aiperf_mpi.graph.lineage import seed_record
-from aiperf_mpi.graph.model import DEFAULT_KERNEL_SIZE, as_trained, from_json, to_json
+from aiperf_mpi.graph.model import DEFAULT_KERNEL_SIZE, as_trained, batch_choices, from_json, to_json
 from aiperf_mpi.graph.ops import count_ops
 from aiperf_mpi.job.messages import (
     Accepted,
@@ -47,7 +47,7 @@ from aiperf_mpi.results import runlog
 from aiperf_mpi.results.timelimit import ends_after_limit
 from aiperf_mpi.search.bayesian import SearchConfig
 from aiperf_mpi.search.history import TRAINED, ModelRecord, graph_hash
-from aiperf_mpi.search.hpo import WARMUP_ROUNDS, HParams, batch_choices
+from aiperf_mpi.search.hpo import WARMUP_ROUNDS, HParams
 from aiperf_mpi.search.predict import predict_final_accuracy
 from aiperf_mpi.search.registry import make_search, make_tuner
 from aiperf_mpi.search.view import SearchView, ViewUpdate

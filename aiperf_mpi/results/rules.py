@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from aiperf_mpi.results.datasets import DOCUMENTED_SPLITS
 from aiperf_mpi.results.precisions import PRECISIONS, logged_precision
 
 RULES_VERSION = "1.2"
@@ -32,13 +33,13 @@ VALID_SEARCH = "bayesian"
 VALID_TUNER = "tpe"
 """the fixed search algorithms: the network-morphism Bayesian search and TPE (also what a log without them ran)"""
 IMAGENET_SPLITS: Mapping[str, Mapping[str, int]] = MappingProxyType({
-    "ILSVRC-2012": MappingProxyType({"train": 1_281_167, "validation": 50_000, "classes": 1_000}),
+    split.name: MappingProxyType(split.counts()) for split in DOCUMENTED_SPLITS["imagenet"]
 })  # fmt: skip
-"""the ImageNet splits a valid run trains and validates on, by name (documented variants): ILSVRC-2012's
-1,281,167 training and 50,000 validation images of 1,000 classes, as the standard converter writes them.  A
-variant is one more row here, and a new :data:`RULES_VERSION`.  Any other split of ImageNet-format data (the
-small sets the tests write, a subset) runs and verifies, as an *unofficial* run: the rule ``dataset`` names
-its counts."""
+"""the ImageNet splits a valid run trains and validates on, by name (documented variants, from the versioned
+table :data:`aiperf_mpi.results.datasets.DOCUMENTED_SPLITS`): ILSVRC-2012's 1,281,167 training and 50,000
+validation images of 1,000 classes, as the standard converter writes them.  A variant is one more row there,
+and a new :data:`RULES_VERSION`.  Any other split of ImageNet-format data (the small sets the tests write, a
+subset) runs and verifies, as an *unofficial* run: the rule ``dataset`` names its counts."""
 
 
 @dataclass(frozen=True)

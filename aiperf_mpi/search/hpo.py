@@ -4,23 +4,19 @@ Per group, rounds 1–3 (the warm-up) train with the defaults; from round four
 the tuner proposes (``ask``) and learns from the outcome (``tell``).  TPE is
 Optuna's ``TPESampler`` through its ask/tell interface; ``gp`` is
 scikit-optimize's Gaussian-process optimiser; ``random`` is the baseline.
-The batch range is scaled to the device memory (see :func:`batch_choices`).
+The batch range is scaled to the device memory (:func:`~aiperf_mpi.graph.model.batch_choices`, in the graph
+room beside the kernel sizes: the verifier recomputes the space with the same code).
 One class per backend; a run picks one by name through
 :mod:`aiperf_mpi.search.registry`.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
-import networkx as nx
-
-from aiperf_mpi.graph.model import KERNEL_SIZES, analyse
+from aiperf_mpi.graph.model import KERNEL_SIZES
 
 WARMUP_ROUNDS = 3
-BYTES_PER_ACTIVATION = 4
-"""one float32 per activation kept for the backward pass (a rough lower bound: frameworks keep more)"""
 
 
 @dataclass(frozen=True)
@@ -30,23 +26,6 @@ class HParams:
 
     def to_dict(self) -> dict:
         return {"batch_size": self.batch_size, "kernel_size": self.kernel_size}
-
-
-def batch_choices(graph: nx.DiGraph, memory_bytes: int, smallest: int = 16, largest: int = 512) -> list[int]:
-    """Powers of two from ``smallest`` up to what fits in half of ``memory_bytes``.
-
-    Activation memory per sample is estimated from the graph's output shapes
-    (every layer's output kept for the backward pass); half the memory is left
-    for weights, optimiser state and the framework.
-    """
-    per_sample = sum(math.prod(shape) for shape in analyse(graph).shapes.values()) * BYTES_PER_ACTIVATION
-    fits = max(smallest, (memory_bytes // 2) // max(per_sample, 1))
-    choices = []
-    batch = smallest
-    while batch <= min(largest, fits):
-        choices.append(batch)
-        batch *= 2
-    return choices or [smallest]
 
 
 class _Tuner:

@@ -98,7 +98,7 @@ def consistent_run(run_dir: Path, dataset: str = "imagenet", precision: str = "f
     run_dir.mkdir(parents=True, exist_ok=True)
     config = {"dataset": dataset, "precision": precision, "search": "bayesian", "hpo": "tpe", "score_step": 50.0,
               "seed_model": "tiny", "time_limit": 100.0, "run_dir": str(run_dir), "max_epochs": 2,
-              "image_size": 0}  # fmt: skip
+              "image_size": 0, "batch_size": 32, "device_memory_gb": 16.0}  # fmt: skip
     start = {"event": runlog.RUN_START, "time": 1000.0, "segment": 1, "resumed": False, "config": config,
              "data": data_check(dataset)}  # fmt: skip
     if with_provenance:

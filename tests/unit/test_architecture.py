@@ -53,6 +53,9 @@ ALLOWED = {
 }  # fmt: skip
 """what each room may import besides itself: rooms of the package, ``analysis`` and the heavy libraries by name"""
 ALLOWANCES = {
+    # the documented data sets' split sizes have one home, the versioned table the verifier holds runs to
+    # (results/datasets.py, which imports nothing): the built-in sources are cut by it
+    "aiperf_mpi/data/sources.py": {"results"},
     # the ImageNet tf.data pipeline (decode, resize) is the one data module built on TensorFlow; the training
     # pipeline (train/pipeline.py) uses it, and nothing below train/ imports it
     "aiperf_mpi/data/tfdata.py": {"tensorflow"},

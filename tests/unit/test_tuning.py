@@ -3,8 +3,9 @@
 import numpy as np
 import pytest
 
+from aiperf_mpi.graph.model import batch_choices
 from aiperf_mpi.graph.seeds import resnet50, tiny_resnet
-from aiperf_mpi.search.hpo import KERNEL_SIZES, WARMUP_ROUNDS, HParams, batch_choices
+from aiperf_mpi.search.hpo import KERNEL_SIZES, WARMUP_ROUNDS, HParams
 from aiperf_mpi.search.predict import predict_final_accuracy
 from aiperf_mpi.search.registry import TUNERS, make_tuner
 

@@ -30,7 +30,8 @@ from tests.support.verify_runs import (
     sync_record,
 )
 
-RULE_CHECKS = {"times", "physics", "counts", "configuration", "hardware bounds"}
+RULE_CHECKS = {"times", "physics", "counts", "configuration", "hardware bounds", "data splits", "search space",
+               "repeated graphs"}
 
 
 def failing(result: checks.Verification) -> dict[str, list[str]]:

@@ -1,0 +1,173 @@
+"""verify's data rule: a named data set's splits come from the versioned table, not from the log (family ``data``).
+
+The ``counts`` row holds each epoch to the splits the run's data check
+*logged*; a log can log any counts.  This family holds every run of a data
+set the table names (:data:`aiperf_mpi.results.datasets.DOCUMENTED_SPLITS`:
+the embedded digits, synthetic, CIFAR-10, ImageNet's ILSVRC-2012) to the
+table instead: the data check's counts, classes and image shape, the seed
+model's input and classes (``model_proposed``'s ``seed`` record), and every
+epoch's passes — ``(train // ranks) // batch`` steps a rank and the whole
+validation split, so a model's training samples are at most its epochs × the
+table's train split.  A user's own data (an HDF5 file, an ImageNet-format
+set whose counts are no documented split) keeps the counts its log gives, and
+the row says they are taken from the log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from aiperf_mpi.results import runlog
+from aiperf_mpi.results.datasets import (
+    DATASETS_TABLE_VERSION,
+    DOCUMENTED_SPLITS,
+    DataSplit,
+    documented_split,
+    larger_than_documented,
+)
+from analysis.checks import Check, Run
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@dataclass
+class _Segment:
+    number: int
+    split: DataSplit | None
+    image_size: int | None
+    """the side the table allows the run's images (a resizable set: the configured one)"""
+    ranks: dict[int, int] = field(default_factory=dict)
+    """each layout group's ranks"""
+    batches: dict[int, object] = field(default_factory=dict)
+    """each open task's per-rank batch size"""
+
+
+class DataRules:
+    """The ``data splits`` row, fed ``run_start``, ``layout``, ``model_proposed`` and ``epoch``."""
+
+    def __init__(self, run: Run) -> None:
+        del run
+        self.check = Check("data splits")
+        self.segment: _Segment | None = None
+        self.dataset: object = None
+        self.epochs = self.held = 0
+        self.from_log = ""
+        """why the counts are the log's (a user's own set), said once"""
+
+    def run_start(self, event: dict, number: int) -> None:
+        config = event["config"]
+        if self.segment is None:
+            self.dataset = config.get("dataset")
+        data = event.get("data")
+        label = f"event {number} (run_start of segment {event.get(runlog.SEGMENT, number)})"
+        split = documented_split(self.dataset, data)
+        configured = config.get("image_size")
+        size = None
+        if split is not None:
+            size = configured if split.resizable and _is_int(configured) and configured > 0 else split.image_size
+        self.segment = _Segment(event.get(runlog.SEGMENT, number), split, size)
+        if split is None:
+            self._users_own(data, label)
+        elif data is None:
+            self.check.notes.append(f"{label}: no data check (a log older than the field): held to the table's "
+                                    f"{split.name}")  # fmt: skip
+        elif isinstance(data, Mapping):
+            self._data_check(data, split, size, label)
+
+    def _users_own(self, data: object, label: str) -> None:
+        """A set the table does not name, or CIFAR-10 or ImageNet of undocumented counts: the log's counts are
+        taken — but no more of a set read in part than the set has."""
+        dataset = self.dataset
+        named = isinstance(dataset, str) and dataset in DOCUMENTED_SPLITS
+        if named and data is None:
+            self.check.missing.append(f"{label}: no data check (a log older than the field): which {dataset} split "
+                                      "it read is not recorded")  # fmt: skip
+            return
+        larger = larger_than_documented(dataset, data) if isinstance(data, Mapping) else None
+        if larger is not None:
+            self.check.problems.append(f"{label}: data check: {_counts(data)} of {dataset}, more than "
+                                       f"{larger.name} has by the table ({_counts(larger.counts())}): a part of it "
+                                       "is no larger")  # fmt: skip
+        elif not self.from_log:
+            what = (f"a {dataset}-format set whose counts are no documented split" if named
+                    else f"a user's own data set ({str(dataset)[:40]})")  # fmt: skip
+            counts = f" ({_counts(data)})" if isinstance(data, Mapping) else ""
+            self.from_log = f"{what}{counts}: its split sizes are taken from the log"
+            self.check.notes.append(self.from_log)
+
+    def _data_check(self, data: Mapping, split: DataSplit, size: int | None, label: str) -> None:
+        """The data check's counts, classes and image shape against the table's split."""
+        logged = {key: data.get(key) for key in ("train", "validation", "classes")}
+        wrong = [f"{key} {logged[key]} (the table: {value:,})" for key, value in split.counts().items()
+                 if logged[key] != value]  # fmt: skip
+        shape = data.get("image_shape")
+        expected = [size, size, split.channels]
+        if shape != expected:
+            wrong.append(f"image shape {shape} (the table: {expected})")
+        if wrong:
+            self.check.problems.append(f"{label}: data check: {self.dataset} is {split.name}, but the log counted "
+                                       f"{'; '.join(wrong)}")  # fmt: skip
+
+    def layout(self, event: dict, _: int) -> None:
+        if self.segment is None:
+            return
+        for group in event["groups"]:
+            if isinstance(group, Mapping) and _is_int(group.get("index")) and isinstance(group.get("ranks"), list):
+                self.segment.ranks[group["index"]] = len(group["ranks"])
+
+    def model_proposed(self, event: dict, number: int) -> None:
+        segment = self.segment
+        if segment is None:
+            return
+        segment.batches[event["task"]] = event["hparams"].get("batch_size")
+        seed = event.get("seed")
+        if segment.split is None or event["parent"] is not None or not isinstance(seed, Mapping):
+            return
+        found = (seed.get("image_size"), seed.get("channels"), seed.get("classes"))
+        expected = (segment.image_size, segment.split.channels, segment.split.classes)
+        if found != expected:
+            self.check.problems.append(f"event {number} (model_proposed of task {event['task']}): seed: a seed of "
+                                       f"{_images(found)}, {self.dataset} ({segment.split.name}) has "
+                                       f"{_images(expected)} by the table")  # fmt: skip
+
+    def epoch(self, event: dict, number: int) -> None:
+        segment = self.segment
+        self.epochs += 1
+        if segment is None or segment.split is None:
+            return
+        self.held += 1
+        split, label = segment.split, f"event {number} (epoch {event['epoch']} of task {event['task']})"
+        if event["validation_samples"] != split.validation:
+            self.check.problems.append(f"{label}: validation: {event['validation_samples']:,} samples, "
+                                       f"{split.name}'s validation split is {split.validation:,} by the table "
+                                       "(an epoch validates all of it)")  # fmt: skip
+        ranks, batch = segment.ranks.get(event["group"]), segment.batches.get(event["task"])
+        if event["train_samples"] > split.train:
+            self.check.problems.append(f"{label}: one pass: {event['train_samples']:,} train samples, "
+                                       f"{split.name}'s train split is {split.train:,} by the table")
+        elif ranks and _is_int(batch) and batch > 0 and event["steps"] != (split.train // ranks) // batch:
+            self.check.problems.append(f"{label}: one pass: {event['steps']} steps of batch {batch} a rank, one "
+                                       f"pass over {split.name}'s train split is ({split.train:,} // {ranks} "
+                                       f"ranks) // {batch} = {(split.train // ranks) // batch} by the table")
+
+    def finish(self) -> list[Check]:
+        if self.from_log:
+            self.check.summary = f"{self.from_log} ({self.epochs} epochs)"
+        else:
+            self.check.summary = (f"{self.dataset}: the data check, the seed and {self.held} epochs held to the "
+                                  f"documented splits (table {DATASETS_TABLE_VERSION}): each epoch one pass over "
+                                  "the table's train split and all of its validation split")  # fmt: skip
+        return [self.check]
+
+
+def _counts(data: Mapping) -> str:
+    """'1437 train, 360 validation, 10 classes'"""
+    return f"{data.get('train')} train, {data.get('validation')} validation, {data.get('classes')} classes"
+
+
+def _images(found: tuple) -> str:
+    """'32×32×3 images to 10 classes'"""
+    return f"{found[0]}×{found[0]}×{found[1]} images to {found[2]} classes"
