@@ -275,6 +275,7 @@ def _run_master_locked(prepared: Prepared, config: RunConfig, transport: MasterT
         mllog.staging(report)
     log.sync()
     mllog.run_start(config.to_dict(), system, prepared.segment, started[runlog.TIME])
+    mllog.description(config.to_dict(), system, layout, prepared.data_check, started[runlog.TIME])
     if staging:
         print(f"aiperf_mpi: data staged to {config.stage_dir} on {len(staging)} node(s): "
               f"{sum(r['bytes'] for r in staging) / 1e6:.1f} MB in {max(r['seconds'] for r in staging):.1f} s",

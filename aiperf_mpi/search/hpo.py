@@ -21,6 +21,9 @@ from aiperf_mpi.graph.model import KERNEL_SIZES, analyse
 WARMUP_ROUNDS = 3
 BYTES_PER_ACTIVATION = 4
 """one float32 per activation kept for the backward pass (a rough lower bound: frameworks keep more)"""
+SMALLEST_BATCH, LARGEST_BATCH = 16, 512
+"""the per-rank batch range the tuner draws powers of two from (fewer where the device memory or the data allow
+fewer): ``mllog.log`` logs the space and the compliance ruleset holds every task's batch to it"""
 
 
 @dataclass(frozen=True)
@@ -32,7 +35,8 @@ class HParams:
         return {"batch_size": self.batch_size, "kernel_size": self.kernel_size}
 
 
-def batch_choices(graph: nx.DiGraph, memory_bytes: int, smallest: int = 16, largest: int = 512) -> list[int]:
+def batch_choices(graph: nx.DiGraph, memory_bytes: int, smallest: int = SMALLEST_BATCH,
+                  largest: int = LARGEST_BATCH) -> list[int]:
     """Powers of two from ``smallest`` up to what fits in half of ``memory_bytes``.
 
     Activation memory per sample is estimated from the graph's output shapes
@@ -47,6 +51,13 @@ def batch_choices(graph: nx.DiGraph, memory_bytes: int, smallest: int = 16, larg
         choices.append(batch)
         batch *= 2
     return choices or [smallest]
+
+
+def widest_batch_space(default: int) -> list[int]:
+    """Every per-rank batch any group's tuner may propose: the powers of two of the range and the default (its
+    warm-up rounds' batch); a group's own space is the part of it its memory and its data allow."""
+    powers = [SMALLEST_BATCH << shift for shift in range((LARGEST_BATCH // SMALLEST_BATCH).bit_length())]
+    return sorted(set(powers) | {default})
 
 
 class _Tuner:
