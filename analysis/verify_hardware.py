@@ -11,7 +11,11 @@ describe once and alike (:mod:`aiperf_mpi.results.inventory`).  Two rows:
   the world the system event gathered; every rank is on the host the system
   puts it; a host gives one accelerator a training rank; a resumed segment
   runs on hardware of the kinds the first segment had (the hosts' names may
-  change with the allocation, their processors and accelerators may not);
+  change with the allocation, their processors and accelerators may not),
+  unless its resume says why (``--resume RUN_DIR --hardware-changed REASON``,
+  its ``run_start``'s ``config.hardware_changed``): the reason is then shown,
+  and the segment, as every segment, is bounded by its own ``system`` and
+  probe events, never by the first's;
 - ``hardware bounds``: each group's probe, each epoch's training rate
   (``ops_train ÷ (compute + compile)``) and validation rate (``ops_validation
   ÷ (evaluation + compile)``), and the score, under the table's bound of the
@@ -28,13 +32,18 @@ from dataclasses import dataclass, field
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.hardware import FAST_ALGORITHMS, HARDWARE_TABLE_VERSION, Bound, group_bound
 from aiperf_mpi.results.inventory import group_ranks_by_host, inventory_problems, training_ranks_by_host
+from aiperf_mpi.results.resumable import HARDWARE_CHANGED
 from analysis.checks import Check, Run
+
+HARDWARE_RULE = "rule: a resume on other hardware says why (--hardware-changed)"
 
 
 @dataclass
 class _Segment:
     number: int
     precision: str
+    hardware_changed: str = ""
+    """why the segment's hardware may differ from the first's, as its resume said ('' : it may not)"""
     system: Mapping | None = None
     layout: Mapping | None = None
     bounds: dict[int, Bound] = field(default_factory=dict)
@@ -73,7 +82,9 @@ class HardwareRules:
         config = event.get("config") if isinstance(event.get("config"), Mapping) else {}
         self.rehearsal = self.rehearsal or bool(config.get("rehearse"))
         precision = config.get("precision", "fp32")
-        self.segment = _Segment(event.get(runlog.SEGMENT, number), str(precision))
+        reason = config.get(HARDWARE_CHANGED)
+        self.segment = _Segment(event.get(runlog.SEGMENT, number), str(precision),
+                                reason.strip() if isinstance(reason, str) else "")  # fmt: skip
 
     def system(self, event: dict, number: int) -> None:
         if self.segment is None:
@@ -91,8 +102,15 @@ class HardwareRules:
         if self.first_kinds is None:
             self.first_kinds = kinds
         elif not kinds <= self.first_kinds:  # a resume on part of the first allocation's kinds is fine
-            self.inventory.problems.append(f"segment {self.segment.number}: hosts of kinds the first segment did "
-                                           f"not have: {sorted(kinds - self.first_kinds)[:3]}")  # fmt: skip
+            new = sorted(kinds - self.first_kinds)[:3]
+            if self.segment.hardware_changed:  # said why: bounded by its own system and probes (_ready, peak)
+                self.inventory.notes.append(f"segment {self.segment.number} runs on other hardware than the first "
+                                            f"segment ({new}), as its resume says: "
+                                            f"{self.segment.hardware_changed!r}")  # fmt: skip
+            else:
+                self.inventory.problems.append(f"segment {self.segment.number}: hosts of kinds the first segment "
+                                               f"did not have: {new}, and its resume does not say why "
+                                               f"({HARDWARE_RULE})")  # fmt: skip
         self._ready()
 
     def layout(self, event: dict, number: int) -> None:
@@ -197,7 +215,7 @@ class HardwareRules:
         self._close()
         self.inventory.summary = ("the master, relays and groups partition the world the system event gathered; "
                                   "every rank on its host, one accelerator a training rank; every segment on the "
-                                  "same kinds of host")  # fmt: skip
+                                  "same kinds of host, or its resume says why")  # fmt: skip
         if self.rehearsal:
             self.bounds.notes.append("a rehearsal (--rehearse): its rates are the stand-in's, not bounded")
             self.bounds.summary = "a rehearsal: not bounded"
