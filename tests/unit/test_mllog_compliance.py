@@ -340,3 +340,21 @@ def test_the_verifiers_consistent_run_passes_on_its_b200s(run) -> None:
     one pass per epoch over the ILSVRC-2012 counts, each rate under the table's bound."""
     done = run_checker(run / MLLOG_FILE)
     assert done.returncode == 0 and "SUCCESS" in done.stdout, done.stdout
+
+
+def test_a_segment_killed_without_its_run_stop_is_closed_by_the_next_segment(tmp_path) -> None:
+    """Killed between an epoch's stop and its accuracy line (flushed once a second): no run_stop, no accuracy.
+    The next segment's first line closes it, as the resumed run's events do; ruleset 1.0.0 refused such a log."""
+    mllog = _write_two_segments(tmp_path)
+    lines = _lines(mllog)
+    stop = _index(lines, "run_stop")
+    del lines[stop]
+    del lines[max(i for i, line in enumerate(lines[:stop]) if line["key"] == "eval_accuracy")]
+    _rewrite(mllog, lines)
+    done = run_checker(mllog)
+    assert done.returncode == 0 and "SUCCESS" in done.stdout, done.stdout
+    assert run_checker(mllog, config=ruleset_path("1.0.0")).returncode == 1
+    del lines[_index(lines, "run_stop")]  # the last segment too: the run never ended
+    _rewrite(mllog, lines)
+    done = run_checker(mllog)
+    assert done.returncode == 1 and "failed test: not s['in_run']" in done.stdout, done.stdout
