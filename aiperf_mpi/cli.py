@@ -150,6 +150,10 @@ def build_parser() -> argparse.ArgumentParser:
     run = parser.add_argument_group("the run")
     run.add_argument("--config", metavar="FILE", help="a TOML file of run options (see docs/running.md)")
     run.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its event log")
+    run.add_argument("--hardware-changed", metavar="REASON",
+                     help="with --resume: why the resumed segment runs on other kinds of hardware than the first "
+                     "segment (recorded in its run_start; without it verify holds the segment to the first "
+                     "segment's hardware)")  # fmt: skip
     run.add_argument("--time-limit", type=float, metavar="SECONDS",
                      help=f"the benchmark's wall clock ({default('time_limit')})")  # fmt: skip
     run.add_argument("--max-models", type=int, metavar="N", help="stop after N models (default: no limit)")
@@ -229,6 +233,7 @@ RUN_OPTIONS = (
     "hpo", "search", "inherit", "keep_weights", "xla", "device_prefetch", "seed", "grace", "progress_interval",
     "device_memory_gb",
     "monitor_interval", "peak_probe", "peak_seconds", "rehearse", "rehearse_rate", "rehearse_allreduce",
+    "hardware_changed",
 )  # fmt: skip
 
 
@@ -270,6 +275,9 @@ def check_mode(options: argparse.Namespace) -> None:
         if ignored:
             raise UsageError(f"{_listed(ignored)} not apply to --layout, which only prints the layout")
     elif options.resume:
+        if options.hardware_changed is not None and not options.hardware_changed.strip():
+            raise UsageError("--hardware-changed needs a reason: why the resumed segment's hardware is not the "
+                             "first segment's")  # fmt: skip
         ignored = [_flag(n) for n in given if n not in RESUME_OPTIONS]
         ignored += ["--config"] if options.config else []
         ignored += ["--group-size"] if options.group_size is not None else []
@@ -278,6 +286,9 @@ def check_mode(options: argparse.Namespace) -> None:
             taken = " and ".join(map(_flag, RESUME_OPTIONS))
             raise UsageError(f"{_listed(ignored)} not apply to --resume: a resumed run keeps its logged "
                              f"configuration; only {taken} may be given")  # fmt: skip
+    elif options.hardware_changed is not None:
+        raise UsageError("--hardware-changed applies only to --resume: a new run has no first segment's hardware "
+                         "to differ from")  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -97,6 +97,10 @@ class RunConfig:
     this rate (1e13: a ResNet-50 epoch of ImageNet at 224² on 8 ranks in ≈ 6 minutes)"""
     rehearse_allreduce: float = 1.0
     """the share of a model's parameter bytes a rehearsing group all-reduces once an epoch"""
+    hardware_changed: str = ""
+    """why a resumed segment runs on other hardware than the first segment (``--resume RUN_DIR
+    --hardware-changed REASON``; '' : the same hardware, which verify then holds it to).  Its own segment's:
+    a resume that does not give it says the hardware did not change"""
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -11,7 +11,11 @@ describe once and alike (:mod:`aiperf_mpi.results.inventory`).  Two rows:
   the world the system event gathered; every rank is on the host the system
   puts it; a host gives one accelerator a training rank; a resumed segment
   runs on hardware of the kinds the first segment had (the hosts' names may
-  change with the allocation, their processors and accelerators may not);
+  change with the allocation, their processors and accelerators may not),
+  unless its resume says why (``--resume RUN_DIR --hardware-changed REASON``,
+  its ``run_start``'s ``config.hardware_changed``): the reason is then shown,
+  and the segment, as every segment, is bounded by its own ``system`` and
+  probe events, never by the first's;
 - ``hardware bounds``: each group's probe, each epoch's training rate
   (``ops_train ÷ (compute + compile)``) and validation rate (``ops_validation
   ÷ (evaluation + compile)``), and the score, under the table's bound of the
@@ -36,13 +40,18 @@ from aiperf_mpi.results.hardware import (
     host_bound,
 )
 from aiperf_mpi.results.inventory import group_ranks_by_host, inventory_problems, training_ranks_by_host
+from aiperf_mpi.results.resumable import HARDWARE_CHANGED
 from analysis.checks import Check, Run
+
+HARDWARE_RULE = "rule: a resume on other hardware says why (--hardware-changed)"
 
 
 @dataclass
 class _Segment:
     number: int
     precision: str
+    hardware_changed: str = ""
+    """why the segment's hardware may differ from the first's, as its resume said ('' : it may not)"""
     system: Mapping | None = None
     layout: Mapping | None = None
     bounds: dict[int, Bound] = field(default_factory=dict)
@@ -53,13 +62,30 @@ class _Segment:
     """each group's fastest device: what one rank's probe may reach (None: on CPUs, or no figure)"""
 
 
-def _kinds(system: Mapping) -> set[str]:
-    """The kinds of host a system description lists: processor, vendor, ISA flags, accelerators (not the number
-    of logical processors: the same node with SMT off is the same hardware)."""
-    hosts = system.get("hosts") if isinstance(system.get("hosts"), list) else []
-    return {f"{h.get('cpu')} ({h.get('cpu_vendor')}; {' '.join(map(str, h.get('cpu_flags') or []))}) with "
-            f"{sorted(map(str, h.get('accelerators') or [])) if isinstance(h.get('accelerators'), list) else '?'}"
-            for h in hosts if isinstance(h, Mapping)}  # fmt: skip
+def _census(system: Mapping) -> dict[str, tuple[int, int]]:
+    """The hosts a system description lists, by kind (processor, vendor, ISA flags, accelerators): how many of each
+    kind, and the most logical processors one of them has.  A resume on part of the first allocation (fewer hosts,
+    or SMT off) is the same hardware; more hosts or more processors of a kind are not."""
+    census: dict[str, tuple[int, int]] = {}
+    for h in system.get("hosts") if isinstance(system.get("hosts"), list) else []:
+        if not isinstance(h, Mapping):
+            continue
+        devices = sorted(map(str, h.get("accelerators") or [])) if isinstance(h.get("accelerators"), list) else "?"
+        kind = f"{h.get('cpu')} ({h.get('cpu_vendor')}; {' '.join(map(str, h.get('cpu_flags') or []))}) with {devices}"
+        cores = h.get("cores") if isinstance(h.get("cores"), int) and not isinstance(h.get("cores"), bool) else 0
+        count, most = census.get(kind, (0, 0))
+        census[kind] = (count + 1, max(most, cores))
+    return census
+
+
+def _beyond(census: Mapping[str, tuple[int, int]], first: Mapping[str, tuple[int, int]]) -> list[str]:
+    """What a later segment's hosts have that the first segment's did not: new kinds, more hosts or processors."""
+    more = []
+    for kind, (count, cores) in sorted(census.items()):
+        was_count, was_cores = first.get(kind, (0, 0))
+        if count > was_count or cores > was_cores:
+            more.append(f"{count} × {kind}, {cores} logical processors" if kind in first else kind)
+    return more
 
 
 class HardwareRules:
@@ -69,7 +95,7 @@ class HardwareRules:
         del run
         self.inventory, self.bounds = Check("inventory"), Check("hardware bounds")
         self.segment: _Segment | None = None
-        self.first_kinds: set[str] | None = None
+        self.first_census: dict[str, tuple[int, int]] | None = None
         self.rehearsal = False
         self.epochs = self.peaks = 0
         self.highest = 0.0
@@ -83,7 +109,9 @@ class HardwareRules:
         config = event.get("config") if isinstance(event.get("config"), Mapping) else {}
         self.rehearsal = self.rehearsal or bool(config.get("rehearse"))
         precision = config.get("precision", "fp32")
-        self.segment = _Segment(event.get(runlog.SEGMENT, number), str(precision))
+        reason = config.get(HARDWARE_CHANGED)
+        self.segment = _Segment(event.get(runlog.SEGMENT, number), str(precision),
+                                reason.strip() if isinstance(reason, str) else "")  # fmt: skip
 
     def system(self, event: dict, number: int) -> None:
         if self.segment is None:
@@ -97,12 +125,18 @@ class HardwareRules:
                                            "system description (one a segment: the bounds read the first)")
             return
         self.segment.system = event
-        kinds = _kinds(event)
-        if self.first_kinds is None:
-            self.first_kinds = kinds
-        elif not kinds <= self.first_kinds:  # a resume on part of the first allocation's kinds is fine
-            self.inventory.problems.append(f"segment {self.segment.number}: hosts of kinds the first segment did "
-                                           f"not have: {sorted(kinds - self.first_kinds)[:3]}")  # fmt: skip
+        census = _census(event)
+        if self.first_census is None:
+            self.first_census = census
+        elif new := _beyond(census, self.first_census)[:3]:  # part of the first allocation is fine
+            if self.segment.hardware_changed:  # said why: bounded by its own system and probes (_ready, peak)
+                self.inventory.notes.append(f"segment {self.segment.number} runs on other hardware than the first "
+                                            f"segment ({new}), as its resume says: "
+                                            f"{self.segment.hardware_changed!r}")  # fmt: skip
+            else:
+                self.inventory.problems.append(f"segment {self.segment.number}: hosts of kinds the first segment did "
+                                               f"not have, or more of them: {new}, and its resume does not say why "
+                                               f"({HARDWARE_RULE})")  # fmt: skip
         self._ready()
 
     def layout(self, event: dict, number: int) -> None:
@@ -241,7 +275,7 @@ class HardwareRules:
         self._close()
         self.inventory.summary = ("the master, relays and groups partition the world the system event gathered; "
                                   "every rank on its host, one accelerator a training rank; every segment on the "
-                                  "same kinds of host")  # fmt: skip
+                                  "same kinds of host, or its resume says why")  # fmt: skip
         if self.rehearsal:
             self.bounds.notes.append("a rehearsal (--rehearse): its rates are the stand-in's, not bounded")
             self.bounds.summary = "a rehearsal: not bounded"

@@ -162,7 +162,9 @@ FAMILIES = (
             "`layout` partition the world of the `system` event (its `ranks`, each rank on exactly one of its "
             "`hosts`, each host listed once with its ranks): no rank in two groups, groups numbered 0, 1, …, every "
             "rank on the host the `system` event puts it on; a later segment runs only on kinds of host the first "
-            "had (processor, vendor, ISA flags, accelerators: names and counts may change with the allocation)"),
+            "had (processor, vendor, ISA flags, accelerators: names and counts may change with the allocation), "
+            "unless its resume says why (`--hardware-changed REASON`, its `run_start`'s "
+            "`config.hardware_changed`, shown as a note): every segment is bounded by its own `system` and probes"),
         Row("hardware bounds",
             "each group's probe (`peak`) at most what the hardware the `system` event names can compute at the "
             "run's precision, by the versioned table of `aiperf_mpi/results/hardware.py`, which the run does not "

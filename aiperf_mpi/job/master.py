@@ -46,6 +46,7 @@ from aiperf_mpi.job.messages import (
     VettedResult,
     Work,
 )
+from aiperf_mpi.job.mllog import task_details
 from aiperf_mpi.job.retention import Retention
 from aiperf_mpi.job.transport import MasterTransport
 from aiperf_mpi.job.vetting import Vetter, check_start
@@ -167,6 +168,9 @@ class Master:
         self._accepted: dict[int, tuple[int, str]] = {}
         """task → (length, graph hash) of the graph the master accepted for it: its Result's graph is not hashed
         again (the leader sends the same string; the length guards against one that does not)"""
+        self._task_details: dict[int, str] = {}
+        """task → its MLLOG ``global_batch_size`` members after its task (group, rank batch, kernel size), until its
+        first epoch starts (or it ends without one)"""
         self.retention = Retention(keep_all=self.config.keep_weights == "all")
         for model_id, weights in sorted(self.weights.items()):
             self.retention.added(model_id, weights)
@@ -363,6 +367,7 @@ class Master:
     def _task_ended(self, state: GroupState) -> None:
         if state.task is not None:
             self.tasks.pop(state.task, None)
+            self._task_details.pop(state.task, None)
             self.retention.task_ended(state.task)
         state.task = None
 
@@ -399,14 +404,16 @@ class Master:
                             f'"graph_bytes":{len(data)}{leader}')  # fmt: skip
         self.history.add_hash(key)
         self._accepted[proposal.task_id] = (proposal.length, key)
+        self._task_details[proposal.task_id] = task_details(group, proposal.hparams)
         self._graph_offset += len(data) + 1
         self._graphs.append(data + b"\n")
         self.retention.task_started(proposal.task_id, proposal.parent)
         return Accepted(proposal.task_id)
 
     def _epoch_started(self, message: EpochStarted) -> None:
+        details = self._task_details.pop(message.task_id, "") if message.epoch == 1 else ""
         if self.mllog is not None:  # the event log records an epoch once, when it is done
-            self.mllog.epoch_start(message.task_id, message.epoch, message.time, message.global_batch)
+            self.mllog.epoch_start(message.task_id, message.epoch, message.time, message.global_batch, details)
 
     def _epoch(self, group: int, message: VettedEpoch) -> None:
         state = self.state[group]

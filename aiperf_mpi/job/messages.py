@@ -279,6 +279,8 @@ class VettedProposal:
     """the sha256 of ``data`` (the leader's, when it is one; else computed by whoever vetted)"""
     members: str
     """the leader's part of ``model_proposed`` as JSON object text, checked against the schema"""
+    hparams: tuple[int, int] | None = None
+    """its rank batch and kernel size, read when vetted (None: not integers): MLLOG's ``global_batch_size``"""
 
 
 @dataclass(frozen=True)

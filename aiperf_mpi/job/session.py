@@ -125,6 +125,9 @@ def prepare(config: RunConfig, resume: str | None, ranks: int) -> Prepared:
         config = replace(logged, **{name: getattr(config, name) for name in RESUME_OPTIONS}, run_dir=str(run_dir))
         segment = len(starts) + 1
     else:
+        if config.hardware_changed:  # from a TOML file: the command line refuses it without --resume
+            raise UsageError("hardware_changed applies only to --resume: a new run has no first segment's "
+                             "hardware to differ from")  # fmt: skip
         stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
         run_dir = Path(config.run_dir or f"runs/run-{stamp}")
         check_new_run_dir(run_dir)
@@ -275,6 +278,7 @@ def _run_master_locked(prepared: Prepared, config: RunConfig, transport: MasterT
         mllog.staging(report)
     log.sync()
     mllog.run_start(config.to_dict(), system, prepared.segment, started[runlog.TIME])
+    mllog.description(config.to_dict(), system, layout, prepared.data_check, started[runlog.TIME])
     if staging:
         print(f"aiperf_mpi: data staged to {config.stage_dir} on {len(staging)} node(s): "
               f"{sum(r['bytes'] for r in staging) / 1e6:.1f} MB in {max(r['seconds'] for r in staging):.1f} s",

@@ -96,6 +96,14 @@ def check_start(start: EpochStarted) -> EpochStarted:
     return start
 
 
+def _hparams(hparams: object) -> tuple[int, int] | None:
+    """A proposal's rank batch and kernel size, for MLLOG's ``global_batch_size``; None unless both are integers."""
+    if not isinstance(hparams, dict):
+        return None
+    batch, kernel = hparams.get("batch_size"), hparams.get("kernel_size")
+    return (batch, kernel) if type(batch) is int and type(kernel) is int else None
+
+
 class Vetter:
     """Vets leaders' messages (see the module docstring); one per rank that vets, holding the log's encoder."""
 
@@ -166,14 +174,14 @@ class Vetter:
             given = runlog.parse_members(runlog.MODEL_PROPOSED, message.members)
             runlog.check_members(runlog.MODEL_PROPOSED, given, PROPOSED_WRITER)
             return VettedProposal(message.task_id, given.get("parent"), data, len(message.graph), digest,
-                                  message.members if given else "{}")  # fmt: skip
+                                  message.members if given else "{}", _hparams(given.get("hparams")))  # fmt: skip
         lineage = {name: value for name, value in (("morphs", message.morphs), ("seed", message.seed))
                    if value is not None}  # fmt: skip
         members = {"parent": message.parent, "hparams": message.hparams, "description": message.description,
                    "search": message.search_info, **lineage}  # fmt: skip
         runlog.check_members(runlog.MODEL_PROPOSED, members, PROPOSED_WRITER)
         return VettedProposal(message.task_id, message.parent, data, len(message.graph), digest,
-                              self._encode(members))  # fmt: skip
+                              self._encode(members), _hparams(message.hparams))  # fmt: skip
 
     def result(self, group: int, message: Result) -> VettedResult:
         """A Result's checks that need no run state, and its ``model_done`` record encoded after the id.

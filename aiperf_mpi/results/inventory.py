@@ -20,8 +20,9 @@ from collections.abc import Mapping
 
 
 def _ints(value: object) -> list[int] | None:
-    if isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
-        return value
+    """A list of integers (the log's JSON; a tuple from the plan in memory, which the master's mllog reads)."""
+    if isinstance(value, list | tuple) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return list(value)
     return None
 
 

@@ -10,8 +10,12 @@ in the results room, because verify may import nothing higher.
 
 from __future__ import annotations
 
-RESUME_OPTIONS = ("time_limit",)
-"""the run options ``--resume`` takes from the command line (a new time limit); the rest is the logged configuration"""
+RESUME_OPTIONS = ("time_limit", "hardware_changed")
+"""the run options ``--resume`` takes from the command line (a new time limit; why the hardware is not the first
+segment's, verify holding the segment to the first segment's hardware without it); the rest is the logged
+configuration"""
+HARDWARE_CHANGED = "hardware_changed"
+"""the option a resume on other hardware gives its reason in (``--hardware-changed REASON``): only a resume may"""
 RESUME_MAY_CHANGE = (*RESUME_OPTIONS, "run_dir")
 """what a resumed segment's configuration may hold differently from the first's: those options, and the run
 directory, which is the one ``--resume`` names (a run moved or copied elsewhere resumes there)"""

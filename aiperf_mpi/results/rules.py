@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from aiperf_mpi.results.datasets import DOCUMENTED_SPLITS
+from aiperf_mpi.results.datasets import BUILT_IN, DOCUMENTED_SPLITS
 from aiperf_mpi.results.precisions import PRECISIONS, logged_precision
 
 RULES_VERSION = "1.2"
@@ -40,6 +40,14 @@ table :data:`aiperf_mpi.results.datasets.DOCUMENTED_SPLITS`): ILSVRC-2012's 1,28
 validation images of 1,000 classes, as the standard converter writes them.  A variant is one more row there,
 and a new :data:`RULES_VERSION`.  Any other split of ImageNet-format data (the small sets the tests write, a
 subset) runs and verifies, as an *unofficial* run: the rule ``dataset`` names its counts."""
+BUILT_IN_SPLITS: Mapping[str, Mapping[str, int]] = MappingProxyType({
+    name: MappingProxyType(split.counts()) for name in BUILT_IN for split in DOCUMENTED_SPLITS[name]
+    if not split.resizable
+})  # fmt: skip
+"""the data sets the package makes at one fixed size (the embedded digits), from the versioned table
+:data:`aiperf_mpi.results.datasets.DOCUMENTED_SPLITS`: a log that names one with other counts was relabelled.
+The compliance ruleset holds ``mllog.log``'s counts to this and to :data:`IMAGENET_SPLITS` (CIFAR-10 may be read
+in part, synthetic at any size: their counts are the log's there, as verify's ``data splits`` row says)."""
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aiperf_mpi.graph.model import KERNEL_SIZES
+from aiperf_mpi.graph.model import KERNEL_SIZES, LARGEST_BATCH, SMALLEST_BATCH
 
 WARMUP_ROUNDS = 3
 
@@ -26,6 +26,13 @@ class HParams:
 
     def to_dict(self) -> dict:
         return {"batch_size": self.batch_size, "kernel_size": self.kernel_size}
+
+
+def widest_batch_space(default: int) -> list[int]:
+    """Every per-rank batch any group's tuner may propose: the powers of two of the range and the default (its
+    warm-up rounds' batch); a group's own space is the part of it its memory and its data allow."""
+    powers = [SMALLEST_BATCH << shift for shift in range((LARGEST_BATCH // SMALLEST_BATCH).bit_length())]
+    return sorted(set(powers) | {default})
 
 
 class _Tuner:

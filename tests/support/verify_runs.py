@@ -22,7 +22,7 @@ from aiperf_mpi import __version__
 from aiperf_mpi.graph.model import as_trained, from_json, param_shapes, to_json, with_kernel_size
 from aiperf_mpi.graph.ops import count_ops, epoch_ops
 from aiperf_mpi.graph.seeds import tiny_resnet
-from aiperf_mpi.job.mllog import MLLOG_FILE, MLLogWriter
+from aiperf_mpi.job.mllog import MLLOG_FILE, MLLogWriter, task_details
 from aiperf_mpi.results import provenance, runlog
 from aiperf_mpi.results.graphs import LENGTH, OFFSET, append_graph, read_graph, segment_graph_file
 from aiperf_mpi.results.score import compute_score
@@ -143,7 +143,7 @@ def consistent_run(run_dir: Path, dataset: str = "imagenet", precision: str = "f
     return run_dir
 
 
-MLLOG_DEFAULTS = {"seed": 0, "base_lr": 0.1, "warmup_epochs": 0}
+MLLOG_DEFAULTS = {"seed": 0, "base_lr": 0.1, "warmup_epochs": 0, "time_limit": 3600.0, "grace": 120.0, "batch_size": 32}
 """what the master's mllog description needs of a configuration that a hand-made one may lack"""
 
 
@@ -157,23 +157,33 @@ def write_mllog(run_dir: Path, events) -> Path:
     (run_dir / MLLOG_FILE).unlink(missing_ok=True)
     writer = MLLogWriter(run_dir)
     config: dict = {}
+    start: dict = {}
+    system: dict = {}
     ranks: dict[int, int] = {}
     batch: dict[int, int] = {}
+    details: dict[int, str] = {}
     try:
         for event in events:
             name = event["event"]
             if name == runlog.LAYOUT:
                 ranks = {g["index"]: g.get("horovod_size", len(g["ranks"])) for g in event["groups"]}
+                writer.description(config, system, event, start.get("data") or {}, start["time"])
             elif name == runlog.MODEL_PROPOSED:
-                batch[event["task"]] = event["hparams"]["batch_size"] * ranks.get(event["group"], 1)
+                hparams = event["hparams"]
+                batch[event["task"]] = hparams["batch_size"] * ranks.get(event["group"], 1)
+                details[event["task"]] = task_details(event["group"], (hparams["batch_size"], hparams["kernel_size"]))
             elif name == runlog.RUN_START:
                 config = {**MLLOG_DEFAULTS, **event["config"]}
                 start = event
             elif name == runlog.SYSTEM:  # written after run_start in the log, before the mllog description
-                system = {"accelerators_per_node": 0, **event}
+                hosts = [h for h in event.get("hosts") or [] if isinstance(h, dict)]  # as mpi/system.py counts them
+                most = max((len(h["accelerators"]) for h in hosts if isinstance(h.get("accelerators"), list)),
+                           default=0)  # fmt: skip
+                system = {"accelerators_per_node": most, **event}
                 writer.run_start(config, system, start["segment"], start["time"])
             elif name == runlog.EPOCH:
-                writer.epoch_start(event["task"], event["epoch"], event["start"], batch.get(event["task"], 0))
+                writer.epoch_start(event["task"], event["epoch"], event["start"], batch.get(event["task"], 0),
+                                   details.pop(event["task"], "") if event["epoch"] == 1 else "")  # fmt: skip
                 writer.epoch_stop(event["task"], event)
             elif name == runlog.RUN_STOP:
                 writer.run_stop(event["reason"], event["time"])

@@ -72,3 +72,19 @@ def test_verify_accepts_a_segment_that_changed_exactly_what_a_resume_may_change(
     segments = next(c for c in verify.verify(run).checks if c.name == "segments").problems
     said = [p for p in segments if "runs another configuration" in p]
     assert said == ([] if allowed else [f"segment 2 runs another configuration: {', '.join(others)} changed"])
+
+
+def test_a_hardware_change_is_said_only_by_a_resume_and_with_a_reason(tmp_path) -> None:
+    """--hardware-changed REASON: with --resume it is the new segment's; a new run, or no reason, is refused."""
+    with_reason = build_parser().parse_args(["--resume", "runs/x", "--hardware-changed", "moved to the GB200 nodes"])
+    check_mode(with_reason)
+    with pytest.raises(UsageError, match=re.escape("--hardware-changed applies only to --resume")):
+        check_mode(build_parser().parse_args(["--hardware-changed", "faster"]))
+    with pytest.raises(UsageError, match=re.escape("--hardware-changed needs a reason")):
+        check_mode(build_parser().parse_args(["--resume", "runs/x", "--hardware-changed", " "]))
+    run = consistent_run(tmp_path / "run", dataset="digits", precision="fp32")
+    resumed = prepare(RunConfig(hardware_changed="moved to the GB200 nodes"), str(run), ranks=2).config
+    assert resumed.hardware_changed == "moved to the GB200 nodes"  # logged in the new segment's run_start config
+    assert prepare(RunConfig(), str(run), ranks=2).config.hardware_changed == ""  # each resume says its own
+    with pytest.raises(UsageError, match=re.escape("hardware_changed applies only to --resume")):
+        prepare(RunConfig(hardware_changed="faster", run_dir=str(tmp_path / "new")), None, ranks=2)

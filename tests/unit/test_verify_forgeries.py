@@ -265,7 +265,6 @@ def _squeezed_resume(run: Path, second_host: Callable[[list[dict]], float]) -> N
     forge(run, change)
 
 
-@pytest.mark.xfail(strict=True, reason="a resumed segment may change the logical processors (kinds ignore cores)")
 def test_rs1_a_resumed_segment_on_the_same_host_with_eight_times_its_processors(tmp_path) -> None:
     """Segment 2's epochs train at 11.6 × the first segment's host (8 × its processors, × 1.45)."""
     run = consistent_run(tmp_path / "run", dataset="digits")
@@ -278,7 +277,6 @@ def test_rs1_a_resumed_segment_on_the_same_host_with_eight_times_its_processors(
     assert _row(run, "inventory").verdict == checks.MISMATCH  # the hardware's rule, not another that happens to fire
 
 
-@pytest.mark.xfail(strict=True, reason="a resumed segment may add hosts of the first's kinds without saying why")
 def test_rs2_a_resumed_segment_that_adds_a_second_host_of_the_same_kind(tmp_path) -> None:
     run = consistent_run(tmp_path / "run", dataset="digits")
 

@@ -118,7 +118,7 @@ def test_a_resumed_segment_on_hardware_the_first_did_not_have_is_named() -> None
         rules.system({**system, "hosts": [{**h, "host": "h0"} for h in hosts]}, 2)
         rules.layout(layout, 3)
     problems = rules.finish()[0].problems
-    assert len(problems) == 1 and "segment 3: hosts of kinds the first segment did not have" in problems[0], problems
+    assert len(problems) == 1 and "segment 3: hosts of kinds the first segment did" in problems[0], problems
 
 
 def test_a_rehearsal_is_noted_not_bounded(run) -> None:
@@ -169,3 +169,54 @@ def test_hostile_system_fields_are_named_never_a_traceback(run) -> None:
 
         forge(run, hostile)
         assert verify.main([str(run)]) == 1, change
+
+
+FASTER = {**HOST, "accelerators": ["NVIDIA GB200"] * 4}
+"""a node of the first's processor with a faster accelerator than its B200s"""
+SLOWER = {**HOST, "accelerators": ["NVIDIA V100"] * 4}
+
+
+def _resumed_on(run_dir, host: dict, reason: str) -> None:
+    """Forge a second segment, resumed on ``host`` (``reason``: its ``--hardware-changed``), probed as the first."""
+
+    def resume(events: list[dict]) -> list[dict]:
+        first, t = events[0], 2000.0
+        config = {**first["config"], "hardware_changed": reason}
+        peaks = [e for e in events if e["event"] == runlog.PEAK]
+        probes = [{**p, "time": t + 0.3 + i / 100} for i, p in enumerate(peaks)]
+        return [*events, dict(first, time=t, segment=2, resumed=True, config=config),
+                {**copy.deepcopy(find(events, runlog.SYSTEM)), "time": t + 0.1, "hosts": [host]},
+                {**copy.deepcopy(find(events, runlog.LAYOUT)), "time": t + 0.2}, *probes,
+                {"event": runlog.RUN_STOP, "time": t + 100.0, "reason": "time limit", "discarded_tasks": [],
+                 "segment": 2},
+                {"event": runlog.SCORE, "time": t + 100.1}]  # fmt: skip
+
+    forge(run_dir, resume)
+
+
+def test_a_resume_on_faster_hardware_without_a_reason_fails_naming_the_rule(run) -> None:
+    _resumed_on(run, FASTER, "")
+    lines = failing(run)["inventory"]
+    assert any("segment 2: hosts of kinds the first segment did" in line and
+               "rule: a resume on other hardware says why (--hardware-changed)" in line for line in lines), lines
+    assert verify.main([str(run)]) == 1
+
+
+def test_a_resume_on_other_hardware_that_says_why_verifies_and_shows_the_reason(run) -> None:
+    _resumed_on(run, FASTER, "the B200 partition was drained; resumed on GB200 nodes")
+    result = verify.verify(run)
+    inventory = next(c for c in result.checks if c.name == "inventory")
+    assert inventory.verdict == checks.OK and failing(run) == {}, result.text()
+    assert any("as its resume says: 'the B200 partition was drained; resumed on GB200 nodes'" in note
+               for note in inventory.notes), inventory.notes
+    assert "resumed on GB200 nodes" in result.text()
+    assert verify.main([str(run)]) == 0
+
+
+def test_a_resume_that_says_why_is_bounded_by_its_own_hardware_not_the_first_segments(run) -> None:
+    """Resumed on V100s with a reason, its probes (the B200s' figure, copied) are above what V100s can compute."""
+    _resumed_on(run, SLOWER, "the B200 nodes were reserved")
+    bad = failing(run)
+    assert "inventory" not in bad, bad
+    lines = bad["hardware bounds"]
+    assert lines and all("the probe's" in line and "V100" in line for line in lines), lines
