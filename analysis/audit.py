@@ -79,7 +79,8 @@ SECONDS_PER_TASK = 8.0
 DEFAULT_TIMEOUT = 3600.0
 """seconds the child may take: TensorFlow's start-up and the models' building, tracing and timing"""
 RETRIES = 2
-"""times a task that exceeds its ceiling is timed again before it fails (the fastest of every timing counts)"""
+"""times a task that exceeds its ceiling is timed again, each time for twice as long, before it fails (the fastest
+of every timing counts: a busy machine's best run of steps is rarer, so it takes longer to find)"""
 RETIME_ABOVE = 0.0
 """a task with an epoch above its ceiling × (1 + this) is timed again even within the tolerance: its ceiling was
 likely measured in a busy moment (an honest run measured 1.18 at a load average of 26 on 2 cores)"""
@@ -579,7 +580,7 @@ def audit(run_dir: Path, count: int, seed: int, tolerance: float, seconds: float
     for attempt in range(retries + 1):
         if not todo:
             break
-        answer = run_child(request(todo, seconds, here), timeout)
+        answer = run_child(request(todo, seconds * 2**attempt, here), timeout)  # each retiming twice as long
         result.device = str(answer.get("device", ""))
         timed = {entry["task"]: entry for entry in answer.get("tasks", [])}
         for task in todo:
