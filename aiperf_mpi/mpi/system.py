@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import platform
-import socket
 from importlib import metadata
 
 from mpi4py import MPI
 
-from aiperf_mpi.results.hardware import CPU_FLAGS_READ
+from aiperf_mpi.results.machine import local_description
 
 
 def _version(package: str) -> str | None:
@@ -19,59 +17,6 @@ def _version(package: str) -> str | None:
         except metadata.PackageNotFoundError:
             continue
     return None
-
-
-def _cpuinfo() -> dict[str, str]:
-    """The first processor's entries of /proc/cpuinfo (every core of a node is the same model)."""
-    entries: dict[str, str] = {}
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            for line in handle:
-                if not line.strip():
-                    if entries:
-                        break
-                    continue
-                key, _, value = line.partition(":")
-                entries.setdefault(key.strip(), value.strip())
-    except OSError:
-        pass
-    return entries
-
-
-def _cpu(entries: dict[str, str]) -> dict:
-    """The processor's model, vendor and the ISA flags that bound its arithmetic (results/hardware.py)."""
-    flags = set((entries.get("flags") or entries.get("Features") or "").split())
-    arm = platform.machine().lower() in ("aarch64", "arm64")
-    return {
-        "cpu": entries.get("model name") or platform.processor() or platform.machine(),
-        "cpu_vendor": "ARM" if arm else entries.get("vendor_id"),
-        "cpu_flags": [flag for flag in CPU_FLAGS_READ if flag in flags],
-    }
-
-
-def _accelerators() -> list[str]:
-    """NVIDIA GPUs through NVML when it is installed, else none (CPU run)."""
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        try:
-            return [pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(i)) for i in
-                    range(pynvml.nvmlDeviceGetCount())]  # fmt: skip
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:  # noqa: BLE001 - no NVML, no driver or no GPU all mean: a CPU node
-        return []
-
-
-def local_description() -> dict:
-    """What one rank sees of its node."""
-    return {
-        "host": socket.gethostname(),
-        **_cpu(_cpuinfo()),
-        "cores": os.cpu_count(),
-        "accelerators": _accelerators(),
-    }
 
 
 def system_description(comm: MPI.Comm) -> dict | None:

@@ -39,30 +39,14 @@ from mpi4py import MPI
 
 from aiperf_mpi.config import RunConfig, device_prefetch_enabled, xla_enabled
 from aiperf_mpi.data.sources import DataSource
-from aiperf_mpi.graph.model import as_trained, output_node
+from aiperf_mpi.graph.model import as_trained
 from aiperf_mpi.graph.ops import count_ops, epoch_ops
-from aiperf_mpi.results.precisions import PRECISIONS
 from aiperf_mpi.results.timelimit import ends_after_limit
 from aiperf_mpi.search.hpo import HParams
 from aiperf_mpi.train.keras_model import build_keras_model
 from aiperf_mpi.train.pipeline import Shard
+from aiperf_mpi.train.steps import loss_function, make_evaluate, make_optimizer, make_train_step, precision_policy
 from aiperf_mpi.train.transfer import Weights, model_weights, transfer_weights
-
-
-def make_optimizer(precision: str, learning_rate, momentum: float) -> keras.optimizers.Optimizer:
-    """SGD with momentum; at fp16 wrapped in dynamic loss scaling.
-
-    fp16's range ends at 65504 and its smallest normal is 6e-5: small
-    gradients underflow to zero unless the loss is scaled up first.  The
-    dynamic scale starts at 2¹⁵, halves (and the step is skipped) whenever a
-    gradient is not finite, and doubles after 2000 good steps.  bf16 has
-    fp32's exponent range and needs none.  Every rank of a group sees the
-    same averaged gradients, so all skip the same steps and keep the same scale.
-    """
-    optimizer = keras.optimizers.SGD(learning_rate=learning_rate, momentum=momentum)
-    if precision == "fp16":
-        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
-    return optimizer
 
 
 def _train_device() -> str:
@@ -79,16 +63,6 @@ class TrialFailed(Exception):
 
     def to_dict(self) -> dict:
         return {"reason": self.reason, "rank": self.rank, "host": self.host, "traceback": self.trace}
-
-
-def precision_policy(precision: str) -> str:
-    """Keras dtype policy of a precision name; anything narrower than FP16 is refused."""
-    if precision not in PRECISIONS:
-        raise ValueError(
-            f"precision {precision!r} is not allowed: the benchmark trains at fp32, fp16 or bf16 "
-            "(nothing narrower than FP16)"
-        )
-    return PRECISIONS[precision].keras_policy
 
 
 @dataclass(frozen=True)
@@ -344,12 +318,8 @@ class GroupTrainer:
         # its slots (momentum) made now: created inside the first step instead, they make tf.function trace the
         # whole step twice (the variable-creation protocol), seconds per model
         optimizer.build(model.trainable_variables)
-        from_logits = tuned.nodes[output_node(tuned)]["type"] != "softmax"
-        loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=from_logits)
-        train_step = self._make_step(model, optimizer, loss_fn)
-        # any batch size: one trace serves the full batches and the short last one
-        evaluate = tf.function(lambda x: model(x, training=False), reduce_retracing=True,
-                               input_signature=[tf.TensorSpec([None, *model.input_shape[1:]], model.input.dtype)])
+        train_step = self._make_step(model, optimizer, loss_function(tuned))
+        evaluate = make_evaluate(model)  # any batch size: one trace serves the full batches and the short last one
         initial = self._validate(evaluate, batch)[0] if evaluate_first else None
 
         limit = max_epochs or config.max_epochs
@@ -402,41 +372,9 @@ class GroupTrainer:
         _assign_flat(variables, flat / self.size)
 
     def _make_step(self, model, optimizer, loss_fn):
-        hvd, size, fp16 = self.hvd, self.size, self.config.precision == "fp16"
-        variables = model.trainable_variables
-
-        def gradients(x, y):
-            with tf.GradientTape() as tape:
-                loss = loss_fn(y, model(x, training=True))
-                scaled = optimizer.scale_loss(loss) if fp16 else loss
-            return loss, tape.gradient(scaled, variables)
-
-        def apply(grads):
-            if size > 1:
-                grads = hvd.grouped_allreduce(grads, op=hvd.Average)
-            optimizer.apply(grads, variables)
-
-        if self.config.xla:  # XLA compiles the model's maths; Horovod's all-reduce stays outside it
-            compiled = tf.function(gradients, jit_compile=True)
-            apply_fn = tf.function(apply)
-
-            def step(x, y):
-                loss, grads = compiled(x, y)
-                apply_fn(grads)
-                return loss
-
-            functions = (compiled, apply_fn)
-        else:
-
-            @tf.function
-            def step(x, y):
-                loss, grads = gradients(x, y)
-                apply(grads)
-                return loss
-
-            functions = (step,)
-        step.traces = lambda: sum(f.experimental_get_tracing_count() for f in functions)  # compile accounting
-        return step
+        hvd = self.hvd
+        allreduce = (lambda grads: hvd.grouped_allreduce(grads, op=hvd.Average)) if self.size > 1 else None
+        return make_train_step(model, optimizer, loss_fn, self.config.precision == "fp16", self.config.xla, allreduce)
 
     def _validate(self, evaluate, batch: int) -> tuple[float, int, float, int]:
         """Top-1 accuracy over the whole group's validation split, the samples it covered, the seconds of

@@ -1,0 +1,80 @@
+"""``python -m analysis.audit`` on a real run: it passes as the run was logged and fails once the epochs are squeezed.
+
+One short real run on the embedded digits (the tiny seed, two epochs a model, 2 ranks: the master and one group
+of one rank), audited on the machine that made it, every task drawn; then the same run with every epoch's times
+divided by 1.5 — ``end``, ``compute``, ``evaluation``, ``data_wait`` and ``compile`` of each epoch event and of the
+``model_done`` records that repeat them, as a forger who wants the freed time for phantom epochs rewrites them —
+must fail, naming the tasks and both rates.  Long: a run and three to four TensorFlow start-ups (≈ 3 minutes on
+2 cores).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.mpirun import REPO_ROOT, mpi_env, run_mpi
+
+pytestmark = [pytest.mark.mpi, pytest.mark.tf, pytest.mark.long]
+
+RUN_ARGS = ["--seed-model", "tiny", "--max-epochs", "2", "--score-step", "10", "--peak-seconds", "1",
+            "--time-limit", "60", "--no-report"]  # fmt: skip
+SQUEEZE = 1.5
+TIMES = ("compute", "evaluation", "data_wait", "compile")
+"""the epoch's durations besides start to end: all shrink with it"""
+
+
+def squeeze(epoch: dict, factor: float) -> None:
+    """The epoch ``factor`` times shorter: it starts when it did and ends sooner, every time inside it shrunk too."""
+    epoch["end"] = epoch["start"] + (epoch["end"] - epoch["start"]) / factor
+    for name in TIMES:
+        if isinstance(epoch.get(name), int | float):
+            epoch[name] = epoch[name] / factor
+
+
+def squeeze_run(run_dir: Path, factor: float) -> int:
+    """Every epoch of the log squeezed, in its epoch event and in its model's record; the epochs squeezed."""
+    lines = (run_dir / "events.jsonl").read_text().splitlines()
+    events = [json.loads(line) for line in lines]
+    squeezed = 0
+    for event in events:
+        if event["event"] == "epoch":
+            squeeze(event, factor)
+            squeezed += 1
+        elif event["event"] == "model_done":
+            for epoch in event["model"].get("epochs") or []:
+                squeeze(epoch, factor)
+    (run_dir / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    return squeezed
+
+
+def audit(run_dir: Path, *options: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "analysis.audit", str(run_dir), "--sample", "100", *options],
+                          capture_output=True, text=True, timeout=900, env=mpi_env(), cwd=REPO_ROOT)  # fmt: skip
+
+
+def test_an_untouched_run_passes_and_the_same_run_squeezed_fails(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    done = run_mpi(2, ["-m", "aiperf_mpi", *RUN_ARGS, "--run-dir", str(run_dir)], timeout=400)
+    assert done.returncode == 0, done.output[-4000:]
+
+    honest = audit(run_dir, "--seconds", "4", "--json", str(tmp_path / "honest.json"))
+    assert honest.returncode == 0, honest.stdout + honest.stderr
+    assert "PASSED" in honest.stdout and "timed on: " in honest.stdout and "the kind timed here" in honest.stdout
+    verdict = json.loads((tmp_path / "honest.json").read_text())
+    ratios = [b["ratio"] for task in verdict["tasks"] for b in task["bounds"]]
+    assert verdict["verdict"] == "pass" and len(verdict["tasks"]) >= 2 and max(ratios) <= 1.25
+
+    squeezed = tmp_path / "squeezed"
+    shutil.copytree(run_dir, squeezed)
+    assert squeeze_run(squeezed, SQUEEZE) >= 3
+    caught = audit(squeezed, "--seconds", "4")
+    assert caught.returncode == 1, caught.stdout + caught.stderr
+    failing = [line for line in caught.stdout.splitlines() if line.startswith("FAIL: task ")]
+    assert failing and all("logged, at most" in line and "here (×" in line for line in failing), caught.stdout
+    assert "FAILED: task(s) " in caught.stdout
