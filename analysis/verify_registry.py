@@ -8,7 +8,8 @@ version, so a verdict says which rules made it, and ``docs/verify.md``'s
 table of checks is generated from this list (:func:`markdown`).
 
 A family's ``judge`` is a class built once per verification with the run
-(:class:`analysis.checks.Run`). The walk reads ``events.jsonl`` once and
+(:class:`analysis.checks.Run`). The walk reads ``events.jsonl`` once, into
+the run's model (:func:`aiperf_mpi.results.logmodel.read_model`), and
 gives each event that keeps to the schema to the families that declare it,
 in :data:`WALK_ORDER`: to the judge's ``each(event, number)`` first when it
 has one (a false answer keeps the event from it), then to its method named
@@ -31,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from aiperf_mpi.results import runlog
+from aiperf_mpi.results.logmodel import RunModel, read_model
 from aiperf_mpi.results.schema import REQUIRED, SCHEMA_VERSION, check_event
 from analysis.checks import Check, Run
 from analysis.side_files import BestCheck, MLLogCheck, SystemDescription
@@ -312,25 +314,32 @@ def walk(run: Run, families: tuple[Family, ...] = FAMILIES) -> list[Check]:
         for name, call in handlers(entry, judge).items():
             table[name].append(call)
     log, events = Check("log"), 0
-    stream = runlog.EventStream(run.run_dir)
+
+    def admit(event: object) -> bool:
+        """The log row's rule, asked of every event: one JSON object that keeps to the schema (else no family
+        reads it)."""
+        nonlocal events
+        events += 1
+        if not isinstance(event, dict):
+            log.problems.append(f"event {events}: not a JSON object")
+            return False
+        problems = check_event(event)
+        if problems:
+            log.problems.append(f"event {events} ({event.get('event')}): {'; '.join(problems)}")
+        return not problems
+
+    def judge(event: dict, _: RunModel) -> None:
+        for call in table.get(event[runlog.EVENT], table[ANY]):
+            call(event, events)
+
     try:
-        for event in stream:
-            events += 1
-            if not isinstance(event, dict):
-                log.problems.append(f"event {events}: not a JSON object")
-                continue
-            problems = check_event(event)
-            if problems:
-                log.problems.append(f"event {events} ({event.get('event')}): {'; '.join(problems)}")
-                continue
-            for call in table.get(event[runlog.EVENT], table[ANY]):
-                call(event, events)
+        model = read_model(run.run_dir, judge, require_start=False, epochs_too=True, keep_ended=False, admit=admit)
+        run.truncated = model.truncated_tail
     except ValueError as exc:  # a bad line before the last: the log was edited or broken
         log.problems.append(f"{exc} (the log cannot be read past it)")
-    if stream.truncated_tail:
-        log.problems.append(f"the log ends in a cut line ({stream.truncated_bytes} bytes: "
-                            f"{stream.truncated_line[:60]!r}): the run was killed while writing")  # fmt: skip
-    run.truncated = stream.truncated_tail
+    if run.truncated:
+        log.problems.append(f"the log ends in a cut line ({model.truncated_bytes} bytes: "
+                            f"{model.truncated_line[:60]!r}): the run was killed while writing")  # fmt: skip
     log.summary = (f"{events} events, schema version {SCHEMA_VERSION}, one JSON object a line"
                    + ("" if not run.truncated else ", a cut tail"))  # fmt: skip
     rows = [log]
