@@ -18,8 +18,9 @@ after the event (``epoch(event, number)``); a family that declares
 ``unreadable`` is handed what its methods raise when a number cannot be
 computed with (ArithmeticError, ValueError) instead of the verification
 ending. After the walk each judge's ``finish()`` gives its rows, in order.
-The bundle's rows and the re-evaluation judge files only; ``analysis.verify``
-runs them (their entries have no judge).
+The bundle's rows (its files against the segments of the run's model:
+``Run.model``) and the re-evaluation judge after the walk;
+``analysis.verify`` runs them (their entries have no judge).
 
 Adding a rule: its row in its family's entry and the code that checks it,
 in a method of the event it reads; a new family: one entry and its class.
@@ -35,7 +36,7 @@ from aiperf_mpi.results import runlog
 from aiperf_mpi.results.logmodel import RunModel, read_model
 from aiperf_mpi.results.schema import REQUIRED, SCHEMA_VERSION, check_event
 from analysis.checks import Check, Run
-from analysis.side_files import BestCheck, MLLogCheck, SystemDescription
+from analysis.side_files import BestCheck, MLLogCheck
 from analysis.verify_hardware import HardwareRules
 from analysis.verify_log import Provenance, Record, ScoreRules
 from analysis.verify_rules import EvidenceRules
@@ -228,7 +229,7 @@ FAMILIES = (
             "its score is *valid* only with its `best/`: without it the verdict names the rule `best model` "
             "(a reviewer re-evaluates that model: `--reevaluate`)"),
     )),
-    Family("bundle", SystemDescription, events=("run_start", "system", "layout", "peak"),
+    Family("bundle", None, events=("run_start", "system", "layout", "peak"),
            files=("verify.txt", "verify.json", "system.json"), rows=(
         Row("bundle verify.txt/json",
             "(a bundle only) `verify.json`'s `verified`, `valid`, `broken_rules` and each row's verdict, and "
@@ -244,7 +245,7 @@ FAMILIES = (
     )),
 )  # fmt: skip
 """every rule of verify, in the verdict's order"""
-WALK_ORDER = ("evidence", "mllog", "best", "bundle", "score", "record", "provenance", "hardware")
+WALK_ORDER = ("evidence", "mllog", "best", "score", "record", "provenance", "hardware")
 """the order in which the walk gives an event to the families that read it: the side files' readers before the
 score and the record, so a file that cannot be read fails in the same reader, with the same line, as before the
 registry (a family not named here comes last)"""
@@ -328,7 +329,8 @@ def walk(run: Run, families: tuple[Family, ...] = FAMILIES) -> list[Check]:
             log.problems.append(f"event {events} ({event.get('event')}): {'; '.join(problems)}")
         return not problems
 
-    def judge(event: dict, _: RunModel) -> None:
+    def judge(event: dict, model: RunModel) -> None:
+        run.model = model  # the model so far: the bundle's rows read its segments, even of a log cut short
         for call in table.get(event[runlog.EVENT], table[ANY]):
             call(event, events)
 

@@ -41,8 +41,8 @@ event in step with the model, epochs too if asked — or feed
 * the run: ``config`` and ``data`` (the first ``run_start``'s), ``system``,
   ``layout``, ``groups``, ``ranks``, ``precision``, ``next_task``;
 * segments: ``segment_records`` (:class:`Segment`: number, start, end,
-  config, time limit, run_stop, self-ended, system, layout, provenance,
-  cut tail), ``segments`` (their (start, end) spans), ``windows``,
+  config, time limit, run_stop, self-ended, system, layout, peaks,
+  provenance, cut tail), ``segments`` (their (start, end) spans), ``windows``,
   ``limits``, ``declared_end``, :meth:`RunModel.active` (wall → active time);
 * tasks: ``tasks`` (task → :class:`Task`: its :class:`Proposal`,
   :class:`Done`, :class:`Failure`, epoch count, last and best epoch rows,
@@ -227,12 +227,16 @@ class Segment:
     """what its data check counted (``run_start``'s ``data``; None in older logs)"""
     provenance: dict = field(default_factory=dict)
     """the code it ran (``run_start``'s ``provenance``; empty when none)"""
+    logged_provenance: object = None
+    """``run_start``'s ``provenance`` as logged (None: none): what the bundle's ``system.json`` holds"""
     cut_tail: dict | None = None
     """the cut end of the log a ``--resume`` set aside before it (:func:`aiperf_mpi.results.runlog.repair_tail`)"""
     stop: dict | None = None
     """its ``run_stop`` event (None: killed, or still running)"""
     system: dict | None = None
     layout: dict | None = None
+    peaks: list[dict] = field(default_factory=list)
+    """its ``peak`` events, in log order"""
     logged_number: object = None
     """the ``segment`` its ``run_start`` logged (verify checks it against ``number``)"""
 
@@ -939,6 +943,8 @@ class RunModel(Timeline):
                 values.extend(map(_number, row))
 
     def _peak(self, event: dict) -> None:
+        if self.segment_records:
+            self.segment_records[-1].peaks.append(event)
         self.peaks[int(event.get("group", -1))] = event
 
     def _staging(self, event: dict) -> None:
@@ -956,7 +962,7 @@ class RunModel(Timeline):
 
     def _run_start(self, event: dict) -> None:
         segment = self.segment_records[-1]
-        origin = event.get("provenance")
+        segment.logged_provenance = origin = event.get("provenance")
         segment.provenance = origin if isinstance(origin, dict) else {}
         segment.data = event.get("data")
         segment.logged_number = event.get(runlog.SEGMENT)
