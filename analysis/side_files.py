@@ -33,9 +33,8 @@ from aiperf_mpi.graph.model import GraphError, from_json, to_json, with_kernel_s
 from aiperf_mpi.graph.ops import count_ops
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.graphs import read_graph
-from aiperf_mpi.results.logmodel import RunModel
+from aiperf_mpi.results.logmodel import RunModel, loads
 from analysis.checks import MISMATCH, OK, Check, Lines, Run, Verification, is_regular_file, same, short
-from analysis.logdata import loads
 
 PREFIX = ":::MLLOG "
 MLLOG_FILE = "mllog.log"
