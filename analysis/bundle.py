@@ -43,10 +43,9 @@ from aiperf_mpi.results import runlog
 from aiperf_mpi.results.logmodel import read_model
 from analysis.checks import BadInput, Verification
 from analysis.guard import guarded
-from analysis.side_files import SystemDescription
+from analysis.side_files import system_segments
 from analysis.verify import MANIFEST, verify_dir
 from analysis.verify_log import SCORE_FILE
-from analysis.verify_registry import family, handlers
 
 BEST_SUFFIXES = (".json", ".md", ".txt", ".csv")
 """what of ``best/`` goes in: descriptions of the model, not the model (``.keras`` and other weights stay out)"""
@@ -102,18 +101,8 @@ def select(run_dir: Path) -> tuple[list[str], list[str]]:
 
 
 def system_description(run_dir: Path) -> dict:
-    """Each segment's system, layout, peaks and provenance, from the log (verify rebuilds it the same way)."""
-    description = SystemDescription()
-    calls = handlers(family("bundle"), description)
-
-    def give(event: dict, _model: object) -> None:
-        name = event.get(runlog.EVENT)
-        call = calls.get(name) if isinstance(name, str) else None
-        if call is not None:
-            call(event, 0)
-
-    read_model(run_dir, on_event=give, require_start=False)
-    return description.to_dict()
+    """Each segment's system, layout, peaks and provenance, from the run's model (verify compares the same)."""
+    return {"segments": system_segments(read_model(run_dir, require_start=False, keep_ended=False))}
 
 
 def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes, mtime: float) -> None:

@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from aiperf_mpi.results.logmodel import RunModel
+
 OK, MISMATCH, NOT_RECORDED = "ok", "MISMATCH", "not recorded"
 REL_TOLERANCE = 1e-12
 """relative difference allowed between a recomputed float and the recorded one (integers: none)"""
@@ -191,8 +193,10 @@ def is_hex(text: object, length: int) -> bool:
 @dataclass
 class Run:
     """What the rule families of one verification share: the run directory, whether its log ends in a cut line,
-    and each other, by family name (a family asks another for what only that one reads)."""
+    each other, by family name (a family asks another for what only that one reads), and the run's model as the
+    walk has read it (:mod:`aiperf_mpi.results.logmodel`; None before its first event)."""
 
     run_dir: Path
     judges: dict[str, object] = field(default_factory=dict)
     truncated: bool = False
+    model: RunModel | None = None

@@ -33,8 +33,8 @@ from aiperf_mpi.graph.model import GraphError, from_json, to_json, with_kernel_s
 from aiperf_mpi.graph.ops import count_ops
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.graphs import read_graph
+from aiperf_mpi.results.logmodel import RunModel, loads
 from analysis.checks import MISMATCH, OK, Check, Lines, Run, Verification, is_regular_file, read_json, same, short
-from analysis.logdata import loads
 
 PREFIX = ":::MLLOG "
 MLLOG_FILE = "mllog.log"
@@ -64,38 +64,12 @@ def milliseconds(seconds: object) -> int | None:
     return int(seconds * 1000)
 
 
-class SystemDescription:
-    """Each segment's system, layout, peaks and provenance, built from the events one at a time.
-
-    The bundle writes it as ``system.json`` (:func:`analysis.bundle.system_description`) and verify rebuilds it
-    during its walk to compare: one code for both.
-    """
-
-    def __init__(self, run: Run | None = None) -> None:
-        self.segments: list[dict] = []
-
-    def each(self, event: dict, _: int) -> bool:
-        """A segment's description begins at its run_start (a description event before the first is not one)."""
-        return bool(self.segments) or event.get(runlog.EVENT) == runlog.RUN_START
-
-    def run_start(self, event: dict, _: int) -> None:
-        self.segments.append({"segment": event.get("segment"), "provenance": event.get("provenance"),
-                              runlog.SYSTEM: None, runlog.LAYOUT: None, runlog.PEAK: []})  # fmt: skip
-
-    def system(self, event: dict, _: int) -> None:
-        self.segments[-1][runlog.SYSTEM] = event
-
-    def layout(self, event: dict, _: int) -> None:
-        self.segments[-1][runlog.LAYOUT] = event
-
-    def peak(self, event: dict, _: int) -> None:
-        self.segments[-1][runlog.PEAK].append(event)
-
-    def finish(self) -> list[Check]:
-        return []  # its rows are a bundle's, judged after every other (bundle_checks)
-
-    def to_dict(self) -> dict:
-        return {"segments": self.segments}
+def system_segments(model: RunModel | None) -> list[dict]:
+    """Each segment's system, layout, peaks and provenance, as the run's model holds them: what the bundle writes
+    as ``system.json`` (:func:`analysis.bundle.system_description`) and verify compares it with, one code for
+    both."""
+    return [{"segment": s.logged_number, "provenance": s.logged_provenance, runlog.SYSTEM: s.system,
+             runlog.LAYOUT: s.layout, runlog.PEAK: s.peaks} for s in (model.segment_records if model else [])]
 
 
 # --------------------------------------------------------------------------- mllog.log
@@ -623,8 +597,9 @@ class BestCheck:
 # --------------------------------------------------------------------------- a bundle's own files
 
 
-def bundle_checks(root: Path, recomputed: Verification, system: SystemDescription) -> list[Check]:
-    """verify.txt/verify.json against ``recomputed``, system.json against ``system`` (a bundle only)."""
+def bundle_checks(root: Path, recomputed: Verification, mine_segments: list[dict]) -> list[Check]:
+    """verify.txt/verify.json against ``recomputed``, system.json against the log's segments (a bundle only:
+    :func:`system_segments`)."""
     verdict = Check("bundle verify.txt/json")
     rows = {c.name: c.verdict for c in recomputed.checks if c.name not in BUNDLE_ROWS}
     verified = all(v == OK for v in rows.values())
@@ -690,7 +665,6 @@ def bundle_checks(root: Path, recomputed: Verification, system: SystemDescriptio
                                   f"({SYSTEM_RULE})")  # fmt: skip
         recorded_system = None
     if recorded_system is not None:
-        mine_segments = system.to_dict()["segments"]
         theirs_segments = recorded_system.get("segments") if isinstance(recorded_system, dict) else None
         if not isinstance(theirs_segments, list) or len(theirs_segments) != len(mine_segments):
             described.problems.append(f"system.json: {short(len(theirs_segments) if isinstance(theirs_segments, list) else None)} segments, the log {len(mine_segments)} ({SYSTEM_RULE})")  # noqa: E501
@@ -701,7 +675,7 @@ def bundle_checks(root: Path, recomputed: Verification, system: SystemDescriptio
                 if bad:
                     described.problems.append(f"system.json: segment {index}: {', '.join(bad)} differ from the "
                                               f"log's events ({SYSTEM_RULE})")  # fmt: skip
-    described.summary = f"{len(system.segments)} segment(s): system, layout, peaks and provenance as in the log"
+    described.summary = f"{len(mine_segments)} segment(s): system, layout, peaks and provenance as in the log"
     return [verdict, described]
 
 

@@ -43,7 +43,7 @@ from aiperf_mpi.results import runlog
 from analysis import reevaluation
 from analysis.checks import MAX_JSON_BYTES, BadInput, Check, Run, Verification, is_hex, is_regular_file
 from analysis.guard import guarded
-from analysis.side_files import bundle_checks
+from analysis.side_files import bundle_checks, system_segments
 from analysis.verify_registry import FAMILIES, VERIFY_RULES_VERSION, Family, walk
 
 MANIFEST = "MANIFEST"
@@ -104,7 +104,7 @@ def verify_dir(run_dir: Path, source: str | None = None, before: list[Check] | N
         best.notes.append("a valid run needs its best model, which a reviewer re-evaluates: this one is unofficial "
                           "until python -m aiperf_mpi.export --single-copy RUN_DIR makes best/ from its weights")
     if bundle:
-        result.checks += bundle_checks(run_dir, result, run.judges["bundle"])
+        result.checks += bundle_checks(run_dir, result, system_segments(run.model))
     return result
 
 

@@ -8,7 +8,8 @@ version, so a verdict says which rules made it, and ``docs/verify.md``'s
 table of checks is generated from this list (:func:`markdown`).
 
 A family's ``judge`` is a class built once per verification with the run
-(:class:`analysis.checks.Run`). The walk reads ``events.jsonl`` once and
+(:class:`analysis.checks.Run`). The walk reads ``events.jsonl`` once, into
+the run's model (:func:`aiperf_mpi.results.logmodel.read_model`), and
 gives each event that keeps to the schema to the families that declare it,
 in :data:`WALK_ORDER`: to the judge's ``each(event, number)`` first when it
 has one (a false answer keeps the event from it), then to its method named
@@ -17,8 +18,9 @@ after the event (``epoch(event, number)``); a family that declares
 ``unreadable`` is handed what its methods raise when a number cannot be
 computed with (ArithmeticError, ValueError) instead of the verification
 ending. After the walk each judge's ``finish()`` gives its rows, in order.
-The bundle's rows and the re-evaluation judge files only; ``analysis.verify``
-runs them (their entries have no judge).
+The bundle's rows (its files against the segments of the run's model:
+``Run.model``) and the re-evaluation judge after the walk;
+``analysis.verify`` runs them (their entries have no judge).
 
 Adding a rule: its row in its family's entry and the code that checks it,
 in a method of the event it reads; a new family: one entry and its class.
@@ -31,9 +33,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from aiperf_mpi.results import runlog
+from aiperf_mpi.results.logmodel import RunModel, read_model
 from aiperf_mpi.results.schema import REQUIRED, SCHEMA_VERSION, check_event
 from analysis.checks import Check, Run
-from analysis.side_files import BestCheck, MLLogCheck, SystemDescription
+from analysis.side_files import BestCheck, MLLogCheck
 from analysis.verify_data import DataRules
 from analysis.verify_hardware import HardwareRules
 from analysis.verify_log import Provenance, Record, ScoreRules
@@ -279,7 +282,7 @@ FAMILIES = (
             "`.npz` it was built from had the one the log records (`weights_sha256`). A file no `model_done` names"
             " is noted; a log or an export from before the sha256 was recorded is *not recorded*"),
     )),
-    Family("bundle", SystemDescription, events=("run_start", "system", "layout", "peak"),
+    Family("bundle", None, events=("run_start", "system", "layout", "peak"),
            files=("verify.txt", "verify.json", "system.json"), rows=(
         Row("bundle verify.txt/json",
             "(a bundle only) `verify.json`'s `verified`, `valid`, `broken_rules` and each row's verdict, and "
@@ -300,8 +303,7 @@ FAMILIES = (
     )),
 )  # fmt: skip
 """every rule of verify, in the verdict's order"""
-WALK_ORDER = ("evidence", "mllog", "best", "bundle", "score", "record", "provenance", "hardware", "data", "search",
-              "weights")
+WALK_ORDER = ("evidence", "mllog", "best", "score", "record", "provenance", "hardware", "data", "search", "weights")
 """the order in which the walk gives an event to the families that read it: the side files' readers before the
 score and the record, so a file that cannot be read fails in the same reader, with the same line, as before the
 registry (a family not named here comes last)"""
@@ -371,25 +373,33 @@ def walk(run: Run, families: tuple[Family, ...] = FAMILIES) -> list[Check]:
         for name, call in handlers(entry, judge).items():
             table[name].append(call)
     log, events = Check("log"), 0
-    stream = runlog.EventStream(run.run_dir)
+
+    def admit(event: object) -> bool:
+        """The log row's rule, asked of every event: one JSON object that keeps to the schema (else no family
+        reads it)."""
+        nonlocal events
+        events += 1
+        if not isinstance(event, dict):
+            log.problems.append(f"event {events}: not a JSON object")
+            return False
+        problems = check_event(event)
+        if problems:
+            log.problems.append(f"event {events} ({event.get('event')}): {'; '.join(problems)}")
+        return not problems
+
+    def judge(event: dict, model: RunModel) -> None:
+        run.model = model  # the model so far: the bundle's rows read its segments, even of a log cut short
+        for call in table.get(event[runlog.EVENT], table[ANY]):
+            call(event, events)
+
     try:
-        for event in stream:
-            events += 1
-            if not isinstance(event, dict):
-                log.problems.append(f"event {events}: not a JSON object")
-                continue
-            problems = check_event(event)
-            if problems:
-                log.problems.append(f"event {events} ({event.get('event')}): {'; '.join(problems)}")
-                continue
-            for call in table.get(event[runlog.EVENT], table[ANY]):
-                call(event, events)
+        model = read_model(run.run_dir, judge, require_start=False, epochs_too=True, keep_ended=False, admit=admit)
+        run.truncated = model.truncated_tail
     except ValueError as exc:  # a bad line before the last: the log was edited or broken
         log.problems.append(f"{exc} (the log cannot be read past it)")
-    if stream.truncated_tail:
-        log.problems.append(f"the log ends in a cut line ({stream.truncated_bytes} bytes: "
-                            f"{stream.truncated_line[:60]!r}): the run was killed while writing")  # fmt: skip
-    run.truncated = stream.truncated_tail
+    if run.truncated:
+        log.problems.append(f"the log ends in a cut line ({model.truncated_bytes} bytes: "
+                            f"{model.truncated_line[:60]!r}): the run was killed while writing")  # fmt: skip
     log.summary = (f"{events} events, schema version {SCHEMA_VERSION}, one JSON object a line"
                    + ("" if not run.truncated else ", a cut tail"))  # fmt: skip
     rows = [log]

@@ -45,6 +45,7 @@ from aiperf_mpi.job.runlock import RunLock
 from aiperf_mpi.job.transport import MasterTransport
 from aiperf_mpi.results import provenance, runlog
 from aiperf_mpi.results.graphs import GRAPHS_DIR
+from aiperf_mpi.results.logmodel import read_model
 from aiperf_mpi.results.resumable import RESUME_OPTIONS
 from aiperf_mpi.results.score import Score, score_run
 from aiperf_mpi.search.bayesian import SearchConfig
@@ -111,19 +112,18 @@ def prepare(config: RunConfig, resume: str | None, ranks: int) -> Prepared:
     if resume:
         run_dir = Path(resume)
         try:
-            contents = runlog.read_events(run_dir)
+            model = read_model(run_dir, require_start=False, keep_ended=False)
         except (FileNotFoundError, ValueError) as exc:
             raise UsageError(f"--resume {run_dir}: {exc}") from None
-        starts = [e for e in contents.events if e[runlog.EVENT] == runlog.RUN_START]
-        if not starts:
+        if not model.segment_records:
             raise UsageError(f"--resume {run_dir}: the log has no run_start")
-        logged = RunConfig(**starts[0]["config"])
-        ended = sum(e[runlog.EVENT] in (runlog.MODEL_DONE, runlog.MODEL_FAILED) for e in contents.events)
+        logged = RunConfig(**model.segment_records[0].config)
+        ended = model.events[runlog.MODEL_DONE] + model.events[runlog.MODEL_FAILED]
         if logged.max_models and ended >= logged.max_models:  # its segment would stop at once, having done nothing
             raise UsageError(f"--resume {run_dir}: the run already has its {ended} models (--max-models "
                              f"{logged.max_models}, which a resumed run keeps): nothing is left to run")  # fmt: skip
         config = replace(logged, **{name: getattr(config, name) for name in RESUME_OPTIONS}, run_dir=str(run_dir))
-        segment = len(starts) + 1
+        segment = len(model.segment_records) + 1
     else:
         if config.hardware_changed:  # from a TOML file: the command line refuses it without --resume
             raise UsageError("hardware_changed applies only to --resume: a new run has no first segment's "

@@ -1,7 +1,8 @@
 """The run as its event log tells it: ``events.jsonl`` read once, streamed, into one model every reader shares.
 
 Every reader of a run — the score, the report and the comparison, the
-export, ``--resume`` (and, as they move onto it, verify and its checks) —
+export, ``--resume`` and its checks, verify (its rules judge each event in
+step with the model: :func:`read_model`'s ``admit`` and ``on_event``) —
 needs the same things from the log: its segments and their windows, the
 groups, each task's proposal, epochs, end or failure, where its graph lies.
 They are built here, once, by one pass over the file, so a new field or
@@ -40,8 +41,8 @@ event in step with the model, epochs too if asked — or feed
 * the run: ``config`` and ``data`` (the first ``run_start``'s), ``system``,
   ``layout``, ``groups``, ``ranks``, ``precision``, ``next_task``;
 * segments: ``segment_records`` (:class:`Segment`: number, start, end,
-  config, time limit, run_stop, self-ended, system, layout, provenance,
-  cut tail), ``segments`` (their (start, end) spans), ``windows``,
+  config, time limit, run_stop, self-ended, system, layout, peaks,
+  provenance, cut tail), ``segments`` (their (start, end) spans), ``windows``,
   ``limits``, ``declared_end``, :meth:`RunModel.active` (wall → active time);
 * tasks: ``tasks`` (task → :class:`Task`: its :class:`Proposal`,
   :class:`Done`, :class:`Failure`, epoch count, last and best epoch rows,
@@ -69,6 +70,7 @@ import re
 from array import array
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import chain
@@ -116,6 +118,8 @@ _OPS, _ACCURACY = 1 + EPOCH_COLUMNS.index("ops"), 1 + EPOCH_COLUMNS.index("val_a
 _DEVICE_FIELDS = ("index", "utilization", "memory_used", "memory_total")
 _DEVICE = itemgetter(*_DEVICE_FIELDS)
 _PLACE_FIELDS = ("graph_file", OFFSET, LENGTH, "graph_sha256")
+_UNREAD = (TypeError, ValueError, AttributeError, OverflowError, runlog.UnreadableLog)
+"""what the model raises on a field of the wrong kind: read past in a judged log (:func:`read_model`'s ``admit``)"""
 
 
 def loads(line: str) -> dict:
@@ -224,12 +228,16 @@ class Segment:
     """what its data check counted (``run_start``'s ``data``; None in older logs)"""
     provenance: dict = field(default_factory=dict)
     """the code it ran (``run_start``'s ``provenance``; empty when none)"""
+    logged_provenance: object = None
+    """``run_start``'s ``provenance`` as logged (None: none): what the bundle's ``system.json`` holds"""
     cut_tail: dict | None = None
     """the cut end of the log a ``--resume`` set aside before it (:func:`aiperf_mpi.results.runlog.repair_tail`)"""
     stop: dict | None = None
     """its ``run_stop`` event (None: killed, or still running)"""
     system: dict | None = None
     layout: dict | None = None
+    peaks: list[dict] = field(default_factory=list)
+    """its ``peak`` events, in log order"""
     logged_number: object = None
     """the ``segment`` its ``run_start`` logged (verify checks it against ``number``)"""
 
@@ -764,6 +772,16 @@ class RunModel(Timeline):
         if handler is not None:
             handler(event)
 
+    def judged(self, event: dict) -> None:
+        """:meth:`add` for a judged log (:func:`read_model`'s ``admit``): what the model cannot read is left out, and
+        only that: epochs held back for a block that cannot become columns (an ``ops`` past 64 bits) are dropped
+        before the segment boundary that flushes them, and the boundary is still taken."""
+        if event.get(runlog.EVENT) in (runlog.RUN_START, runlog.RUN_STOP):
+            with suppress(*_UNREAD):
+                self.flush()
+        with suppress(*_UNREAD):
+            self.add(event)
+
     def _shared(self, hparams: dict) -> dict:
         """One dict for equal hyper-parameters (a run tries a few settings on 10⁵ tasks): read, never changed."""
         try:
@@ -929,6 +947,8 @@ class RunModel(Timeline):
                 values.extend(map(_number, row))
 
     def _peak(self, event: dict) -> None:
+        if self.segment_records:
+            self.segment_records[-1].peaks.append(event)
         self.peaks[int(event.get("group", -1))] = event
 
     def _staging(self, event: dict) -> None:
@@ -946,7 +966,7 @@ class RunModel(Timeline):
 
     def _run_start(self, event: dict) -> None:
         segment = self.segment_records[-1]
-        origin = event.get("provenance")
+        segment.logged_provenance = origin = event.get("provenance")
         segment.provenance = origin if isinstance(origin, dict) else {}
         segment.data = event.get("data")
         segment.logged_number = event.get(runlog.SEGMENT)
@@ -1013,26 +1033,42 @@ def read_timeline(run_dir: Path | str) -> tuple[Timeline, runlog.EventStream]:
 
 
 def read_model(run_dir: Path | str, on_event: Callable[[dict, RunModel], None] | None = None,
-               require_start: bool = True, epochs_too: bool = False, keep_ended: bool = True) -> RunModel:  # fmt: skip
+               require_start: bool = True, epochs_too: bool = False, keep_ended: bool = True,
+               admit: Callable[[object], bool] | None = None) -> RunModel:  # fmt: skip
     """Stream a run directory's event log (or the file) into a :class:`RunModel`.
 
     ``on_event``: called with every event but the epochs once the model holds it (a reader's checks in
     step with the model: ``model.segment_records[-1]`` is the event's segment, ``model.tasks`` its task);
     with ``epochs_too`` with every epoch as well (slower: the epochs then take the generic path, a dict
-    each).  A bad line before the last raises ``ValueError``; a cut last line is skipped and reported
-    (``truncated_tail``); ``ValueError`` too for a log with no ``run_start`` (unless ``require_start`` is
-    false: the score says so in its own words).  ``keep_ended`` false: each task is forgotten once ``on_event``
-    saw it end (its :class:`Done` is ``model.models[-1]``, its :class:`Failure` ``model.failures[-1]``, its
-    task still in ``model.tasks``), and no epoch row is kept (:attr:`RunModel.keep_ended`).
+    each).  A bad line before
+    the last raises ``ValueError``; a cut last line is skipped and reported (``truncated_tail``);
+    ``ValueError`` too for a log with no ``run_start`` (unless ``require_start`` is false: the score says so
+    in its own words).  ``keep_ended`` false: each task is forgotten once ``on_event`` saw it end (its
+    :class:`Done` is ``model.models[-1]``, its :class:`Failure` ``model.failures[-1]``, its task still in
+    ``model.tasks``), and no epoch row is kept (:attr:`RunModel.keep_ended`).
+
+    ``admit``: a judge of the log (verify) asked first about every parsed event, whatever it holds; one it
+    refuses (its schema's problems: the judge names them) goes neither into the model nor to ``on_event``.
+    Each line is then parsed whole by ``json.loads`` (a ``model_done`` with the epoch list it repeats): orjson
+    reads an integer past 64 bits as a float, and a judge must see the number that was written.
+    A judged log is hostile by assumption, so the model then reads past what it cannot take (a number of
+    the wrong kind inside a record the schema does not type) rather than end the judging: the judge, which
+    sees the event whole, says what is wrong with it.
     """
     stream = runlog.EventStream(Path(run_dir))
     model = RunModel(stream.path, keep_ended)
-    stream.parse, model._stream = (parse_line if epochs_too else model.parse), stream
+    parse = json.loads if admit is not None else parse_line if epochs_too else model.parse
+    stream.parse, model._stream = parse, stream
+    add = model.add if admit is None else model.judged
     for event in stream:
-        model.add(event)
+        if admit is not None and not admit(event):
+            continue
+        add(event)
         if on_event is not None:
             on_event(event, model)
         model.release(event)
+    with suppress(*(_UNREAD if admit is not None else ())):
+        model.flush()
     model.finish(stream)
     model._stream = None
     if require_start and not model.segment_records:

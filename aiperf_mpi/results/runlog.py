@@ -47,7 +47,7 @@ from aiperf_mpi.results.schema import SYSTEM as SYSTEM
 from aiperf_mpi.results.schema import TIME as TIME
 from aiperf_mpi.results.schema import WEIGHTS_REMOVED as WEIGHTS_REMOVED
 
-try:  # the log's readers parse with orjson (analysis.logdata); the writer parses what senders encoded with it
+try:  # the log's readers parse with orjson (results.logmodel); the writer parses what senders encoded with it
     from orjson import loads as _fast_loads
 except ImportError:  # a dependency; without it, the standard library (slower, the same answers)
     _fast_loads = None

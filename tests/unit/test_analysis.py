@@ -13,9 +13,9 @@ from matplotlib.image import imread
 
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.logmodel import parse_line
+from aiperf_mpi.results.logmodel import read_model as load_run
 from aiperf_mpi.results.score import active_times, compute_score, score_run
 from analysis import compare, report, scaling
-from analysis.logdata import load_run
 from analysis.metrics import group_times, load_summary, measured_peak, no_monitor_reason, run_score, time_split
 from analysis.report import write_report
 from tests.support.browser import static_offenders

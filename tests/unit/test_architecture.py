@@ -379,15 +379,6 @@ LOG_READERS = frozenset({"EventStream", "read_events", "parse_line"})
 names them; every other reader takes the run's model (``results.logmodel.read_model``)"""
 LOG_FILE_NAMES = ("EVENTS_FILE", "events.jsonl")
 OPENERS = frozenset({"open", "read_text", "read_bytes", "readlines", "read"})
-LOG_READER_ALLOWANCES = {
-    # verify's walk (analysis/verify_registry.walk: its rule families in step with the events) moves onto
-    # results.logmodel (read_model's on_event) next, and this allowance goes with it
-    "analysis/verify_registry.py": "EventStream",
-    # --resume's checks in job/session.prepare (another engineer's file, changing now): read_model gives the segments
-    # and the models ended (model.segment_records, model.models, model.failures); the allowance goes when it moves
-    "aiperf_mpi/job/session.py": "read_events",
-}
-"""modules that still read the log's lines themselves, each with the reader it names and the reason (temporary)"""
 
 
 def _names_the_log(node: ast.AST) -> bool:
@@ -432,16 +423,14 @@ def test_only_results_parses_the_event_log() -> None:
     """
     offenders = {}
     for path in _log_reading_modules():
-        allowed = LOG_READER_ALLOWANCES.get(relative(path))
-        found = [where for where in log_line_reads(path) if allowed is None or not where.endswith(f": {allowed}")]
+        found = log_line_reads(path)
         if found:
             offenders[relative(path)] = found
     assert not offenders, f"these read events.jsonl's lines themselves (use results.logmodel.read_model): {offenders}"
 
 
-def test_every_log_reader_allowance_is_needed() -> None:
-    for name, reader in LOG_READER_ALLOWANCES.items():
-        path = REPO / name
-        assert path.is_file(), f"LOG_READER_ALLOWANCES names {name}, which is gone"
-        assert any(where.endswith(f": {reader}") for where in log_line_reads(path)), (
-            f"{name} no longer names {reader}: drop it from LOG_READER_ALLOWANCES")  # fmt: skip
+def test_the_log_reader_rule_finds_a_module_that_reads_the_lines_itself(tmp_path) -> None:
+    sample = tmp_path / "reader.py"
+    sample.write_text("from aiperf_mpi.results.runlog import EventStream\n"
+                      "lines = (run_dir / 'events.jsonl').open()\n")  # fmt: skip
+    assert sorted(log_line_reads(sample)) == ["line 1: EventStream", "line 2: open() of the event log"]

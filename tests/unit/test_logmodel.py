@@ -126,3 +126,27 @@ def test_a_reader_sees_each_event_in_step_with_the_model(tmp_path) -> None:
                        epochs_too=True)  # fmt: skip
     assert [name for name, _ in seen] == [e["event"] for e in events] and model.tasks[0].epochs == 1
     assert model.epoch(0) == events[2]
+
+
+def test_a_judge_admits_each_event_first_and_the_model_reads_past_what_it_cannot_take(tmp_path) -> None:
+    odd = model_done(0, 0, 11.0, 0.5, [])
+    odd["model"]["id"] = "not a number"  # the schema types the record, not its fields: the model cannot take it
+    huge = epoch(0, 0, 2, 11.0, 12.0, 2**64, 0.5)  # json.loads keeps the integer that was written
+    events = [start(0.0), proposed(0, 0, 1.0, 0.5), ["not", "an", "event"], epoch(0, 0, 1, 2.0, 10.0, 100, 0.5), odd,
+              huge, stop(12.0)]  # fmt: skip
+    write_log(tmp_path, events)
+    asked: list[object] = []
+    seen: list[tuple[str, object]] = []
+
+    def admit(event: object) -> bool:
+        asked.append(event)
+        return isinstance(event, dict)
+
+    model = read_model(tmp_path, on_event=lambda event, _: seen.append((event["event"], event.get("ops"))),
+                       keep_ended=False, admit=admit)  # fmt: skip
+    assert asked == events
+    assert seen == [(e["event"], e.get("ops")) for e in events if isinstance(e, dict)]
+    assert type(seen[-2][1]) is int and seen[-2][1] == 2**64
+    assert len(model.segment_records) == 1 and model.segment_records[0].stop is not None
+    with pytest.raises(ValueError):  # unjudged, the same record ends the read
+        read_model(tmp_path, on_event=lambda event, _: None, epochs_too=True)

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from aiperf_mpi.results import runlog
+from aiperf_mpi.results.logmodel import read_model as load_run
 from aiperf_mpi.results.score import score_run
-from analysis.logdata import load_run
 from tests.support.event_logs import epoch, model_done, proposed, start
 
 HOST = "nœud-1"

@@ -6,6 +6,7 @@ import math
 import pytest
 
 from aiperf_mpi.results import runlog
+from aiperf_mpi.results.logmodel import read_model as load_run
 from aiperf_mpi.results.score import compute_score, score_run
 from aiperf_mpi.results.stability import (
     CHANGE_LIMIT,
@@ -16,7 +17,6 @@ from aiperf_mpi.results.stability import (
     sample_cv,
     stability,
 )
-from analysis.logdata import load_run
 from analysis.metrics import run_score
 from analysis.report import settledness
 from tests.support.event_logs import known_run

@@ -430,7 +430,7 @@ def test_unit_logs_read_back(pristine) -> None:
 
 def test_a_run_whose_records_carry_no_graph_verifies_and_reports_its_best_graph(tmp_path, capsys) -> None:
     """The layout the master writes: each graph once, in the graphs file; ``model_done`` without it."""
-    from analysis.logdata import load_run
+    from aiperf_mpi.results.logmodel import read_model as load_run
 
     run = consistent_run(tmp_path / "run")
 
