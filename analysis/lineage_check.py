@@ -47,6 +47,10 @@ class LineageCheck:
         """a logged model's id → (its task, its task's graph file and sha256 or None)"""
         self.seeds: dict[str, nx.DiGraph] = {}
         """seed graphs by their record's JSON (a run has one)"""
+        self.identity: dict[int, str] = {}
+        """a proposed task → the sha256 of its graph written as the package writes it (``to_json`` of the rebuild),
+        for a graph file that holds the rebuilt structure in other bytes (re-serialised): the identity the repeated
+        graphs row compares, so the same graph in other bytes is the same graph.  Read once (``take_identity``)"""
         self.proposals = self.rebuilt = self.seed_proposals = self.unrecorded = 0
 
     def proposed(self, event: dict, graph_text: str | None, config: dict) -> None:
@@ -92,7 +96,7 @@ class LineageCheck:
             self.check.problems.append(f"{where}: its seed record {_brief(record)} builds no seed ({_brief(exc)})")
             return
         self._compare(stored, rebuilt, f"{where}: its graph is not the seed {record.get('model')!r} "
-                                       f"({_brief(record)}) at kernel {kernel}")  # fmt: skip
+                                       f"({_brief(record)}) at kernel {kernel}", event["task"])  # fmt: skip
 
     def _child(self, event: dict, stored: str, kernel: int, where: str) -> None:
         parent, steps = event["parent"], event["morphs"]
@@ -125,12 +129,13 @@ class LineageCheck:
         except ERRORS as exc:
             self.check.problems.append(f"{rule}: they do not apply ({_brief(exc)})")
             return
-        self._compare(stored, rebuilt, rule)
+        self._compare(stored, rebuilt, rule, event["task"])
 
-    def _compare(self, stored: str, rebuilt: nx.DiGraph, rule: str) -> None:
+    def _compare(self, stored: str, rebuilt: nx.DiGraph, rule: str, task: int) -> None:
         """``stored`` (the graph file's text) against the rebuild: the same text as the leader wrote, or else
-        the same structure (a file re-serialised differently still passes)."""
-        if stored != to_json(rebuilt):
+        the same structure (a file re-serialised differently still passes, under the rebuild's identity)."""
+        written = to_json(rebuilt)
+        if stored != written:
             try:
                 difference = structure_difference(from_json(stored), rebuilt)
             except ERRORS as exc:
@@ -138,7 +143,13 @@ class LineageCheck:
             if difference:
                 self.check.problems.append(f"{rule} ({difference})")
                 return
+            self.identity[task] = _sha256(written)
         self.rebuilt += 1
+
+    def take_identity(self, task: object) -> str | None:
+        """The canonical sha256 of ``task``'s graph when its file holds it in other bytes than the package writes
+        (None: its bytes are the package's, or it was not rebuilt), once."""
+        return self.identity.pop(task, None) if isinstance(task, int) else None
 
     def ended(self, task: object, model_id: object) -> None:
         """A model_done or model_failed: model ``model_id`` is ``task``'s, a parent its successors may name."""

@@ -78,6 +78,9 @@ DECOMPRESSORS: tuple[tuple[bytes, Callable[[BinaryIO], BinaryIO]], ...] = (
 BEST_ROW = "best/ (exported model)"
 """the row a valid run's best model is judged in"""
 NO_BEST_MODEL = "best model (best/ not present)"
+BEST_MODEL_FILE = "best/model.keras"
+"""what a valid run's best/ must hold in a run directory (a bundle holds no model file: its run's copy is
+re-evaluated)"""
 """the rule a run that meets every other one breaks without its best model: it is then an unofficial run"""
 
 
@@ -98,7 +101,8 @@ def verify_dir(run_dir: Path, source: str | None = None, before: list[Check] | N
         result.valid = score.valid
         result.broken_rules = [name for name, rule in score.rules.items() if not rule["ok"]]
     best = next((c for c in result.checks if c.name == BEST_ROW), None)
-    if result.valid and best is not None and best.summary == "not present":  # the accuracy that ranks, unbacked
+    without_model = not bundle and best is not None and not is_regular_file(run_dir / BEST_MODEL_FILE)
+    if result.valid and best is not None and (best.summary == "not present" or without_model):  # unbacked
         result.valid = False
         result.broken_rules.append(NO_BEST_MODEL)
         best.notes.append("a valid run needs its best model, which a reviewer re-evaluates: this one is unofficial "

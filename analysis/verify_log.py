@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -366,6 +367,11 @@ class Record:
         if not same(model.get("accuracy"), max(accuracies) if accuracies else None):
             problems.append(f"accuracy {model.get('accuracy')} is not the best of its epochs "
                             f"({max(accuracies) if accuracies else None})")  # fmt: skip
+        predicted = model.get("predicted_accuracy")
+        if predicted is not None and not (isinstance(predicted, int | float) and not isinstance(predicted, bool)
+                                          and math.isfinite(predicted)):  # fmt: skip
+            problems.append(f"predicted_accuracy {short(predicted)} is neither none nor a number (the search ranks "
+                            "models by it)")  # fmt: skip
         if model.get("status") != ("trained" if logged else "failed"):
             problems.append(f"status {model.get('status')!r} with {len(logged)} epochs")
         if not same(model.get("hparams"), state.hparams):

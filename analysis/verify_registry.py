@@ -195,7 +195,7 @@ FAMILIES = (
             "counts are kept, and the row says they are taken from the log; a CIFAR-10 or ImageNet run without a "
             "data check is *not recorded*"),
     )),
-    Family("search", SearchRules, events=("run_start", "model_proposed", "model_done", "model_failed",
+    Family("search", SearchRules, events=("run_start", "peak", "model_proposed", "model_done", "model_failed",
                                           "group_lost", "run_stop"),
            files=("graphs/ (each child's parent graph)",), rows=(
         Row("search space",

@@ -48,6 +48,10 @@ the Bayesian search's exploration morphs once and its annealing walks chain up t
 (``aiperf_mpi/search/bayesian.py``), the random search morphs once"""
 ERRORS = (ValueError, KeyError, TypeError, AttributeError, RecursionError, GraphFileError, UnicodeDecodeError)
 """what a malformed record or graph raises here: the graph files and lineage rows name it"""
+SEED_LATENCY = 60.0
+"""seconds a leader may take to propose the seed after its work was handed out (by the log's clock): it proposes
+the seed at once, without a search (a few seconds at most even at 128 ranks on 2 cores, BENCHMARKS.md); a repeated
+seed proposed later, after a model was ranked, copies work the master would have refused"""
 GIB = 2**30
 MAX_MEMORY_GB = 2**20
 """the largest ``device_memory_gb`` the configuration takes (aiperf_mpi/config.py's bounds)"""
@@ -65,7 +69,7 @@ class SearchRules:
     """The ``search space`` and ``repeated graphs`` rows, fed the proposals, their ends and the segments."""
 
     def __init__(self, run: Run) -> None:
-        self.run_dir = run.run_dir
+        self.run, self.run_dir = run, run.run_dir
         self.space, self.repeats = Check("search space"), Check("repeated graphs")
         self.config: Mapping | None = None
         self.data: object = None
@@ -84,6 +88,8 @@ class SearchRules:
         """a task that never ended → why (the log's word)"""
         self.open: set[int] = set()
         self.group_free: dict[int, int] = {}
+        self.free_time: dict[int, object] = {}
+        """each group's work handed out: the log's time of the event (its probe, or its previous task's end)"""
         """a group → the event number of its last task's end in the segment: its next work was handed out after it"""
         self.ranked_at: int | None = None
         """the first model_done whose model has an accuracy to rank (after it the master hands out no seed)"""
@@ -99,11 +105,19 @@ class SearchRules:
         self.open.clear()
         self.segment, self.segment_start = self.segment + 1, number
         self.group_free.clear()
+        self.free_time.clear()
 
     def run_stop(self, event: dict, _: int) -> None:
         for task in event["discarded_tasks"]:
             if _is_int(task):
                 self.not_ended[task] = f"discarded at segment {self.segment}'s run_stop"
+
+    def peak(self, event: dict, number: int) -> None:
+        """A group's probe: the master logs it on the group's Ready and hands the group its first work at once
+        (job/master.py), so its first task was handed out no earlier than here."""
+        if _is_int(event["group"]) and event["group"] not in self.group_free:
+            self.group_free[event["group"]] = number
+            self.free_time[event["group"]] = event.get("time")
 
     def group_lost(self, event: dict, _: int) -> None:
         if _is_int(event["task"]):
@@ -114,10 +128,10 @@ class SearchRules:
         record = event["model"]
         self._ended(event, record.get("id"), number)
         if self.ranked_at is None and record.get("status") == "trained":
-            predicted = record.get("predicted_accuracy")
-            score = predicted if predicted is not None else record.get("accuracy")
-            if isinstance(score, int | float) and not isinstance(score, bool) and math.isfinite(score):
-                self.ranked_at = number
+            for score in (record.get("predicted_accuracy"), record.get("accuracy")):  # a junk prediction: its accuracy
+                if isinstance(score, int | float) and not isinstance(score, bool) and math.isfinite(score):
+                    self.ranked_at = number
+                    break
 
     def model_failed(self, event: dict, number: int) -> None:
         self._ended(event, event["model"], number)
@@ -127,6 +141,7 @@ class SearchRules:
         self.ended.add(task)
         self.open.discard(task)
         self.group_free[event["group"]] = number
+        self.free_time[event["group"]] = event.get("time")
         place = self.places.pop(task, None)
         if _is_int(model_id) and place is not None:
             self.models[model_id] = place
@@ -242,6 +257,9 @@ class SearchRules:
         if not is_hex(digest, 64):
             self.unhashed += 1
             return
+        record = self.run.judges.get("record")
+        lineage = getattr(record, "lineage", None)
+        digest = (lineage.take_identity(task) if lineage is not None else None) or digest  # other bytes, one graph
         earlier = self.graphs.get(digest)
         self.graphs[digest] = (task, self.segment, seed)
         if earlier is None:
@@ -249,8 +267,16 @@ class SearchRules:
         first, segment, was_seed = earlier
         if seed and was_seed:
             handed_out = self.group_free.get(group, self.segment_start)
-            if self.ranked_at is None or self.ranked_at > handed_out:
+            since, now = self.free_time.get(group), event.get("time")
+            late = _is_number(since) and _is_number(now) and now - since > SEED_LATENCY  # type: ignore[operator]
+            if (self.ranked_at is None or self.ranked_at > handed_out) and not (late and self.ranked_at is not None):
                 self.seeds_again += 1
+                return
+            if late and self.ranked_at is not None and self.ranked_at > handed_out:
+                self.repeats.problems.append(f"{label}: the seed again (task {first}'s graph) {now - since:.0f} s "
+                                             f"after group {group}'s work was handed out, when model_done at event "
+                                             f"{self.ranked_at} had an accuracy to rank: a leader proposes the seed "
+                                             f"at once (within {SEED_LATENCY:g} s)")  # type: ignore[operator]
                 return
             self.repeats.problems.append(f"{label}: the seed again (task {first}'s graph), but model_done at event "
                                          f"{self.ranked_at} had an accuracy to rank before the group's work was "
@@ -275,3 +301,7 @@ class SearchRules:
             self.repeats.missing.append(f"{self.unhashed} of {self.proposals} model_proposed events have no "
                                         "graph_sha256 (a log older than the field): their graphs are not compared")
         return [self.space, self.repeats]
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)

@@ -36,6 +36,7 @@ from aiperf_mpi.results.stored_weights import (
     WEIGHTS_SHA256,
     WeightsFileError,
     file_sha256,
+    keras_shapes,
     npz_shapes,
     read_best_metadata,
 )
@@ -136,7 +137,18 @@ class KeptWeights:
         if not present or meta is None or not isinstance(meta.get(WEIGHTS_FILE), str):
             return  # no best model (the best/ row says so), or one it names unreadable
         source = meta[WEIGHTS_FILE]
-        task, logged, _ = self.saved.get(source, (meta.get("task"), "", None))
+        task, logged, kernel = self.saved.get(source, (meta.get("task"), "", None))
+        if isinstance(task, int) and (expected := self._expected(task, kernel, BEST_MODEL)) is not None:
+            try:
+                found = keras_shapes(model)
+            except WeightsFileError as exc:
+                self.check.problems.append(f"{BEST_MODEL}: {exc} ({RULE})")
+            else:
+                wanted = sorted(shape for shapes in expected.values() for shape in shapes)
+                if found != wanted:
+                    self.check.problems.append(f"{BEST_MODEL}: {len(found)} arrays, not the {len(wanted)} of task "
+                                               f"{task}'s graph as trained, shape for shape: not its weights "
+                                               f"({RULE})")  # fmt: skip
         if MODEL_SHA256 not in meta or WEIGHTS_SHA256 not in meta:
             self.check.missing.append(f"{BEST_MODEL}: best/metadata.json records no {MODEL_SHA256} and "
                                       f"{WEIGHTS_SHA256} (an export from before they were recorded)")  # fmt: skip

@@ -165,3 +165,43 @@ def trusted_weights(run_dir: Path, weights_file: str, logged_sha256: object) -> 
         return None, (f"{BEST_MODEL} has sha256 {found[:16]}…, {BEST_METADATA} {str(meta.get(MODEL_SHA256))[:16]}…: "
                       "not the file the export wrote")  # fmt: skip
     return path, ""
+
+
+KERAS_WEIGHTS_MEMBER = "model.weights.h5"
+"""the member of a ``.keras`` file (a zip, Keras 3) that holds the arrays, under ``layers/<name>/vars/<i>``"""
+MAX_KERAS_WEIGHTS_BYTES = 8 << 30
+"""the most a best model's weights may hold (ResNet-50's are ≈ 100 MB): larger is not read"""
+
+
+def keras_shapes(path: Path) -> list[tuple[int, ...]]:
+    """The shapes of every array in a ``.keras`` model file, sorted, read with h5py (no TensorFlow, no Keras).
+
+    Keras names a layer by its kind and a counter (``conv2d_3``), not by the graph's node, so the shapes are
+    compared as a multiset with :func:`aiperf_mpi.graph.model.param_shapes`': a file of other bytes, or of
+    another model, does not hold the logged graph's arrays.  :class:`WeightsFileError` for anything that is not
+    such a file.
+    """
+    import h5py
+
+    shapes: list[tuple[int, ...]] = []
+
+    def gather(name: str, item: object) -> None:
+        if isinstance(item, h5py.Dataset):
+            shapes.append(tuple(int(n) for n in item.shape))
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            info = archive.getinfo(KERAS_WEIGHTS_MEMBER)
+            if info.file_size > MAX_KERAS_WEIGHTS_BYTES:
+                raise WeightsFileError(f"its {KERAS_WEIGHTS_MEMBER} of {info.file_size:,} bytes is past the "
+                                       f"{MAX_KERAS_WEIGHTS_BYTES:,} a best model's may be")  # fmt: skip
+            with archive.open(info) as member, h5py.File(member, "r") as weights:
+                layers = weights.get("layers")
+                if not isinstance(layers, h5py.Group):
+                    raise WeightsFileError(f"its {KERAS_WEIGHTS_MEMBER} holds no layers")
+                layers.visititems(gather)
+    except (OSError, KeyError, zipfile.BadZipFile, ValueError, EOFError) as exc:
+        if isinstance(exc, WeightsFileError):
+            raise
+        raise WeightsFileError(f"not a Keras model file ({' '.join(str(exc).split())[:120]})") from None
+    return sorted(shapes)
