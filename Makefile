@@ -10,6 +10,9 @@
 #   make test             install, lint, then every test but the long ones (≤ 15 minutes here, installs excluded)
 #   make test-long        install, then the long and rarely broken tests (real Slurm, the trainer's scenarios,
 #                         Horovod groups, the GPU check's workers, a stopped rank); CI runs test, then test-long
+#   make test-scale       install, then the rehearsals at 128 ranks (tests/scale: groups of 1 and 2, a relay, a report,
+#                         13 ranks killed under fault tolerance, SIGUSR1 and a resume, 128 worlds of one refused);
+#                         one at a time, ≈ 12 GiB of memory, ≈ 35 minutes on 2 cores (BENCHMARKS.md), so not in CI
 #   make run              install, then a short benchmark on the embedded data
 #                         (NP=3 ranks, TIME=240 s; ARGS='...' adds options)
 #   make test-multinode   install, then the tests across several hosts made on this machine (root)
@@ -148,6 +151,12 @@ test-integration: install
 # Several nodes on this machine (docs/testing.md, "Multi-node tests on one machine"): hosts made of network,
 # UTS and mount namespaces, so as root; about 4 minutes, so not part of `make test` (setup.cfg
 # deselects the multinode marker there).
+# The rehearsals at 128 ranks (issue 38; setup.cfg deselects `scale` from every other run): each is minutes of
+# imports queued on this machine's cores; synthetic data, ≈ 110 MiB a leader and 64 MiB any other rank.
+.PHONY: test-scale
+test-scale: install
+	$(PY) -m pytest -m scale tests/scale
+
 .PHONY: test-multinode
 test-multinode: install
 	$(PY) -m pytest -m multinode tests/multinode

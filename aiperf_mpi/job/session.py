@@ -197,8 +197,10 @@ END_PHASES = ("score", "report", "export")
 """what rank 0 does after the run's stop, in order (the drain before it: the groups' last epochs)"""
 
 
-def print_end_phases(after_clock: float, marks: list[float]) -> None:
-    """One line: how long the end took on rank 0 (and so the whole allocation), and rank 0's peak memory."""
+def print_end_phases(after_clock: float, marks: list[float], busy: float | None = None) -> None:
+    """One line: how long the end took on rank 0 (and so the whole allocation), rank 0's peak memory and, given
+    ``busy`` (its CPU seconds over the master loop's wall seconds), how much of a core rank 0 kept busy: what a
+    rehearsal shows of the master's headroom before the real job's size."""
     import resource
 
     phases = ", ".join(f"{name} {later - earlier:.1f} s" for name, earlier, later in
@@ -206,7 +208,8 @@ def print_end_phases(after_clock: float, marks: list[float]) -> None:
     drain = (f"the stop came {after_clock:.1f} s after the clock's end (the drain)" if after_clock >= 0 else
              f"the run stopped {-after_clock:.1f} s before its clock's end")  # fmt: skip
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-    print(f"aiperf_mpi: end on rank 0: {drain}; {phases}; rank 0's peak memory {peak:.0f} MiB", flush=True)
+    share = f"; rank 0 busy {busy:.0%} of the run (CPU over wall time)" if busy is not None else ""
+    print(f"aiperf_mpi: end on rank 0: {drain}; {phases}; rank 0's peak memory {peak:.0f} MiB{share}", flush=True)
 
 
 def run_master(
@@ -288,7 +291,9 @@ def _run_master_locked(prepared: Prepared, config: RunConfig, transport: MasterT
                     weights=resumed.weights, search_config=search, hang=hang, segment=prepared.segment)  # fmt: skip
     print(f"aiperf_mpi: run directory {run_dir} (segment {prepared.segment}); {layout['world_size']} ranks, "
           f"{groups} group(s); time limit {config.time_limit:.0f} s", flush=True)  # fmt: skip
+    loop_began = (time.process_time(), time.monotonic())  # rank 0's busy share of the run
     outcome = master_loop(master, transport, stop, config.progress_interval, urgent=urgent)
+    busy = (time.process_time() - loop_began[0]) / max(1e-9, time.monotonic() - loop_began[1])
     reason = master.stopping or "done"
     discarded = master.busy
     stopped = log.write(runlog.RUN_STOP, sync=True, reason=reason, discarded_tasks=discarded,
@@ -312,7 +317,7 @@ def _run_master_locked(prepared: Prepared, config: RunConfig, transport: MasterT
     elif outcome == "done" and end.export is not None:  # ending in Abort leaves no time: analysis.export later
         end.export(run_dir, config.dataset)
     ending.append(time.monotonic())
-    print_end_phases(stopped[runlog.TIME] - (started[runlog.TIME] + config.time_limit), ending)
+    print_end_phases(stopped[runlog.TIME] - (started[runlog.TIME] + config.time_limit), ending, busy)
     _say_how_much_disk(run_dir)
     _say_what_was_abandoned(outcome, len(discarded), config.grace)
     status = EXIT_STATUS[outcome] or (EXIT_GROUPS_LOST if master.lost_groups else 0)

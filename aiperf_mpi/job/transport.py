@@ -8,7 +8,11 @@ Protocols only, so neither imports MPI.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Protocol
+
+from aiperf_mpi.job.messages import Work
 
 
 class MasterTransport(Protocol):
@@ -45,3 +49,44 @@ class LeaderChannel(Protocol):
     def stop_pending(self) -> bool:
         """Whether a Stop has arrived (without consuming it)."""
         ...
+
+
+class FirstWorkClock:
+    """A :class:`MasterTransport` that says, once, when the last group got its first ``Work``: the last start-up
+    phase ("first Work to every group"), measured on rank 0 from the start line.
+
+    At scale it is where the master's first round shows: every leader's ``Ready`` and proposal arrive at once,
+    and the groups served last wait for all the others (``--rehearse`` measures it before the accelerator
+    hours).  A group lost before its first ``Work`` is not waited for.  Everything else is ``inner``'s.
+    """
+
+    def __init__(self, inner: MasterTransport, groups: int, start_line: float,
+                 say: Callable[[str], None] = print) -> None:  # fmt: skip
+        self.inner = inner
+        self.waiting = set(range(groups))
+        self.start_line = start_line
+        self.say = say
+
+    def send(self, group: int, message: object) -> None:
+        self.inner.send(group, message)
+        if self.waiting and isinstance(message, Work):
+            self._served(group)
+
+    def poll(self, timeout: float) -> tuple[int, object] | None:
+        return self.inner.poll(timeout)
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def lose(self, group: int) -> None:
+        self.inner.lose(group)
+        if self.waiting:
+            self._served(group)
+
+    def _served(self, group: int) -> None:
+        if group in self.waiting:
+            self.waiting.discard(group)
+            if not self.waiting:
+                seconds = time.monotonic() - self.start_line
+                self.say(f"aiperf_mpi: start-up on rank 0: first Work to every group {seconds:.1f} s after the "
+                         "start line")  # fmt: skip

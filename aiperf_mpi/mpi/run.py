@@ -31,6 +31,7 @@ from aiperf_mpi.graph.seeds import seed_model
 from aiperf_mpi.job.faults import HangPolicy
 from aiperf_mpi.job.leader import Runner, leader_loop
 from aiperf_mpi.job.session import NO_HOOKS, EndOfRunHooks, Prepared, create_run_dir, open_data, prepare, run_master
+from aiperf_mpi.job.transport import FirstWorkClock
 from aiperf_mpi.mpi.horovod import horovod_on
 from aiperf_mpi.mpi.layout import RankLayout, build_layout
 from aiperf_mpi.mpi.plan import LayoutPlan, relay_hint
@@ -120,6 +121,7 @@ def run_benchmark(
         marks.append(time.monotonic())
         _start_line(comm, stop_flag)
         marks.append(time.monotonic())
+        role.context.start_line = marks[-1]
         system = _startup(comm, marks, system)
         return role.run(config, system)
     finally:
@@ -176,6 +178,9 @@ class RankContext:
     staging: list[dict]
     """every node's staging report (on the master)"""
     horovod: bool
+    start_line: float = 0.0
+    """when this rank crossed the start line (``time.monotonic()``; set by :func:`run_benchmark`): on rank 0, where
+    the last start-up phase, the first ``Work`` to every group, is measured from"""
 
 
 class MasterRole:
@@ -209,7 +214,8 @@ class MasterRole:
         hint = relay_hint(len(groups), len(relays))
         if hint:
             print(hint, flush=True)
-        ended = run_master(context.prepared, config, transport, system=system, layout=context.layout.plan.to_dict(),
+        clocked = FirstWorkClock(transport, len(groups), context.start_line)
+        ended = run_master(context.prepared, config, clocked, system=system, layout=context.layout.plan.to_dict(),
                            staging=context.staging, stop=context.stop_flag, urgent=lambda: context.stop_flag.urgent,
                            version=__version__, end=context.end,
                            hang=HangPolicy() if tolerant else None)  # fmt: skip

@@ -24,7 +24,7 @@ import pytest
 from aiperf_mpi.errors import EXIT_GROUPS_LOST
 from aiperf_mpi.mpi.tolerance import OPEN_MPI_LAUNCH
 from aiperf_mpi.results import runlog
-from tests.support.lost_groups import START_CRASH, only_rates_of_freed_cores
+from tests.support.lost_groups import START_CRASH, job_rank_pids, only_rates_of_freed_cores
 from tests.support.mpirun import mpi_env, mpi_vendor, mpirun_command
 
 pytestmark = [pytest.mark.slow, pytest.mark.horovod, pytest.mark.tf]
@@ -35,18 +35,7 @@ START_CRASH_RELAUNCHES = 4
 
 def rank_pid(rank: int) -> int | None:
     """The pid of this job's process of world rank ``rank`` (from its environment; the test's own job only)."""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes().split(b"\0")
-            command = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if b"aiperf_mpi" in command and f"OMPI_COMM_WORLD_RANK={rank}".encode() in environ \
-                and b"AIPERF_FAULT_TEST=1" in environ:  # fmt: skip
-            return int(entry.name)
-    return None
+    return job_rank_pids("AIPERF_FAULT_TEST").get(rank)
 
 
 def events_of(run_dir: Path) -> list[dict]:

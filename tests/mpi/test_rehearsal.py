@@ -38,6 +38,7 @@ def test_a_rehearsal_of_32_ranks_scores_verifies_as_one_and_loads_no_tensorflow(
     assert "training a rehearsal (stand-in arithmetic)" in done.output  # the unofficial line names it
     assert f"start-up on the slowest rank of {RANKS}: launch and imports" in done.output  # the phases, once
     assert "end on rank 0:" in done.output and "rank 0's peak memory" in done.output
+    assert "rank 0 busy" in done.output  # the master's busy share of the run
     events = runlog.read_events(run_dir).events
     [system] = [e for e in events if e[runlog.EVENT] == runlog.SYSTEM]
     assert next(iter(system["startup"])) == "launch and imports" and all(v >= 0 for v in system["startup"].values())

@@ -17,6 +17,26 @@ START_CRASH = "Signal: Segmentation fault (11)"
 before the benchmark logged anything: docs/cluster.md, "Known limits"); a test launches such a job again"""
 
 
+def job_rank_pids(marker: str) -> dict[int, int]:
+    """World rank → pid of the benchmark's processes whose environment holds ``marker=1`` (the test's own job
+    only: the marker is the test's), read from /proc once."""
+    pids: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes().split(b"\0")
+            command = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"aiperf_mpi" not in command or f"{marker}=1".encode() not in environ:
+            continue
+        rank = [v.split(b"=", 1)[1] for v in environ if v.startswith(b"OMPI_COMM_WORLD_RANK=")]
+        if rank and rank[0].isdigit():
+            pids[int(rank[0])] = int(entry.name)
+    return pids
+
+
 def events_so_far(run_dir: Path) -> list[dict]:
     """The complete lines of a log that is still being written (a half-written last line is left out)."""
     try:
