@@ -138,17 +138,7 @@ class KeptWeights:
             return  # no best model (the best/ row says so), or one it names unreadable
         source = meta[WEIGHTS_FILE]
         task, logged, kernel = self.saved.get(source, (meta.get("task"), "", None))
-        if isinstance(task, int) and (expected := self._expected(task, kernel, BEST_MODEL)) is not None:
-            try:
-                found = keras_shapes(model)
-            except WeightsFileError as exc:
-                self.check.problems.append(f"{BEST_MODEL}: {exc} ({RULE})")
-            else:
-                wanted = sorted(shape for shapes in expected.values() for shape in shapes)
-                if found != wanted:
-                    self.check.problems.append(f"{BEST_MODEL}: {len(found)} arrays, not the {len(wanted)} of task "
-                                               f"{task}'s graph as trained, shape for shape: not its weights "
-                                               f"({RULE})")  # fmt: skip
+        before = len(self.check.problems)
         if MODEL_SHA256 not in meta or WEIGHTS_SHA256 not in meta:
             self.check.missing.append(f"{BEST_MODEL}: best/metadata.json records no {MODEL_SHA256} and "
                                       f"{WEIGHTS_SHA256} (an export from before they were recorded)")  # fmt: skip
@@ -159,6 +149,18 @@ class KeptWeights:
         if logged and meta[WEIGHTS_SHA256] != logged:
             self.check.problems.append(f"{BEST_MODEL}: built from weights of sha256 {str(meta[WEIGHTS_SHA256])[:16]}…"
                                        f", the log records {logged[:16]}… for {source} (task {task}) ({RULE})")
+        tied = len(self.check.problems) == before  # the file the export wrote: then its arrays, shape for shape
+        if tied and isinstance(task, int) and (expected := self._expected(task, kernel, BEST_MODEL)) is not None:
+            try:
+                found = keras_shapes(model)
+            except WeightsFileError as exc:
+                self.check.problems.append(f"{BEST_MODEL}: {exc} ({RULE})")
+            else:
+                wanted = sorted(shape for shapes in expected.values() for shape in shapes)
+                if found != wanted:
+                    self.check.problems.append(f"{BEST_MODEL}: {len(found)} arrays, not the {len(wanted)} of task "
+                                               f"{task}'s graph as trained, shape for shape: not its weights "
+                                               f"({RULE})")  # fmt: skip
 
 
 def _difference(found: dict, expected: dict) -> str:

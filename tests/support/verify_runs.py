@@ -26,7 +26,7 @@ from aiperf_mpi.job.mllog import MLLOG_FILE, MLLogWriter, task_details
 from aiperf_mpi.results import provenance, runlog
 from aiperf_mpi.results.graphs import LENGTH, OFFSET, append_graph, read_graph, segment_graph_file
 from aiperf_mpi.results.score import compute_score
-from aiperf_mpi.results.stored_weights import WEIGHTS_SHA256, file_sha256
+from aiperf_mpi.results.stored_weights import MODEL_SHA256, WEIGHTS_SHA256, file_sha256
 from tests.support.event_logs import write_log
 
 VERSIONS = {"python": "3.11.7", "tensorflow": "2.18.1", "horovod": "0.28.1", "mpi4py": "4.1.2",
@@ -288,7 +288,8 @@ def run(pristine, tmp_path) -> Path:
 def write_best(run_dir: Path) -> Path:
     """Write ``best/`` as the export room does (metadata.json, ops.json, graph.json), without TensorFlow.
 
-    The model file and the versions need TensorFlow and are left out; every field the verifier compares is
+    The model file is :func:`write_keras_file`'s (zeros, in Keras' layout, with h5py); the versions need TensorFlow
+    and are left out; every field the verifier compares is
     built by the export room's own functions (:func:`aiperf_mpi.export.read_run`, ``choose``'s rule, ``lineage``,
     ``trained_graph``) from the log as it stands.
     """
@@ -314,10 +315,35 @@ def write_best(run_dir: Path) -> Path:
     }  # fmt: skip
     best = run_dir / "best"
     best.mkdir(exist_ok=True)
+    model = write_keras_file(best / "model.keras", param_shapes(graph))
+    done = find(read_log(run_dir), runlog.MODEL_DONE, task=task.task)
+    meta.update({"weights_file": done["model"].get("weights", ""), MODEL_SHA256: file_sha256(model),
+                 WEIGHTS_SHA256: done.get(WEIGHTS_SHA256, "")})  # fmt: skip
     (best / "metadata.json").write_text(json.dumps(meta, indent=2))
     (best / "ops.json").write_text(json.dumps(ops.to_dict(), indent=1) + "\n")
     (best / "graph.json").write_text(to_json(graph) + "\n")
     return best
+
+
+def write_keras_file(path: Path, shapes: dict) -> Path:
+    """A ``.keras`` file as Keras 3 writes one (a zip of config.json, metadata.json and model.weights.h5 with each
+    layer's arrays under ``layers/<name>/vars/<i>``), of zeros of ``shapes`` (``{layer: [shapes]}``), without
+    TensorFlow: what verify reads of a best model (its arrays' shapes)."""
+    import io
+    import zipfile
+
+    import h5py
+
+    buffer = io.BytesIO()
+    with h5py.File(buffer, "w") as weights:
+        for name, layer in shapes.items():
+            for index, shape in enumerate(layer):
+                weights.create_dataset(f"layers/{name}/vars/{index}", data=np.zeros(shape, np.float32))
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("metadata.json", json.dumps({"keras_version": "3"}))
+        archive.writestr("config.json", json.dumps({"class_name": "Functional"}))
+        archive.writestr("model.weights.h5", buffer.getvalue())
+    return path
 
 
 def write_weights(run_dir: Path, task: int, shapes: dict | None = None) -> Path:

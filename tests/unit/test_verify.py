@@ -346,8 +346,7 @@ def _members(archive: Path) -> dict[str, bytes]:
 
 def test_a_bundle_holds_the_run_without_weights_and_verifies(run, tmp_path, capsys) -> None:
     write_weights(run, 0)  # a real .npz of its graph's shapes, its sha256 logged (the weights files row)
-    write_best(run)  # metadata.json, ops.json, graph.json as the export writes them
-    (run / "best" / "model.keras").write_bytes(b"k" * 1000)
+    write_best(run)  # metadata.json, ops.json, graph.json and a model file of the graph's arrays
     (run / "best" / "model_card.md").write_text("# best\n")
     (run / "report").mkdir()
     (run / "report" / "report.md").write_text("# report\n")
