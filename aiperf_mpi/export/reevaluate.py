@@ -218,10 +218,9 @@ def count_correct(model, source: DataSource, claim: Claim) -> tuple[int, int]:
     import tensorflow as tf
 
     from aiperf_mpi.train.pipeline import Shard
+    from aiperf_mpi.train.steps import make_evaluate
 
-    # as the trainer evaluates (aiperf_mpi.train.trainer: one trace for the full batches and the short last one)
-    evaluate = tf.function(lambda x: model(x, training=False), reduce_retracing=True,
-                           input_signature=[tf.TensorSpec([None, *model.input_shape[1:]], model.input.dtype)])
+    evaluate = make_evaluate(model)  # as the trainer evaluates: one trace for the full batches and the short last one
     hits = images = 0
     assert claim.batch_size is not None  # checked before
     for rank in range(claim.ranks):
