@@ -270,9 +270,10 @@ class Master:
         return len(self.tasks)
 
     @property
-    def busy(self) -> list[int]:
-        """Groups with a task in flight (a walk over them: for the end of the run, not per message)."""
-        return sorted(set(self.tasks.values()))
+    def tasks_in_flight(self) -> list[int]:
+        """The tasks still training, by task number (``run_stop``'s ``discarded_tasks``; not their groups: a
+        walk over them, for the end of the run, not per message)."""
+        return sorted(self.tasks)
 
     @property
     def done(self) -> bool:

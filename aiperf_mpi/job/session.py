@@ -295,7 +295,7 @@ def _run_master_locked(prepared: Prepared, config: RunConfig, transport: MasterT
     outcome = master_loop(master, transport, stop, config.progress_interval, urgent=urgent)
     busy = (time.process_time() - loop_began[0]) / max(1e-9, time.monotonic() - loop_began[1])
     reason = master.stopping or "done"
-    discarded = master.busy
+    discarded = master.tasks_in_flight
     stopped = log.write(runlog.RUN_STOP, sync=True, reason=reason, discarded_tasks=discarded,
                         segment=prepared.segment, groups_stopped_early=master.early_stops,
                         **({"groups_lost": master.lost_groups} if master.lost_groups else {}))  # fmt: skip

@@ -77,6 +77,21 @@ def test_failed_trials_are_recorded_and_the_run_goes_on(tmp_path) -> None:
     assert sum(1 for e in events if e["event"] == runlog.MODEL_DONE) >= 3
 
 
+def test_the_tasks_in_flight_are_named_by_task_not_by_group(tmp_path) -> None:
+    """``run_stop``'s ``discarded_tasks`` are task numbers: they were the groups' numbers until 2026-12-03, so a run
+    stopped by a signal mid-epoch failed verify's mllog row (a task's epoch_start "neither discarded" at the stop)."""
+    config = RunConfig(time_limit=1000, seed_model="tiny", run_dir=str(tmp_path))
+    master = Master(config, runlog.EventLog(tmp_path), MasterHistory(SearchConfig().view_bounds()), 3, tmp_path)
+    handed = {}
+    for group in (2, 0):  # group 2 asks first: task 0 goes to group 2, task 1 to group 0
+        [(_, work)] = master.handle(group, Ready(group, 1, "host"))
+        handed[group] = work.task_id
+    assert handed == {2: 0, 0: 1}
+    assert master.tasks_in_flight == [0, 1]
+    master.handle(2, Failed(0, 2, "host", "injected", ""))
+    assert master.tasks_in_flight == [1, 2]  # group 2 went on to task 2: the groups would be [0, 2]
+
+
 def test_max_models_ends_the_run(tmp_path) -> None:
     master = run_local(tmp_path, groups=2, time_limit=60, max_models=5).master
     assert len(master.history) == 5 and master.stopping == "max models"
