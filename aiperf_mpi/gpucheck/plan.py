@@ -8,11 +8,11 @@ where the project is built; the steps themselves are in
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from aiperf_mpi.results.precisions import PRECISIONS
+from aiperf_mpi.results.runlog import write_whole
 
 BUDGET_SECONDS = 480
 """the whole check, at most: 8 minutes on one node"""
@@ -181,7 +181,5 @@ def write_outputs(results: dict, out_dir: Path) -> tuple[Path, Path]:
     results = {**results, "verdict": verdict(results)}
     paths = out_dir / JSON_NAME, out_dir / MD_NAME
     for path, text in zip(paths, (json.dumps(results, indent=1) + "\n", markdown(results)), strict=True):
-        partial = path.with_name(path.name + ".partial")
-        partial.write_text(text)
-        os.replace(partial, path)
+        write_whole(path, text)
     return paths

@@ -303,7 +303,7 @@ def _run_master_locked(prepared: Prepared, config: RunConfig, transport: MasterT
     ending = [time.monotonic()]  # the end's phases (END_PHASES)
     score = score_run(run_dir)
     log.write(runlog.SCORE, sync=True, **{k: v for k, v in score.to_dict().items() if k != "grid"})
-    (run_dir / "score.json").write_text(json.dumps(score.to_dict(), indent=2))
+    runlog.write_whole(run_dir / "score.json", json.dumps(score.to_dict(), indent=2))
     log.close()
     mllog.close()
     print_score(score, run_dir)

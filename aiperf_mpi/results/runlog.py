@@ -296,6 +296,21 @@ class LogContents:
     """how long the skipped end was"""
 
 
+def write_whole(path: Path, text: str) -> None:
+    """Write ``path`` whole or not at all: a partial file beside it, fsync'd, then renamed over it.
+
+    A run killed while it writes (Slurm's SIGTERM at the job's time limit, then its SIGKILL) leaves the previous
+    file or the new one, never an empty or half one: a resumed run stopped by ``timeout`` left a 0-byte
+    ``score.json`` (2026-12-03), whose verify could only say "not readable".
+    """
+    partial = path.with_name(path.name + ".partial")
+    with open(partial, "w", encoding="utf-8") as out:
+        out.write(text)
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(partial, path)
+
+
 def log_path(path: Path) -> Path:
     """The event log of a run directory (or the file itself); FileNotFoundError if there is none."""
     path = Path(path)

@@ -239,3 +239,21 @@ def test_a_cut_mllog_line_is_set_aside_before_a_resumed_segment_appends(tmp_path
         handle.write(whole[last_start:].decode())
     lines = (tmp_path / MLLOG_FILE).read_text().splitlines()
     assert all(line.startswith(":::MLLOG ") and json.loads(line[len(":::MLLOG "):]) for line in lines)
+
+
+def test_a_file_written_whole_is_the_old_or_the_new_never_a_part(tmp_path, monkeypatch) -> None:
+    """score.json (and the GPU check's outputs) go through ``write_whole``: a death before its rename, here a
+    failing fsync, leaves the previous file as it was (``Path.write_text`` had truncated it first)."""
+    score = tmp_path / "score.json"
+    score.write_text('{"segment": 1}')
+
+    def dies(_: int) -> None:
+        raise OSError("killed")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(runlog.os, "fsync", dies)
+        with pytest.raises(OSError):
+            runlog.write_whole(score, '{"segment": 2}')
+    assert score.read_text() == '{"segment": 1}'
+    runlog.write_whole(score, '{"segment": 2}')
+    assert score.read_text() == '{"segment": 2}' and sorted(p.name for p in tmp_path.iterdir()) == ["score.json"]
