@@ -33,9 +33,15 @@ OUTER_TIMEOUT = 420
 START_CRASH_RELAUNCHES = 4
 
 
+def this_session() -> str:
+    """The marker's value of this test session's jobs: its pid (another session's jobs, on the same machine, are
+    not this one's to signal)."""
+    return str(os.getpid())
+
+
 def rank_pid(rank: int) -> int | None:
     """The pid of this job's process of world rank ``rank`` (from its environment; the test's own job only)."""
-    return job_rank_pids("AIPERF_FAULT_TEST").get(rank)
+    return job_rank_pids("AIPERF_FAULT_TEST", this_session()).get(rank)
 
 
 def events_of(run_dir: Path) -> list[dict]:
@@ -77,8 +83,9 @@ def _launch(run_dir: Path, time_limit: int, relays: int = 0) -> subprocess.Popen
             "--run-dir", str(run_dir)]  # fmt: skip
     command = mpirun_command(4 + relays, argv)
     command[1:1] = OPEN_MPI_LAUNCH.split()
+    env = mpi_env({"AIPERF_FAULT_TEST": this_session()})
     return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            text=True, env=mpi_env({"AIPERF_FAULT_TEST": "1"}), start_new_session=True)  # fmt: skip
+                            text=True, env=env, start_new_session=True)  # fmt: skip
 
 
 def signal_once_training(job: subprocess.Popen, run_dir: Path, rank: int, signum: int) -> tuple[float | None, str]:
