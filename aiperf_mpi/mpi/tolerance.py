@@ -39,7 +39,7 @@ and at once sends its first heartbeat, over the shared-memory transport, to a ne
 registered the receiving callback yet; that neighbour, still polling in ``MPI_Init``'s fence, calls a null
 callback and dies of signal 11 ("Failing at address: (nil)").  Measured with ``benchmarks/ft_start.py``
 (BENCHMARKS.md, "Fault-tolerant launches that start and end"): with the detector 5 of 10 launches of 32 ranks and
-2 of 3 of 128 failed; without it, and with :func:`aiperf_mpi.mpi.faults.leave_together`'s end, none of 20, 10
+2 of 3 of 128 failed; without it, and with :func:`aiperf_mpi.mpi.faults.leave_together`'s end, none of 20, 20
 and 3 at 4, 32 and 128 ranks.  What the detector gave is lost: a stopped rank (SIGSTOP) is no longer reported,
 and its group is lost by the master's deadline instead (measured: 114 s after the stop, 4 ranks).  Without the
 thread the detector starts after the last barrier of ``MPI_Init`` (no race), but
