@@ -17,10 +17,11 @@ from typing import TYPE_CHECKING
 from mpi4py import MPI
 
 from aiperf_mpi.cli import check_mode, parse_on_root, run_overrides
-from aiperf_mpi.mpi.faults import leave_without_finalize
+from aiperf_mpi.mpi.faults import leave_together
 from aiperf_mpi.mpi.guard import fault_tolerant, run_guarded
 from aiperf_mpi.mpi.launch import check_launch
 from aiperf_mpi.mpi.layout import build_layout
+from aiperf_mpi.mpi.tolerance import finalize_returns
 from aiperf_mpi.signals import StopFlag
 
 if TYPE_CHECKING:
@@ -150,8 +151,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     stop_flag = StopFlag().install()  # first: a signal during start-up must not kill the rank unscored
     comm = MPI.COMM_WORLD
     status = run_guarded(comm, lambda: rank_main(comm, argv, stop_flag))
-    if fault_tolerant():  # under ULFM, MPI_Finalize at exit would never return: every rank leaves together
-        leave_without_finalize(comm, status)
+    if fault_tolerant():  # under ULFM a barrier is no safe last meeting: every live rank agrees, then leaves
+        leave_together(comm, status, finalize_returns(os.environ))
     return status
 
 

@@ -28,7 +28,7 @@ BENCHMARKS = {
     "master": "The master against simulated groups",
     "report": "The run report on a 10,000-model, 500,000-epoch log",
     "verify": "The verifier on 1,000, 10,000 and 100,000 models: seconds per model, linearity, peak RSS",
-    "ft_start": "Fault-tolerant launches that fail to start, at 4, 32 and 128 ranks",
+    "ft_start": "Fault-tolerant launches that fail to start or to end, at 4, 32 and 128 ranks",
 }
 FILE = Path(__file__).resolve().parents[1] / "BENCHMARKS.md"
 HEADER = """# Benchmarks

@@ -53,34 +53,39 @@ LEAVE_TAG = 32_000
 apart from every message tag (:data:`aiperf_mpi.job.messages.TAGS`)"""
 
 
-def leave_without_finalize(comm: MPI.Comm, status: int) -> NoReturn:
-    """End this rank, fault tolerance on, without ``MPI_Finalize``: every rank meets once more, then leaves.
+def leave_together(comm: MPI.Comm, status: int, finalize: bool) -> NoReturn:
+    """End this rank, fault tolerance on: every live rank agrees that none failed, then all leave through
+    ``MPI_Finalize`` (``finalize``), or without it under the detector thread, whose ``MPI_Finalize`` never returns.
 
-    Under ULFM with the failure detector in its own thread (the launch
-    options of :data:`~aiperf_mpi.mpi.tolerance.OPEN_MPI_LAUNCH`), Open MPI
-    5.0.11's ``MPI_Finalize`` never returns, even when nothing failed
-    (measured: a 3-rank barrier-then-exit program hangs until killed; without
-    the thread it ends in 4 s).  Leaving with ``os._exit`` after a last barrier
-    ends such a job at once with exit status 0 and no message, because the
-    launcher runs with ``--enable-recovery`` (the same exit under a plain
-    launch is reported as an improper termination, so this is for tolerant
-    runs only).
+    The meeting is ULFM's agreement (``MPIX_Comm_agree``), not a barrier: its outcome is the same at every live
+    rank, a failure included.  A barrier is not uniform, and leaving by ``os._exit`` right after it hung a job
+    (issue 38; docs/cluster.md, "Known limits"): a rank that had left the barrier exited without
+    ``MPI_Finalize``, the launcher reported that as a failure, and a slower rank still completing the same
+    barrier got ``MPI_ERR_PROC_FAILED`` from it (ULFM, told a rank failed, revokes the communicator's
+    collectives locally: a pending one fails even when every message it needed had been sent).  ``MPI_Finalize``
+    (Open MPI 5.0.11 with the heartbeat detector off; measured in BENCHMARKS.md, "Fault-tolerant launches that
+    start and end") keeps every rank alive and answering until the last one reaches it, and the launcher takes
+    the ends as normal ones: nothing is reported failed.  Under the detector
+    thread (the older launch line) ``MPI_Finalize`` never returns, even when nothing failed (measured: a 3-rank
+    barrier-then-exit program hangs until killed), so then the rank leaves with ``os._exit`` after the
+    agreement, as before, with the race above.
 
-    When a rank was lost the barrier fails at once, and the job's end is rank
-    0's ``MPI_Abort`` (it also ends a stopped rank, which an exit would leave
-    the launcher waiting for): rank 0 aborts, and every other rank waits for
-    that here, so that none leaves while rank 0 still writes the report (a
-    survivor that left early had the launcher end the job mid-report: seen).
-    If rank 0 is gone too, the wait fails and this rank ends the job.
+    When a rank was lost the agreement fails at every live rank, and the job's end is rank 0's ``MPI_Abort``
+    (it also ends a stopped rank, which an exit would leave the launcher waiting for): rank 0 aborts, and every
+    other rank waits for that here, so that none leaves while rank 0 still writes the report (a survivor that
+    left early had the launcher end the job mid-report: seen).  If rank 0 is gone too, the wait fails and this
+    rank ends the job.
     """
     try:
-        comm.Barrier()
+        comm.Agree(1)
     except MPI.Exception:
         if comm.Get_rank() == 0:
             comm.Abort(status or EXIT_GROUPS_LOST)
         wait_for_the_masters_end(comm)
     sys.stdout.flush()
     sys.stderr.flush()
+    if finalize:
+        MPI.Finalize()
     os._exit(status)
 
 

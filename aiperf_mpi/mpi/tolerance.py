@@ -1,22 +1,24 @@
 """Whether this job can lose a group and go on: the MPI library's fault tolerance (ULFM), found at start.
 
 Open MPI 5 carries ULFM (User-Level Failure Mitigation): with the launch
-options of :data:`OPEN_MPI_LAUNCH`, a rank that dies or stops answering is
-reported to the others as ``MPI_ERR_PROC_FAILED``, and the launcher keeps the
-rest of the job alive.  Then the master takes the dead rank's group out of the
-run (``group_lost``) and the others train on; a rank that hangs without being
-reported is lost by the master's deadline (:mod:`aiperf_mpi.job.faults`).
+options of :data:`OPEN_MPI_LAUNCH`, a rank that dies is reported to the
+others as ``MPI_ERR_PROC_FAILED`` (the launcher tells them), and the launcher
+keeps the rest of the job alive.  Then the master takes the dead rank's group
+out of the run (``group_lost``) and the others train on; a rank that hangs
+without dying is lost by the master's deadline (:mod:`aiperf_mpi.job.faults`).
 
 Without it (MPICH, a direct ``srun`` without the settings, Open MPI launched
 without them) the job behaves as it always did: one dead rank ends the job
 through the abort guard.  Rank 0 says which in one line at start.
 
-Measured here (Open MPI 5.0.11, 4 ranks, one host, docs/cluster.md): a
+Measured here (Open MPI 5.0.11, 4 ranks, one host, docs/cluster.md): with
+ULFM's heartbeat detector (10 s timeout, the launch before issue 38) a
 training rank's ``os._exit`` or ``SIGSTOP`` reached rank 0's ``Iprobe`` as
-``MPI_ERR_PROC_FAILED`` 8.4–8.9 s later with a 10 s detector timeout; the
-dead rank's Horovod partner got an error from its all-reduce, not a hang;
-``MPI_Finalize`` after a failure hangs, ``MPI_Abort`` with a non-zero code
-ends every rank, a stopped one included (``MPI_Abort(0)`` does not).
+``MPI_ERR_PROC_FAILED`` 8.4–8.9 s later; without it the launcher reports a
+``kill -9`` within a second.  The dead rank's Horovod partner got an error
+from its all-reduce, not a hang; ``MPI_Finalize`` after a failure hangs,
+``MPI_Abort`` with a non-zero code ends every rank, a stopped one included
+(``MPI_Abort(0)`` does not).
 """
 
 from __future__ import annotations
@@ -24,19 +26,9 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-OPEN_MPI_LAUNCH = ("--with-ft ulfm --enable-recovery --mca mpi_ft_enable true --mca mpi_ft_detector true "
-                   "--mca mpi_ft_detector_thread true --mca mpi_ft_detector_timeout 10 "
-                   "--mca mpi_ft_detector_period 2 --prtemca state_base_error_non_zero_exit 0")  # fmt: skip
-"""the mpirun options that turn fault tolerance on (the detector in its own thread: a rank busy in TensorFlow
-misses heartbeats otherwise, and was declared dead by mistake with a 3 s timeout in the probe).
-
-The detector's start-up race (issue 38, below) makes these starts fail more often the more ranks;
-:data:`RELIABLE_START` is the measured alternative, not yet the default (docs/cluster.md, "Known limits").
-"""
-RELIABLE_START = OPEN_MPI_LAUNCH.replace(
-    "--mca mpi_ft_detector true --mca mpi_ft_detector_thread true --mca mpi_ft_detector_timeout 10 "
-    "--mca mpi_ft_detector_period 2", "--mca mpi_ft_detector false")
-"""fault tolerance without ULFM's heartbeat detector.
+OPEN_MPI_LAUNCH = ("--with-ft ulfm --enable-recovery --mca mpi_ft_enable true --mca mpi_ft_detector false "
+                   "--prtemca state_base_error_non_zero_exit 0")  # fmt: skip
+"""the mpirun options that turn fault tolerance on, without ULFM's heartbeat detector.
 
 ``mpi_ft_detector false``: a dead rank (or a lost node, whose launcher daemon goes with it) is reported to every
 other rank by the launcher (PRRTE), without ULFM's heartbeat detector (measured: rank 0's ``Iprobe`` raised
@@ -45,8 +37,12 @@ master's deadline (:mod:`aiperf_mpi.job.faults`).  The detector itself made star
 ranks (issue 38; docs/cluster.md, "Known limits"): in Open MPI 5.0.x its thread starts inside ``MPI_Init``
 and at once sends its first heartbeat, over the shared-memory transport, to a neighbour that may not have
 registered the receiving callback yet; that neighbour, still polling in ``MPI_Init``'s fence, calls a null
-callback and dies of signal 11 ("Failing at address: (nil)").  Measured with ``benchmarks/ft_start.py``:
-BENCHMARKS.md.  Without the thread the detector starts after the last barrier of ``MPI_Init`` (no race), but
+callback and dies of signal 11 ("Failing at address: (nil)").  Measured with ``benchmarks/ft_start.py``
+(BENCHMARKS.md, "Fault-tolerant launches that start and end"): with the detector 5 of 10 launches of 32 ranks and
+2 of 3 of 128 failed; without it, and with :func:`aiperf_mpi.mpi.faults.leave_together`'s end, none of 20, 20
+and 3 at 4, 32 and 128 ranks.  What the detector gave is lost: a stopped rank (SIGSTOP) is no longer reported,
+and its group is lost by the master's deadline instead (measured: 114 s after the stop, 4 ranks).  Without the
+thread the detector starts after the last barrier of ``MPI_Init`` (no race), but
 then a rank beats only while it calls MPI, and rank 0 writing the report (a minute at 128 ranks) would be
 declared dead by the ranks waiting for it.
 
@@ -75,6 +71,19 @@ def fault_tolerance(environ: Mapping[str, str], library: str) -> tuple[bool, str
     if detector:  # an older launch line: it works, but its starts fail more often the more ranks
         return True, "Open MPI ULFM, heartbeat detector on (--mca mpi_ft_detector false starts reliably)"
     return True, "Open MPI ULFM, failures reported by the launcher"
+
+
+def finalize_returns(environ: Mapping[str, str]) -> bool:
+    """Whether ``MPI_Finalize`` returns in a fault-tolerant job: not under ULFM's detector thread.
+
+    Open MPI 5.0.11's ``MPI_Finalize`` never returns with ``mpi_ft_detector_thread`` on, even when nothing
+    failed (a 3-rank barrier-then-exit program hangs until killed); with the detector off it returned at every
+    launch measured (BENCHMARKS.md, "Fault-tolerant launches").  Read from the ``OMPI_MCA_*`` variables, as
+    :func:`fault_tolerance` is.
+    """
+    detector = environ.get("OMPI_MCA_mpi_ft_detector", "").strip().lower() in TRUE
+    thread = environ.get("OMPI_MCA_mpi_ft_detector_thread", "").strip().lower() in TRUE
+    return not (detector and thread)
 
 
 def job_fault_tolerance() -> tuple[bool, str]:

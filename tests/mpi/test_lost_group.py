@@ -33,9 +33,15 @@ OUTER_TIMEOUT = 420
 START_CRASH_RELAUNCHES = 4
 
 
+def this_session() -> str:
+    """The marker's value of this test session's jobs: its pid (another session's jobs, on the same machine, are
+    not this one's to signal)."""
+    return str(os.getpid())
+
+
 def rank_pid(rank: int) -> int | None:
     """The pid of this job's process of world rank ``rank`` (from its environment; the test's own job only)."""
-    return job_rank_pids("AIPERF_FAULT_TEST").get(rank)
+    return job_rank_pids("AIPERF_FAULT_TEST", this_session()).get(rank)
 
 
 def events_of(run_dir: Path) -> list[dict]:
@@ -77,8 +83,9 @@ def _launch(run_dir: Path, time_limit: int, relays: int = 0) -> subprocess.Popen
             "--run-dir", str(run_dir)]  # fmt: skip
     command = mpirun_command(4 + relays, argv)
     command[1:1] = OPEN_MPI_LAUNCH.split()
+    env = mpi_env({"AIPERF_FAULT_TEST": this_session()})
     return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            text=True, env=mpi_env({"AIPERF_FAULT_TEST": "1"}), start_new_session=True)  # fmt: skip
+                            text=True, env=env, start_new_session=True)  # fmt: skip
 
 
 def signal_once_training(job: subprocess.Popen, run_dir: Path, rank: int, signum: int) -> tuple[float | None, str]:
@@ -105,7 +112,8 @@ def signal_once_training(job: subprocess.Popen, run_dir: Path, rank: int, signum
 
 
 @pytest.mark.skipif(mpi_vendor() != "openmpi", reason="fault tolerance needs Open MPI's ULFM")
-# SIGSTOP waits out the detector's timeout (≈ 80 s a run): in make test-long, which CI runs too
+# SIGSTOP waits out the master's deadline (3 × the group's longest epoch + 60 s): in make test-long, which CI
+# runs too
 @pytest.mark.parametrize(("signum", "relays"),
                          [(signal.SIGKILL, 1), pytest.param(signal.SIGSTOP, 0, marks=pytest.mark.long)],
                          ids=["kill-9 with a relay", "sigstop"])  # fmt: skip
@@ -123,14 +131,20 @@ def test_a_training_rank_killed_or_stopped_mid_run_costs_its_group_not_the_run(t
     assert "MPI_ABORT was invoked on rank 0" in output and f"Errorcode: {EXIT_GROUPS_LOST}" in output, output
     events = events_of(run_dir)
     [lost] = [e for e in events if e["event"] == runlog.GROUP_LOST]
-    assert lost["group"] == 0 and 2 + relays in lost["ranks"], lost
     assert f"{relays} relay rank(s) take" in output if relays else "relay" not in output
-    print(f"group_lost logged {lost[runlog.TIME] - killed_at:.1f} s after the signal")
-    assert lost[runlog.TIME] - killed_at < 30, lost  # the master knew within seconds (the detector: 10 s)
+    print(f"group_lost logged {lost[runlog.TIME] - killed_at:.1f} s after the signal: {lost['reason']}")
+    if signum == signal.SIGKILL:  # the launcher reports the death (no heartbeat detector: OPEN_MPI_LAUNCH)
+        assert lost["group"] == 0 and 2 + relays in lost["ranks"], lost
+        assert lost[runlog.TIME] - killed_at < 30, lost  # the master knew within seconds
+    else:  # a stopped rank is not dead: nothing reports it, and the master's deadline loses its group
+        assert lost["group"] == 0 and "past its deadline" in lost["reason"], lost
     assert [e["reason"] for e in events if e["event"] == runlog.RUN_STOP] == ["time limit"]
     assert sum(e["event"] == runlog.SCORE for e in events) == 1 and (run_dir / "score.json").exists()
-    after = [e for e in events if e["event"] == runlog.EPOCH and e[runlog.TIME] > lost[runlog.TIME]]
-    assert after and {e["group"] for e in after} == {1}, output  # the other group trained on
+    # the other group trained on: after the loss, or for a stopped rank after the signal (its group's deadline,
+    # 3 × its longest epoch + 60 s, may pass only in the drain after the time limit: measured 113 s)
+    since = lost[runlog.TIME] if signum == signal.SIGKILL else killed_at
+    after = [e for e in events if e["event"] == runlog.EPOCH and e[runlog.TIME] > since]
+    assert after and {e["group"] for e in after} == {1}, output
     from analysis.verify import verify
 
     result = verify(run_dir)
@@ -140,7 +154,7 @@ def test_a_training_rank_killed_or_stopped_mid_run_costs_its_group_not_the_run(t
 
 @pytest.mark.skipif(mpi_vendor() != "openmpi", reason="fault tolerance needs Open MPI's ULFM")
 def test_a_run_with_fault_tolerance_on_and_nothing_lost_ends_by_itself(tmp_path) -> None:
-    """MPI_Finalize never returns under ULFM's detector thread: every rank leaves together without it, status 0."""
+    """Every rank agrees that nothing failed and leaves through MPI_Finalize (no detector thread): status 0."""
     run_dir = tmp_path / "run"
     job = launch(run_dir, 20)
     try:
@@ -161,4 +175,4 @@ def test_rank_0s_death_still_ends_the_job_within_seconds(tmp_path) -> None:
     assert killed_at is not None and job.returncode != 0, output
     ended = time.time() - killed_at
     print(f"the job ended {ended:.1f} s after rank 0's kill -9")
-    assert ended < 60, output  # the detector (10 s), then the training ranks that learn of it abort the job
+    assert ended < 60, output  # the launcher reports it, then the training ranks that learn of it abort the job

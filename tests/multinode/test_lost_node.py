@@ -9,7 +9,7 @@ the bridge.  Once both groups have logged an epoch, node2's ranks are killed
 or stopped; the run must log ``group_lost`` for group 1, train on with group 0
 to its time limit, write one score and pass verify.  One undisturbed run of
 the same shape (module-scoped) is the reference for the score lost, and shows
-that the failure detector raises no false alarm across the hosts.
+that nothing is reported lost across the hosts by mistake.
 
 Each case prints one ``lost-node:`` line with its costs (run with ``-s`` to
 see them; BENCHMARKS.md, "A lost rank under ULFM", records them).
@@ -37,7 +37,9 @@ from tests.support.mpirun import mpi_vendor
 pytestmark = [pytest.mark.multinode, pytest.mark.mpi, pytest.mark.slow, pytest.mark.tf, pytest.mark.horovod,
               pytest.mark.skipif(mpi_vendor() != "openmpi", reason="ULFM is Open MPI's")]  # fmt: skip
 TIME_LIMIT = 90
-"""seconds of the run: both groups' first epochs (about 30 s under load), the detector (10 s), then training on"""
+"""seconds of the run: both groups' first epochs (about 30 s under load), the loss, then training on (a stopped
+rank's group is lost by the master's deadline, 3 × its longest epoch + 60 s: possibly in the drain after the time
+limit)"""
 OUTER_TIMEOUT = 420
 """the most one job may take, start to end, before the test kills it and fails"""
 ARGS = ["-m", "aiperf_mpi", "--seed-model", "tiny", "--max-epochs", "2", "--score-step", "10",
@@ -120,7 +122,7 @@ def undisturbed(multihost, tmp_path_factory) -> Iterator[Finished]:
 
 
 def test_an_undisturbed_run_across_hosts_with_fault_tolerance_loses_no_group(undisturbed) -> None:
-    """No false alarm of the failure detector over TCP between the hosts: nothing lost, a clean end, verify ok."""
+    """No false alarm over TCP between the hosts: nothing lost, a clean end, verify ok."""
     run = undisturbed
     assert "fault tolerance on" in run.output, run.output[-4000:]
     assert not run.of(runlog.GROUP_LOST), run.of(runlog.GROUP_LOST)
@@ -135,8 +137,8 @@ def test_an_undisturbed_run_across_hosts_with_fault_tolerance_loses_no_group(und
 
 
 def test_an_undisturbed_run_with_fault_tolerance_ends_by_itself(undisturbed) -> None:
-    """A run that lost nothing ends with status 0, as it does without fault tolerance (every rank leaves after a
-    last barrier without MPI_Finalize, which never returns under ULFM's detector thread: aiperf_mpi.mpi.faults)."""
+    """A run that lost nothing ends with status 0, as it does without fault tolerance (every rank agrees that none
+    failed, then leaves through MPI_Finalize: aiperf_mpi.mpi.faults.leave_together)."""
     assert not undisturbed.hung_in_finalize, "every rank still in MPI_Finalize 30 s after rank 0's last line"
     assert undisturbed.returncode == 0 and not undisturbed.leftovers, undisturbed.output[-4000:]
 
@@ -180,9 +182,12 @@ def test_a_failure_on_node2_costs_its_group_and_the_run_goes_on(multihost, tmp_p
 
     [lost] = run.of(runlog.GROUP_LOST)
     assert lost["group"] == LOST and lost["host"] == "node2", lost
-    assert lost["ranks"] and set(lost["ranks"]) <= set(run.victims), (lost, run.victims)
     detected = lost[runlog.TIME] - run.signalled
-    assert detected < 30, lost  # the detector's timeout is 10 s
+    if signum == signal.SIGKILL:  # the launcher reports the death (OPEN_MPI_LAUNCH has no heartbeat detector)
+        assert lost["ranks"] and set(lost["ranks"]) <= set(run.victims), (lost, run.victims)
+        assert detected < 30, lost
+    else:  # a stopped rank is not dead: nothing reports it, and the master's deadline loses its group
+        assert "past its deadline" in lost["reason"], lost
     assert [e["reason"] for e in run.of(runlog.RUN_STOP)] == ["time limit"]
     assert len(run.of(runlog.SCORE)) == 1 and (run.run_dir / "score.json").exists()
     assert (run.run_dir / "report" / "report.md").is_file()

@@ -42,8 +42,8 @@ JOBSCRIPTS = Path(__file__).resolve().parents[2] / "jobscripts"
 FAST = ("--seed-model tiny --max-epochs 1 --score-step 10 --progress-interval 5 --monitor-interval 5 --peak-seconds 1 "
         "--no-xla")  # fmt: skip
 FT_TIME_LIMIT = 90
-"""seconds of the fault-tolerant run: the groups' first epochs (about 30 s under load), the detector (10 s), then
-training on"""
+"""seconds of the fault-tolerant run: the groups' first epochs (about 30 s under load), the loss (the launcher's
+report: within a second), then training on"""
 FT_ARGS = ("--seed-model tiny --max-epochs 2 --score-step 10 --progress-interval 10 --monitor-interval 5 "
            "--peak-seconds 1 --no-xla")  # fmt: skip
 FT_OUTER_TIMEOUT = 420
@@ -213,7 +213,7 @@ def test_a_rank_killed_on_node2_under_slurm_costs_its_group_and_the_run_goes_on(
     [lost] = of(runlog.GROUP_LOST)
     assert lost["group"] == lost_group and lost["host"] == "node2" and lost["ranks"] == [victim], lost
     detected = lost[runlog.TIME] - signalled
-    assert detected < 30, lost  # the detector's timeout is 10 s
+    assert detected < 30, lost  # the launcher reports the death (0.2 s measured)
     assert [e["reason"] for e in of(runlog.RUN_STOP)] == ["time limit"]
     assert len(of(runlog.SCORE)) == 1 and (run_dir / "score.json").exists()
     assert (run_dir / "report" / "report.md").is_file()

@@ -17,9 +17,11 @@ START_CRASH = "Signal: Segmentation fault (11)"
 before the benchmark logged anything: docs/cluster.md, "Known limits"); a test launches such a job again"""
 
 
-def job_rank_pids(marker: str) -> dict[int, int]:
-    """World rank → pid of the benchmark's processes whose environment holds ``marker=1`` (the test's own job
-    only: the marker is the test's), read from /proc once."""
+def job_rank_pids(marker: str, value: str = "1") -> dict[int, int]:
+    """World rank → pid of the benchmark's processes whose environment holds ``marker=value``, read from /proc once.
+
+    The test's own job only when ``value`` is its own: two sessions that run the same test at once on one machine
+    share the marker's name (seen: one session's kill of rank 0 ended the other's job at its start)."""
     pids: dict[int, int] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -29,7 +31,7 @@ def job_rank_pids(marker: str) -> dict[int, int]:
             command = (entry / "cmdline").read_bytes()
         except OSError:
             continue
-        if b"aiperf_mpi" not in command or f"{marker}=1".encode() not in environ:
+        if b"aiperf_mpi" not in command or f"{marker}={value}".encode() not in environ:
             continue
         rank = [v.split(b"=", 1)[1] for v in environ if v.startswith(b"OMPI_COMM_WORLD_RANK=")]
         if rank and rank[0].isdigit():

@@ -18,7 +18,7 @@ from aiperf_mpi.graph.seeds import tiny_resnet
 from aiperf_mpi.job.faults import HangPolicy
 from aiperf_mpi.job.master import ALL_LOST, Master
 from aiperf_mpi.job.messages import EpochDone, EpochStarted, GroupLost, MonitorSample, Proposed, Ready, Stop
-from aiperf_mpi.mpi.tolerance import OPEN_MPI_LAUNCH, fault_tolerance, start_line
+from aiperf_mpi.mpi.tolerance import OPEN_MPI_LAUNCH, fault_tolerance, finalize_returns, start_line
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.score import score_run
 from aiperf_mpi.search.bayesian import SearchConfig
@@ -202,7 +202,7 @@ def test_verify_accepts_a_lost_groups_open_task_and_refuses_work_logged_after_th
 
 
 def test_fault_tolerance_is_on_only_with_open_mpis_ulfm() -> None:
-    """With or without ULFM's heartbeat detector (RELIABLE_START turns it off: its start-up race, issue 38)."""
+    """With or without ULFM's heartbeat detector (OPEN_MPI_LAUNCH turns it off: its start-up race, issue 38)."""
     open_mpi = "Open MPI v5.0.11, package: Open MPI user@localhost Distribution, ident: 5.0.11"
     on = {"OMPI_MCA_mpi_ft_enable": "true", "OMPI_MCA_mpi_ft_detector": "false"}
     assert fault_tolerance(on, open_mpi) == (True, "Open MPI ULFM, failures reported by the launcher")
@@ -213,8 +213,18 @@ def test_fault_tolerance_is_on_only_with_open_mpis_ulfm() -> None:
     assert not off and "not Open MPI" in why
     assert start_line(False, why).startswith("aiperf_mpi: fault tolerance off (MPICH")
     assert "group_lost" in start_line(True, "x") and "\n" not in start_line(True, "x")
-    for option in ("--with-ft ulfm", "--enable-recovery", "mpi_ft_enable true", "mpi_ft_detector true"):
+    for option in ("--with-ft ulfm", "--enable-recovery", "mpi_ft_enable true", "mpi_ft_detector false"):
         assert option in OPEN_MPI_LAUNCH
+
+
+def test_a_tolerant_rank_leaves_through_mpi_finalize_unless_the_detector_thread_runs() -> None:
+    """Under the detector thread Open MPI 5.0.11's MPI_Finalize never returns; without it, it is the clean end."""
+    words = OPEN_MPI_LAUNCH.split()  # --mca NAME VALUE reaches every rank as OMPI_MCA_NAME=VALUE
+    launched = {f"OMPI_MCA_{words[at + 1]}": words[at + 2] for at, word in enumerate(words) if word == "--mca"}
+    assert launched["OMPI_MCA_mpi_ft_detector"] == "false" and finalize_returns(launched)
+    older = {**launched, "OMPI_MCA_mpi_ft_detector": "true", "OMPI_MCA_mpi_ft_detector_thread": "true"}
+    assert not finalize_returns(older)
+    assert finalize_returns({**older, "OMPI_MCA_mpi_ft_detector_thread": "false"})
 
 
 def test_make_run_and_the_templates_turn_on_the_same_settings() -> None:
