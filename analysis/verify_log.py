@@ -410,6 +410,9 @@ class Record:
 
     def _end(self, task: int, event: dict, name: str) -> _Task | None:
         state = self.tasks.pop(task, None)
+        if state is None and name == "model_failed" and task not in self.finished:
+            self.finished.add(task)  # its search found no child: a task handed out, failed before any proposal
+            return None
         if state is None:
             self.epochs_check.problems.append(f"task {task}: {name} " + ("after its end" if task in self.finished
                                                                           else "without a model_proposed"))  # fmt: skip

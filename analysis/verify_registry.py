@@ -44,7 +44,7 @@ from analysis.verify_rules import EvidenceRules
 from analysis.verify_search import SearchRules
 from analysis.weights_check import KeptWeights
 
-VERIFY_RULES_VERSION = "2026.12-3"
+VERIFY_RULES_VERSION = "2026.12-4"
 """the version of :data:`FAMILIES`: what verify checks, and how (a new one for any change of a row's rule)"""
 ANY = "*"
 """a family that reads every event (its ``each`` method)"""
@@ -90,7 +90,8 @@ FAMILIES = (
             "nothing but the `score` follows a `run_stop`; the last segment is closed and scored"),
         Row("epochs in segments",
             "every epoch follows its task's `model_proposed` in the same segment and group, is numbered 1, 2, … "
-            "within its task, and none comes after the task's `model_done`/`model_failed`"),
+            "within its task, and none comes after the task's `model_done`/`model_failed`; a task ends once, and "
+            "only a `model_failed` may end a task never proposed (its search found no child)"),
         Row("graph files",
             "each model's graph is where its `model_proposed` says, inside the run directory: a whole line of its"
             " segment's appended file (`graph_file` `graphs/segment-N.jsonl`, `graph_offset`, `graph_bytes`; a "

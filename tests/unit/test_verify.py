@@ -20,6 +20,7 @@ from analysis import bundle, checks, verify
 from tests.support.verify_runs import (
     consistent_run,
     find,
+    forge,
     full_pass,
     read_log,
     rewrite_log,
@@ -505,3 +506,19 @@ def test_a_weights_file_that_is_not_the_logged_one_fails_its_row(run, case: str)
         return
     assert row.verdict == "MISMATCH" and expected in row.problems[0], row.problems
     assert row.problems[0].endswith("(rule: a kept weights file is the logged one, of its graph's shapes)")
+
+
+def test_a_task_whose_search_found_no_child_fails_without_a_proposal_and_verifies(run, capsys) -> None:
+    """The leader's search can find no child the master has not seen (aiperf_mpi.job.leader.propose): the task is
+    logged ``model_failed`` and never ``model_proposed``.  The 128-rank rehearsal's log had one, which verify named
+    "without a model_proposed"; it is the package's own log, and a failure adds no operation to the score."""
+
+    def no_child(events: list[dict]) -> None:
+        done = events.index(find(events, runlog.MODEL_DONE, task=1))  # group 0 idle since its model ended
+        events.insert(done + 1, {"event": runlog.MODEL_FAILED, "time": 1091.5, "task": 2, "group": 0, "model": 2,
+                                 "rank": 1, "host": "h0", "traceback": "",
+                                 "reason": "the search found no child: RuntimeError: no new architecture found",
+                                 "graph_hash": None})  # fmt: skip
+
+    forge(run, no_child)
+    assert verify.main([str(run)]) == 0, capsys.readouterr().out
