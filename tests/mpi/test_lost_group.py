@@ -14,7 +14,6 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -25,7 +24,7 @@ from aiperf_mpi.errors import EXIT_GROUPS_LOST
 from aiperf_mpi.mpi.tolerance import OPEN_MPI_LAUNCH
 from aiperf_mpi.results import runlog
 from tests.support.lost_groups import START_CRASH, job_rank_pids, only_rates_of_freed_cores
-from tests.support.mpirun import mpi_env, mpi_vendor, mpirun_command
+from tests.support.mpirun import BackgroundJob, mpi_vendor, mpirun_command, start_in_background
 
 pytestmark = [pytest.mark.slow, pytest.mark.horovod, pytest.mark.tf]
 TIME_LIMIT = 50
@@ -51,9 +50,10 @@ def events_of(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.endswith("}")]
 
 
-def launch(run_dir: Path, time_limit: int, relays: int = 0) -> subprocess.Popen:
+def launch(run_dir: Path, time_limit: int, relays: int = 0) -> BackgroundJob:
     """The benchmark under ``mpirun -n 4`` with the fault-tolerance options, started: groups [1, 2] and [3]
-    (with ``relays``, that many more ranks first, after rank 0: ``--relays``).
+    (with ``relays``, that many more ranks first, after rank 0: ``--relays``).  Its output goes to a file beside
+    ``run_dir``: nothing reads a pipe while the test watches the log, and a full pipe stops mpirun.
 
     Open MPI 5.0.11 with ULFM on sometimes crashes a rank with signal 11 while the job starts, before rank 0
     logged anything (2 in 12 launches of a 4-rank barrier program here, and across hosts: in ``ompi_mpi_init``,
@@ -66,48 +66,43 @@ def launch(run_dir: Path, time_limit: int, relays: int = 0) -> subprocess.Popen:
         shutil.rmtree(run_dir, ignore_errors=True)
         job = _launch(run_dir, time_limit, relays)
         deadline = time.monotonic() + OUTER_TIMEOUT
-        while job.poll() is None and not events_of(run_dir) and time.monotonic() < deadline:
+        while job.process.poll() is None and not events_of(run_dir) and time.monotonic() < deadline:
             time.sleep(0.2)
-        if job.poll() is None or events_of(run_dir):
+        if job.process.poll() is None or events_of(run_dir):
             return job
-        output = job.communicate()[0]
+        output = job.output()
         assert START_CRASH in output, output  # anything else is the benchmark's failure to start
         print(f"launch {attempt + 1}: a rank crashed with signal 11 before the run started; launching again")
     pytest.fail(f"every one of {1 + START_CRASH_RELAUNCHES} launches crashed before the run started\n{output}")
 
 
-def _launch(run_dir: Path, time_limit: int, relays: int = 0) -> subprocess.Popen:
+def _launch(run_dir: Path, time_limit: int, relays: int = 0) -> BackgroundJob:
     argv = [sys.executable, "-m", "aiperf_mpi", "--seed-model", "tiny", "--max-epochs", "2", "--score-step", "10",
             "--progress-interval", "10", "--monitor-interval", "0", "--peak-seconds", "1", "--group-size", "2",
             "--time-limit", str(time_limit), "--no-report", "--relays", str(relays),
             "--run-dir", str(run_dir)]  # fmt: skip
     command = mpirun_command(4 + relays, argv)
     command[1:1] = OPEN_MPI_LAUNCH.split()
-    env = mpi_env({"AIPERF_FAULT_TEST": this_session()})
-    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            text=True, env=env, start_new_session=True)  # fmt: skip
+    return start_in_background(command, run_dir.with_name(f"{run_dir.name}-mpirun.out"),
+                               {"AIPERF_FAULT_TEST": this_session()})
 
 
-def signal_once_training(job: subprocess.Popen, run_dir: Path, rank: int, signum: int) -> tuple[float | None, str]:
+def signal_once_training(job: BackgroundJob, run_dir: Path, rank: int, signum: int) -> tuple[float | None, str]:
     """Once group 0 has logged an epoch, send ``signum`` to world rank ``rank``; then wait for the job to end.
 
     Returns the time of the signal (None: never sent) and everything the job printed.
     """
     signalled = None
     deadline = time.monotonic() + OUTER_TIMEOUT
-    try:
-        while signalled is None and time.monotonic() < deadline and job.poll() is None:
-            if any(e["event"] == runlog.EPOCH and e["group"] == 0 for e in events_of(run_dir)):
-                pid = rank_pid(rank)
-                assert pid is not None, f"rank {rank} not found"
-                os.kill(pid, signum)
-                signalled = time.time()
-            time.sleep(0.5)
-        output, _ = job.communicate(timeout=max(1.0, deadline - time.monotonic()))
-    except subprocess.TimeoutExpired:
-        os.killpg(job.pid, signal.SIGKILL)
-        output, _ = job.communicate()
-        pytest.fail(f"the job outlived {OUTER_TIMEOUT} s after rank {rank} got signal {signum}\n{output}")
+    while signalled is None and time.monotonic() < deadline and job.process.poll() is None:
+        if any(e["event"] == runlog.EPOCH and e["group"] == 0 for e in events_of(run_dir)):
+            pid = rank_pid(rank)
+            assert pid is not None, f"rank {rank} not found"
+            os.kill(pid, signum)
+            signalled = time.time()
+        time.sleep(0.5)
+    output = job.finish(max(1.0, deadline - time.monotonic()),
+                        f"the job outlived {OUTER_TIMEOUT} s after rank {rank} got signal {signum}")  # fmt: skip
     return signalled, output
 
 
@@ -127,7 +122,7 @@ def test_a_training_rank_killed_or_stopped_mid_run_costs_its_group_not_the_run(t
     assert "fault tolerance on" in output
     # rank 0 ends the job with MPI_Abort(EXIT_GROUPS_LOST) once the score is written; mpirun reports the first
     # non-zero status it saw, which may be the dead rank's or its group partner's (seen: 1)
-    assert job.returncode != 0 and "the score above is final" in output, output
+    assert job.process.returncode != 0 and "the score above is final" in output, output
     assert "MPI_ABORT was invoked on rank 0" in output and f"Errorcode: {EXIT_GROUPS_LOST}" in output, output
     events = events_of(run_dir)
     [lost] = [e for e in events if e["event"] == runlog.GROUP_LOST]
@@ -157,12 +152,8 @@ def test_a_run_with_fault_tolerance_on_and_nothing_lost_ends_by_itself(tmp_path)
     """Every rank agrees that nothing failed and leaves through MPI_Finalize (no detector thread): status 0."""
     run_dir = tmp_path / "run"
     job = launch(run_dir, 20)
-    try:
-        output, _ = job.communicate(timeout=240)
-    except subprocess.TimeoutExpired:
-        os.killpg(job.pid, signal.SIGKILL)
-        pytest.fail(f"a run with nothing lost did not end by itself\n{job.communicate()[0]}")
-    assert job.returncode == 0 and "fault tolerance on" in output, output
+    output = job.finish(240, "a run with nothing lost did not end by itself")
+    assert job.process.returncode == 0 and "fault tolerance on" in output, output
     assert "aiperf_mpi: score" in output and "exiting improperly" not in output, output
     assert not any(e["event"] == runlog.GROUP_LOST for e in events_of(run_dir))
 
@@ -172,7 +163,7 @@ def test_rank_0s_death_still_ends_the_job_within_seconds(tmp_path) -> None:
     run_dir = tmp_path / "run"
     job = launch(run_dir, 300)
     killed_at, output = signal_once_training(job, run_dir, 0, signal.SIGKILL)
-    assert killed_at is not None and job.returncode != 0, output
+    assert killed_at is not None and job.process.returncode != 0, output
     ended = time.time() - killed_at
     print(f"the job ended {ended:.1f} s after rank 0's kill -9")
     assert ended < 60, output  # the launcher reports it, then the training ranks that learn of it abort the job

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import statistics
 import time
@@ -105,8 +106,6 @@ def test_a_rehearsal_through_srun_spans_both_nodes_and_verifies_as_one(slurm2, t
     rehearses an epoch, and the run ends at its time limit with one score that says it is a rehearsal, its report,
     and a verify that passes as the rehearsal it is.
     """
-    from analysis.verify import verify
-
     run_dir = tmp_path / "run"
     job = slurm2.submit(
         JOBSCRIPTS / "scale-out.sbatch",
@@ -115,11 +114,17 @@ def test_a_rehearsal_through_srun_spans_both_nodes_and_verifies_as_one(slurm2, t
              "AIPERF_ARGS": REHEARSAL_ARGS},
         output=tmp_path / "job.out",
     )  # fmt: skip
-    end = slurm2.wait(job, timeout=300)
+    assert_a_rehearsal_on_both_nodes(slurm2.wait(job, timeout=300), run_dir, tasks=8)
+
+
+def assert_a_rehearsal_on_both_nodes(end: JobEnd, run_dir: Path, tasks: int) -> None:
+    """The job ended well, every group on both nodes rehearsed, and the run scored and verifies as a rehearsal."""
+    from analysis.verify import verify
+
     assert end.state == "COMPLETED" and end.exit_code == 0, end.output[-4000:]
-    assert f"aiperf_mpi job {job}: 8 tasks on 2 node(s)" in end.output, end.output[-4000:]
+    assert f"aiperf_mpi job {end.job_id}: {tasks} tasks on 2 node(s)" in end.output, end.output[-4000:]
     assert "training a rehearsal (stand-in arithmetic)" in end.output, end.output[-4000:]
-    assert "start-up on the slowest rank of 8" in end.output, end.output[-4000:]
+    assert f"start-up on the slowest rank of {tasks}" in end.output, end.output[-4000:]
     events = runlog.read_events(run_dir).events
     [layout] = [e for e in events if e[runlog.EVENT] == runlog.LAYOUT]
     assert layout["node_count"] == 2 and {g["host"] for g in layout["groups"]} == {"node1", "node2"}
@@ -130,6 +135,87 @@ def test_a_rehearsal_through_srun_spans_both_nodes_and_verifies_as_one(slurm2, t
     assert (run_dir / "report" / "report.md").is_file()
     result = verify(run_dir)
     assert result.ok and "rehearsal" in result.text(), result.text()
+
+
+VENV_COPY = re.compile(r"aiperf_mpi: the venv \((\d+) MB\) copied to (\S+) on 2 node\(s\) in ([\d.]+) s: .*")
+"""the template's line once the venv is on every node"""
+VENV_COPY_TIMEOUT = 600
+"""seconds from submission until every rank runs: the copy of this 1.9 GB venv took 157 s at load ≈ 30"""
+
+
+def mapped_mpi4py(pid: int) -> tuple[Path, int, int] | None:
+    """The file of mpi4py's MPI extension that process ``pid`` has mapped: (path, device, inode); None: not yet."""
+    try:
+        lines = Path(f"/proc/{pid}/maps").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        fields = line.split(maxsplit=5)
+        if len(fields) == 6 and "/mpi4py/MPI." in fields[5] and fields[5].endswith(".so"):
+            major, minor = (int(part, 16) for part in fields[3].split(":"))
+            return Path(fields[5]), os.makedev(major, minor), int(fields[4])
+    return None
+
+
+def ranks_of(slurm2: HostsSlurm, job: str) -> dict[int, int]:
+    """``{SLURM_PROCID: PID}`` of the job's ``python -m aiperf_mpi`` processes running now."""
+    found = {}
+    for pid in slurm2.hosts.job_pids():
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            environ = dict(e.split(b"=", 1) for e in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0") if e)
+        except (OSError, ValueError):
+            continue
+        if argv[1:3] == [b"-m", b"aiperf_mpi"] and environ.get(b"SLURM_JOB_ID") == job.encode():
+            found[int(environ[b"SLURM_PROCID"])] = pid
+    return found
+
+
+@pytest.mark.timeout(VENV_COPY_TIMEOUT + 300 + 120)
+def test_ranks_run_from_the_venv_the_template_copies_to_each_node(slurm2, tmp_path) -> None:
+    """``AIPERF_VENV_LOCAL`` as a site sets it (issue 38): the scale-out template copies the venv once per node.
+
+    The ranks of a ``--rehearse`` run on both nodes must import from their own node's copy: each rank's mapped
+    mpi4py extension is a file of that copy (same inode), one copy for all the ranks of a node, and the run ends
+    as any rehearsal does.  The template unpacked the copy once per node and left no archive behind.
+    """
+    venvs = slurm2.hosts.node_local_disk("venvs")
+    run_dir = tmp_path / "run"
+    tasks = 4
+    job = slurm2.submit(
+        JOBSCRIPTS / "scale-out.sbatch",
+        ["--nodes=2", f"--ntasks-per-node={tasks // 2}", "--cpus-per-task=1", "--time=10"],
+        env={"AIPERF_RUN_DIR": str(run_dir), "AIPERF_TIME_LIMIT": "40", "AIPERF_GRACE": "60",
+             "AIPERF_ARGS": REHEARSAL_ARGS, "AIPERF_VENV_LOCAL": str(venvs)},
+        output=tmp_path / "job.out",
+    )  # fmt: skip
+    copy = venvs / f"aiperf-venv-{job}"
+    deadline = time.monotonic() + VENV_COPY_TIMEOUT
+    mapped: dict[int, tuple[str, Path, int, int]] = {}
+    while len(mapped) < tasks:
+        assert slurm2.job(job).get("JobState") in STILL_RUNNING, slurm2.output(job)[-4000:]
+        assert time.monotonic() < deadline, f"not every rank loaded mpi4py: {mapped}\n{slurm2.output(job)[-4000:]}"
+        for rank, pid in ranks_of(slurm2, job).items():
+            host, found = slurm2.hosts.host_of(pid), mapped_mpi4py(pid)
+            if host and found:
+                mapped[rank] = (host, *found)
+        time.sleep(0.5)
+    end = slurm2.wait(job, timeout=300)
+    assert_a_rehearsal_on_both_nodes(end, run_dir, tasks=tasks)
+
+    [line] = [m for m in map(VENV_COPY.fullmatch, end.output.splitlines()) if m]
+    assert line[2] == str(copy), line[0]
+    unpacked = [text.rsplit(" ", 1)[1] for text in end.output.splitlines() if "the venv unpacked on" in text]
+    assert sorted(unpacked) == ["node1", "node2"], end.output[-4000:]  # one unpacking per node
+    for host in ("node1", "node2"):
+        on_disk = slurm2.hosts.scratch / f"venvs-{host}"
+        assert sorted(p.name for p in on_disk.iterdir()) == [copy.name], "the copy alone: no archive left behind"
+        of_host = {(path, device, inode) for name, path, device, inode in mapped.values() if name == host}
+        assert len(of_host) == 1, f"the ranks of {host} mapped more than one mpi4py: {of_host}"
+        [(path, _, inode)] = of_host
+        assert path.is_relative_to(copy), f"{host}'s ranks imported mpi4py from {path}, not from {copy}"
+        assert (on_disk / path.relative_to(venvs)).stat().st_ino == inode, f"{host}'s ranks mapped another node's copy"
+    print(f"venv copy: {line[0]}; the ranks' mpi4py: {sorted(mapped.items())}")
 
 
 def submit_fault_tolerant(slurm2: HostsSlurm, tmp_path: Path) -> tuple[str, Path]:

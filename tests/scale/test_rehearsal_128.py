@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -25,7 +24,7 @@ from aiperf_mpi.errors import EXIT_GROUPS_LOST, EXIT_USAGE
 from aiperf_mpi.mpi.tolerance import OPEN_MPI_LAUNCH
 from aiperf_mpi.results import runlog
 from tests.support.lost_groups import START_CRASH, events_so_far, job_rank_pids, only_rates_of_freed_cores
-from tests.support.mpirun import mpi_env, mpi_vendor, mpirun_command, run_mpi
+from tests.support.mpirun import BackgroundJob, mpi_env, mpi_vendor, mpirun_command, run_mpi, start_in_background
 
 RANKS = 128
 TIME_LIMIT = 60
@@ -87,38 +86,15 @@ def test_a_128_rank_rehearsal_ends_at_its_time_limit_with_one_score(tmp_path, gr
         assert (run_dir / "report" / "report.html").exists(), sorted(os.listdir(run_dir))
 
 
-@dataclass
-class Job:
-    """A job started in the background, its output going to a file: 128 ranks print more than a pipe holds, and
-    a launcher whose pipe is full stops (seen: mpirun blocked in a pipe write before any rank started)."""
-
-    process: subprocess.Popen
-    output_file: Path
-
-    def output(self) -> str:
-        return self.output_file.read_text(errors="replace")
-
-    def finish(self, timeout: float) -> str:
-        """Wait for the job's end; kill it past ``timeout`` and fail."""
-        try:
-            self.process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
-            pytest.fail(f"the job outlived its {timeout:.0f} s\n{self.output()[-6000:]}")
-        return self.output()
-
-
-def start_job(argv: list[str], output_file: Path, launch_options: str = "") -> Job:
+def start_job(argv: list[str], output_file: Path, launch_options: str = "") -> BackgroundJob:
+    """128 ranks print more than a pipe holds: the job's output goes to a file."""
     command = mpirun_command(RANKS, argv)
     command[1:1] = launch_options.split()
-    with output_file.open("w") as sink:
-        process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   text=True, env=mpi_env({MARKER: "1"}), start_new_session=True)  # fmt: skip
-    return Job(process, output_file)
+    return start_in_background(command, output_file, {MARKER: "1"})
 
 
-def start_logged(argv: list[str], run_dir: Path, output_file: Path, launch_options: str = "") -> tuple[Job, int]:
+def start_logged(argv: list[str], run_dir: Path, output_file: Path,
+                 launch_options: str = "") -> tuple[BackgroundJob, int]:  # fmt: skip
     """The job, started (its log begun).  Under the fault-tolerance settings a start in which a rank crashed with
     signal 11 inside MPI_Init (docs/cluster.md, "Known limits") is killed and launched again, at most four
     times: the other ranks then wait in a failed collective, and the job may never end by itself.  Returns the
@@ -132,16 +108,13 @@ def start_logged(argv: list[str], run_dir: Path, output_file: Path, launch_optio
             time.sleep(1.0)
         if events_so_far(run_dir):
             return job, attempt + 1
-        if job.process.poll() is None:
-            os.killpg(job.process.pid, signal.SIGKILL)
-            job.process.wait()
-        output = job.output()
+        output = job.kill()  # a start that crashed may never end by itself
         assert START_CRASH in output, f"the job did not start\n{output[-6000:]}"  # anything else is the benchmark's
         print(f"launch {attempt + 1}: a rank crashed with signal 11 before the run started; launching again")
     pytest.fail(f"every one of {1 + START_CRASH_RELAUNCHES} launches crashed before the run started\n{output[-6000:]}")
 
 
-def wait_for_epochs(job: Job, run_dir: Path, groups: int, timeout: float = OUTER_TIMEOUT) -> None:
+def wait_for_epochs(job: BackgroundJob, run_dir: Path, groups: int, timeout: float = OUTER_TIMEOUT) -> None:
     """Until ``groups`` distinct groups have logged an epoch."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and job.process.poll() is None:

@@ -11,6 +11,7 @@ carries everything the ranks printed.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shutil
@@ -191,6 +192,48 @@ def _run(
             f"--- output of every rank so far ---\n{output}"
         ) from None
     return MpiResult(proc.returncode, output + _rank_file_output(rank_files), time.monotonic() - start)
+
+
+@dataclass
+class BackgroundJob:
+    """A launch left running while the test watches its log, its output going to a file, not a pipe.
+
+    Nothing reads a pipe while the test polls, and a launcher whose pipe is full stops: mpirun blocked in a pipe
+    write before any of 128 ranks started (tests/scale).  A file never fills.
+    """
+
+    process: subprocess.Popen
+    output_file: Path
+
+    def output(self) -> str:
+        """What the job printed so far."""
+        return self.output_file.read_text(errors="replace")
+
+    def kill(self) -> str:
+        """Kill the launcher's whole process group (the ranks with it) unless it ended; return what it printed."""
+        if self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+        return self.output()
+
+    def finish(self, timeout: float, failure: str = "") -> str:
+        """Wait for the job's end and return its output; past ``timeout``, kill it and fail with ``failure``."""
+        try:
+            self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            output = self.kill()
+            raise AssertionError(f"{failure or f'the job outlived its {timeout:.0f} s'}\n{output[-6000:]}") from None
+        return self.output()
+
+
+def start_in_background(command: Sequence[str], output_file: Path,
+                        env: Mapping[str, str] | None = None) -> BackgroundJob:  # fmt: skip
+    """Start a launch command (``mpirun_command``'s, with options) in its own process group, output to a file."""
+    with output_file.open("w") as sink:
+        process = subprocess.Popen(list(command), stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   text=True, env=mpi_env(env), start_new_session=True)  # fmt: skip
+    return BackgroundJob(process, output_file)
 
 
 def _kill_job(proc: subprocess.Popen) -> str:

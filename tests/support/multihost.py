@@ -213,6 +213,22 @@ class VirtualCluster:
         # a rank's own children inherit its variables: the rank is the one whose parent is not of its rank
         return {rank: next(p for p in pids if procs.parent_pid(p) not in pids) for rank, pids in found.items()}
 
+    def node_local_disk(self, name: str) -> Path:
+        """``<node_local>/<name>``: node-local storage on the machine's disk, the same path on every host.
+
+        Each host's tmpfs holds 1 GiB, in memory; what a test puts on node-local storage beyond that (a venv of
+        ≈ 2 GB copied to every node) goes here, on disk.  On each host the path is a bind mount of that host's
+        own ``<scratch>/<name>-<host>``: every host sees only its own files there, as on a node's local disk,
+        and the test reads them from outside.  The mounts end with the hosts' namespaces, the files with the
+        scratch directory (minutes for two copies of a 1.9 GB venv: this disk discards every freed block at once).
+        """
+        for host in self.hosts:
+            own = self.scratch / f"{name}-{host.name}"
+            own.mkdir(exist_ok=True)
+            self.on_host(host.name, ["mkdir", "-p", str(self.node_local / name)])
+            self.on_host(host.name, ["mount", "--bind", str(own), str(self.node_local / name)])
+        return self.node_local / name
+
     # -- running things on the hosts --------------------------------------------------------------
 
     def env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -8,16 +8,15 @@ honest log — and asserts that verify names the file, the task and the rule, an
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import shutil
-import tarfile
 from pathlib import Path
 
 import pytest
 
 from aiperf_mpi.results import runlog
 from analysis import bundle, checks, side_files, verify
+from tests.support.tarballs import members, write_members
 from tests.support.verify_runs import (
     consistent_run,
     find,
@@ -249,25 +248,15 @@ def test_an_edited_ops_json_or_graph_json(exported) -> None:
 # --------------------------------------------------------------------------- a bundle's own files
 
 
-def _members(archive: Path) -> dict[str, bytes]:
-    with tarfile.open(archive) as tar:
-        return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
-
-
 def _repack(archive: Path, out: Path, change) -> Path:
     """Change the bundle's files, then rewrite its MANIFEST to match, as a careful forger would."""
-    files = _members(archive)
+    files = members(archive)
     change(files)
     files.pop("run/MANIFEST")
     manifest = "".join(f"{hashlib.sha256(data).hexdigest()}  {name[len('run/'):]}\n"
                        for name, data in sorted(files.items()))  # fmt: skip
     files["run/MANIFEST"] = manifest.encode()
-    with tarfile.open(out, "w:gz") as tar:
-        for name, data in files.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return out
+    return write_members(out, files)
 
 
 def test_a_bundle_of_a_forged_run_relabelled_verified(run, tmp_path) -> None:

@@ -17,6 +17,7 @@ from aiperf_mpi.results import provenance, runlog
 from aiperf_mpi.results.graphs import append_graph, read_graph, segment_graph_file
 from aiperf_mpi.results.stored_weights import file_sha256
 from analysis import bundle, checks, verify
+from tests.support.tarballs import members, write_members
 from tests.support.verify_runs import (
     consistent_run,
     find,
@@ -340,11 +341,6 @@ def test_comparisons() -> None:
 # --------------------------------------------------------------------------- the bundle
 
 
-def _members(archive: Path) -> dict[str, bytes]:
-    with tarfile.open(archive) as tar:
-        return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
-
-
 def test_a_bundle_holds_the_run_without_weights_and_verifies(run, tmp_path, capsys) -> None:
     write_weights(run, 0)  # a real .npz of its graph's shapes, its sha256 logged (the weights files row)
     write_best(run)  # metadata.json, ops.json, graph.json and a model file of the graph's arrays
@@ -356,7 +352,7 @@ def test_a_bundle_holds_the_run_without_weights_and_verifies(run, tmp_path, caps
     printed = capsys.readouterr().out
     assert f"wrote {out}" in printed and "verdict: VERIFIED" in printed
     assert "left out: weights/ (1 file, " in printed and "left out: best/model.keras (a model file" in printed
-    files = _members(out)
+    files = members(out)
     assert sorted(files) == sorted(f"run/{name}" for name in (
         "events.jsonl", "mllog.log", "score.json", "graphs/segment-1.jsonl", "report/report.md",
         "best/graph.json", "best/metadata.json", "best/ops.json", "best/model_card.md", "system.json", "verify.txt",
@@ -375,15 +371,9 @@ def test_a_bundle_holds_the_run_without_weights_and_verifies(run, tmp_path, caps
 
 
 def _repack(archive: Path, out: Path, change) -> None:
-    files = _members(archive)
+    files = members(archive)
     change(files)
-    with tarfile.open(out, "w:gz") as tar:
-        for name, data in files.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            import io
-
-            tar.addfile(info, io.BytesIO(data))
+    write_members(out, files)
 
 
 def test_a_tampered_bundle_is_caught_by_its_manifest(pristine, tmp_path) -> None:
@@ -407,7 +397,7 @@ def test_a_tampered_bundle_is_caught_by_its_manifest(pristine, tmp_path) -> None
 def test_a_bundle_of_a_run_without_its_report_gets_one_and_bad_input(pristine, tmp_path, capsys) -> None:
     archive = tmp_path / "b.tar.gz"
     assert bundle.main([str(pristine), "--out", str(archive)]) == 0
-    assert "run/report/report.md" in _members(archive) and not (pristine / "report").exists()
+    assert "run/report/report.md" in members(archive) and not (pristine / "report").exists()
     assert bundle.main([str(tmp_path / "none")]) == 2
     assert bundle.main([str(pristine), "--out", str(pristine / "in.tar.gz")]) == 2
     err = capsys.readouterr().err

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import io
 import json
-import tarfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -24,6 +22,7 @@ from aiperf_mpi.results import runlog
 from aiperf_mpi.results.graphs import append_graph, read_graph, segment_graph_file
 from aiperf_mpi.results.hardware import STAND_IN_DEVICE, accelerator_peak, cpu_peak
 from analysis import bundle, checks, verify
+from tests.support.tarballs import members, write_members
 from tests.support.verify_runs import HOST, consistent_run, find, forge, sync_record, write_best
 
 B200_FP16 = 2.25e15
@@ -384,18 +383,12 @@ def test_b_a_bundle_whose_score_json_is_padded_is_refused_by_its_header(run, tmp
     32 kB that would unpack to 32 MiB and be read whole.  Refused from the tar header, before anything is unpacked."""
     honest = tmp_path / "honest.tar.gz"
     assert bundle.main([str(run), "--out", str(honest)]) == 0
-    with tarfile.open(honest) as tar:
-        files = {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}  # type: ignore[union-attr]
+    files = members(honest)
     top = next(iter(files)).split("/")[0]
     files[f"{top}/score.json"] += b" " * (32 << 20)
     files[f"{top}/MANIFEST"] = "".join(f"{hashlib.sha256(data).hexdigest()}  {name.split('/', 1)[1]}\n"
                                        for name, data in sorted(files.items())
                                        if name != f"{top}/MANIFEST").encode()  # fmt: skip
-    padded = tmp_path / "padded.tar.gz"
-    with tarfile.open(padded, "w:gz") as tar:
-        for name, data in files.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
+    padded = write_members(tmp_path / "padded.tar.gz", files)
     assert padded.stat().st_size < 1 << 20
     assert verify.main([str(padded)]) == 2
