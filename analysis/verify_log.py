@@ -36,6 +36,7 @@ from aiperf_mpi.results import provenance as provenance_module
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.graphs import OFFSET, GraphFileError, graph_place, read_graph
 from aiperf_mpi.results.logmodel import Segment, Timeline, epoch_values
+from aiperf_mpi.results.precisions import logged_precision
 from aiperf_mpi.results.resumable import RESUME_MAY_CHANGE
 from aiperf_mpi.results.rules import shown_value
 from aiperf_mpi.results.score import MAX_GRID_SAMPLES, Score, run_step, score_inputs, stopped_by_signal
@@ -571,7 +572,7 @@ class ScoreRules:
         """What the log says against its own validity claims: the precision the probe ran at, the searches named."""
         evidence = []
         config = self.model.config or {}
-        precision = config.get("precision", "fp32")
+        precision = logged_precision(config)
         precision = precision if isinstance(precision, str) else short(precision)
         probed = {peak["precision"] for segment in self.model.segment_records for peak in segment.peaks}
         if probed - {precision}:
