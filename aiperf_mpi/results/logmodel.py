@@ -288,8 +288,8 @@ class Timeline:
     A log of a long run holds hundreds of thousands of epochs; keeping their
     dicts would take gigabytes.  This keeps three numbers per epoch (end,
     operations, accuracy) in flat arrays, the segments and the counts.
-    :class:`RunModel` builds on it; on its own it is the light reader verify
-    keeps beside its checks (``results.score.ScoreInputs`` is its old name).
+    :class:`RunModel` builds on it; on its own it is the light reader of the
+    run's own score (:func:`read_timeline`).
     """
 
     def __init__(self) -> None:
