@@ -41,9 +41,10 @@ event in step with the model, epochs too if asked — or feed
 * the run: ``config`` and ``data`` (the first ``run_start``'s), ``system``,
   ``layout``, ``groups``, ``ranks``, ``precision``, ``next_task``;
 * segments: ``segment_records`` (:class:`Segment`: number, start, end,
-  config, time limit, run_stop, self-ended, system, layout, peaks,
-  provenance, cut tail), ``segments`` (their (start, end) spans), ``windows``,
-  ``limits``, ``declared_end``, :meth:`RunModel.active` (wall → active time);
+  config, time limit, run_stop, self-ended, system, layout and its groups'
+  sizes, peaks, provenance, cut tail), ``segments`` (their (start, end)
+  spans), ``windows``, ``declared_end``, :meth:`RunModel.active` (wall →
+  active time);
 * tasks: ``tasks`` (task → :class:`Task`: its :class:`Proposal`,
   :class:`Done`, :class:`Failure`, epoch count, last and best epoch rows,
   ``hparams``, ``kernel_size``, ``status``, ``place``), ``task_of_model``,
@@ -394,11 +395,6 @@ class Timeline:
                 end = max(end, before + segment.limit)
             before += window
         return end
-
-    @property
-    def limits(self) -> list[float | None]:
-        """Each segment's time limit as its run_start recorded it (None: not recorded)."""
-        return [s.limit for s in self.segment_records]
 
     def active(self, times: np.ndarray) -> np.ndarray:
         """Wall times → the score's active time axis."""
