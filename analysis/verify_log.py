@@ -35,7 +35,7 @@ from aiperf_mpi.graph.ops import ModelOps, count_ops, epoch_ops
 from aiperf_mpi.results import provenance as provenance_module
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.graphs import OFFSET, GraphFileError, graph_place, read_graph
-from aiperf_mpi.results.logmodel import Segment, Timeline, epoch_values
+from aiperf_mpi.results.logmodel import Segment, Timeline, epoch_values, time_limit
 from aiperf_mpi.results.precisions import logged_precision
 from aiperf_mpi.results.resumable import RESUME_MAY_CHANGE
 from aiperf_mpi.results.rules import shown_value
@@ -544,6 +544,8 @@ class ScoreRules:
         """Every event of a segment is in the score; a score event is compared with the events before it, an epoch
         must be one the score can add up (else the log cannot be scored: :class:`runlog.UnreadableLog`)."""
         name, segments = event[runlog.EVENT], self.model.segment_records
+        if name == runlog.RUN_START:  # a limit past the floats' range: a number too large to read, as the scorer says
+            time_limit(event.get("config", {}))
         if not segments:
             return False
         if name == runlog.EPOCH:
