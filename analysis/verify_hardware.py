@@ -40,6 +40,7 @@ from aiperf_mpi.results.hardware import (
     host_bound,
 )
 from aiperf_mpi.results.inventory import group_ranks_by_host, inventory_problems, training_ranks_by_host
+from aiperf_mpi.results.precisions import logged_precision
 from aiperf_mpi.results.resumable import HARDWARE_CHANGED
 from analysis.checks import Check, Run
 
@@ -108,7 +109,7 @@ class HardwareRules:
         self._close()
         config = event.get("config") if isinstance(event.get("config"), Mapping) else {}
         self.rehearsal = self.rehearsal or bool(config.get("rehearse"))
-        precision = config.get("precision", "fp32")
+        precision = logged_precision(config)
         reason = config.get(HARDWARE_CHANGED)
         self.segment = _Segment(event.get(runlog.SEGMENT, number), str(precision),
                                 reason.strip() if isinstance(reason, str) else "")  # fmt: skip

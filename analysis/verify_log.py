@@ -9,6 +9,13 @@ event, the scored window and the validity rules; :class:`Provenance`: the
 code and software stack each segment records.  Each is fed, in log order,
 the events its registry entry names (a method named after each) and gives
 its rows at the end (``finish``).
+
+The segments, their windows and the score's columns are the run's model's
+(``run.model``: an event is in it before it is judged), so the score is the
+one the run's own scorer makes of the same log: events before the first
+``run_start`` count in it as the scorer counts them (the segments row fails
+each), and a segment ends at its first ``run_stop``, whose reason the scored
+window row judges (a second is a problem of the segments row, read no further).
 """
 
 from __future__ import annotations
@@ -28,9 +35,11 @@ from aiperf_mpi.graph.ops import ModelOps, count_ops, epoch_ops
 from aiperf_mpi.results import provenance as provenance_module
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.graphs import OFFSET, GraphFileError, graph_place, read_graph
+from aiperf_mpi.results.logmodel import Segment, Timeline, epoch_values, time_limit
+from aiperf_mpi.results.precisions import logged_precision
 from aiperf_mpi.results.resumable import RESUME_MAY_CHANGE
 from aiperf_mpi.results.rules import shown_value
-from aiperf_mpi.results.score import MAX_GRID_SAMPLES, Score, ScoreInputs, run_step, score_inputs, stopped_by_signal
+from aiperf_mpi.results.score import MAX_GRID_SAMPLES, Score, run_step, score_inputs, stopped_by_signal
 from analysis.checks import BadInput, Check, Run, differences, is_hex, is_regular_file, read_json, same, short
 from analysis.lineage_check import LineageCheck
 
@@ -72,26 +81,13 @@ class _Task:
     counts: ModelOps | None = None
     count_error: str = ""
     epochs: list[dict] = field(default_factory=list)
-    ended: bool = False
-
-
-@dataclass
-class _Segment:
-    number: int
-    start: float
-    config: dict
-    groups: dict[int, int] = field(default_factory=dict)
-    """group index → its ranks (from the segment's layout)"""
-    has_layout: bool = False
-    stopped: float | None = None
-    """time of the segment's run_stop (None: none yet)"""
-    stop_event: dict | None = None
-    scored: bool = False
 
 
 class Record:
     """The run's own record, one event at a time: its segments, each task's epochs, graph file and lineage, the
-    ops recount and the model records (their rows in :data:`analysis.verify_registry.FAMILIES`)."""
+    ops recount and the model records (their rows in :data:`analysis.verify_registry.FAMILIES`); of its own it
+    keeps what only verify needs: each open task's graph, counts and epoch events, the ended tasks, the scored
+    segments."""
 
     def __init__(self, run: Run) -> None:
         self.run = run
@@ -102,7 +98,6 @@ class Record:
         self.lineage = LineageCheck(run.run_dir, Check("lineage"))
         self.ops = Check("ops recount")
         self.records = Check("model records")
-        self.segments: list[_Segment] = []
         self.tasks: dict[int, _Task] = {}
         self.finished: set[int] = set()
         """tasks whose model record was checked (their state is dropped)"""
@@ -114,11 +109,18 @@ class Record:
         self.graph_owners: dict[str, tuple[int, int]] = {}
         """a graph's identity (its sha256's first 20 hex digits, the master's duplicate key) → (task, segment) of
         its first proposal the master knew of: a child with the same graph is a duplicate it would have refused"""
+        self.scored: set[int] = set()
+        """the segments with a score event"""
         self.score_events = 0
         self.next_model_id = 0
         self.strategies: dict[str, int] = {}
         self.count_cache: OrderedDict[tuple[str, str], tuple] = OrderedDict()
         """(graph file sha256, kernel size) → (graph, counts, stored kernels, passed the graph rules), last used last"""
+
+    @property
+    def segments(self) -> list[Segment]:
+        """The segments so far (the run's model's)."""
+        return self.run.model.segment_records if self.run.model is not None else []
 
     def each(self, event: dict, number: int) -> bool:
         """Every event: none before the first run_start, nothing but a score and the next segment after a run_stop."""
@@ -129,7 +131,7 @@ class Record:
             self.segments_check.problems.append(f"event {number} ({name}) comes before the first run_start")
             return False
         segment = self.segments[-1]
-        if segment.stopped is not None and name not in AFTER_STOP:
+        if segment.stop is not None and segment.stop is not event and name not in AFTER_STOP:
             self.segments_check.problems.append(f"event {number} ({name}{_task_of(event)}) comes after "
                                                 f"segment {segment.number}'s run_stop")  # fmt: skip
         return True
@@ -137,14 +139,14 @@ class Record:
     # -- segments
 
     def run_start(self, event: dict, _: int) -> None:
-        number = len(self.segments) + 1
+        number = len(self.segments)
         if event["segment"] != number:
             self.segments_check.problems.append(f"run_start of segment {event['segment']} is the log's "
                                                 f"run_start number {number}")  # fmt: skip
         if event["resumed"] != (number > 1):
             self.segments_check.problems.append(f"segment {number}: resumed is {event['resumed']}")
-        if self.segments:
-            previous = self.segments[-1]
+        if number > 1:
+            previous = self.segments[-2]
             if event[runlog.TIME] <= previous.start:
                 self.segments_check.problems.append(f"segment {number} starts before segment {previous.number}")
             changed = sorted(k for k in set(previous.config) | set(event["config"]) if k not in RESUME_MAY_CHANGE
@@ -152,37 +154,24 @@ class Record:
             if changed:
                 self.segments_check.problems.append(f"segment {number} runs another configuration: "
                                                     f"{', '.join(changed)} changed")  # fmt: skip
-        self.segments.append(_Segment(number, event[runlog.TIME], event["config"]))
-
-    def layout(self, event: dict, _: int) -> None:
-        segment = self.segments[-1]
-        segment.has_layout = True
-        for group in event["groups"]:
-            if not isinstance(group, dict) or not isinstance(group.get("index"), int):
-                continue  # the counts row names a group without an index
-            ranks = group.get("horovod_size", len(group["ranks"]) if isinstance(group.get("ranks"), list) else None)
-            if isinstance(ranks, int) and not isinstance(ranks, bool):  # else: its epochs' batch is unknown
-                segment.groups[group["index"]] = ranks
 
     def run_stop(self, event: dict, _: int) -> None:
         segment = self.segments[-1]
-        if segment.stopped is not None:
+        if segment.stop is not event:
             self.segments_check.problems.append(f"segment {segment.number} has a second run_stop")
         if event["segment"] != segment.number:
             self.segments_check.problems.append(f"the run_stop of segment {segment.number} says segment "
                                                 f"{event['segment']}")  # fmt: skip
-        segment.stopped = event[runlog.TIME]
-        segment.stop_event = event
 
     def score(self, event: dict, _: int) -> None:
         segment = self.segments[-1]
         self.score_events += 1
-        if segment.stopped is None:
+        if segment.stop is None:
             self.segments_check.problems.append(f"segment {segment.number}: a score event without a run_stop "
                                                 "before it (the run_stop was removed?)")  # fmt: skip
-        if segment.scored:
+        if segment.number in self.scored:
             self.segments_check.problems.append(f"segment {segment.number} has a second score event")
-        segment.scored = True
+        self.scored.add(segment.number)
 
     # -- tasks and epochs
 
@@ -318,15 +307,15 @@ class Record:
         state.epochs.append(event)
         self.recount(event, state, segment, where)
 
-    def recount(self, event: dict, state: _Task, segment: _Segment, where: str) -> None:
+    def recount(self, event: dict, state: _Task, segment: Segment, where: str) -> None:
         counts = self._counts(state)
         if counts is None:
             self.ops.problems.append(f"{where}: not recounted: {state.count_error}")
             return
         batch = state.hparams.get("batch_size")
-        ranks = segment.groups.get(state.group)
+        ranks = segment.group_sizes.get(state.group)
         if not isinstance(batch, int) or ranks is None:
-            known = "not in its segment's layout" if segment.has_layout else "its segment has no layout"
+            known = "not in its segment's layout" if segment.layout is not None else "its segment has no layout"
             self.ops.problems.append(f"{where}: the global batch is unknown (batch_size {batch!r}, group "
                                      f"{state.group}: {known})")  # fmt: skip
             return
@@ -429,15 +418,15 @@ class Record:
         if not self.segments:
             raise BadInput(f"{self.run_dir / runlog.EVENTS_FILE}: no run_start: not an aiperf_mpi event log")
         last = self.segments[-1]
-        if last.stopped is None:
+        if last.stop is None:
             self.segments_check.problems.append(f"segment {last.number} has no run_stop: the run was killed or "
                                                 "its run_stop was removed")  # fmt: skip
-        elif not last.scored:
+        elif last.number not in self.scored:
             self.segments_check.problems.append(f"segment {last.number} has no score event after its run_stop")
         for segment in self.segments[:-1]:
-            if segment.stopped is not None and not segment.scored:
+            if segment.stop is not None and segment.number not in self.scored:
                 self.segments_check.problems.append(f"segment {segment.number} stopped without a score event")
-        stops = sum(s.stopped is not None for s in self.segments)
+        stops = sum(s.stop is not None for s in self.segments)
         self.segments_check.summary = (f"{len(self.segments)} segment(s), {stops} closed by run_stop, "
                                        f"{self.score_events} score event(s)")  # fmt: skip
         self.epochs_check.summary = (f"{self.epoch_count} epochs of {len(self.finished) + len(self.tasks)} tasks: "
@@ -460,48 +449,52 @@ class Record:
 
 
 class Provenance:
-    """Each segment's provenance (its run_start's), against its system event and the first segment's."""
+    """Each segment's provenance (its run_start's), against its system event (its last, as the model keeps it) and
+    the first segment's: judged once the segment is whole, at the next run_start or the end of the log."""
 
     def __init__(self, run: Run) -> None:
+        self.run = run
         self.check = Check("provenance")
-        self.segments: list[list] = []
-        """per segment: its run_start's provenance, its system event"""
+        self.first: Mapping | None = None
+        """the first segment's provenance that was recorded"""
 
-    def run_start(self, event: dict, _: int) -> None:
-        self.segments.append([event.get("provenance"), None])
+    def run_start(self, _: dict, __: int) -> None:
+        segments = self.run.model.segment_records  # type: ignore[union-attr]
+        if len(segments) > 1:
+            self._judge(segments[-2])
 
-    def system(self, event: dict, _: int) -> None:
-        if self.segments:
-            self.segments[-1][1] = event
+    def _judge(self, segment: Segment) -> None:
+        check, record, system, name = self.check, segment.logged_provenance, segment.system, f"segment {segment.number}"
+        if record is None:
+            check.missing.append(f"{name}'s run_start has no provenance (a log older than the field): a "
+                                 "submission must record its code and software stack")  # fmt: skip
+            return
+        absent = [k for k in provenance_module.REQUIRED if record.get(k) is None]
+        if absent:
+            check.problems.append(f"{name}: provenance lacks {', '.join(absent)}")
+        if not is_hex(record.get("source_sha256"), 64):
+            check.problems.append(f"{name}: source_sha256 {record.get('source_sha256')!r} is not a sha256")
+        commit = record.get("git_commit")
+        if commit != provenance_module.UNKNOWN and not is_hex(commit, 40):
+            check.problems.append(f"{name}: git_commit {commit!r} is neither a commit nor 'unknown'")
+        system = system or {}
+        for key in ("python", "tensorflow", "horovod", "mpi", "aiperf_mpi"):
+            if key in system and system[key] is not None and not same(system[key], record.get(key)):
+                check.problems.append(f"{name}: provenance {key} {short(record.get(key))}, its system event "
+                                      f"{short(system[key])}")  # fmt: skip
+        if record.get("git_dirty"):
+            check.notes.append(f"{name}: the git checkout had local changes (the source hash says which "
+                               "code ran)")  # fmt: skip
+        if self.first is None:
+            self.first = record
+        elif record.get("source_sha256") != self.first.get("source_sha256"):
+            check.problems.append(f"{name} ran other source code than segment 1 (source_sha256 differs)")
 
     def finish(self) -> list[Check]:
-        check, first = self.check, None
-        for number, (record, system) in enumerate(self.segments, start=1):
-            name = f"segment {number}"
-            if record is None:
-                check.missing.append(f"{name}'s run_start has no provenance (a log older than the field): a "
-                                     "submission must record its code and software stack")  # fmt: skip
-                continue
-            absent = [k for k in provenance_module.REQUIRED if record.get(k) is None]
-            if absent:
-                check.problems.append(f"{name}: provenance lacks {', '.join(absent)}")
-            if not is_hex(record.get("source_sha256"), 64):
-                check.problems.append(f"{name}: source_sha256 {record.get('source_sha256')!r} is not a sha256")
-            commit = record.get("git_commit")
-            if commit != provenance_module.UNKNOWN and not is_hex(commit, 40):
-                check.problems.append(f"{name}: git_commit {commit!r} is neither a commit nor 'unknown'")
-            system = system or {}
-            for key in ("python", "tensorflow", "horovod", "mpi", "aiperf_mpi"):
-                if key in system and system[key] is not None and not same(system[key], record.get(key)):
-                    check.problems.append(f"{name}: provenance {key} {short(record.get(key))}, its system event "
-                                          f"{short(system[key])}")  # fmt: skip
-            if record.get("git_dirty"):
-                check.notes.append(f"{name}: the git checkout had local changes (the source hash says which "
-                                   "code ran)")  # fmt: skip
-            if first is None:
-                first = record
-            elif record.get("source_sha256") != first.get("source_sha256"):
-                check.problems.append(f"{name} ran other source code than segment 1 (source_sha256 differs)")
+        check = self.check
+        if self.run.model is not None and self.run.model.segment_records:
+            self._judge(self.run.model.segment_records[-1])
+        first = self.first
         if first is None:
             check.summary = "none recorded"
             return [check]
@@ -534,53 +527,62 @@ def _mpi_name(mpi: object) -> str:
 
 class ScoreRules:
     """The score recomputed from the log, against ``score.json`` and each ``score`` event; the scored window; one
-    row per validity rule, with what the log's evidence says against its claims (precision, search)."""
+    row per validity rule, with what the log's evidence says against its claims (precision, search): all of
+    it from the run's model (:mod:`aiperf_mpi.results.score` of its :class:`~aiperf_mpi.results.logmodel.Timeline`).
+    """
 
     def __init__(self, run: Run) -> None:
         self.run = run
         self.check = Check("score")
-        self.inputs = ScoreInputs()
-        self.segment = 0
-        """run_starts so far: the segment being read"""
-        self.peak_precisions: set[str] = set()
+        self.open_end = math.nan
+        """the open segment's end in the model as of the event before (what a score event there is compared at)"""
         self.score: Score | None = None
         """the recomputed score, once the walk has ended (None: the log cannot be scored)"""
 
+    @property
+    def model(self) -> Timeline:
+        return self.run.model if self.run.model is not None else Timeline()
+
     def each(self, event: dict, _: int) -> bool:
-        """Every event of a segment goes into the score; a score event is compared first (it covers those before)."""
-        name = event[runlog.EVENT]
-        if name == runlog.RUN_START:
-            self.segment += 1
-        elif not self.segment:
+        """Every event of a segment is in the score; a score event is compared with the events before it, an epoch
+        must be one the score can add up (else the log cannot be scored: :class:`runlog.UnreadableLog`)."""
+        name, segments = event[runlog.EVENT], self.model.segment_records
+        if name == runlog.RUN_START:  # a limit past the floats' range: a number too large to read, as the scorer says
+            time_limit(event.get("config", {}))
+        if not segments:
             return False
+        if name == runlog.EPOCH:
+            epoch_values(event["end"], event["ops"], event.get("val_accuracy"))
         elif name == runlog.SCORE:
-            self._score_event(event, self.segment)
-        self.inputs.add(event)
+            self._score_event(event, segments[-1])
+        self.open_end = segments[-1].end
         return True
 
-    def _score_event(self, event: dict, segment: int) -> None:
+    def _score_event(self, event: dict, segment: Segment) -> None:
+        """The score as of the event before: in a segment still open, the model moved its end to this event."""
+        moved, segment.end = segment.end, (segment.end if segment.stop is not None else self.open_end)
         try:
-            score = score_inputs(self.inputs, run_step(self.inputs.config))
+            score = score_inputs(self.model, run_step(self.model.config))
         except ValueError as exc:
-            self.check.problems.append(f"segment {segment}'s score event: {exc}")
+            self.check.problems.append(f"segment {segment.number}'s score event: {exc}")
             return
+        finally:
+            segment.end = max(segment.end, moved)
         fields = tuple(f for f in SCORE_FIELDS if f != "truncated_log")  # added to the event later than the score
         fields += tuple(f for f in STABILITY_FIELDS if f in event)
         for line in differences(event, score.to_dict(), fields):
-            self.check.problems.append(f"segment {segment}'s score event: {line}")
-
-    def peak(self, event: dict, _: int) -> None:
-        self.peak_precisions.add(event["precision"])
+            self.check.problems.append(f"segment {segment.number}'s score event: {line}")
 
     def _evidence(self) -> list[str]:
         """What the log says against its own validity claims: the precision the probe ran at, the searches named."""
         evidence = []
-        config = self.inputs.config or {}
-        precision = config.get("precision", "fp32")
+        config = self.model.config or {}
+        precision = logged_precision(config)
         precision = precision if isinstance(precision, str) else short(precision)
-        if self.peak_precisions - {precision}:
+        probed = {peak["precision"] for segment in self.model.segment_records for peak in segment.peaks}
+        if probed - {precision}:
             evidence.append(f"precision: the configuration says {precision}, the peak probe ran at "
-                            f"{', '.join(sorted(self.peak_precisions))}")  # fmt: skip
+                            f"{', '.join(sorted(probed))}")  # fmt: skip
         search = config.get("search", "bayesian")
         allowed = STRATEGIES.get(search) if isinstance(search, str) else None
         strategies = self.run.judges["record"].strategies
@@ -595,7 +597,7 @@ class ScoreRules:
         check = self.check
         score = None
         try:
-            score = score_inputs(self.inputs, run_step(self.inputs.config), self.run.truncated)
+            score = score_inputs(self.model, run_step(self.model.config), self.run.truncated)
         except ValueError as exc:
             check.problems.append(f"the log cannot be scored: {exc}")
         self.score = score
@@ -664,21 +666,19 @@ class ScoreRules:
         a signal shortens no run; ``score.json`` must be over that window.
         """
         check = Check("scored window")
-        windows, limits = self.inputs.windows, self.inputs.limits
+        windows = self.model.windows
         parts = []
-        for segment, window, limit, (start, end) in zip(self.run.judges["record"].segments, windows, limits,
-                                                        self.inputs.segments,
-                                                        strict=False):  # fmt: skip
-            name = f"segment {segment.number}"
+        for segment, window in zip(self.model.segment_records, windows, strict=True):
+            name, limit = f"segment {segment.number}", segment.limit
             if limit is None:
                 check.problems.append(f"{name}: its run_start's configuration has no positive time_limit, so its "
                                       f"scored window cannot be known ({WINDOW_RULE})")  # fmt: skip
-            stop = segment.stop_event
+            stop = segment.stop
             if stop is None:
                 parts.append(f"{name} {window:.1f} s (killed: on the axis as it ran)")
                 continue
             reason = stop.get("reason")
-            groups, early = len(segment.groups), stop.get("groups_stopped_early")
+            groups, early = len(segment.group_sizes), stop.get("groups_stopped_early")
             if reason not in STOP_REASONS:
                 check.problems.append(f"{name}: run_stop reason {short(reason)} is none the run writes "
                                       f"({', '.join(STOP_REASONS)}) ({WINDOW_RULE})")  # fmt: skip
@@ -690,7 +690,8 @@ class ScoreRules:
                 check.problems.append(f"{name}: run_stop says 'max models', but the configuration sets no "
                                       f"max_models ({WINDOW_RULE})")  # fmt: skip
             how = "a signal: on the axis as it ran" if stopped_by_signal(reason) else f"ended itself: {reason}"
-            parts.append(f"{name} {window:.1f} s (ran {end - start:.1f} s of its {_limit(limit)} limit, {how})")
+            parts.append(f"{name} {window:.1f} s (ran {segment.end - segment.start:.1f} s of its {_limit(limit)} "
+                         f"limit, {how})")
         if score is not None and score.active_time > sum(windows) and not same(score.active_time, sum(windows)):
             parts.insert(0, f"the run {score.active_time:.1f} s, what its segments declared (they ran "
                             f"{sum(windows):.1f} s: a signal or a kill shortens no run)")  # fmt: skip
@@ -701,7 +702,7 @@ class ScoreRules:
                 check.problems.append(f"{SCORE_FILE} is scored over {theirs:g} s, the run's window is "
                                       f"{score.active_time:g} s ({WINDOW_RULE})")  # fmt: skip
         if score is not None and score.grid_capped:
-            check.notes.append(f"grid capped: the step {run_step(self.inputs.config):g} s would give more than "
+            check.notes.append(f"grid capped: the step {run_step(self.model.config):g} s would give more than "
                                f"{MAX_GRID_SAMPLES:,} samples; sampled every {score.grid_step:g} s (the score is "
                                "the same)")  # fmt: skip
         check.summary = "; ".join(parts[:4]) + (f"; … and {len(parts) - 4} more" if len(parts) > 4 else "")

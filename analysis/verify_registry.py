@@ -81,7 +81,7 @@ FAMILIES = (
         Row("log",
             "every line is one JSON event that keeps to [the schema](events.md); no cut last line"),
     )),
-    Family("record", Record, events=(ANY, "run_start", "layout", "model_proposed", "epoch", "model_done",
+    Family("record", Record, events=(ANY, "run_start", "model_proposed", "epoch", "model_done",
                                      "model_failed", "run_stop", "score"),
            files=("graphs/",), rows=(
         Row("segments",
@@ -217,7 +217,7 @@ FAMILIES = (
             " or open when its segment was killed — proposed in a later segment (a resumed master's history holds"
             " the ended models only); proposals without `graph_sha256` are *not recorded*"),
     )),
-    Family("score", ScoreRules, events=(ANY, "peak"), files=("score.json",), rows=(
+    Family("score", ScoreRules, events=(ANY,), files=("score.json",), rows=(
         Row("score",
             "the score recomputed from the log (`aiperf_mpi/results/score.py`, the run's `score_step`) equals "
             "`score.json` — score, regulated score, active time, operations, best accuracy, counts, validity and "
@@ -238,7 +238,7 @@ FAMILIES = (
             "row names its counts, and the `configuration` row notes it; a log older than the data check is "
             "judged by the data set's name"),
     )),
-    Family("provenance", Provenance, events=("run_start", "system"), rows=(
+    Family("provenance", Provenance, events=("run_start",), rows=(
         Row("provenance",
             "each `run_start` records `aiperf_mpi` (version), `git_commit` (or `unknown`), `source_sha256`, "
             "`python`, `tensorflow`, `horovod`, `mpi`, consistent with its segment's `system` event; every "

@@ -33,7 +33,8 @@ from aiperf_mpi.graph.seeds import tiny_resnet
 from aiperf_mpi.job.mllog import MLLogWriter
 from aiperf_mpi.results import provenance, runlog
 from aiperf_mpi.results.graphs import segment_graph_file
-from aiperf_mpi.results.score import ScoreInputs, score_inputs
+from aiperf_mpi.results.logmodel import Timeline
+from aiperf_mpi.results.score import score_inputs
 from benchmarks.report import _measure
 from tests.support.verify_runs import DATA_SHAPES, DATA_SPLITS, HOST, VERSIONS, data_check
 
@@ -76,7 +77,7 @@ def write_verifiable_log(run_dir: Path, models: int, groups: int = GROUPS) -> di
               "seed_model": "tiny", "time_limit": limit, "run_dir": str(run_dir), "max_epochs": 2, "image_size": 0,
               "seed": 0, "base_lr": 0.1, "warmup_epochs": 0}  # fmt: skip
     hparams = {"batch_size": BATCH, "kernel_size": 3}
-    inputs = ScoreInputs()
+    inputs = Timeline()
     mllog = MLLogWriter(run_dir)
     written = 0
     with open(run_dir / runlog.EVENTS_FILE, "w", encoding="utf-8") as handle, \

@@ -41,9 +41,10 @@ event in step with the model, epochs too if asked — or feed
 * the run: ``config`` and ``data`` (the first ``run_start``'s), ``system``,
   ``layout``, ``groups``, ``ranks``, ``precision``, ``next_task``;
 * segments: ``segment_records`` (:class:`Segment`: number, start, end,
-  config, time limit, run_stop, self-ended, system, layout, peaks,
-  provenance, cut tail), ``segments`` (their (start, end) spans), ``windows``,
-  ``limits``, ``declared_end``, :meth:`RunModel.active` (wall → active time);
+  config, time limit, run_stop, self-ended, system, layout and its groups'
+  sizes, peaks, provenance, cut tail), ``segments`` (their (start, end)
+  spans), ``windows``, ``declared_end``, :meth:`RunModel.active` (wall →
+  active time);
 * tasks: ``tasks`` (task → :class:`Task`: its :class:`Proposal`,
   :class:`Done`, :class:`Failure`, epoch count, last and best epoch rows,
   ``hparams``, ``kernel_size``, ``status``, ``place``), ``task_of_model``,
@@ -205,11 +206,34 @@ def active_times(times: np.ndarray, segments: list[tuple[float, float]],
 
 
 def _number(value: object) -> float:
-    """A logged value as a float (None, strings and the like → NaN)."""
+    """A logged value as a float (None, strings, an integer past the floats' range and the like → NaN)."""
     try:
         return float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return math.nan
+
+
+def _group_sizes(groups: object) -> dict[int, int]:
+    """A ``layout``'s groups → their Horovod sizes (:attr:`Segment.group_sizes`)."""
+    sizes = {}
+    for group in groups if isinstance(groups, list) else []:
+        if not isinstance(group, dict) or not isinstance(group.get("index"), int):
+            continue
+        ranks = group.get("horovod_size", len(group["ranks"]) if isinstance(group.get("ranks"), list) else None)
+        if isinstance(ranks, int) and not isinstance(ranks, bool):
+            sizes[group["index"]] = ranks
+    return sizes
+
+
+def epoch_values(end: object, ops: object, accuracy: object) -> tuple[float, int, float]:
+    """What the score keeps of an epoch (its end, operations, accuracy: NaN for none), each a number of its kind;
+    :class:`~aiperf_mpi.results.runlog.UnreadableLog` for a null, a string, operations beyond 64 bits."""
+    try:
+        row = (float(end), int(ops), math.nan if accuracy is None else float(accuracy))  # type: ignore[arg-type]
+        array("q", [row[1]])
+    except (TypeError, OverflowError) as exc:
+        raise runlog.UnreadableLog(f"an epoch's end, ops or accuracy is not a number of its kind ({exc})") from None
+    return row
 
 
 @dataclass
@@ -240,6 +264,9 @@ class Segment:
     """its ``peak`` events, in log order"""
     logged_number: object = None
     """the ``segment`` its ``run_start`` logged (verify checks it against ``number``)"""
+    group_sizes: dict[int, int] = field(default_factory=dict)
+    """group index → its ranks (``horovod_size``, else the length of its ``ranks``), from each of its ``layout``
+    events in turn; a group without an index or a whole number of ranks is left out (its global batch is unknown)"""
 
     @property
     def self_ended(self) -> bool:
@@ -262,8 +289,8 @@ class Timeline:
     A log of a long run holds hundreds of thousands of epochs; keeping their
     dicts would take gigabytes.  This keeps three numbers per epoch (end,
     operations, accuracy) in flat arrays, the segments and the counts.
-    :class:`RunModel` builds on it; on its own it is the light reader verify
-    keeps beside its checks (``results.score.ScoreInputs`` is its old name).
+    :class:`RunModel` builds on it; on its own it is the light reader of the
+    run's own score (:func:`read_timeline`).
     """
 
     def __init__(self) -> None:
@@ -319,11 +346,7 @@ class Timeline:
 
     def add_epoch(self, time: float, end: float, ops: int, accuracy: float | None) -> None:
         """One ``epoch`` event, from its fields."""
-        try:  # checked whole before anything is kept: the three arrays stay in step
-            row = (float(end), int(ops), math.nan if accuracy is None else float(accuracy))
-            array("q", [row[1]])
-        except (TypeError, OverflowError) as exc:  # a null, a string, a number beyond 64 bits
-            raise runlog.UnreadableLog(f"an epoch's end, ops or accuracy is not a number of its kind ({exc})") from None
+        row = epoch_values(end, ops, accuracy)  # checked whole before anything is kept: the arrays stay in step
         self._extend(time)
         self.epoch_end.append(row[0])
         self.epoch_ops.append(row[1])  # operations are whole numbers
@@ -372,11 +395,6 @@ class Timeline:
                 end = max(end, before + segment.limit)
             before += window
         return end
-
-    @property
-    def limits(self) -> list[float | None]:
-        """Each segment's time limit as its run_start recorded it (None: not recorded)."""
-        return [s.limit for s in self.segment_records]
 
     def active(self, times: np.ndarray) -> np.ndarray:
         """Wall times → the score's active time axis."""
@@ -813,7 +831,7 @@ class RunModel(Timeline):
         width = len(_ROW_NAMES)
         try:
             block = np.fromiter(chain.from_iterable(rows), dtype=float, count=len(rows) * width).reshape(-1, width)
-        except (TypeError, ValueError):  # a None (no accuracy), a string, a list: value by value
+        except (TypeError, ValueError, OverflowError):  # a None (no accuracy), a string, a list, 10**400: one by one
             block = np.array([[_number(value) for value in row] for row in rows], dtype=float)
         missing = np.isnan(block[:, _START])
         block[missing, _START] = block[missing, _END]  # no start logged: the epoch is a point at its end
@@ -963,6 +981,7 @@ class RunModel(Timeline):
         self.layout = event
         if self.segment_records:
             self.segment_records[-1].layout = event
+            self.segment_records[-1].group_sizes.update(_group_sizes(event.get("groups")))
 
     def _run_start(self, event: dict) -> None:
         segment = self.segment_records[-1]

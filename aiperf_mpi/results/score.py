@@ -98,11 +98,6 @@ class Score:
         return asdict(self)
 
 
-ScoreInputs = Timeline
-"""the old name of :class:`~aiperf_mpi.results.logmodel.Timeline`: what the score reads, fed one event at a time
-(verify keeps one beside its checks)"""
-
-
 def compute_score(events: Iterable[Mapping], step: float = DEFAULT_STEP, truncated: bool = False) -> Score:
     """The score of a run from its events, in log order (see the module's rules)."""
     inputs = Timeline()

@@ -110,6 +110,13 @@ def test_a_nul_byte_in_the_path(tmp_path, capsys, tool) -> None:
     one_line_exit_2(tools(bad, tmp_path)[tool], capsys, f"analysis.{tool}: error:")
 
 
+def test_a_time_limit_past_the_floats_range_is_a_number_too_large_to_read(run, capsys) -> None:
+    """The judged model reads past the run_start (it takes no segment of it); the score family stops there, as the
+    run's own scorer stops, rather than the verdict saying the log has no run_start."""
+    _edit(run, lambda events: events[0]["config"].update(time_limit=10**400))
+    one_line_exit_2(lambda: verify.main([str(run)]), capsys, "a number too large to read", "int too large")
+
+
 def test_a_deeply_nested_score_file(run, capsys) -> None:
     (run / verify_log.SCORE_FILE).write_text("[" * 100_000 + "]" * 100_000)
     one_line_exit_2(lambda: verify.main([str(run)]), capsys, "nested too deeply")

@@ -11,7 +11,7 @@ from aiperf_mpi.graph.model import as_trained, from_json, to_json, with_kernel_s
 from aiperf_mpi.graph.seeds import tiny_resnet
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.graphs import GraphFileError, append_graph, segment_graph_file
-from aiperf_mpi.results.logmodel import RunModel, read_model
+from aiperf_mpi.results.logmodel import RunModel, epoch_values, read_model
 from aiperf_mpi.results.precisions import logged_precision
 from aiperf_mpi.results.score import compute_score, score_inputs
 from tests.support.event_logs import epoch, model_done, proposed, start, write_log
@@ -150,3 +150,26 @@ def test_a_judge_admits_each_event_first_and_the_model_reads_past_what_it_cannot
     assert len(model.segment_records) == 1 and model.segment_records[0].stop is not None
     with pytest.raises(ValueError):  # unjudged, the same record ends the read
         read_model(tmp_path, on_event=lambda event, _: None, epochs_too=True)
+
+
+def test_each_segment_knows_its_groups_horovod_sizes_from_its_layouts(tmp_path) -> None:
+    """What an epoch's global batch is read with (verify's ops recount): ``horovod_size``, else the length of
+    ``ranks``; a group without an index or a whole number of ranks is left out; a later layout adds to it."""
+    layout = {"event": runlog.LAYOUT, "time": 0.5, "world_size": 5, "groups": [
+        {"index": 0, "ranks": [1, 2], "horovod_size": 2}, {"index": 1, "ranks": [3, 4, 5]},
+        {"index": 2, "ranks": [6], "horovod_size": True}, {"ranks": [7]}, "not a group"]}  # fmt: skip
+    again = {**layout, "time": 0.6, "groups": [{"index": 3, "ranks": [8, 9], "horovod_size": 2}]}
+    write_log(tmp_path, [start(0.0), layout, again, stop(1.0)])
+    assert read_model(tmp_path).segment_records[0].group_sizes == {0: 2, 1: 3, 3: 2}
+
+
+def test_a_display_column_past_the_floats_range_is_nan_and_the_epoch_still_counts(tmp_path) -> None:
+    """Only the score's three columns must be numbers of their kind (:func:`epoch_values`); a wait of 10**400
+    seconds is no float, and its epoch's operations still go into the score."""
+    wild = epoch(0, 0, 1, 2.0, 10.0, 100, 0.5, data_wait=10**400)
+    write_log(tmp_path, [start(0.0), proposed(0, 0, 1.0, 0.5), wild, stop(20.0)])
+    model = read_model(tmp_path, epochs_too=True)
+    assert list(model.epoch_ops) == [100] and np.isnan(model.column("data_wait")[0])
+    assert epoch_values(10.0, 100, None)[1] == 100
+    with pytest.raises(runlog.UnreadableLog):
+        epoch_values(10.0, 2**64, 0.5)
