@@ -23,7 +23,7 @@ def run_score(run: RunModel, step: float | None = None) -> Score:
     """The score of the run, by the score module, on the run's own grid unless ``step`` is given."""
     if step is None:
         step = run_step(run.config)  # ValueError for a step that is not a number
-    return score_inputs(run.score_inputs, step, run.truncated_tail)
+    return score_inputs(run, step, run.truncated_tail)  # the model is the score's Timeline
 
 
 def union(starts: np.ndarray, ends: np.ndarray, gap: float = 0.0) -> tuple[np.ndarray, np.ndarray]:

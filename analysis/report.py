@@ -100,7 +100,7 @@ def settledness(score: Score) -> str:
 
 def segment_boundaries(run: RunModel) -> list[float]:
     """Where each resumed segment starts on the active axis."""
-    return np.cumsum(run.score_inputs.windows)[:-1].tolist()
+    return np.cumsum(run.windows)[:-1].tolist()
 
 
 class _Builder:

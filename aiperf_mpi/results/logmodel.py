@@ -594,11 +594,6 @@ class RunModel(Timeline):
     def precision(self) -> object:
         return logged_precision(self.config or {})
 
-    @property
-    def score_inputs(self) -> RunModel:
-        """What the score reads: the model itself (its :class:`Timeline`)."""
-        return self
-
     def latest(self, name: str) -> dict:
         """The last segment's non-empty ``config`` or ``provenance`` (a resumed run may change a few settings)."""
         found: dict = {}
