@@ -62,7 +62,7 @@ from aiperf_mpi.results.graphs import GraphFileError
 from aiperf_mpi.results.inventory import host_of_rank
 from aiperf_mpi.results.logmodel import RunModel, read_model
 from aiperf_mpi.results.machine import local_description
-from aiperf_mpi.results.precisions import PRECISIONS, UNRECORDED_PRECISION
+from aiperf_mpi.results.precisions import PRECISIONS, logged_precision
 from analysis.checks import BadInput, is_regular_file
 from analysis.guard import guarded
 from analysis.lineage_check import ERRORS as LINEAGE_ERRORS
@@ -222,10 +222,9 @@ class Hardware:
 def claimed_hardware(model: RunModel, task: int) -> Hardware:
     """What the log says the task's group trained on: its ranks' hosts in the ``system`` event of its segment."""
     record = model.tasks[task]
-    segment = record.proposal.segment if record.proposal is not None else len(model.segment_records)
-    system = (model.segment_records[segment - 1].system if 0 < segment <= len(model.segment_records) else None)
-    layout = (model.segment_records[segment - 1].layout if 0 < segment <= len(model.segment_records) else None)
-    system, layout = system or model.system, layout or model.layout
+    segment = model.segment_of(record)  # none: the last system and layout of the log
+    system = (segment.system if segment else None) or model.system
+    layout = (segment.layout if segment else None) or model.layout
     if not system or not layout:
         return Hardware("unknown", "no system or layout event in the log")
     ranks = next((g.get("ranks") for g in layout.get("groups") or []
@@ -300,45 +299,47 @@ class Sampled:
 
 
 class Lineage:
-    """Each proposal's lineage record (its parent, its seed record or morphisms), kept while the log is read."""
+    """Graphs rebuilt from the lineage each proposal logged (its parent, its seed record or morphisms): the
+    proposals read back from the log (:meth:`RunModel.proposed_event`) for the sampled tasks' chains only."""
 
     def __init__(self) -> None:
-        self.records: dict[int, tuple[object, object, object]] = {}
         self.graphs: dict[int, nx.DiGraph] = {}
         """rebuilt graphs by task, as stored (each task's own kernel size): a child morphs its parent's"""
 
-    def on_event(self, event: dict, model: RunModel) -> None:
-        if event.get(runlog.EVENT) == runlog.MODEL_PROPOSED and ("seed" in event or "morphs" in event):
-            self.records[event.get("task")] = (event.get("parent"), event.get("seed"), event.get("morphs"))
+    @staticmethod
+    def record(model: RunModel, task: int) -> dict | None:
+        """Task ``task``'s ``model_proposed`` when it records a seed or morphisms (None: it records neither)."""
+        event = model.proposed_event(model.tasks[task]) if task in model.tasks else {}
+        return event if "seed" in event or "morphs" in event else None
 
     def graph(self, model: RunModel, task: int) -> nx.DiGraph:
         """Task ``task``'s graph as stored, rebuilt from the seed down; GraphError (or MorphError) when it cannot."""
-        chain, current = [], task
+        chain: dict[int, dict] = {}
+        current = task
         while current not in self.graphs:
             if current in chain:
                 raise GraphError(f"the lineage of task {task} is a loop")
-            if current not in self.records:
+            record = chain[current] = self.record(model, current)  # type: ignore[assignment]
+            if record is None:
                 raise GraphError(f"task {current}'s model_proposed records neither a seed nor morphisms")
-            chain.append(current)
-            parent = self.records[current][0]
+            parent = record.get("parent")
             if parent is None:
                 break
             if parent not in model.task_of_model:
                 raise GraphError(f"task {current}'s parent model {parent} is not in the log")
             current = model.task_of_model[parent]
-        for number in reversed(chain):
-            parent, seed, morphs = self.records[number]
-            kernel = model.tasks[number].kernel_size
+        for number, record in reversed(chain.items()):
+            parent, kernel = record.get("parent"), model.tasks[number].kernel_size
             if parent is None:
-                self.graphs[number] = rebuild(seed_from_record(seed), None, [], kernel)
+                self.graphs[number] = rebuild(seed_from_record(record.get("seed")), None, [], kernel)
             else:
-                self.graphs[number] = rebuild(None, self.graphs[model.task_of_model[parent]], list(morphs or []),
-                                              kernel)  # fmt: skip
+                self.graphs[number] = rebuild(None, self.graphs[model.task_of_model[parent]],
+                                              list(record.get("morphs") or []), kernel)  # fmt: skip
         return self.graphs[task]
 
 
 def read_run(run_dir: Path) -> tuple[RunModel, Lineage]:
-    """The run's model and its lineage records; BadInput for what is not a run directory (never opening a FIFO)."""
+    """The run's model and its lineage; BadInput for what is not a run directory (never opening a FIFO)."""
     try:
         mode = os.stat(run_dir).st_mode
     except FileNotFoundError:
@@ -347,17 +348,13 @@ def read_run(run_dir: Path) -> tuple[RunModel, Lineage]:
         raise BadInput(f"{run_dir}: not a run directory (a FIFO, a device or a file is never opened)")
     if not is_regular_file(run_dir / runlog.EVENTS_FILE):
         raise BadInput(f"{run_dir}: not a run directory (no {runlog.EVENTS_FILE})")
-    lineage = Lineage()
-    model = read_model(run_dir, on_event=lineage.on_event)
-    return model, lineage
+    return read_model(run_dir), Lineage()
 
 
 def run_precision(model: RunModel, task: int) -> str:
     """The precision the task's segment trained at (``auto`` as the system event resolved it; none logged: fp32)."""
-    record = model.tasks[task]
-    segment = record.proposal.segment if record.proposal is not None else 0
-    config = model.segment_records[segment - 1].config if 0 < segment <= len(model.segment_records) else model.config
-    precision = (config or {}).get("precision", UNRECORDED_PRECISION)
+    segment = model.segment_of(model.tasks[task])
+    precision = logged_precision((segment.config if segment else model.config) or {})
     if precision not in PRECISIONS:
         precision = ((model.system or {}).get("precision") or {}).get("chosen", precision)
     return str(precision)
@@ -393,7 +390,7 @@ def sampled(model: RunModel, lineage: Lineage, task: int, seconds: float, here: 
     try:
         graph = as_trained(lineage.graph(model, task), record.kernel_size)
     except LINEAGE_ERRORS as exc:
-        if task in lineage.records or stored is None:
+        if lineage.record(model, task) is not None or stored is None:
             found.problems.append(f"its graph cannot be rebuilt from the lineage ({' '.join(str(exc).split())[:200]})")
             return found
         graph = stored

@@ -23,7 +23,7 @@ def run_score(run: RunModel, step: float | None = None) -> Score:
     """The score of the run, by the score module, on the run's own grid unless ``step`` is given."""
     if step is None:
         step = run_step(run.config)  # ValueError for a step that is not a number
-    return score_inputs(run.score_inputs, step, run.truncated_tail)
+    return score_inputs(run, step, run.truncated_tail)  # the model is the score's Timeline
 
 
 def union(starts: np.ndarray, ends: np.ndarray, gap: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
@@ -101,7 +101,6 @@ def group_times(run: RunModel, active_time: float) -> list[GroupTime]:
         order = np.lexsort((start, task_col))
         tasks, index = np.unique(task_col[order], return_index=True)
         first_start = dict(zip(tasks.tolist(), start[order][index].tolist(), strict=True))
-    failed_at = {f.task: f.time for f in run.failures}
     proposals = list(run.proposals.values())
     proposed = run.active(np.array([p.time for p in proposals], dtype=float))
     searched = run.active(np.array([p.time - (p.search_seconds or 0.0) for p in proposals], dtype=float))
@@ -109,10 +108,10 @@ def group_times(run: RunModel, active_time: float) -> list[GroupTime]:
     setup_end = np.array(
         [first_start.get(p.task, np.nan) for p in proposals], dtype=float
     )  # active already (from the epochs)
-    setup_end = np.where(np.isnan(setup_end), _active_or_nan(run, failed_at, proposals), setup_end)
+    setup_end = np.where(np.isnan(setup_end), _active_or_nan(run, proposals, "failure"), setup_end)
     # a model that ended with no epoch (given up at the time limit, a few steps into its first): a span of its own
     no_epoch = np.isnan(setup_end)
-    given_up_end = np.where(no_epoch, _active_or_nan(run, {m.task: m.time for m in run.models}, proposals), np.nan)
+    given_up_end = np.where(no_epoch, _active_or_nan(run, proposals, "done"), np.nan)
     proposal_group = np.array([p.group for p in proposals], dtype=int)
     failure_group = np.array([f.group for f in run.failures], dtype=int)
     model_groups = np.array([m.group for m in run.models], dtype=int)
@@ -157,12 +156,12 @@ def group_times(run: RunModel, active_time: float) -> list[GroupTime]:
     return result
 
 
-def _active_or_nan(run: RunModel, wall_by_task: dict[int, float], proposals: list) -> np.ndarray:
-    """Each proposal's task's time in ``wall_by_task`` on the active axis; NaN where it has none.
+def _active_or_nan(run: RunModel, proposals: list, end: str) -> np.ndarray:
+    """When each proposal's task logged its ``end`` (``done`` or ``failure``) on the active axis; NaN where none.
 
     (The active axis maps a missing time to 0, which would hide the span.)
     """
-    wall = np.array([wall_by_task.get(p.task, np.nan) for p in proposals], dtype=float)
+    wall = np.array([getattr(getattr(run.tasks[p.task], end), "time", np.nan) for p in proposals], dtype=float)
     known = ~np.isnan(wall)
     return np.where(known, run.active(np.where(known, wall, 0.0)), np.nan)
 

@@ -100,7 +100,7 @@ def settledness(score: Score) -> str:
 
 def segment_boundaries(run: RunModel) -> list[float]:
     """Where each resumed segment starts on the active axis."""
-    return np.cumsum(run.score_inputs.windows)[:-1].tolist()
+    return np.cumsum(run.windows)[:-1].tolist()
 
 
 class _Builder:
@@ -136,7 +136,7 @@ class _Builder:
         nodes = "?" if self.summary.nodes is None else str(self.summary.nodes)
         self.doc.paragraph(
             f"Run directory `{run.run_dir}`; data set `{config.get('dataset', '?')}`, precision "
-            f"`{config.get('precision', 'fp32')}`, seed model `{config.get('seed_model', '?')}`; {ranks} ranks on "
+            f"`{run.precision}`, seed model `{config.get('seed_model', '?')}`; {ranks} ranks on "
             f"{nodes} node(s), {run.groups} training group(s); {self.score.segments} segment(s), "
             f"{duration(self.score.active_time)} of active time.  Everything below comes from the event log "
             f"(`{run.path.name}`, {run.lines:,} lines, {si(run.bytes, 'B')}); the score is computed by "

@@ -34,6 +34,7 @@ from aiperf_mpi.graph.ops import count_ops
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.graphs import read_graph
 from aiperf_mpi.results.logmodel import RunModel, loads
+from aiperf_mpi.results.precisions import logged_precision
 from analysis.checks import MISMATCH, OK, Check, Lines, Run, Verification, is_regular_file, read_json, same, short
 
 PREFIX = ":::MLLOG "
@@ -496,7 +497,7 @@ class BestCheck:
         wrong("hparams", meta.get("hparams"), record.get("hparams"), "its model_done")
         training = meta.get("training") if isinstance(meta.get("training"), dict) else {}
         wrong("training.epochs", training.get("epochs"), len(epochs))
-        wrong("training.precision", training.get("precision"), self.config.get("precision", "fp32"), "the config")
+        wrong("training.precision", training.get("precision"), logged_precision(self.config), "the config")
         dataset = meta.get("dataset") if isinstance(meta.get("dataset"), dict) else {}
         wrong("dataset.name", dataset.get("name"), str(self.config.get("dataset", "")), "the config")
         self._lineage(meta, task)

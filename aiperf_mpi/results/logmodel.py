@@ -51,7 +51,7 @@ event in step with the model, epochs too if asked — or feed
   and in log order ``models`` (every :class:`Done`), ``proposals``
   (task → :class:`Proposal`), ``failures``; :meth:`RunModel.best_trained`
   (the model retention keeps), ``best`` (the report's: with its graph),
-  :meth:`RunModel.graph_text`; the graph as trained is
+  :meth:`RunModel.graph_text`, :meth:`RunModel.proposed_event` (a proposal as logged); the graph as trained is
   :func:`aiperf_mpi.graph.model.as_trained` of it with ``task.kernel_size``;
 * epochs: ``epochs`` (rows), :meth:`RunModel.column`, :meth:`RunModel.epoch`
   (one row as the logged fields), the score's exact columns;
@@ -417,6 +417,8 @@ class Proposal:
     place: dict | None
     """where the graph lies (``graph_file``, and ``graph_offset``, ``graph_bytes``, ``graph_sha256`` when
     logged): what :func:`aiperf_mpi.results.graphs.read_graph` reads; None when the event names no file"""
+    line_offset: int = -1
+    """the byte offset of its line in the log: where what the model does not keep is read back from"""
 
 
 @dataclass(slots=True)
@@ -612,17 +614,17 @@ class RunModel(Timeline):
     def precision(self) -> object:
         return logged_precision(self.config or {})
 
-    @property
-    def score_inputs(self) -> RunModel:
-        """What the score reads: the model itself (its :class:`Timeline`)."""
-        return self
-
     def latest(self, name: str) -> dict:
         """The last segment's non-empty ``config`` or ``provenance`` (a resumed run may change a few settings)."""
         found: dict = {}
         for segment in self.segment_records:
             found = getattr(segment, name) or found
         return found
+
+    def segment_of(self, task: Task) -> Segment | None:
+        """The segment a task was proposed in (None: no proposal, or a segment the log does not have)."""
+        number = task.proposal.segment if task.proposal is not None else 0
+        return self.segment_records[number - 1] if 0 < number <= len(self.segment_records) else None
 
     def column(self, name: str) -> np.ndarray:
         """One epoch column (a view)."""
@@ -638,8 +640,19 @@ class RunModel(Timeline):
         offset = values[EPOCH_COLUMNS.index("line")]
         if offset != offset or offset < 0:
             return dict(zip(EPOCH_COLUMNS[:-1], values, strict=False))
+        return self._event_at(int(offset))
+
+    def proposed_event(self, task: Task) -> dict:
+        """A task's ``model_proposed`` as logged, its line read again ({}: none, or a model fed events without a
+        file): for a field the model does not keep (the lineage's ``seed`` and ``morphs``, which the audit reads)."""
+        if task.proposal is None or task.proposal.line_offset < 0:
+            return {}
+        return self._event_at(task.proposal.line_offset)
+
+    def _event_at(self, offset: int) -> dict:
+        """The event whose line starts at byte ``offset`` of the log, parsed again."""
         with open(self.path, "rb") as handle:
-            handle.seek(int(offset))
+            handle.seek(offset)
             return loads(handle.readline().decode("utf-8"))
 
     def _offset(self) -> int:
@@ -733,10 +746,7 @@ class RunModel(Timeline):
             raise GraphFileError("its graph is not UTF-8 text") from None
 
     def _inline_graph(self, done: Done) -> str:
-        with open(self.path, "rb") as handle:
-            handle.seek(done.line_offset)
-            line = handle.readline().decode("utf-8")
-        record = loads(line).get("model") or {}
+        record = self._event_at(done.line_offset).get("model") or {}
         graph = record.get("graph")
         if not isinstance(graph, str):
             raise GraphFileError("its model_done has a graph that is not a string")
@@ -921,6 +931,7 @@ class RunModel(Timeline):
             search_seconds=_number(search.get("search_seconds", 0.0)),
             strategy=intern(str(search.get("strategy", ""))),
             place=place,
+            line_offset=self._offset(),
         )
         self.proposals[number] = proposal
         self._task(number).proposal = proposal
