@@ -140,7 +140,6 @@ class EvidenceRules:
         self.proposals = self.unnamed = 0
         """proposals, and those that name no search and tuner"""
         self.max_rate_ratio = 0.0
-        self.unprobed = 0
 
     # -- the stream
 
@@ -202,11 +201,11 @@ class EvidenceRules:
 
     def _close(self, segment: _SegmentTimes) -> None:
         """At the end of a segment: a group with no peak is not recorded; the segment's peak sum is kept."""
-        unprobed = [index for index, group in sorted(segment.groups.items()) if group.peak is None]
-        self.unprobed += len(unprobed)
-        for index in unprobed:
-            self.physics.missing.append(f"segment {segment.record.number} group {index}: no peak event (the probe "
-                                        "was off): its epochs' rates and the score cannot be held to its machine")
+        for index, group in sorted(segment.groups.items()):
+            if group.peak is None:
+                self.physics.missing.append(f"segment {segment.record.number} group {index}: no peak event (the "
+                                            "probe was off): its epochs' rates and the score cannot be held to its "
+                                            "machine")  # fmt: skip
         if (peaks := segment.peak_sum()) is not None:
             self.peak_sums.append(peaks)
 
