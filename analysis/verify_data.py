@@ -27,15 +27,11 @@ from aiperf_mpi.results.datasets import (
     larger_than_documented,
 )
 from analysis.checks import Check, Run
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+from analysis.verify_rules import images, is_int, split_counts
 
 
 @dataclass
 class _Segment:
-    number: int
     split: DataSplit | None
     image_size: int | None
     """the side the table allows the run's images (a resizable set: the configured one)"""
@@ -67,8 +63,8 @@ class DataRules:
         configured = config.get("image_size")
         size = None
         if split is not None:
-            size = configured if split.resizable and _is_int(configured) and configured > 0 else split.image_size
-        self.segment = _Segment(event.get(runlog.SEGMENT, number), split, size)
+            size = configured if split.resizable and is_int(configured) and configured > 0 else split.image_size
+        self.segment = _Segment(split, size)
         if split is None:
             self._users_own(data, label)
         elif data is None:
@@ -88,13 +84,13 @@ class DataRules:
             return
         larger = larger_than_documented(dataset, data) if isinstance(data, Mapping) else None
         if larger is not None:
-            self.check.problems.append(f"{label}: data check: {_counts(data)} of {dataset}, more than "
-                                       f"{larger.name} has by the table ({_counts(larger.counts())}): a part of it "
-                                       "is no larger")  # fmt: skip
+            self.check.problems.append(f"{label}: data check: {split_counts(data)} of {dataset}, more than "
+                                       f"{larger.name} has by the table ({split_counts(larger.counts())}): a part "
+                                       "of it is no larger")  # fmt: skip
         elif not self.from_log:
             what = (f"a {dataset}-format set whose counts are no documented split" if named
                     else f"a user's own data set ({str(dataset)[:40]})")  # fmt: skip
-            counts = f" ({_counts(data)})" if isinstance(data, Mapping) else ""
+            counts = f" ({split_counts(data)})" if isinstance(data, Mapping) else ""
             self.from_log = f"{what}{counts}: its split sizes are taken from the log"
             self.check.notes.append(self.from_log)
 
@@ -115,7 +111,7 @@ class DataRules:
         if self.segment is None:
             return
         for group in event["groups"]:
-            if isinstance(group, Mapping) and _is_int(group.get("index")) and isinstance(group.get("ranks"), list):
+            if isinstance(group, Mapping) and is_int(group.get("index")) and isinstance(group.get("ranks"), list):
                 self.segment.ranks[group["index"]] = len(group["ranks"])
 
     def model_proposed(self, event: dict, number: int) -> None:
@@ -130,8 +126,8 @@ class DataRules:
         expected = (segment.image_size, segment.split.channels, segment.split.classes)
         if found != expected:
             self.check.problems.append(f"event {number} (model_proposed of task {event['task']}): seed: a seed of "
-                                       f"{_images(found)}, {self.dataset} ({segment.split.name}) has "
-                                       f"{_images(expected)} by the table")  # fmt: skip
+                                       f"{images((found[0], *found))}, {self.dataset} ({segment.split.name}) has "
+                                       f"{images((expected[0], *expected))} by the table")  # fmt: skip
 
     def epoch(self, event: dict, number: int) -> None:
         segment = self.segment
@@ -148,7 +144,7 @@ class DataRules:
         if event["train_samples"] > split.train:
             self.check.problems.append(f"{label}: one pass: {event['train_samples']:,} train samples, "
                                        f"{split.name}'s train split is {split.train:,} by the table")
-        elif ranks and _is_int(batch) and batch > 0 and event["steps"] != (split.train // ranks) // batch:
+        elif ranks and is_int(batch) and batch > 0 and event["steps"] != (split.train // ranks) // batch:
             self.check.problems.append(f"{label}: one pass: {event['steps']} steps of batch {batch} a rank, one "
                                        f"pass over {split.name}'s train split is ({split.train:,} // {ranks} "
                                        f"ranks) // {batch} = {(split.train // ranks) // batch} by the table")
@@ -161,13 +157,3 @@ class DataRules:
                                   f"documented splits (table {DATASETS_TABLE_VERSION}): each epoch one pass over "
                                   "the table's train split and all of its validation split")  # fmt: skip
         return [self.check]
-
-
-def _counts(data: Mapping) -> str:
-    """'1437 train, 360 validation, 10 classes'"""
-    return f"{data.get('train')} train, {data.get('validation')} validation, {data.get('classes')} classes"
-
-
-def _images(found: tuple) -> str:
-    """'32×32×3 images to 10 classes'"""
-    return f"{found[0]}×{found[0]}×{found[1]} images to {found[2]} classes"

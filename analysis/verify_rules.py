@@ -33,6 +33,8 @@ from analysis.checks import Check, Run
 if TYPE_CHECKING:
     import networkx as nx
 
+    from aiperf_mpi.results.logmodel import Segment
+
 
 PEAK_MULTIPLE = 2.0
 """an epoch's training rate may reach this multiple of its group's measured matmul peak, no more.  Bench
@@ -68,10 +70,9 @@ SEED_SEARCH = "seed"
 class _OpenTask:
     """A proposed task until its model_done/model_failed: what its epochs are held to."""
 
-    group: int
     proposed: float
     batch: object
-    epochs: int = 0
+    """its ``batch_size`` as logged (the model shares equal hyper-parameters: 32 and 32.0 would be one)"""
     last_end: float | None = None
     samples: tuple[int, int] | None = None
     """(train, validation) samples of its first epoch"""
@@ -96,21 +97,28 @@ class _Group:
 
 @dataclass
 class _SegmentTimes:
-    number: int
-    start: float
-    last_time: float | None = None
+    """What the rules keep of the open segment beside the model's record of it (its number, start and layout)."""
+
+    record: Segment
+    last_time: float
     """the last event time of the segment (monitor samples apart: they carry the leader's sampling time)"""
-    latest_claim: float = 0.0
+    latest_claim: float
     """the latest time anything of the segment claims (event times, epoch ends, monitor samples)"""
-    latest_claim_what: str = ""
+    latest_claim_what: str
     groups: dict[int, _Group] = field(default_factory=dict)
-    has_layout: bool = False
+
+    def peak_sum(self) -> float | None:
+        """The sum of its groups' peaks; None when a group has none, or it has no layout or no group."""
+        if self.record.layout is None or not self.groups or any(g.peak is None for g in self.groups.values()):
+            return None
+        return sum(group.peak for group in self.groups.values())  # type: ignore[misc]
 
 
 class EvidenceRules:
     """The four rule classes, fed the events :data:`analysis.verify_registry.FAMILIES` names; a row each."""
 
     def __init__(self, run: Run) -> None:
+        self.run = run
         self.times, self.physics = Check("times"), Check("physics")
         self.counts, self.configuration = Check("counts"), Check("configuration")
         self.label = ""
@@ -132,7 +140,6 @@ class EvidenceRules:
         self.proposals = self.unnamed = 0
         """proposals, and those that name no search and tuner"""
         self.max_rate_ratio = 0.0
-        self.unprobed = 0
 
     # -- the stream
 
@@ -149,10 +156,10 @@ class EvidenceRules:
         if name == runlog.MONITOR:  # the leader's sampling time, logged when the master got it
             return True
         time = event[runlog.TIME]
-        if segment.last_time is not None and time < segment.last_time:
+        if time < segment.last_time:
             self.times.problems.append(f"{label}: order: time {time:.3f} is before the previous event's "
                                        f"{segment.last_time:.3f} (times never go backwards within a segment)")
-        segment.last_time = time if segment.last_time is None else max(time, segment.last_time)
+        segment.last_time = max(time, segment.last_time)
         self._claim(segment, time, label)
         index = event.get("group")
         lost = segment.groups[index].lost if index in segment.groups else ""
@@ -166,9 +173,9 @@ class EvidenceRules:
 
     def monitor(self, event: dict, _: int) -> None:
         segment, time = self.segment, event[runlog.TIME]
-        if time < segment.start - CLOCK_SKEW_SECONDS:
+        if time < segment.record.start - CLOCK_SKEW_SECONDS:
             self.times.problems.append(f"{self.label}: inside segment: sampled at {time:.3f}, before its segment "
-                                       f"{segment.number} started at {segment.start:.3f}")  # fmt: skip
+                                       f"{segment.record.number} started at {segment.record.start:.3f}")
         self._claim(segment, time, self.label)
 
     def _claim(self, segment: _SegmentTimes, time: float, label: str) -> None:
@@ -184,30 +191,28 @@ class EvidenceRules:
         else:
             self._close(previous)
             if time < previous.latest_claim:
-                self.times.problems.append(f"event {number} (run_start of segment {previous.number + 1}): resume: "
-                                           f"starts at {time:.3f}, before the last time segment {previous.number} "
-                                           f"claims ({previous.latest_claim:.3f}, {previous.latest_claim_what})")
+                self.times.problems.append(f"event {number} (run_start of segment {previous.record.number + 1}): "
+                                           f"resume: starts at {time:.3f}, before the last time segment "
+                                           f"{previous.record.number} claims ({previous.latest_claim:.3f}, "
+                                           f"{previous.latest_claim_what})")  # fmt: skip
             self.tasks.clear()  # a task still open was discarded with its segment
-        self.segment = _SegmentTimes(previous.number + 1 if previous else 1, time)
-        self._data_check(event, f"event {number} (run_start of segment {self.segment.number})")
-        self.segment.last_time = self.segment.latest_claim = time
-        self.segment.latest_claim_what = f"event {number} (run_start)"
+        self.segment = _SegmentTimes(self.run.model.segment_records[-1], time, time, f"event {number} (run_start)")
+        self._data_check(event, f"event {number} (run_start of segment {self.segment.record.number})")
 
     def _close(self, segment: _SegmentTimes) -> None:
         """At the end of a segment: a group with no peak is not recorded; the segment's peak sum is kept."""
-        unprobed = [index for index, group in sorted(segment.groups.items()) if group.peak is None]
-        self.unprobed += len(unprobed)
-        for index in unprobed:
-            self.physics.missing.append(f"segment {segment.number} group {index}: no peak event (the probe was "
-                                        "off): its epochs' rates and the score cannot be held to its machine")
-        if segment.has_layout and not unprobed and segment.groups:
-            self.peak_sums.append(sum(group.peak for group in segment.groups.values()))
+        for index, group in sorted(segment.groups.items()):
+            if group.peak is None:
+                self.physics.missing.append(f"segment {segment.record.number} group {index}: no peak event (the "
+                                            "probe was off): its epochs' rates and the score cannot be held to its "
+                                            "machine")  # fmt: skip
+        if (peaks := segment.peak_sum()) is not None:
+            self.peak_sums.append(peaks)
 
     # -- set-up events
 
     def layout(self, event: dict, _: int) -> None:
         label, segment = self.label, self.segment
-        segment.has_layout = True
         for group in event["groups"]:
             if not isinstance(group, dict) or not isinstance(group.get("index"), int):
                 self.counts.problems.append(f"{label}: layout: a group without an index: {str(group)[:80]}")
@@ -263,7 +268,7 @@ class EvidenceRules:
             self.times.problems.append(f"{label}: one model at a time: group {index} is still training task "
                                        f"{group.open_task}")  # fmt: skip
         group.open_task = task
-        self.tasks[task] = _OpenTask(index, event[runlog.TIME], event["hparams"].get("batch_size"))
+        self.tasks[task] = _OpenTask(event[runlog.TIME], event["hparams"].get("batch_size"))
         self._algorithms(event, label)
 
     def _algorithms(self, event: dict, label: str) -> None:
@@ -291,7 +296,6 @@ class EvidenceRules:
         self._epoch_times(event, label, segment, task, group)
         group.last_epoch_end, group.last_epoch = max(end, group.last_epoch_end or end), label
         if task is not None:
-            task.epochs += 1
             task.last_end = end if task.last_end is None else max(end, task.last_end)
         self._epoch_rate(event, label, group)
         self._epoch_counts(event, label, task, group)
@@ -304,9 +308,9 @@ class EvidenceRules:
         start, end = event["start"], event["end"]
         if not start <= end:
             self.times.problems.append(f"{label}: wall time: ends at {end:.3f}, before its start {start:.3f}")
-        if start < segment.start - CLOCK_SKEW_SECONDS:
+        if start < segment.record.start - CLOCK_SKEW_SECONDS:
             self.times.problems.append(f"{label}: inside segment: starts at {start:.3f}, before segment "
-                                       f"{segment.number} started at {segment.start:.3f}")  # fmt: skip
+                                       f"{segment.record.number} started at {segment.record.start:.3f}")
         if task is not None and start < task.proposed - CLOCK_SKEW_SECONDS:
             self.times.problems.append(f"{label}: after proposal: starts at {start:.3f}, before its task was "
                                        f"proposed at {task.proposed:.3f}")  # fmt: skip
@@ -366,7 +370,7 @@ class EvidenceRules:
             self.counts.problems.append(f"{label}: same samples: {samples[0]} train and {samples[1]} validation "
                                         f"samples, its model's first epoch had {task.samples[0]} and "
                                         f"{task.samples[1]}")  # fmt: skip
-        if _is_int(task.batch) and group.size is not None:
+        if is_int(task.batch) and group.size is not None:
             global_batch = task.batch * group.size
             if event["train_samples"] != event["steps"] * global_batch:
                 self.counts.problems.append(f"{label}: samples: {event['train_samples']} train samples, not steps "
@@ -400,7 +404,7 @@ class EvidenceRules:
         if event["train_samples"] > train:
             self.counts.problems.append(f"{label}: split: {event['train_samples']} train samples, the train split "
                                         f"holds {train} (as the data check counted it)")  # fmt: skip
-        elif task is not None and _is_int(task.batch) and group.size:
+        elif task is not None and is_int(task.batch) and group.size:
             share = train // group.size
             if event["steps"] != share // task.batch:  # a logged epoch is one whole pass: never fewer steps
                 self.counts.problems.append(f"{label}: split: {event['steps']} steps of batch size {task.batch} a "
@@ -439,7 +443,7 @@ class EvidenceRules:
                                        f"training ({group.open_task})")  # fmt: skip
         self.tasks.pop(task, None)
         group.open_task = None
-        self.times.notes.append(f"segment {segment.number}: group {index} lost at {event[runlog.TIME]:.3f} "
+        self.times.notes.append(f"segment {segment.record.number}: group {index} lost at {event[runlog.TIME]:.3f} "
                                 f"({event['reason']}); its task {task} discarded")  # fmt: skip
 
     # -- the end of a segment, the score
@@ -452,11 +456,9 @@ class EvidenceRules:
 
     def score(self, event: dict, _: int) -> None:
         label, segment = self.label, self.segment
-        unprobed = [g for g in segment.groups.values() if g.peak is None]
-        sums = list(self.peak_sums)
-        if segment.has_layout and segment.groups and not unprobed:
-            sums.append(sum(g.peak for g in segment.groups.values()))
-        if unprobed or not sums:
+        peaks = segment.peak_sum()
+        sums = [*self.peak_sums, *([] if peaks is None else [peaks])]
+        if any(g.peak is None for g in segment.groups.values()) or not sums:
             return  # not recorded: said per group when the segment closes
         self.scores_bounded += 1
         if event["score"] > max(sums):
@@ -491,21 +493,17 @@ class EvidenceRules:
         if self.first_data is None:
             self.first_data = data
         elif data != self.first_data:
-            self.configuration.problems.append(f"{label}: data check: {_counts(data)}, the first segment counted "
-                                               f"{_counts(self.first_data)} (a resume runs on the same data)")
+            self.configuration.problems.append(f"{label}: data check: {split_counts(data)}, the first segment counted "
+                                               f"{split_counts(self.first_data)} (a resume runs on the same data)")
         self.data = data
         configured = self.config.get("dataset")
         if data["dataset"] != configured:
             self.configuration.problems.append(f"{label}: data check: it read {data['dataset']!r}, the "
                                                f"configuration says {configured!r}")  # fmt: skip
-        found = (*data["image_shape"], data["classes"])
-        if self.data_shape is None:  # hdf5: the check read the file's own shape, which the graphs must take
-            self.data_shape, self.data_shape_from = found, "the data check"
-        elif found != self.data_shape:
-            self.configuration.problems.append(f"{label}: data shape: the data check found {_shape(found)}, "
-                                               f"{self.data_shape_from} has {_shape(self.data_shape)}")
+        self._same_shape((*data["image_shape"], data["classes"]), "the data check",
+                         f"{label}: data shape: the data check found")  # fmt: skip
         if configured == "imagenet" and imagenet_split(data) is None and data is self.first_data:
-            self.configuration.notes.append(f"imagenet of {_counts(data)}: not the {' or '.join(IMAGENET_SPLITS)} "
+            self.configuration.notes.append(f"imagenet of {split_counts(data)}: not the {' or '.join(IMAGENET_SPLITS)} "
                                             "split, an unofficial run (rule dataset)")  # fmt: skip
 
     def graph(self, task: int, graph: nx.DiGraph, graph_file: str) -> None:
@@ -518,12 +516,16 @@ class EvidenceRules:
             self.configuration.problems.append(f"task {task}: {graph_file}: input/output: {exc}")
             return
         self.graphs += 1
-        found = (*shape, classes)
-        if self.data_shape is None:  # hdf5: its files say their own shape, the same for every graph
-            self.data_shape, self.data_shape_from = found, f"task {task}'s graph"
+        self._same_shape((*shape, classes), f"task {task}'s graph", f"task {task}: data shape: {graph_file} takes")
+
+    def _same_shape(self, found: tuple, source: str, what: str) -> None:
+        """Every graph's and data check's shape the same: the data set's, else (hdf5: the file says its own) the
+        first one found, the data check's or a graph's."""
+        if self.data_shape is None:
+            self.data_shape, self.data_shape_from = found, source
         elif found != self.data_shape:
-            self.configuration.problems.append(f"task {task}: data shape: {graph_file} takes {_shape(found)}, "
-                                               f"{self.data_shape_from} has {_shape(self.data_shape)}")
+            self.configuration.problems.append(f"{what} {images(found)}, {self.data_shape_from} has "
+                                               f"{images(self.data_shape)}")  # fmt: skip
 
     def finish(self) -> list[Check]:
         if self.segment is not None:
@@ -535,7 +537,7 @@ class EvidenceRules:
                                 f"{self.scores_bounded} score(s) ≤ the sum of the peaks")  # fmt: skip
         self.counts.summary = ("samples = steps × global batch, the same each epoch, within the counted splits; "
                                "accuracy = correct ÷ validation samples; ≤ max_epochs; Horovod sizes = ranks")
-        shape = "unknown" if self.data_shape is None else _shape(self.data_shape)
+        shape = "unknown" if self.data_shape is None else images(self.data_shape)
         self.configuration.summary = (f"{self.graphs} graphs against {self.data_shape_from or 'the data'} "
                                       f"({shape}); {self.proposals - self.unnamed} proposals' search and tuner "
                                       "as configured")  # fmt: skip
@@ -563,7 +565,8 @@ def _label(event: Mapping, number: int) -> str:
     return f"event {number} ({name})"
 
 
-def _is_int(value: object) -> bool:
+def is_int(value: object) -> bool:
+    """A JSON integer (``true`` is none): what the verify rules hold a count or a size to."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -571,20 +574,20 @@ def _data_problem(data: object) -> str:
     """What is wrong with a ``run_start``'s ``data`` (empty when nothing): its shape, not its agreement."""
     if not isinstance(data, Mapping):
         return f"not an object: {str(data)[:80]}"
-    wrong = [key for key in ("train", "validation", "classes") if not (_is_int(data.get(key)) and data[key] >= 0)]
+    wrong = [key for key in ("train", "validation", "classes") if not (is_int(data.get(key)) and data[key] >= 0)]
     shape = data.get("image_shape")
-    if not (isinstance(shape, list) and len(shape) == 3 and all(_is_int(d) and d > 0 for d in shape)):
+    if not (isinstance(shape, list) and len(shape) == 3 and all(is_int(d) and d > 0 for d in shape)):
         wrong.append("image_shape")
     if not isinstance(data.get("dataset"), str):
         wrong.append("dataset")
     return f"{', '.join(wrong)} not as the data check writes them" if wrong else ""
 
 
-def _counts(data: Mapping) -> str:
-    """'1281167 train, 50000 validation, 1000 classes'"""
-    return f"{data['train']} train, {data['validation']} validation, {data['classes']} classes"
+def split_counts(data: Mapping) -> str:
+    """'1281167 train, 50000 validation, 1000 classes': a data check's counts (the data family's, unchecked)"""
+    return f"{data.get('train')} train, {data.get('validation')} validation, {data.get('classes')} classes"
 
 
-def _shape(shape: tuple) -> str:
+def images(shape: tuple) -> str:
     """'224×224×3 images to 1000 classes'"""
     return f"{shape[0]}×{shape[1]}×{shape[2]} images to {shape[3]} classes"

@@ -41,6 +41,7 @@ from aiperf_mpi.graph.morph import MAX_CHAINED, MORPH_KINDS, is_candidate, repla
 from aiperf_mpi.graph.seeds import seed_model
 from aiperf_mpi.results.graphs import GraphFileError, read_graph
 from analysis.checks import Check, Run, is_hex
+from analysis.verify_rules import is_int
 
 STRATEGY_CHAINS = {"explore": 1, "random": 1, "gp-ucb": MAX_CHAINED}
 """how many morphisms a child of each search strategy chains (the ``strategy`` of its proposal's ``search``):
@@ -55,10 +56,6 @@ seed proposed later, after a model was ranked, copies work the master would have
 GIB = 2**30
 MAX_MEMORY_GB = 2**20
 """the largest ``device_memory_gb`` the configuration takes (aiperf_mpi/config.py's bounds)"""
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _place(kind: str, args: list) -> tuple:
@@ -87,10 +84,9 @@ class SearchRules:
         self.not_ended: dict[int, str] = {}
         """a task that never ended → why (the log's word)"""
         self.open: set[int] = set()
-        self.group_free: dict[int, int] = {}
-        self.free_time: dict[int, object] = {}
-        """each group's work handed out: the log's time of the event (its probe, or its previous task's end)"""
-        """a group → the event number of its last task's end in the segment: its next work was handed out after it"""
+        self.handed_out: dict[int, tuple[int, object]] = {}
+        """a group → when its work was last handed out in the segment: the event number and the log's time of its
+        probe or its previous task's end (its next work was handed out after it)"""
         self.ranked_at: int | None = None
         """the first model_done whose model has an accuracy to rank (after it the master hands out no seed)"""
         self.proposals = self.children = self.unhashed = self.seeds_again = self.again = 0
@@ -104,34 +100,30 @@ class SearchRules:
             self.not_ended.setdefault(task, f"open when segment {self.segment} was cut")
         self.open.clear()
         self.segment, self.segment_start = self.segment + 1, number
-        self.group_free.clear()
-        self.free_time.clear()
+        self.handed_out.clear()
 
     def run_stop(self, event: dict, _: int) -> None:
         for task in event["discarded_tasks"]:
-            if _is_int(task):
+            if is_int(task):
                 self.not_ended[task] = f"discarded at segment {self.segment}'s run_stop"
 
     def peak(self, event: dict, number: int) -> None:
         """A group's probe: the master logs it on the group's Ready and hands the group its first work at once
         (job/master.py), so its first task was handed out no earlier than here."""
-        if _is_int(event["group"]) and event["group"] not in self.group_free:
-            self.group_free[event["group"]] = number
-            self.free_time[event["group"]] = event.get("time")
+        if is_int(event["group"]) and event["group"] not in self.handed_out:
+            self.handed_out[event["group"]] = (number, event.get("time"))
 
     def group_lost(self, event: dict, _: int) -> None:
-        if _is_int(event["task"]):
+        if is_int(event["task"]):
             self.not_ended[event["task"]] = f"lost with group {event['group']}"
             self.open.discard(event["task"])
 
     def model_done(self, event: dict, number: int) -> None:
         record = event["model"]
         self._ended(event, record.get("id"), number)
-        if self.ranked_at is None and record.get("status") == "trained":
-            for score in (record.get("predicted_accuracy"), record.get("accuracy")):  # a junk prediction: its accuracy
-                if isinstance(score, int | float) and not isinstance(score, bool) and math.isfinite(score):
-                    self.ranked_at = number
-                    break
+        scores = (record.get("predicted_accuracy"), record.get("accuracy"))  # a junk prediction: its accuracy
+        if self.ranked_at is None and record.get("status") == "trained" and any(map(_is_number, scores)):
+            self.ranked_at = number
 
     def model_failed(self, event: dict, number: int) -> None:
         self._ended(event, event["model"], number)
@@ -140,10 +132,9 @@ class SearchRules:
         task = event["task"]
         self.ended.add(task)
         self.open.discard(task)
-        self.group_free[event["group"]] = number
-        self.free_time[event["group"]] = event.get("time")
+        self.handed_out[event["group"]] = (number, event.get("time"))
         place = self.places.pop(task, None)
-        if _is_int(model_id) and place is not None:
+        if is_int(model_id) and place is not None:
             self.models[model_id] = place
 
     # -- proposals
@@ -164,11 +155,11 @@ class SearchRules:
     def _hparams(self, event: dict, label: str) -> None:
         hparams = event["hparams"]
         kernel, batch = hparams.get("kernel_size"), hparams.get("batch_size")
-        if kernel not in KERNEL_SIZES or not _is_int(kernel):
+        if kernel not in KERNEL_SIZES or not is_int(kernel):
             self.space.problems.append(f"{label}: kernel size {str(kernel)[:20]}: the tuner chooses among "
                                        f"{', '.join(map(str, KERNEL_SIZES))}")  # fmt: skip
         batches = self._batches(event)
-        if batches is not None and (not _is_int(batch) or batch not in batches):
+        if batches is not None and (not is_int(batch) or batch not in batches):
             self.space.problems.append(f"{label}: batch size {str(batch)[:20]}: the tuner's are "
                                        f"{', '.join(map(str, sorted(batches)))} ({self.batches_why})")
 
@@ -179,7 +170,7 @@ class SearchRules:
         config = self.config or {}
         memory, default = config.get("device_memory_gb"), config.get("batch_size")
         if not (isinstance(memory, int | float) and not isinstance(memory, bool) and 0 <= memory <= MAX_MEMORY_GB
-                and _is_int(default)):  # fmt: skip
+                and is_int(default)):  # fmt: skip
             self.batches_why = "the configuration has no usable device_memory_gb and batch_size"
             self.space.missing.append(f"{self.batches_why} (a log older than them): batch sizes are not held to "
                                       "the tuner's")  # fmt: skip
@@ -244,7 +235,7 @@ class SearchRules:
                 return  # a step that does not apply: the lineage row names it
 
     def _parent_graph(self, parent: object) -> nx.DiGraph | None:
-        place = self.models.get(parent) if _is_int(parent) else None
+        place = self.models.get(parent) if is_int(parent) else None
         if not place:
             return None  # the lineage row names a parent that is not a model logged before
         try:
@@ -266,8 +257,8 @@ class SearchRules:
             return
         first, segment, was_seed = earlier
         if seed and was_seed:
-            handed_out = self.group_free.get(group, self.segment_start)
-            since, now = self.free_time.get(group), event.get("time")
+            handed_out, since = self.handed_out.get(group, (self.segment_start, None))
+            now = event.get("time")
             late = _is_number(since) and _is_number(now) and now - since > SEED_LATENCY  # type: ignore[operator]
             if (self.ranked_at is None or self.ranked_at > handed_out) and not (late and self.ranked_at is not None):
                 self.seeds_again += 1

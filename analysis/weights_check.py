@@ -59,15 +59,14 @@ class KeptWeights:
         """weights file → (its task, the sha256 logged, the kernel size it trained with)"""
 
     def model_proposed(self, event: dict, _: int) -> None:
-        hparams = event.get("hparams") if isinstance(event.get("hparams"), dict) else {}
-        if isinstance(event.get("task"), int):
-            place = {name: event[name] for name in ("graph_file", "graph_offset", "graph_bytes") if name in event}
-            self.places[event["task"]] = (place, hparams.get("kernel_size"))
+        """(The walk hands a family only events that keep to the schema: an int task, a dict of hparams.)"""
+        place = {name: event[name] for name in ("graph_file", "graph_offset", "graph_bytes") if name in event}
+        self.places[event["task"]] = (place, event["hparams"].get("kernel_size"))
 
     def model_done(self, event: dict, _: int) -> None:
-        model = event.get("model") if isinstance(event.get("model"), dict) else {}
-        weights, task = model.get("weights"), event.get("task")
-        if isinstance(weights, str) and weights and isinstance(task, int):
+        model, task = event["model"], event["task"]
+        weights = model.get("weights")
+        if isinstance(weights, str) and weights:
             hparams = model.get("hparams") if isinstance(model.get("hparams"), dict) else {}
             kernel = hparams.get("kernel_size", self.places.get(task, ({}, None))[1])
             self.saved[weights] = (task, str(event.get(WEIGHTS_SHA256) or ""), kernel)
