@@ -183,6 +183,8 @@ class EvidenceRules:
             segment.latest_claim, segment.latest_claim_what = time, label
 
     def run_start(self, event: dict, number: int) -> None:
+        if len(self.run.model.segment_records) <= (0 if self.segment is None else self.segment.record.number):
+            return  # the model took no segment of it (a time limit it cannot read): the score family names it
         previous = self.segment
         time = event[runlog.TIME]
         if previous is None:

@@ -45,6 +45,8 @@ OUTER_TIMEOUT = 420
 ARGS = ["-m", "aiperf_mpi", "--seed-model", "tiny", "--max-epochs", "2", "--score-step", "10",
         "--progress-interval", "10", "--monitor-interval", "5", "--peak-seconds", "1", "--no-xla",
         "--time-limit", str(TIME_LIMIT)]  # fmt: skip
+STOPPED_GRACE = 300
+"""the drain a run with a stopped rank gets (``--grace``): its group's deadline falls inside it"""
 FINALIZE_GRACE = 30
 """seconds a job may take to end once rank 0 has printed its last line; then it counts as hung in MPI_Finalize"""
 LAST_LINE = "removes old runs"
@@ -78,9 +80,15 @@ class Finished:
 
 def run_job(multihost, run_dir: Path, choose_victims=None, signum: int = signal.SIGKILL) -> Finished:
     """The benchmark across both hosts with fault tolerance on; once both groups have logged an epoch,
-    ``signum`` to the world ranks ``choose_victims(layout)`` names (none: undisturbed); wait for the end."""
+    ``signum`` to the world ranks ``choose_victims(layout)`` names (none: undisturbed); wait for the end.
+
+    A stopped rank's group is lost only at the master's deadline (3 × its longest epoch or first-epoch cost, +
+    60 s), which can fall after the time limit: its run gets a drain (``--grace``) that outlasts it, else the
+    grace expires first and the run ends with status 3 and its task discarded, no group lost (seen, 2026-12-03).
+    """
     output = run_dir.parent / f"{run_dir.name}.out"
-    job = multihost.launch([*ARGS, "--run-dir", str(run_dir)], output, options=OPEN_MPI_LAUNCH.split())
+    grace = ["--grace", str(STOPPED_GRACE)] if signum == signal.SIGSTOP else []
+    job = multihost.launch([*ARGS, *grace, "--run-dir", str(run_dir)], output, options=OPEN_MPI_LAUNCH.split())
     signalled, victims, hung_in_finalize = None, [], False
     deadline = time.monotonic() + OUTER_TIMEOUT
     try:
