@@ -3,9 +3,13 @@
 Issue 23 asks that verify stay under 1 s on a ``make run`` and linear in the
 log's length.  Each log here is a run that verifies (an unofficial one: the
 digits data set), written streaming by :func:`write_verifiable_log`: 64
-groups of 2 ranks, every model the tiny seed graph at kernel 3 (each task's
-graph a line of its own in the segment's appended graphs file, as the master
-writes it: 2 kB a model), two epochs each counted by the package's counter,
+groups of 2 ranks; the first round the tiny seed graph on every group (the
+master hands out the seed while no model is ranked), every later model a
+distinct child of an earlier one by one of the package's morphisms at a
+tuned kernel size, logged with its parent and steps so that verify's lineage
+row rebuilds it (:func:`proposals`: a shallow tree over the seed, each graph
+a line of its own in the segment's appended graphs file, as the master
+writes it: 2–3 kB a model), two epochs each counted by the package's counter,
 its ``model_done`` record with its epochs (its graph only in the graphs file,
 as the master logs it), the score event and ``score.json`` from the score
 module, ``mllog.log`` from the master's own writer.  Verify runs in a child
@@ -21,14 +25,21 @@ import hashlib
 import itertools
 import json
 import os
+import random
 import sys
 import tempfile
 import time
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
+import networkx as nx
+
 from aiperf_mpi import __version__
-from aiperf_mpi.graph.model import from_json, to_json
-from aiperf_mpi.graph.ops import count_ops, epoch_ops
+from aiperf_mpi.graph.model import KERNEL_SIZES, analyse, from_json, to_json, with_kernel_size
+from aiperf_mpi.graph.morph import MORPH_KINDS, apply_morph, candidates
+from aiperf_mpi.graph.ops import EpochOps, ModelOps, count_ops, epoch_ops
 from aiperf_mpi.graph.seeds import tiny_resnet
 from aiperf_mpi.job.mllog import MLLogWriter
 from aiperf_mpi.results import provenance, runlog
@@ -52,36 +63,99 @@ ROUND = 22.0
 LINEAR_TOLERANCE = 1.5
 """the largest log's seconds per model may be at most this × the smallest's"""
 GOAL_MS_PER_MODEL = 1.0
+PARENT_SHARE = 16
+"""one model in this many is kept as a parent to come: each has well over 16 distinct children (the tiny seed
+has 27 places to morph, at three kernel sizes), so the tree never runs out, and it holds few graphs"""
 
 
 def _line(event: dict) -> str:
     return json.dumps(event, separators=(",", ":")) + "\n"
 
 
+@dataclass(frozen=True)
+class Proposal:
+    """One task's model as its leader proposes it: the seed, or a child of an earlier model."""
+
+    parent: int | None
+    graph_json: str
+    """the graph as stored (tuned to ``kernel``): what the graphs file holds and the lineage row rebuilds"""
+    kernel: int
+    description: str
+    steps: tuple[dict, ...]
+    graph: nx.DiGraph | None = None
+    """the graph itself (None: read from ``graph_json``), to count its ops without parsing it again"""
+
+
+def _children(parent_json: str) -> Iterator[tuple[nx.DiGraph, int, str, tuple[dict, ...]]]:
+    """Every child the search can make of a stored graph in one morphism (``explore``), at each tuned kernel
+    size: (stored graph, kernel, description, steps); the morphism's graph is the one :func:`replay` rebuilds."""
+    parent = from_json(parent_json)
+    analysis = analyse(parent)
+    for kind in MORPH_KINDS:
+        for place in candidates(parent, kind, analysis):
+            for kernel in KERNEL_SIZES:
+                morphed = apply_morph(parent, kind, place, random.Random(0), kernel, analysis)
+                yield with_kernel_size(morphed.graph, kernel), kernel, morphed.description, morphed.steps
+
+
+def proposals(models: int, groups: int = GROUPS) -> Iterator[Proposal]:
+    """``models`` proposals, each graph small and (but for the first round's seeds) never seen before.
+
+    The first round hands every group the seed (the master does while no model is ranked); every later task
+    is a child of an earlier model by one morphism, breadth first: the seed's children, then theirs, a
+    shallow tree (three levels reach past a million graphs).  A parent is always of an earlier round than
+    its child, so it ended before the child was proposed.  Memory: the digests seen, and the stored graphs
+    of the parents still to come (about one model in 16).
+    """
+    seed_json = to_json(with_kernel_size(tiny_resnet(*DATA_SHAPES["digits"]), 3))
+    for _ in range(min(models, groups)):
+        yield Proposal(None, seed_json, 3, "seed", ())
+    seen = {hashlib.sha256(seed_json.encode("utf-8")).digest()}
+    parents = deque([(0, seed_json)])
+    task, queued = min(models, groups), 1
+    while task < models:
+        if not parents:
+            raise RuntimeError(f"the tree of children ran out of parents at task {task}")
+        parent, parent_json = parents.popleft()
+        for graph, kernel, description, steps in _children(parent_json):
+            graph_json = to_json(graph)
+            digest = hashlib.sha256(graph_json.encode("utf-8")).digest()
+            if task >= models:
+                return
+            if digest in seen:
+                continue  # two orders of the same morphisms: the master would answer Duplicate
+            if parent // groups >= task // groups:
+                raise RuntimeError(f"task {task}'s parent {parent} is of its own round: it has not ended")
+            seen.add(digest)
+            yield Proposal(parent, graph_json, kernel, description, steps, graph)
+            if queued * PARENT_SHARE < models:
+                parents.append((task, graph_json))
+                queued += 1
+            task += 1
+
+
 def write_verifiable_log(run_dir: Path, models: int, groups: int = GROUPS) -> dict:
-    """A run of ``models`` models that ``analysis.verify`` verifies, written streaming (constant memory)."""
+    """A run of ``models`` models that ``analysis.verify`` verifies, written streaming (constant memory but the
+    digests of the graphs, to keep them distinct)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "graphs").mkdir(exist_ok=True)
-    graph_json = to_json(tiny_resnet(*DATA_SHAPES["digits"]))
     seed_record = dict(zip(("model", "image_size", "channels", "classes"), ("tiny", *DATA_SHAPES["digits"]),
                            strict=True))  # fmt: skip
-    counts = count_ops(from_json(graph_json))
-    graph_line = graph_json.encode("utf-8") + b"\n"
-    placed = {"graph_file": segment_graph_file(1), "graph_bytes": len(graph_line) - 1,
-              "graph_sha256": hashlib.sha256(graph_line[:-1]).hexdigest()}  # fmt: skip
-    ops = epoch_ops(counts, STEPS * BATCH * RANKS, VALIDATION, BATCH * RANKS)  # a whole pass of each split
+    graph_file = segment_graph_file(1)
     rounds = -(-models // groups)
     start_time = 1_800_000_000.0
     limit = rounds * ROUND + 10.0
     config = {"dataset": "digits", "precision": "fp32", "search": "bayesian", "hpo": "tpe", "score_step": limit / 100,
               "seed_model": "tiny", "time_limit": limit, "run_dir": str(run_dir), "max_epochs": 2, "image_size": 0,
-              "seed": 0, "base_lr": 0.1, "warmup_epochs": 0}  # fmt: skip
-    hparams = {"batch_size": BATCH, "kernel_size": 3}
+              "seed": 0, "base_lr": 0.1, "warmup_epochs": 0, "batch_size": BATCH, "device_memory_gb": 16.0}  # fmt: skip
     inputs = Timeline()
     mllog = MLLogWriter(run_dir)
     written = 0
-    with open(run_dir / runlog.EVENTS_FILE, "w", encoding="utf-8") as handle, \
-            open(run_dir / placed["graph_file"], "wb") as graphs:
+    planned = proposals(models, groups)
+    with (
+        open(run_dir / runlog.EVENTS_FILE, "w", encoding="utf-8") as handle,
+        open(run_dir / graph_file, "wb") as graphs,
+    ):
 
         def emit(event: dict) -> None:
             nonlocal written
@@ -107,17 +181,27 @@ def write_verifiable_log(run_dir: Path, models: int, groups: int = GROUPS) -> di
         for r in range(rounds):
             t = start_time + 1.0 + r * ROUND
             tasks = [(r * groups + g, g) for g in range(groups) if r * groups + g < models]
+            made: dict[int, tuple[Proposal, ModelOps, EpochOps]] = {}
             for task, g in tasks:
+                proposal = next(planned)
+                line = proposal.graph_json.encode("utf-8")
                 offset = graphs.tell()
-                graphs.write(graph_line)
-                emit({"event": runlog.MODEL_PROPOSED, "time": t + g * 1e-4, "task": task, "group": g, "parent": None,
-                      "hparams": hparams, "description": "seed", "seed": seed_record,
-                      "search": {"strategy": "seed", "search": "seed", "tuner": "tpe"},
-                      "graph_offset": offset, **placed})  # fmt: skip
+                graphs.write(line + b"\n")
+                counts = count_ops(from_json(proposal.graph_json) if proposal.graph is None else proposal.graph)
+                made[task] = (proposal, counts, epoch_ops(counts, STEPS * BATCH * RANKS, VALIDATION, BATCH * RANKS))
+                lineage = {"seed": seed_record} if proposal.parent is None else {"morphs": list(proposal.steps)}
+                search = ({"strategy": "seed", "search": "seed", "tuner": "tpe"} if proposal.parent is None
+                          else {"search": "bayesian", "tuner": "tpe", "strategy": "explore"})  # fmt: skip
+                emit({"event": runlog.MODEL_PROPOSED, "time": t + g * 1e-4, "task": task, "group": g,
+                      "parent": proposal.parent, "hparams": {"batch_size": BATCH, "kernel_size": proposal.kernel},
+                      "description": proposal.description, "search": search, **lineage, "graph_file": graph_file,
+                      "graph_sha256": hashlib.sha256(line).hexdigest(), "graph_offset": offset,
+                      "graph_bytes": len(line)})  # fmt: skip
             epochs: dict[int, list[dict]] = {task: [] for task, _ in tasks}
             for number in (1, 2):
                 end = t + 0.5 + 10.0 * number
                 for task, g in tasks:
+                    ops = made[task][2]
                     correct = 150 + task % 100 + 10 * number  # a whole count of the 360 validation images
                     epoch = {"epoch": number, "train_loss": 1.0, "val_accuracy": correct / VALIDATION,
                              "correct": correct,
@@ -131,14 +215,16 @@ def write_verifiable_log(run_dir: Path, models: int, groups: int = GROUPS) -> di
                     mllog.epoch_start(task, number, epoch["start"], BATCH * RANKS)
                     mllog.epoch_stop(task, epoch)
             for task, g in tasks:
-                record = {"id": task, "parent": None, "status": "trained", "hparams": hparams,
+                proposal, counts, ops = made[task]
+                record = {"id": task, "parent": proposal.parent, "status": "trained",
+                          "hparams": {"batch_size": BATCH, "kernel_size": proposal.kernel},
                           "epochs": epochs[task], "accuracy": max(e["val_accuracy"] for e in epochs[task]),
                           "predicted_accuracy": None,
                           "ops": {"total": 2 * ops.total, "forward_per_sample": counts.forward_eval,
                                   "backward_per_sample": counts.backward, "update_per_step": counts.update,
                                   "params": counts.params},
                           "timings": {"train": 20.0, "task": task, "group": g, "stop": "epoch limit"},
-                          "description": "seed", "weights": f"weights/task-{task}.npz"}  # fmt: skip
+                          "description": proposal.description, "weights": f"weights/task-{task}.npz"}  # fmt: skip
                 emit({"event": runlog.MODEL_DONE, "time": t + 20.8 + g * 1e-4, "model": record, "task": task,
                       "group": g})  # fmt: skip
         stop_time = start_time + limit
@@ -169,8 +255,10 @@ def run(sizes: tuple[int, ...] = SIZES) -> str:
                 raise RuntimeError(f"the synthetic run of {models} models does not verify:\n{measured['output']}")
             per_model = measured["seconds"] / models
             figures.append((models, measured["cpu"] / models))
-            rows.append(f"| {models:,} | {held['events']:,} | {held['bytes'] / 1e6:.0f} MB | {measured['seconds']:.1f} "
-                        f"| {measured['cpu']:.1f} | {per_model * 1e3:.3f} | {measured['rss_gib'] * 1024:.0f} MiB |")
+            rows.append(
+                f"| {models:,} | {held['events']:,} | {held['bytes'] / 1e6:.0f} MB | {measured['seconds']:.1f} "
+                f"| {measured['cpu']:.1f} | {per_model * 1e3:.3f} | {measured['rss_gib'] * 1024:.0f} MiB |"
+            )
             print(rows[-1], flush=True)
             for path in sorted(run_dir.rglob("*"), reverse=True):  # free the disk before the next size
                 path.rmdir() if path.is_dir() else path.unlink()
@@ -184,7 +272,9 @@ def run(sizes: tuple[int, ...] = SIZES) -> str:
     fast = "meets" if largest * 1e3 < GOAL_MS_PER_MODEL else "MISSES"
     return "\n".join([
         "Each log a run that verifies (digits, so *an unofficial run*), 64 groups of 2 ranks, two epochs per model, "
-        "every graph the tiny seed's, a line of its own in the segment's appended graphs file; `mllog.log` written "
+        "the first round the tiny seed on every group, every later model a distinct child of an earlier one by one "
+        "of the package's morphisms at a tuned kernel size (a shallow tree over the seed, rebuilt by verify's "
+        "lineage row), each graph a line of its own in the segment's appended graphs file; `mllog.log` written "
         "by the master's writer.  "
         "`python -m analysis.verify RUN_DIR` in a child process (imports included).",
         "",
@@ -196,9 +286,9 @@ def run(sizes: tuple[int, ...] = SIZES) -> str:
         f"child's imports): {ratio:.2f}× (allowed {LINEAR_TOLERANCE:g}×): {linear}.  "
         f"Goal ~{GOAL_MS_PER_MODEL:g} ms per model: **{fast}** ({largest * 1e3:.3f} ms of CPU at {figures[-1][0]:,}).  "
         f"Load average when it began (1 / 5 / 15 min): {load}, on a machine shared with other work.  "
-        "Peak RSS is the verify child's own (`RUSAGE_CHILDREN` of a wrapper whose only child it is); it stays "
-        "near flat: the walk keeps per-open-task state, plus a set of finished task numbers and model ids (a few "
-        "hundred bytes a model).",
+        "Peak RSS is the verify child's own (`RUSAGE_CHILDREN` of a wrapper whose only child it is); it grows "
+        "with the log: besides the walk's per-open-task state, verify keeps each model's graph place and digest "
+        "(for its children's lineage and the repeated-graphs rule), a few kB a model.",
     ])  # fmt: skip
 
 
