@@ -153,9 +153,11 @@ test-integration: install
 # deselects the multinode marker there).
 # The rehearsals at 128 ranks (issue 38; setup.cfg deselects `scale` from every other run): each is minutes of
 # imports queued on this machine's cores; synthetic data, ≈ 110 MiB a leader and 64 MiB any other rank.
+# --basetemp: every case's run directory stays in runs/test-scale until the next `make test-scale` (pytest
+# otherwise keeps its last three temporary folders, shared with any other pytest on the machine).
 .PHONY: test-scale
 test-scale: install
-	$(PY) -m pytest -m scale tests/scale
+	$(PY) -m pytest -m scale tests/scale --basetemp=runs/test-scale
 
 .PHONY: test-multinode
 test-multinode: install
