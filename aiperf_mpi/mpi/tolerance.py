@@ -55,6 +55,11 @@ non-zero exit is an ordinary exit, counted once; a failure is still reported to 
 TRUE = ("1", "true", "yes", "on", "enabled")
 
 
+def mca_on(environ: Mapping[str, str], name: str) -> bool:
+    """Whether the ``--mca`` setting ``name`` is on: Open MPI hands it to every rank as ``OMPI_MCA_<name>``."""
+    return environ.get(f"OMPI_MCA_{name}", "").strip().lower() in TRUE
+
+
 def fault_tolerance(environ: Mapping[str, str], library: str) -> tuple[bool, str]:
     """(on, why): whether a failed rank will be reported to the master and the job kept alive.
 
@@ -64,11 +69,9 @@ def fault_tolerance(environ: Mapping[str, str], library: str) -> tuple[bool, str
     """
     if "Open MPI" not in library:
         return False, f"{library.split(',')[0].strip() or 'this MPI'} is not Open MPI with ULFM"
-    enabled = environ.get("OMPI_MCA_mpi_ft_enable", "").strip().lower() in TRUE
-    detector = environ.get("OMPI_MCA_mpi_ft_detector", "").strip().lower() in TRUE
-    if not enabled:
+    if not mca_on(environ, "mpi_ft_enable"):
         return False, "launched without --with-ft ulfm --mca mpi_ft_enable true"
-    if detector:  # an older launch line: it works, but its starts fail more often the more ranks
+    if mca_on(environ, "mpi_ft_detector"):  # an older launch line: it works, but fails to start more, the more ranks
         return True, "Open MPI ULFM, heartbeat detector on (--mca mpi_ft_detector false starts reliably)"
     return True, "Open MPI ULFM, failures reported by the launcher"
 
@@ -81,9 +84,7 @@ def finalize_returns(environ: Mapping[str, str]) -> bool:
     launch measured (BENCHMARKS.md, "Fault-tolerant launches").  Read from the ``OMPI_MCA_*`` variables, as
     :func:`fault_tolerance` is.
     """
-    detector = environ.get("OMPI_MCA_mpi_ft_detector", "").strip().lower() in TRUE
-    thread = environ.get("OMPI_MCA_mpi_ft_detector_thread", "").strip().lower() in TRUE
-    return not (detector and thread)
+    return not (mca_on(environ, "mpi_ft_detector") and mca_on(environ, "mpi_ft_detector_thread"))
 
 
 def job_fault_tolerance() -> tuple[bool, str]:
