@@ -356,6 +356,25 @@ def test_w4_weights_kept_without_a_logged_sha256_are_not_valid(digits) -> None:
     assert _row(digits, "weights files").missing
 
 
+
+def test_w5_a_sparse_terabyte_under_a_weights_name_is_refused_unread(digits) -> None:
+    """Issue 45: a 1 TiB sparse weights/*.npz (a hole, then its real arrays: a zip reader takes data before the
+    archive, so its headers still read) was hashed whole, for minutes; it is refused by its size against what its
+    graph's arrays can need, before a byte is hashed."""
+    import time
+
+    path = write_weights(digits, 0)
+    logged, archive = file_sha256(path), path.read_bytes()
+    with open(path, "wb") as handle:
+        handle.seek(1 << 40)
+        handle.write(archive)
+    began = time.monotonic()
+    row = _row(digits, "weights files")
+    assert time.monotonic() - began < 30
+    assert row.verdict == checks.MISMATCH
+    assert any("refused unread" in problem for problem in row.problems), row.problems
+    assert logged  # the log still names the file's true sha256: only its size gives it away
+
 def _keras_stand_in(run: Path, weights_sha: str) -> None:
     """best/model.keras of any bytes, best/metadata.json naming its sha256 and the logged .npz's."""
     best = write_best(run)
