@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.logmodel import RunModel, read_model
-from aiperf_mpi.results.schema import REQUIRED, SCHEMA_VERSION, check_event
+from aiperf_mpi.results.schema import REQUIRED, SCHEMA_VERSION, check_event, non_finite_problems
 from analysis.checks import Check, Run
 from analysis.side_files import BestCheck, MLLogCheck
 from analysis.verify_data import DataRules
@@ -44,7 +44,7 @@ from analysis.verify_rules import EvidenceRules
 from analysis.verify_search import SearchRules
 from analysis.weights_check import KeptWeights
 
-VERIFY_RULES_VERSION = "2026.12-4"
+VERIFY_RULES_VERSION = "2026.12-5"
 """the version of :data:`FAMILIES`: what verify checks, and how (a new one for any change of a row's rule)"""
 ANY = "*"
 """a family that reads every event (its ``each`` method)"""
@@ -79,7 +79,8 @@ FAMILIES = (
     )),
     Family("log", None, events=(ANY,), files=(runlog.EVENTS_FILE,), rows=(
         Row("log",
-            "every line is one JSON event that keeps to [the schema](events.md); no cut last line"),
+            "every line is one JSON event that keeps to [the schema](events.md), every number in it finite (JSON "
+            "has no NaN or Infinity, and the package never writes one); no cut last line"),
     )),
     Family("record", Record, events=(ANY, "run_start", "model_proposed", "epoch", "model_done",
                                      "model_failed", "run_stop", "score"),
@@ -281,7 +282,9 @@ FAMILIES = (
             "`(k, k, in, out)` and bias, dense kernel and bias, batch normalisation's four vectors), layer for "
             "layer; `best/model.keras` has the sha256 `best/metadata.json` records (`model_sha256`), and the "
             "`.npz` it was built from had the one the log records (`weights_sha256`). A file no `model_done` names"
-            " is noted; a log or an export from before the sha256 was recorded is *not recorded*"),
+            " is noted; a log or an export from before the sha256 was recorded is *not recorded*. A file larger "
+            "than its graph's arrays can need (8 bytes an element, 64 KiB an array, 64 MiB besides) is refused "
+            "before it is hashed"),
     )),
     Family("bundle", None, events=("run_start", "system", "layout", "peak"),
            files=("verify.txt", "verify.json", "system.json"), rows=(
@@ -383,7 +386,7 @@ def walk(run: Run, families: tuple[Family, ...] = FAMILIES) -> list[Check]:
         if not isinstance(event, dict):
             log.problems.append(f"event {events}: not a JSON object")
             return False
-        problems = check_event(event)
+        problems = check_event(event) + non_finite_problems(event)
         if problems:
             log.problems.append(f"event {events} ({event.get('event')}): {'; '.join(problems)}")
         return not problems

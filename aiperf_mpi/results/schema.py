@@ -12,6 +12,7 @@ do not break readers), and optional ones known today are listed apart.
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Mapping
 
@@ -151,6 +152,35 @@ def check_event(event: Mapping, missing_too: bool = True) -> list[str]:
 
 
 
+
+def non_finite_numbers(value: object, where: str = "", found: list[str] | None = None) -> list[str]:
+    """Where in an event (``epochs[3].data_wait``) a number is NaN or infinite: empty for every event this package
+    writes.  JSON has no NaN or Infinity and the log's writer refuses them (``allow_nan=False``), but the standard
+    parser reads the tokens; one in a timing field switched bounds off (a comparison with NaN is false: issue 45),
+    so a reader that judges a log refuses any event holding one, in any field, whatever rule would read it.
+    A walk of the whole event: for the readers (verify, compare), not the writer's hot path."""
+    found = [] if found is None else found
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            found.append(where or "the value")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            non_finite_numbers(item, f"{where}.{key}" if where else str(key), found)
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            non_finite_numbers(item, f"{where}[{index}]", found)
+    return found
+
+
+def non_finite_problems(event: Mapping) -> list[str]:
+    """:func:`non_finite_numbers` of an event, as problems in words (at most three named)."""
+    found = non_finite_numbers(event)
+    if not found:
+        return []
+    more = f" (and {len(found) - 3} more)" if len(found) > 3 else ""
+    return [f"{', '.join(found[:3])}{more}: not a finite number (JSON has no NaN or Infinity; the package never "
+            "writes one)"]
+
 def admit_only_schema_events(event: Mapping) -> bool:
     """A reader's ``admit`` (:func:`~aiperf_mpi.results.logmodel.read_model`) that refuses a log with any event
     off its schema, as ``ValueError`` naming what is wrong: a reviewer's tool (``analysis.compare``) reads logs
@@ -158,7 +188,7 @@ def admit_only_schema_events(event: Mapping) -> bool:
     there, not a traceback from deep in the arithmetic (issue 45).  Fields that are absent are the reader's to
     default (older logs lack some); a field present with the wrong kind is refused.  Verify has its own judge,
     which reports every such event instead of stopping at the first."""
-    problems = check_event(event, missing_too=False)
+    problems = check_event(event, missing_too=False) + non_finite_problems(event)
     if problems:
         raise ValueError(f"a {event.get(EVENT)!s:.40} event is off its schema: {'; '.join(problems[:3])}")
     return True
