@@ -166,7 +166,7 @@ def non_finite_numbers(value: object, where: str = "", found: list[str] | None =
     elif isinstance(value, dict):
         for key, item in value.items():
             non_finite_numbers(item, f"{where}.{key}" if where else str(key), found)
-    elif isinstance(value, (list, tuple)):
+    elif isinstance(value, list | tuple):
         for index, item in enumerate(value):
             non_finite_numbers(item, f"{where}[{index}]", found)
     return found
