@@ -134,7 +134,7 @@ test: install lint
 
 # The tests marked `long` (setup.cfg deselects them from every other run): each is minutes of a real Slurm's
 # ticks, TensorFlow scenarios or a detector's timeout, and what they cover changes rarely.  CI runs it after
-# `make test` (.ci/run); about 6 minutes here (BENCHMARKS.md).
+# `make test` (.ci/run); about 18 minutes here (BENCHMARKS.md, "Install and test times").
 .PHONY: test-long
 test-long: install
 	$(PY) -m pytest -m long --ignore=tests/unit --ignore=tests/multinode

@@ -91,8 +91,8 @@ def _preload(config: RunConfig, leader: bool = True) -> None:
 
     On a group's leader, what its search and tuner load where used (sparing the master and a refused launch
     their ≈ 0.6 s of scipy), as the registry names them (:func:`~aiperf_mpi.search.registry.leader_libraries`);
-    the group's other ranks run no search, and leave them out (≈ 47 MiB a rank: BENCHMARKS.md, the
-    rehearsals).  On every rank, scikit-learn where this run needs it: the embedded digits come from it, and the
+    the group's other ranks run no search, and leave them out (≈ 47 MiB a rank: BENCHMARKS.md, "Memory
+    per rank").  On every rank, scikit-learn where this run needs it: the embedded digits come from it, and the
     GP tuner's scikit-optimize builds on it (a training rank's TensorFlow no longer loads it:
     :mod:`aiperf_mpi.train.tfimport`).  Each costs its group a second or so of the window otherwise.
     """

@@ -38,7 +38,7 @@ ranks (issue 38; docs/cluster.md, "Known limits"): in Open MPI 5.0.x its thread 
 and at once sends its first heartbeat, over the shared-memory transport, to a neighbour that may not have
 registered the receiving callback yet; that neighbour, still polling in ``MPI_Init``'s fence, calls a null
 callback and dies of signal 11 ("Failing at address: (nil)").  Measured with ``benchmarks/ft_start.py``
-(BENCHMARKS.md, "Fault-tolerant launches that start and end"): with the detector 5 of 10 launches of 32 ranks and
+(BENCHMARKS.md, "Fault-tolerant launches"): with the detector 5 of 10 launches of 32 ranks and
 2 of 3 of 128 failed; without it, and with :func:`aiperf_mpi.mpi.faults.leave_together`'s end, none of 20, 20
 and 3 at 4, 32 and 128 ranks.  What the detector gave is lost: a stopped rank (SIGSTOP) is no longer reported,
 and its group is lost by the master's deadline instead (measured: 114 s after the stop, 4 ranks).  Without the
