@@ -63,6 +63,7 @@ from aiperf_mpi.results.inventory import host_of_rank
 from aiperf_mpi.results.logmodel import RunModel, read_model
 from aiperf_mpi.results.machine import local_description
 from aiperf_mpi.results.precisions import PRECISIONS, logged_precision
+from analysis.audit_record import AUDIT_RECORD, EVENTS_SHA256, events_sha256
 from analysis.checks import BadInput, is_regular_file
 from analysis.guard import guarded
 from analysis.lineage_check import ERRORS as LINEAGE_ERRORS
@@ -480,6 +481,8 @@ class Audit:
     device: str = ""
     tasks: list[Sampled] = field(default_factory=list)
     load: float | None = None
+    events_sha256: str = ""
+    """the sha256 of the event log audited (:mod:`analysis.audit_record`: what ties ``audit.json`` to the run)"""
 
     @property
     def failed(self) -> list[Sampled]:
@@ -505,7 +508,8 @@ class Audit:
         verdict = {0: "pass", EXIT_FAILED: "fail", EXIT_NOT_JUDGED: "not judged"}[self.status]
         return {"run_dir": self.run_dir, "verdict": verdict, "sample": self.sample, "seed": self.seed,
                 "tolerance": self.tolerance, "eligible": self.eligible, "machine": self.here,
-                "device": self.device, "load_average": self.load, "tasks": tasks}  # fmt: skip
+                "device": self.device, "load_average": self.load, EVENTS_SHA256: self.events_sha256,
+                "tasks": tasks}  # fmt: skip
 
     def text(self) -> str:
         here = this_machine(self.here)
@@ -567,11 +571,12 @@ def audit(run_dir: Path, count: int, seed: int, tolerance: float, seconds: float
           retries: int = RETRIES, here: Mapping | None = None) -> Audit:  # fmt: skip
     """Sample, rebuild, time and judge (see the module); BadInput or AuditFailed when it cannot."""
     here = dict(here or local_description())
-    model, lineage = read_run(run_dir)
+    model, lineage = read_run(run_dir)  # BadInput for what is not a run directory (a FIFO is never opened)
+    judged_log = events_sha256(run_dir)  # the record names the log the audit judged
     weights = candidates(model)
     if not weights:
         raise BadInput(f"{run_dir}: no model in the log has an epoch to audit")
-    result = Audit(str(run_dir), count, seed, tolerance, len(weights), here)
+    result = Audit(str(run_dir), count, seed, tolerance, len(weights), here, events_sha256=judged_log)
     result.tasks = [sampled(model, lineage, task, weights[task], here) for task in sample_tasks(weights, count, seed)]
     todo = [t for t in result.tasks if t.graph]
     for attempt in range(retries + 1):
@@ -631,6 +636,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=seconds, default=DEFAULT_TIMEOUT,
                         help=f"give the timing up after this long (default {DEFAULT_TIMEOUT:g})")
     parser.add_argument("--json", type=Path, default=None, help="also write the audit as JSON to this file")
+    parser.add_argument("--record", action="store_true",
+                        help=f"also write it to RUN_DIR/{AUDIT_RECORD}, the record verify needs before it calls a run "
+                             "valid (tied to the log by its sha256; docs/verify.md, \"The reviewer's procedure\")")
     options = parser.parse_args(argv)
     return guarded(PROG, options.run, lambda: _main(options))
 
@@ -642,8 +650,15 @@ def _main(options: argparse.Namespace) -> int:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     sys.stdout.write(result.text())
+    text = json.dumps(result.to_dict(), indent=2, ensure_ascii=False)
     if options.json is not None:
-        options.json.write_text(json.dumps(result.to_dict(), indent=2, ensure_ascii=False), encoding="utf-8")
+        options.json.write_text(text, encoding="utf-8")
+    if options.record:
+        record = Path(options.run) / AUDIT_RECORD
+        partial = record.with_name(record.name + ".partial")
+        partial.write_text(text, encoding="utf-8")
+        partial.replace(record)  # whole or not at all: a verify that reads it never sees half a record
+        print(f"{PROG}: the record is in {record} (verify counts it while the log is the one audited)")
     return result.status
 
 

@@ -612,8 +612,12 @@ def bundle_checks(root: Path, recomputed: Verification, mine_segments: list[dict
         verdict.problems.append(f"verify.json is not readable: {' '.join(str(exc).split())[:160]} ({BUNDLE_RULE})")
         recorded = None
     if recorded is not None:
-        for field, mine in (("verified", verified), ("valid", recomputed.valid),
+        # "valid_by_log": the run's rules as its log meets them ("valid", before issue 45, said the same; it now
+        # says re-evaluated and audited too, which a bundle's verify cannot redo: no weights in a bundle)
+        for field, mine in (("verified", verified), ("valid_by_log", recomputed.valid),
                             ("broken_rules", recomputed.broken_rules)):  # fmt: skip
+            if field == "valid_by_log" and field not in recorded:
+                field = "valid"  # a verify.json from before the field
             if not same(recorded.get(field), mine):
                 verdict.problems.append(f"verify.json: {field} {short(recorded.get(field))}, recomputed "
                                         f"{short(mine)} ({BUNDLE_RULE})")  # fmt: skip
@@ -682,7 +686,6 @@ def bundle_checks(root: Path, recomputed: Verification, mine_segments: list[dict
 
 def _verdict_line(verified: bool, recomputed: Verification) -> str:
     """The verdict line the bundle's verify.txt shows, for the run's rows (not the bundle's own)."""
-    if verified:
-        return Verification(recomputed.source, [Check("x")], recomputed.valid, recomputed.broken_rules).verdict_line()
-    rows = [c for c in recomputed.checks if c.name not in BUNDLE_ROWS]
-    return Verification(recomputed.source, rows, recomputed.valid, recomputed.broken_rules).verdict_line()
+    rows = [Check("x")] if verified else [c for c in recomputed.checks if c.name not in BUNDLE_ROWS]
+    return Verification(recomputed.source, rows, recomputed.valid, recomputed.broken_rules,
+                        reevaluated=recomputed.reevaluated, audit=recomputed.audit).verdict_line()  # fmt: skip

@@ -41,7 +41,8 @@ from typing import BinaryIO
 
 from aiperf_mpi.results import runlog
 from analysis import reevaluation
-from analysis.checks import MAX_JSON_BYTES, BadInput, Check, Run, Verification, is_hex, is_regular_file
+from analysis.audit_record import audit_standing
+from analysis.checks import MAX_JSON_BYTES, OK, BadInput, Check, Run, Verification, is_hex, is_regular_file
 from analysis.guard import guarded
 from analysis.side_files import bundle_checks, system_segments
 from analysis.verify_registry import FAMILIES, VERIFY_RULES_VERSION, Family, walk
@@ -107,6 +108,8 @@ def verify_dir(run_dir: Path, source: str | None = None, before: list[Check] | N
         result.broken_rules.append(NO_BEST_MODEL)
         best.notes.append("a valid run needs its best model, which a reviewer re-evaluates: this one is unofficial "
                           "until python -m aiperf_mpi.export --single-copy RUN_DIR makes best/ from its weights")
+    standing = audit_standing(run_dir)
+    result.audit = (standing.counts, standing.line)
     if bundle:
         result.checks += bundle_checks(run_dir, result, system_segments(run.model))
     return result
@@ -354,7 +357,9 @@ def _main(options: argparse.Namespace) -> int:
     try:
         result = verify(options.run)
         if options.reevaluate:
-            result.checks.append(reevaluation_check(options))
+            check = reevaluation_check(options)
+            result.checks.append(check)
+            result.reevaluated = check.verdict == OK
     except BadInput as exc:
         print(f"analysis.verify: error: {exc}", file=sys.stderr)
         return 2
