@@ -11,7 +11,7 @@ import json
 import math
 import os
 import stat
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -118,6 +118,13 @@ class Verification:
     """the claimed best model was re-evaluated in this verify (``--reevaluate``) and its row passed"""
     audit: tuple[bool, str] = (False, "")
     """(a passing audit record of this log, what it says or why not: :mod:`analysis.audit_record`)"""
+    trust: Callable[[bool], list] | None = None
+    """the claims the verdict rests on, given whether the best model was re-evaluated (:mod:`analysis.trusted`)"""
+
+    @property
+    def trusted(self) -> list:
+        """The :class:`~analysis.trusted.TrustedClaim` list under the verdict (empty when none was computed)."""
+        return [] if self.trust is None else self.trust(self.reevaluated)
 
     @property
     def ok(self) -> bool:
@@ -144,7 +151,8 @@ class Verification:
                 "valid": self.ok and self.valid_and_checked, "valid_by_log": self.valid,
                 "checked": {"reevaluated": self.reevaluated, "audit": self.audit[1] if self.audit[0] else None,
                             "missing": self.unchecked},
-                "verdict": self.verdict_line().removeprefix("verdict: "), "broken_rules": self.broken_rules,
+                "verdict": self.verdict_line().removeprefix("verdict: "),
+                "trusted": [claim.to_dict() for claim in self.trusted], "broken_rules": self.broken_rules,
                 "checks": [{**asdict(c), "verdict": c.verdict, "problems_not_kept": c.problems.dropped}
                            for c in self.checks]}  # fmt: skip
 
@@ -163,7 +171,7 @@ class Verification:
                     details.append(f"{kind:<12}  {check.name}: … and {more} more")
         if details:
             lines += ["", *details]
-        lines += ["", self.verdict_line()]
+        lines += ["", self.verdict_line(), *(claim.line() for claim in self.trusted)]
         return "\n".join(lines) + "\n"
 
     def verdict_line(self) -> str:

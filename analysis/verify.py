@@ -40,11 +40,13 @@ from pathlib import Path
 from typing import BinaryIO
 
 from aiperf_mpi.results import runlog
+from aiperf_mpi.results.machine import local_description
 from analysis import reevaluation
 from analysis.audit_record import audit_standing
 from analysis.checks import MAX_JSON_BYTES, OK, BadInput, Check, Run, Verification, is_hex, is_regular_file
 from analysis.guard import guarded
 from analysis.side_files import bundle_checks, system_segments
+from analysis.trusted import trusted_claims
 from analysis.verify_registry import FAMILIES, VERIFY_RULES_VERSION, Family, walk
 
 MANIFEST = "MANIFEST"
@@ -110,6 +112,10 @@ def verify_dir(run_dir: Path, source: str | None = None, before: list[Check] | N
                           "until python -m aiperf_mpi.export --single-copy RUN_DIR makes best/ from its weights")
     standing = audit_standing(run_dir)
     result.audit = (standing.counts, standing.line)
+    if run.model is not None:
+        here, model = local_description(), run.model
+        ops_per_second = score.score if score is not None else None
+        result.trust = lambda reevaluated: trusted_claims(model, here, standing.counts, reevaluated, ops_per_second)
     if bundle:
         result.checks += bundle_checks(run_dir, result, system_segments(run.model))
     return result
