@@ -179,7 +179,8 @@ FAMILIES = (
             "(evaluation + compile)`, and every `score`, at most `FAST_ALGORITHMS` = 1.5 × that (fast convolution "
             "algorithms do fewer multiplications than the analytic count); hardware the table does not know, or a "
             "GPU probe on a host that lists none, is *not recorded* (not verified until the table names it); a "
-            "rehearsal's rates are its stand-in's, noted and not bounded"),
+            "rehearsal's epochs are its stand-in's: each phase no shorter than its operations take at the stated "
+            "`rehearse_rate` × the group's ranks (the stand-in waits them out)"),
     )),
     Family("data", DataRules, events=("run_start", "layout", "model_proposed", "epoch"), rows=(
         Row("data splits",
