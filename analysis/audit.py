@@ -58,6 +58,7 @@ import numpy as np
 from aiperf_mpi.graph.lineage import rebuild, seed_from_record, structure_difference
 from aiperf_mpi.graph.model import GraphError, as_trained, from_json, to_json
 from aiperf_mpi.results import runlog
+from aiperf_mpi.results.epochs import rank_batches
 from aiperf_mpi.results.graphs import GraphFileError
 from aiperf_mpi.results.inventory import host_of_rank
 from aiperf_mpi.results.logmodel import RunModel, read_model
@@ -153,7 +154,7 @@ def epoch_bounds(task: int, epoch: Mapping, batch: int, train_step: float, eval_
         return []
     ranks = max(1, int(samples // (steps * batch)))
     traced = 1 if _number(epoch, "compile") > 0 else 0
-    full_batches = int(validation // ranks // batch)
+    full_batches = rank_batches(validation, ranks, batch)
     bounds = []
     timed_steps = steps - traced
     if timed_steps >= 1 and math.isfinite(values["compute"]):

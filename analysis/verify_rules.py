@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from aiperf_mpi.data.sources import DIGITS_SIZE, IMAGENET_CLASSES
 from aiperf_mpi.graph.model import GraphError, infer_shapes, input_node, output_node
 from aiperf_mpi.results import runlog
+from aiperf_mpi.results.epochs import rank_batches
 from aiperf_mpi.results.rules import IMAGENET_SPLITS, VALID_SEARCH, VALID_TUNER, imagenet_split
 from analysis.checks import Check, Run
 
@@ -407,11 +408,11 @@ class EvidenceRules:
             self.counts.problems.append(f"{label}: split: {event['train_samples']} train samples, the train split "
                                         f"holds {train} (as the data check counted it)")  # fmt: skip
         elif task is not None and is_int(task.batch) and group.size:
-            share = train // group.size
-            if event["steps"] != share // task.batch:  # a logged epoch is one whole pass: never fewer steps
+            steps = rank_batches(train, group.size, task.batch)
+            if event["steps"] != steps:  # a logged epoch is one whole pass: never fewer steps
                 self.counts.problems.append(f"{label}: split: {event['steps']} steps of batch size {task.batch} a "
                                             f"rank, where one pass over the train split is ({train} // "
-                                            f"{group.size} ranks) // {task.batch} = {share // task.batch} steps "
+                                            f"{group.size} ranks) // {task.batch} = {steps} steps "
                                             "(as the data check counted it)")  # fmt: skip
         if event["validation_samples"] != validation:  # every rank validates its share: the group, the whole split
             self.counts.problems.append(f"{label}: split: {event['validation_samples']} validation samples, the "
