@@ -15,6 +15,7 @@ from pathlib import Path
 from aiperf_mpi.data.sources import DATASETS
 from aiperf_mpi.errors import UsageError
 from aiperf_mpi.graph.seeds import SEED_MODELS
+from aiperf_mpi.results.datasets import RESIZABLE
 from aiperf_mpi.results.precisions import PRECISIONS
 from aiperf_mpi.results.rules import VALID_SEARCH, VALID_TUNER
 from aiperf_mpi.results.score import DEFAULT_STEP
@@ -109,8 +110,8 @@ class RunConfig:
 FIELD_TYPES = {f.name: f.type for f in fields(RunConfig)}
 
 FILE_DATASETS = ("cifar10", "imagenet", "hdf5")
-RESIZED_DATASETS = ("imagenet", "synthetic")
-"""data sets whose image size is chosen by ``image_size``; the others have a fixed size"""
+RESIZED_DATASETS = RESIZABLE
+"""data sets whose image size is chosen by ``image_size`` (the data sets' table's); the others have a fixed size"""
 MAX_GRID_POINTS = 1_000_000
 """time_limit / score_step at most: the score's grid is kept in memory and drawn"""
 

@@ -64,7 +64,7 @@ class DataRules:
         configured = config.get("image_size")
         size = None
         if split is not None:
-            size = configured if split.resizable and is_int(configured) and configured > 0 else split.image_size
+            size = split.side(configured if is_int(configured) and configured > 0 else None)
         self.segment = _Segment(split, size)
         if split is None:
             self._users_own(data, label)
