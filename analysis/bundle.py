@@ -41,6 +41,7 @@ from pathlib import Path
 
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.logmodel import read_model
+from aiperf_mpi.results.mllog_format import MLLOG_FILE
 from analysis.checks import BadInput, Verification
 from analysis.guard import guarded
 from analysis.side_files import system_segments
@@ -49,7 +50,7 @@ from analysis.verify_log import SCORE_FILE
 
 BEST_SUFFIXES = (".json", ".md", ".txt", ".csv")
 """what of ``best/`` goes in: descriptions of the model, not the model (``.keras`` and other weights stay out)"""
-TOP_FILES = (runlog.EVENTS_FILE, "mllog.log", SCORE_FILE)
+TOP_FILES = (runlog.EVENTS_FILE, MLLOG_FILE, SCORE_FILE)
 SIDE_FILES = (runlog.EVENTS_FILE + ".cut-", "mllog.log.cut-")
 """a resume's set-aside cut lines: part of the log's history"""
 FOLDERS = ("graphs", "report")
