@@ -170,9 +170,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--score-step", type=float, metavar="SECONDS",
                      help=f"the score's time grid ({default('score_step')})")  # fmt: skip
     run.add_argument("--max-epochs", type=int, metavar="N", help=f"epoch limit of one model ({default('max_epochs')})")
-    run.add_argument("--warmup-epochs", type=int, metavar="N",
+    run.add_argument("--search-warmup-epochs", type=int, metavar="N",
                      help="epochs of each model in a group's first three rounds, whose final accuracy the search "
-                     f"then predicts from the curve ({default('warmup_epochs', 'up to --max-epochs')})")  # fmt: skip
+                     f"then predicts from the curve ({default('search_warmup_epochs', 'up to --max-epochs')}; "
+                     "not the learning rate's warm-up, one epoch of every model)")  # fmt: skip
     run.add_argument("--patience", type=int, metavar="N",
                      help=f"early stop after N epochs without gain ({default('patience')})")  # fmt: skip
     run.add_argument("--model-seconds", type=float, metavar="SECONDS",
@@ -229,9 +230,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 RUN_OPTIONS = (
     "time_limit", "max_models", "dataset", "data_path", "stage_dir", "image_size", "seed_model", "precision", "run_dir",
-    "score_step", "max_epochs", "warmup_epochs", "patience", "model_seconds", "min_delta", "batch_size", "base_lr",
-    "hpo", "search", "inherit", "keep_weights", "xla", "device_prefetch", "seed", "grace", "progress_interval",
-    "device_memory_gb",
+    "score_step", "max_epochs", "search_warmup_epochs", "patience", "model_seconds", "min_delta", "batch_size",
+    "base_lr", "hpo", "search", "inherit", "keep_weights", "xla", "device_prefetch", "seed", "grace",
+    "progress_interval", "device_memory_gb",
     "monitor_interval", "peak_probe", "peak_seconds", "rehearse", "rehearse_rate", "rehearse_allreduce",
     "hardware_changed",
 )  # fmt: skip

@@ -53,9 +53,10 @@ class RunConfig:
     """'' : runs/run-<date>-<time>"""
     score_step: float = DEFAULT_STEP
     max_epochs: int = 60
-    warmup_epochs: int = 0
-    """epochs each model of a group's first three rounds trains at most, its final accuracy then predicted
-    for the search (0: as many as max_epochs allow; never more than max_epochs)"""
+    search_warmup_epochs: int = 0
+    """epochs each model of a group's first three rounds (the search's warm-up) trains at most, its final accuracy
+    then predicted for the search (0: as many as max_epochs allow; never more than max_epochs).  Not the learning
+    rate's warm-up, which the trainer applies to every model (``results.epochs.LEARNING_RATE_WARMUP_EPOCHS``)"""
     model_seconds: float = 0.0
     """a model's training time budget: it begins no epoch that, as long as its last, would end more than this
     many seconds after its training began (at least one epoch; 0: no budget).  ``make run`` plans its demo
@@ -126,7 +127,7 @@ NUMERIC_RANGES: dict[str, tuple[float, float, bool]] = {
     "relays": (0, 2**16, True),
     "score_step": (1.0, 31 * 86400.0, True),
     "max_epochs": (1, 10**6, True),
-    "warmup_epochs": (0, 10**6, True),
+    "search_warmup_epochs": (0, 10**6, True),
     "patience": (1, 10**6, True),
     "model_seconds": (0.0, 31 * 86400.0, True),
     "min_delta": (0.0, 1.0, True),

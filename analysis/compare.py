@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aiperf_mpi.results.logmodel import read_model
+from aiperf_mpi.results.resumable import current_names
 from aiperf_mpi.results.score import Score
 from aiperf_mpi.results.stability import sample_cv
 from analysis.metrics import RunSummary, run_score, summarise
@@ -78,7 +79,7 @@ def load_compared(path: Path) -> ComparedRun:
     """Read one run's log (directory or events.jsonl) and summarise it."""
     run = read_model(path)
     score = run_score(run)
-    return ComparedRun(summarise(run, score), score, dict(run.config), list(run.provenances))
+    return ComparedRun(summarise(run, score), score, current_names(run.config), list(run.provenances))
 
 
 # -- the spread

@@ -44,8 +44,11 @@ from analysis.verify_rules import EvidenceRules
 from analysis.verify_search import SearchRules
 from analysis.weights_check import KeptWeights
 
-VERIFY_RULES_VERSION = "2026.12-4"
-"""the version of :data:`FAMILIES`: what verify checks, and how (a new one for any change of a row's rule)"""
+VERIFY_RULES_VERSION = "2026.12-5"
+"""the version of :data:`FAMILIES`: what verify checks, and how (a new one for any change of a row's rule).
+2026.12-5: ``segments`` reads a logged configuration under today's option names (the search's warm-up cap
+``warmup_epochs`` became ``search_warmup_epochs``, told apart from the learning rate's warm-up that ``mllog.log``
+now logs truly), so a run resumed across the rename is one configuration"""
 ANY = "*"
 """a family that reads every event (its ``each`` method)"""
 EVENT_NAMES = tuple(REQUIRED)
@@ -86,7 +89,9 @@ FAMILIES = (
            files=("graphs/",), rows=(
         Row("segments",
             "`run_start`s numbered 1, 2, … in time order, `resumed` only after the first; a resume changes no "
-            "configuration but `time_limit` and `run_dir`; each segment's one `run_stop` precedes its `score`; "
+            "configuration but `time_limit`, `hardware_changed` and `run_dir` (an option renamed since a segment was "
+            "logged counts under its new name: `warmup_epochs` is `search_warmup_epochs`); each segment's one "
+            "`run_stop` precedes its `score`; "
             "nothing but the `score` follows a `run_stop`; the last segment is closed and scored"),
         Row("epochs in segments",
             "every epoch follows its task's `model_proposed` in the same segment and group, is numbered 1, 2, … "

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from mlperf_logging.mllog import constants
 
+from aiperf_mpi.results.epochs import LEARNING_RATE_WARMUP_EPOCHS
 from aiperf_mpi.results.inventory import group_ranks_by_host
 from aiperf_mpi.results.jsonline import line_encoder
 from aiperf_mpi.results.mllog_format import FLUSH_SECONDS, MLLOG_FILE, late_members, line, line_middle, time_ms
@@ -192,7 +193,8 @@ class MLLogWriter:
         self._write("event", constants.OPT_NAME, when, constants.SGD)
         self._write("event", constants.OPT_BASE_LR, when, config["base_lr"],
                     metadata={"per": "256 samples of global batch"})  # fmt: skip
-        self._write("event", constants.OPT_LR_WARMUP_EPOCHS, when, config["warmup_epochs"])
+        # the trainer's warm-up of every model's learning rate, not the search's --search-warmup-epochs
+        self._write("event", constants.OPT_LR_WARMUP_EPOCHS, when, LEARNING_RATE_WARMUP_EPOCHS)
         self._write("start", constants.RUN_START, when, metadata={"segment": segment})
         self.flush()
 

@@ -46,7 +46,7 @@ from aiperf_mpi.job.transport import MasterTransport
 from aiperf_mpi.results import provenance, runlog
 from aiperf_mpi.results.graphs import GRAPHS_DIR
 from aiperf_mpi.results.logmodel import read_model
-from aiperf_mpi.results.resumable import RESUME_OPTIONS
+from aiperf_mpi.results.resumable import RESUME_OPTIONS, current_names
 from aiperf_mpi.results.score import Score, score_run
 from aiperf_mpi.search.bayesian import SearchConfig
 from aiperf_mpi.search.view import MasterHistory
@@ -117,7 +117,7 @@ def prepare(config: RunConfig, resume: str | None, ranks: int) -> Prepared:
             raise UsageError(f"--resume {run_dir}: {exc}") from None
         if not model.segment_records:
             raise UsageError(f"--resume {run_dir}: the log has no run_start")
-        logged = RunConfig(**model.segment_records[0].config)
+        logged = RunConfig(**current_names(model.segment_records[0].config))
         ended = model.events[runlog.MODEL_DONE] + model.events[runlog.MODEL_FAILED]
         if logged.max_models and ended >= logged.max_models:  # its segment would stop at once, having done nothing
             raise UsageError(f"--resume {run_dir}: the run already has its {ended} models (--max-models "

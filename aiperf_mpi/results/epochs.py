@@ -1,4 +1,4 @@
-"""What one epoch of one model is, said once: its steps, and when a model stops.
+"""What one epoch of one model is, said once: its steps, its learning-rate warm-up, and when a model stops.
 
 The trainer (``train/trainer.py``, through ``train/pipeline.py``), the
 rehearsal's stand-in (``job/rehearsal.py``, ``mpi/rehearsal.py``), the MLLOG
@@ -12,6 +12,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+
+LEARNING_RATE_WARMUP_EPOCHS = 1
+"""epochs over which the trainer ramps every model's learning rate linearly from a tenth of its peak to the peak
+(``train/trainer.py``); not configurable.  ``mllog.log`` logs it as ``opt_learning_rate_warmup_epochs`` and the
+compliance ruleset (1.2.0 on) holds the logged value to it.  Not the search's ``--search-warmup-epochs``, the
+epoch cap of a group's first rounds (``config.RunConfig.search_warmup_epochs``)"""
 
 EPOCH_LIMIT = "epoch limit"
 EARLY_STOP = "early stop"

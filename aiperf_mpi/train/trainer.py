@@ -41,7 +41,7 @@ from aiperf_mpi.config import RunConfig, device_prefetch_enabled, xla_enabled
 from aiperf_mpi.data.sources import DataSource
 from aiperf_mpi.graph.model import as_trained
 from aiperf_mpi.graph.ops import count_ops, epoch_ops
-from aiperf_mpi.results.epochs import TIME_LIMIT, EpochStop, stop_asked
+from aiperf_mpi.results.epochs import LEARNING_RATE_WARMUP_EPOCHS, TIME_LIMIT, EpochStop, stop_asked
 from aiperf_mpi.results.timelimit import ends_after_limit
 from aiperf_mpi.search.hpo import HParams
 from aiperf_mpi.train.keras_model import build_keras_model
@@ -77,7 +77,6 @@ class TrainConfig:
     base_lr: float = RunConfig.base_lr
     """learning rate per 256 samples of global batch (scaled linearly with the group's global batch)"""
     momentum: float = 0.9
-    warmup_epochs: float = 1.0
     precision: str = "fp32"
     """a concrete precision (a run's ``auto`` is resolved before training: ``config.resolve_precision``)"""
     seed: int = RunConfig.seed
@@ -314,7 +313,7 @@ class GroupTrainer:
         steps = self.shard.steps(batch)
         global_batch = batch * self.size
         peak = config.base_lr * global_batch / 256.0
-        schedule = _WarmupSchedule(peak, int(config.warmup_epochs * steps))
+        schedule = _WarmupSchedule(peak, LEARNING_RATE_WARMUP_EPOCHS * steps)
         optimizer = make_optimizer(config.precision, schedule, config.momentum)
         # its slots (momentum) made now: created inside the first step instead, they make tf.function trace the
         # whole step twice (the variable-creation protocol), seconds per model
