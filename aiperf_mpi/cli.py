@@ -144,7 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
         dest="report",
         action="store_false",
         help="after the score, write no report and export no best model: the job ends, and frees its nodes, "
-        "as soon as the score is on disk (python -m analysis.report RUN_DIR and python -m analysis.export "
+        "as soon as the score is on disk (python -m analysis.report RUN_DIR and python -m aiperf_mpi.export "
         "--single-copy RUN_DIR make them later)",
     )
     run = parser.add_argument_group("the run")

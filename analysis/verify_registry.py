@@ -270,7 +270,7 @@ FAMILIES = (
             "description, accuracy, hyper-parameters; each step's parent the previous step's model, the first "
             "without one) are the log's; `ops_per_sample`, `params`, `best/ops.json` and `best/graph.json` equal "
             "the recount of the task's graph file at its kernel size. No `best/` (a run ended by a signal, "
-            "synthetic data, `--no-report`; `python -m analysis.export --single-copy RUN_DIR` makes it later): "
+            "synthetic data, `--no-report`; `python -m aiperf_mpi.export --single-copy RUN_DIR` makes it later): "
             "*not present*, noted, not failed. A `best/` an earlier segment exported, left by a resume that ended"
             " by a signal or with `--no-report` (the run says so), describes that segment's best model and fails "
             "this row when a later segment trained a better one: export again. A run that meets every rule of "

@@ -314,7 +314,7 @@ def _run_master_locked(prepared: Prepared, config: RunConfig, transport: MasterT
     if config.rehearse:
         print("aiperf_mpi: a rehearsal: its operations and accuracies are a stand-in's (--rehearse), never a result; "
               "no model to export", flush=True)  # fmt: skip
-    elif outcome == "done" and end.export is not None:  # ending in Abort leaves no time: analysis.export later
+    elif outcome == "done" and end.export is not None:  # ending in Abort leaves no time: aiperf_mpi.export later
         end.export(run_dir, config.dataset)
     ending.append(time.monotonic())
     print_end_phases(stopped[runlog.TIME] - (started[runlog.TIME] + config.time_limit), ending, busy)

@@ -64,9 +64,6 @@ ALLOWANCES = {
     # the ops command checks its numbers with the CLI's positive_int; cli.py loads mpi4py only inside
     # parse_on_root, which the ops command never calls
     "aiperf_mpi/graph/__main__.py": {"cli"},
-    # the old name of `python -m aiperf_mpi.export`, kept because scripts run it: it imports the
-    # export room only inside main(), so `import analysis.export` loads no TensorFlow (the import check below)
-    "analysis/export.py": {"export"},
 }
 
 
