@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from aiperf_mpi import __version__
-from aiperf_mpi.errors import EXIT_OK, UsageError
+from aiperf_mpi.errors import EXIT_OK, UsageError, positive_int, whole_number
 from aiperf_mpi.results.resumable import RESUME_OPTIONS
 
 if TYPE_CHECKING:  # the parser itself is MPI-free so unit tests need no MPI
@@ -57,25 +57,6 @@ class _Parser(argparse.ArgumentParser):
         if message:
             self._print_message(message)
         raise _ParserExit(status)
-
-
-def whole_number(text: str) -> int:
-    """argparse type: an integer ≥ 0, with a message that names the value."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
-
-
-def positive_int(text: str) -> int:
-    """argparse type: an integer ≥ 1, with a message that names the value."""
-    value = whole_number(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -61,9 +61,6 @@ ALLOWANCES = {
     "aiperf_mpi/data/tfdata.py": {"tensorflow"},
     # the converter reads ImageNet shards with that pipeline (python -m aiperf_mpi.data convert, not the run)
     "aiperf_mpi/data/__main__.py": {"tensorflow"},
-    # the ops command checks its numbers with the CLI's positive_int; cli.py loads mpi4py only inside
-    # parse_on_root, which the ops command never calls
-    "aiperf_mpi/graph/__main__.py": {"cli"},
 }
 
 
