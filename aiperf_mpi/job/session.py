@@ -44,6 +44,7 @@ from aiperf_mpi.job.resume import Resumed, history_from_log
 from aiperf_mpi.job.runlock import RunLock
 from aiperf_mpi.job.transport import MasterTransport
 from aiperf_mpi.results import provenance, runlog
+from aiperf_mpi.results.epochs import rank_batches
 from aiperf_mpi.results.graphs import GRAPHS_DIR
 from aiperf_mpi.results.logmodel import read_model
 from aiperf_mpi.results.resumable import RESUME_OPTIONS, current_names
@@ -172,7 +173,7 @@ def check_batch_fits(prepared: Prepared, largest_group: int) -> None:
     """
     config, ranks = prepared.config, largest_group
     train, validation = prepared.data_sizes["train"], prepared.data_sizes["validation"]
-    if train // ranks < config.batch_size:
+    if rank_batches(train, ranks, config.batch_size) < 1:  # an epoch of no step: the trainer's steps per epoch
         raise UsageError(
             f"batch_size {config.batch_size} is larger than the train split allows: {train} samples over "
             f"{ranks} ranks of a group are {train // ranks} per rank (lower --batch-size or --group-size)"
