@@ -200,7 +200,7 @@ bench: install
 # about MODELS models go through the search, the tuner and inheritance in TIME on any 2-core machine.
 # A ranking run uses the defaults (60 epochs, patience 5, no budget).
 MODELS ?= 7
-RUN_SHAPE = --warmup-epochs 2 --max-epochs 3 --model-seconds $(shell echo $$(( $(TIME) / $(MODELS) )))
+RUN_SHAPE = --search-warmup-epochs 2 --max-epochs 3 --model-seconds $(shell echo $$(( $(TIME) / $(MODELS) )))
 #
 # One node needs no network (docs/cluster.md, "Security note"; tests/mpi/test_sockets.py runs this
 # target and checks it).  SINGLE_NODE_MPI keeps Open MPI's ranks on shared memory: the ob1 PML

@@ -140,7 +140,7 @@ def no_report_hooks() -> EndOfRunHooks:
             return  # nothing to choose the best model by: the export would not run either
         stale = " (the best/ there is an earlier segment's, which verify holds to this one's best model)" \
             if (run_dir / "best").exists() else ""  # fmt: skip
-        print(f"aiperf_mpi: no model export (--no-report){stale}: python -m analysis.export --single-copy "
+        print(f"aiperf_mpi: no model export (--no-report){stale}: python -m aiperf_mpi.export --single-copy "
               f"{run_dir} makes it", flush=True)  # fmt: skip
 
     return EndOfRunHooks(report=no_report, export=no_export)

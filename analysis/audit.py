@@ -46,7 +46,6 @@ import math
 import os
 import random
 import stat
-import subprocess
 import sys
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -58,6 +57,8 @@ import numpy as np
 from aiperf_mpi.graph.lineage import rebuild, seed_from_record, structure_difference
 from aiperf_mpi.graph.model import GraphError, as_trained, from_json, to_json
 from aiperf_mpi.results import runlog
+from aiperf_mpi.results.child import ChildFailed, json_answer
+from aiperf_mpi.results.epochs import rank_batches
 from aiperf_mpi.results.graphs import GraphFileError
 from aiperf_mpi.results.inventory import host_of_rank
 from aiperf_mpi.results.logmodel import RunModel, read_model
@@ -154,7 +155,7 @@ def epoch_bounds(task: int, epoch: Mapping, batch: int, train_step: float, eval_
         return []
     ranks = max(1, int(samples // (steps * batch)))
     traced = 1 if _number(epoch, "compile") > 0 else 0
-    full_batches = int(validation // ranks // batch)
+    full_batches = rank_batches(validation, ranks, batch)
     bounds = []
     timed_steps = steps - traced
     if timed_steps >= 1 and math.isfinite(values["compute"]):
@@ -417,19 +418,11 @@ def request(tasks: list[Sampled], seconds: float, here: Mapping) -> dict:
 
 def run_child(asked: dict, timeout: float) -> dict:
     """The child's JSON answer; AuditFailed with its one line when it refused, failed or ran out of time."""
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
     try:
-        done = subprocess.run([sys.executable, "-m", CHILD], input=json.dumps(asked), capture_output=True, text=True,
-                              timeout=timeout, env=env)  # fmt: skip
-    except subprocess.TimeoutExpired:
-        raise AuditFailed(f"the timing did not finish within {timeout:g} s (--timeout SECONDS)") from None
-    if done.returncode != 0:
-        lines = done.stderr.strip().splitlines()
-        raise AuditFailed((lines[-1] if lines else f"exit status {done.returncode}").removeprefix(f"{CHILD}: error: "))
-    try:
-        return json.loads(done.stdout.strip().splitlines()[-1])
-    except (IndexError, ValueError):
-        raise AuditFailed(f"python -m {CHILD} printed no JSON line: {done.stdout[-200:]!r}") from None
+        return json_answer(CHILD, timeout=timeout, what="the timing", timeout_option="--timeout",
+                           stdin=json.dumps(asked))  # fmt: skip
+    except ChildFailed as exc:
+        raise AuditFailed(str(exc)) from None
 
 
 def fastest_window(times: list[float], width: int = WINDOW) -> float:

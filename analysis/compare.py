@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aiperf_mpi.results.logmodel import read_model
+from aiperf_mpi.results.resumable import current_names
 from aiperf_mpi.results.runlog import UnreadableLog
 from aiperf_mpi.results.schema import admit_only_schema_events
 from aiperf_mpi.results.score import Score
@@ -81,7 +82,7 @@ def load_compared(path: Path) -> ComparedRun:
     off its schema (it is someone else's log: every field is checked before the arithmetic uses it)."""
     run = read_model(path, admit=admit_only_schema_events)
     score = run_score(run)
-    return ComparedRun(summarise(run, score), score, dict(run.config), list(run.provenances))
+    return ComparedRun(summarise(run, score), score, current_names(run.config), list(run.provenances))
 
 
 # -- the spread

@@ -45,7 +45,12 @@ from analysis.verify_search import SearchRules
 from analysis.weights_check import KeptWeights
 
 VERIFY_RULES_VERSION = "2026.12-5"
-"""the version of :data:`FAMILIES`: what verify checks, and how (a new one for any change of a row's rule)"""
+"""the version of :data:`FAMILIES`: what verify checks, and how (a new one for any change of a row's rule).
+2026.12-5: ``segments`` reads a logged configuration under today's option names (the search's warm-up cap
+``warmup_epochs`` became ``search_warmup_epochs``, told apart from the learning rate's warm-up that ``mllog.log``
+now logs truly), so a run resumed across the rename is one configuration; the ``log`` row refuses a NaN or an
+infinity in any field; ``weights files`` refuses a file larger than its graph's arrays can need before hashing it;
+``hardware bounds`` holds a rehearsal's phases to its stand-in's stated rate"""
 ANY = "*"
 """a family that reads every event (its ``each`` method)"""
 EVENT_NAMES = tuple(REQUIRED)
@@ -87,7 +92,9 @@ FAMILIES = (
            files=("graphs/",), rows=(
         Row("segments",
             "`run_start`s numbered 1, 2, … in time order, `resumed` only after the first; a resume changes no "
-            "configuration but `time_limit` and `run_dir`; each segment's one `run_stop` precedes its `score`; "
+            "configuration but `time_limit`, `hardware_changed` and `run_dir` (an option renamed since a segment was "
+            "logged counts under its new name: `warmup_epochs` is `search_warmup_epochs`); each segment's one "
+            "`run_stop` precedes its `score`; "
             "nothing but the `score` follows a `run_stop`; the last segment is closed and scored"),
         Row("epochs in segments",
             "every epoch follows its task's `model_proposed` in the same segment and group, is numbered 1, 2, … "
@@ -267,7 +274,7 @@ FAMILIES = (
             "description, accuracy, hyper-parameters; each step's parent the previous step's model, the first "
             "without one) are the log's; `ops_per_sample`, `params`, `best/ops.json` and `best/graph.json` equal "
             "the recount of the task's graph file at its kernel size. No `best/` (a run ended by a signal, "
-            "synthetic data, `--no-report`; `python -m analysis.export --single-copy RUN_DIR` makes it later): "
+            "synthetic data, `--no-report`; `python -m aiperf_mpi.export --single-copy RUN_DIR` makes it later): "
             "*not present*, noted, not failed. A `best/` an earlier segment exported, left by a resume that ended"
             " by a signal or with `--no-report` (the run says so), describes that segment's best model and fails "
             "this row when a later segment trained a better one: export again. A run that meets every rule of "

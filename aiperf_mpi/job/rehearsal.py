@@ -34,6 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from aiperf_mpi.graph.ops import ModelOps, epoch_ops
+from aiperf_mpi.results.epochs import rank_batches
 
 CURVE_EPOCHS = 2.0
 """the stand-in curve's time constant: 1 − 1/e of its ceiling after this many epochs"""
@@ -68,7 +69,7 @@ def stand_in_epoch(counts: ModelOps, sizes: Mapping[str, int], batch: int, ranks
     the whole validation split is evaluated; the correct count is the curve's accuracy × that split, so the
     logged accuracy is a count over a whole pass, as a real one is.
     """
-    steps = (sizes["train"] // ranks) // batch
+    steps = rank_batches(sizes["train"], ranks, batch)
     train_samples = steps * batch * ranks
     validated = sizes["validation"]
     ops = epoch_ops(counts, train_samples, validated, batch * ranks)

@@ -143,7 +143,7 @@ def consistent_run(run_dir: Path, dataset: str = "imagenet", precision: str = "f
     return run_dir
 
 
-MLLOG_DEFAULTS = {"seed": 0, "base_lr": 0.1, "warmup_epochs": 0, "time_limit": 3600.0, "grace": 120.0, "batch_size": 32}
+MLLOG_DEFAULTS = {"seed": 0, "base_lr": 0.1, "time_limit": 3600.0, "grace": 120.0, "batch_size": 32}
 """what the master's mllog description needs of a configuration that a hand-made one may lack"""
 
 

@@ -272,8 +272,8 @@ def test_a_stop_before_the_answer_is_kept_and_the_task_ends_at_once(tmp_path) ->
 
 
 def test_warm_up_rounds_train_briefly_and_feed_the_search_a_prediction(tmp_path) -> None:
-    """--warmup-epochs: a group's first three models train that many epochs; their accuracy is also predicted."""
-    run_local(tmp_path, groups=1, time_limit=60, max_models=5, warmup_epochs=1)
+    """--search-warmup-epochs: a group's first three models train that many epochs; their accuracy is also predicted."""
+    run_local(tmp_path, groups=1, time_limit=60, max_models=5, search_warmup_epochs=1)
     done = [e["model"] for e in runlog.read_events(tmp_path).events if e["event"] == runlog.MODEL_DONE]
     assert [len(m["epochs"]) for m in done] == [1, 1, 1, 2, 2]  # the fake runner trains 2 epochs at most
     assert all(m["predicted_accuracy"] is not None for m in done[:3])
@@ -561,7 +561,7 @@ def test_a_short_run_ends_by_its_time_limit_not_after_it(tmp_path) -> None:
     """Through the real loop: epochs of 0.25 s and 1.25 s (a slow group), 4 s: without the rule the last epochs
     would end up to 1.25 s after the limit; with it, no later than the estimates' error (the search's time,
     sleep's jitter), far below that."""
-    run_local(tmp_path, groups=2, time_limit=4.0, slow=(1,), warmup_epochs=0, epoch_seconds=0.25)
+    run_local(tmp_path, groups=2, time_limit=4.0, slow=(1,), search_warmup_epochs=0, epoch_seconds=0.25)
     events = runlog.read_events(tmp_path).events
     start = next(e for e in events if e["event"] == runlog.RUN_START)[runlog.TIME]
     ends = [e["end"] - start for e in events if e["event"] == runlog.EPOCH]
@@ -592,7 +592,7 @@ def test_a_later_epochs_start_rides_on_the_report_of_the_epoch_before(tmp_path) 
 
 
 def test_the_master_logs_every_epoch_start_at_its_time_from_the_messages_that_carry_it(tmp_path) -> None:
-    run = run_local(tmp_path, groups=1, time_limit=60, max_models=3, warmup_epochs=0)
+    run = run_local(tmp_path, groups=1, time_limit=60, max_models=3, search_warmup_epochs=0)
     events = runlog.read_events(tmp_path).events
     epochs = [e for e in events if e["event"] == runlog.EPOCH]
     models = [e for e in events if e["event"] == runlog.MODEL_DONE]
