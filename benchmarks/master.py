@@ -714,8 +714,9 @@ def run() -> str:
         f"at {relayed_faster['groups']:,} groups with a relay, busy ≤ 50 % — CPU {relayed_faster['busy_cpu']:.0%} "
         f"({verdict(relayed_faster['busy_cpu'] <= 0.5)}), wall {relayed_faster['busy']:.0%}; queueing delay p99 "
         f"< 5 ms — {relayed_faster['queued_p99'] * 1e3:.1f} ms ({verdict(relayed_faster['queued_p99'] < 0.005)}); "
-        f"the Stops at the end ≤ 1 MB at any size — {max(r['stop_bytes'] for r in results) / 1e6:.2f} MB "
-        f"({verdict(max(r['stop_bytes'] for r in results) <= 1e6)})",
+        f"a Stop at the end ≤ 64 bytes at any size (flat: no view records) — "
+        f"{max(r['stop_bytes'] / r['stops'] for r in results):.0f} bytes "
+        f"({verdict(max(r['stop_bytes'] / r['stops'] for r in results) <= 64)})",
     ]
     return "\n".join(
         [
