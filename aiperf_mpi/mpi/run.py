@@ -103,7 +103,7 @@ def run_benchmark(
     horovod = horovod and training.horovod
     marks.append(time.monotonic())
     layout = build_layout(comm, prepared.config.group_size or None, prepared.config.relays)
-    say_limits(comm, layout.plan)  # rank 0: one line for what the node's limits cannot hold
+    say_limits(comm, layout.plan, prepared.config.seed_model, prepared.config.rehearse)  # rank 0: what cannot fit
     marks.append(time.monotonic())
     try:
         local, staging = stage_on_nodes(comm, layout, prepared.config)  # ``local`` reads the staged copy

@@ -63,3 +63,34 @@ def test_tcp_is_read_from_open_mpis_settings() -> None:
     assert not talks_tcp({"OMPI_MCA_btl": "self,sm"})
     assert not talks_tcp({"OMPI_MCA_btl": "^tcp"})
     assert not talks_tcp({"OMPI_MCA_pml": "ucx"})
+
+
+def test_one_line_when_a_nodes_memory_cannot_hold_its_ranks() -> None:
+    """The issue's case: 128 rehearsing ranks in groups of 2 with a relay on one node (63 leaders of ResNet-50
+    children, 63 other training ranks): ≈ 17 GiB at the measured figures."""
+    from aiperf_mpi.mpi.limits import REHEARSAL_MIB, memory_line, rank_need_mib
+
+    plan = plan_layout(*nodes_of(128, 128), group_size=2, relays=1)
+    need = (REHEARSAL_MIB["master"] + REHEARSAL_MIB["relay"] + 63 * REHEARSAL_MIB["leader"]["resnet50"]
+            + 63 * REHEARSAL_MIB["other"])  # fmt: skip
+    assert sum(rank_need_mib(role, "resnet50", True) for role in ["master", "relay"] + ["leader", "other"] * 63) == need
+    gib = 1024 * 1024  # KiB
+    held = 60 * 1024  # what each rank holds already at start (its imports), KiB
+    short = memory_line(plan, [(6 * gib, held)] * 128, "resnet50", rehearse=True)
+    assert short is not None and "\n" not in short and short.startswith("aiperf_mpi: warning: 1 node(s) may not hold")
+    assert f"node0's 128 ranks need ≈ {need / 1024:.1f} GiB" in short and "it has 13.5 GiB" in short
+    assert memory_line(plan, [(24 * gib, held)] * 128, "resnet50", rehearse=True) is None
+    assert memory_line(plan, [(6 * gib, held)] * 128, "tiny", rehearse=True) is None  # tiny leaders: ≈ 9 GiB
+    assert memory_line(plan, [(0, 0)] * 128, "resnet50", rehearse=True) is None  # no /proc/meminfo: no verdict
+    real = memory_line(plan, [(24 * gib, held)] * 128, "resnet50", rehearse=False)  # TensorFlow on 126 ranks
+    assert real is not None and "at least" in real
+
+
+def test_the_node_short_of_memory_is_the_one_named() -> None:
+    from aiperf_mpi.mpi.limits import memory_line
+
+    plan = plan_layout(*nodes_of(16, 8), group_size=2)
+    gib = 1024 * 1024
+    reports = [(4 * gib, 0)] * 8 + [(gib // 4, 0)] * 8  # node1 has 0.25 GiB for 4 leaders and 4 others
+    line = memory_line(plan, reports, "resnet50", rehearse=True)
+    assert line is not None and "1 node(s)" in line and "node1's 8 ranks" in line
