@@ -21,6 +21,7 @@ from aiperf_mpi.mpi.faults import leave_together
 from aiperf_mpi.mpi.guard import fault_tolerant, run_guarded
 from aiperf_mpi.mpi.launch import check_launch
 from aiperf_mpi.mpi.layout import build_layout
+from aiperf_mpi.mpi.limits import raise_open_files
 from aiperf_mpi.mpi.tolerance import finalize_returns
 from aiperf_mpi.signals import StopFlag
 
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 
 def rank_main(comm: MPI.Comm, argv: Sequence[str] | None, stop_flag: StopFlag) -> int:
     """What every rank runs, inside the abort guard."""
+    raise_open_files()  # before the first collective: over TCP rank 0 holds a socket per rank it talks to
     options = parse_on_root(comm, argv)
     check_launch(comm.Get_size(), os.environ)  # before anything is measured: N singletons measure nothing
     check_mode(options)

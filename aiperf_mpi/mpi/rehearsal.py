@@ -20,7 +20,7 @@ from aiperf_mpi.config import RunConfig
 from aiperf_mpi.graph.model import from_json, with_kernel_size
 from aiperf_mpi.graph.ops import count_ops
 from aiperf_mpi.job.leader import GroupBroadcastRunner, Outcome, Task
-from aiperf_mpi.job.rehearsal import all_reduce_floats, stand_in_epoch
+from aiperf_mpi.job.rehearsal import all_reduce_chunks, all_reduce_floats, stand_in_epoch
 from aiperf_mpi.results.epochs import TIME_LIMIT, EpochStop, stop_asked
 from aiperf_mpi.results.hardware import STAND_IN_DEVICE
 
@@ -40,7 +40,8 @@ class RehearsalRunner(GroupBroadcastRunner):
         config, ranks, leader = self.config, self.comm.Get_size(), self.comm.Get_rank() == 0
         counts = count_ops(with_kernel_size(from_json(task.graph), task.hparams.kernel_size))
         batch = task.hparams.batch_size
-        buffer = np.ones(all_reduce_floats(counts.params, config.rehearse_allreduce), dtype=np.float32)
+        chunks = all_reduce_chunks(all_reduce_floats(counts.params, config.rehearse_allreduce))
+        buffer = np.ones(chunks[0], dtype=np.float32)  # one piece's size: the model's bytes go in pieces
         epochs: list[dict] = []
         policy = EpochStop(config.patience, config.min_delta)
         for epoch in range(1, (task.max_epochs or config.max_epochs) + 1):
@@ -57,8 +58,9 @@ class RehearsalRunner(GroupBroadcastRunner):
             if on_epoch_start is not None:
                 on_epoch_start(epoch, start, batch * ranks)
             compute = _wait(planned.train_seconds)
-            self.comm.Allreduce(MPI.IN_PLACE, buffer, op=MPI.SUM)  # the epoch's gradient exchange, for real
-            buffer.fill(1.0)
+            for size in chunks:  # the epoch's gradient exchange, for real, a piece at a time
+                self.comm.Allreduce(MPI.IN_PLACE, buffer[:size], op=MPI.SUM)
+                buffer.fill(1.0)
             evaluation = _wait(planned.validation_seconds)
             self.comm.Barrier()  # the group ends the epoch together, as the trainer's last collective does
             result = {**planned.fields, "start": start, "end": time.time(), "compute": compute,

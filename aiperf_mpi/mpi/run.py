@@ -34,6 +34,7 @@ from aiperf_mpi.job.session import NO_HOOKS, EndOfRunHooks, Prepared, create_run
 from aiperf_mpi.job.transport import FirstWorkClock
 from aiperf_mpi.mpi.horovod import horovod_on
 from aiperf_mpi.mpi.layout import RankLayout, build_layout
+from aiperf_mpi.mpi.limits import say_limits
 from aiperf_mpi.mpi.plan import LayoutPlan, relay_hint
 from aiperf_mpi.mpi.staging import stage_on_nodes
 from aiperf_mpi.mpi.system import system_description
@@ -102,6 +103,7 @@ def run_benchmark(
     horovod = horovod and training.horovod
     marks.append(time.monotonic())
     layout = build_layout(comm, prepared.config.group_size or None, prepared.config.relays)
+    say_limits(comm, layout.plan, prepared.config.seed_model, prepared.config.rehearse)  # rank 0: what cannot fit
     marks.append(time.monotonic())
     try:
         local, staging = stage_on_nodes(comm, layout, prepared.config)  # ``local`` reads the staged copy

@@ -259,3 +259,32 @@ def test_one_function_decides_whether_fault_tolerance_is_on() -> None:
             if name == "fault_tolerance" or (isinstance(node, ast.Constant) and "mpi_ft_" in str(node.value)):
                 deciding.add(path.relative_to(package).as_posix())
     assert not deciding, f"fault tolerance decided outside mpi/tolerance.py: {sorted(deciding)}"
+
+
+def test_the_hang_check_walks_the_groups_a_slice_a_pass(tmp_path) -> None:
+    """A round over the groups goes ``HANG_CHECK_SLICE`` groups per tick (a walk over 65,536 at once was a
+    ≈ 35 ms pause once a second); a silent group past the first slice is lost on the pass that reaches it."""
+    from aiperf_mpi.job.master import HANG_CHECK_SLICE
+
+    groups = 2 * HANG_CHECK_SLICE + 10
+    now = [0.0]
+    master = Master(RunConfig(time_limit=1000, seed_model="tiny", run_dir=str(tmp_path)), runlog.EventLog(tmp_path),
+                    MasterHistory(SearchConfig().view_bounds()), groups, tmp_path, clock=lambda: now[0],
+                    hang=POLICY)  # fmt: skip
+    for group in range(groups):
+        master.handle(group, Ready(group, 1, f"host{group}"))
+        master.state[group].longest_epoch = 10.0  # every group timed 10 s epochs: deadline 40 s
+    silent = groups - 1  # in the last slice
+    now[0] = 30.0
+    for group in range(groups - 1):
+        master.handle(group, EpochStarted(master.state[group].task, 2, now[0], 32))
+    now[0] = 41.0  # group `silent` has been silent 41 s; the others 11 s
+    master.tick()
+    assert master.checking_hangs and master.lost_groups == 0  # the first slice: not there yet
+    master.tick()
+    assert master.checking_hangs and master.lost_groups == 0
+    master.tick()
+    assert not master.checking_hangs and master.lost_groups == 1 and master.state[silent].lost
+    master.tick()  # the round is over; the next begins a check interval after the last began
+    assert not master.checking_hangs
+    master.log.close()
