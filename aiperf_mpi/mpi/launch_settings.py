@@ -36,7 +36,8 @@ Why each fault-tolerance setting (docs/cluster.md, "When a node fails"; jobscrip
   non-zero exit up to three times, so with one of a node's two ranks killed and the other exiting 1 it took
   the job for finished and ended it before the score (openpmix/prrte#2403, fixed after the bundled PRRTE).
   With it off a non-zero exit is an ordinary exit.  Measured here, the cost: a rank's ``os._exit(1)`` is then
-  reported to no other rank (23 s of ``Iprobe`` saw nothing); a ``kill -9`` is.
+  reported to no other rank (23 s of ``Iprobe`` saw nothing); a ``kill -9`` is, so the abort guard ends a
+  failing rank of a fault-tolerant job by SIGKILL (:mod:`aiperf_mpi.mpi.guard`).
 """
 
 from __future__ import annotations
