@@ -23,7 +23,9 @@ Measured here (Open MPI 5.0.11, 4 ranks, one host, docs/cluster.md): with
 ULFM's heartbeat detector (10 s timeout, the launch before issue 38) a
 training rank's ``os._exit`` or ``SIGSTOP`` reached rank 0's ``Iprobe`` as
 ``MPI_ERR_PROC_FAILED`` 8.4–8.9 s later; without it the launcher reports a
-``kill -9`` within a second.  The dead rank's Horovod partner got an error
+``kill -9`` within a second (0.11–0.36 s in the Slurm fixture), but not an
+``os._exit(1)`` (:mod:`aiperf_mpi.mpi.launch_settings`), so the abort guard
+ends a failing rank of a fault-tolerant job by SIGKILL.  The dead rank's Horovod partner got an error
 from its all-reduce, not a hang; ``MPI_Finalize`` after a failure hangs,
 ``MPI_Abort`` with a non-zero code ends every rank, a stopped one included
 (``MPI_Abort(0)`` does not).
