@@ -38,7 +38,7 @@ from aiperf_mpi.mpi.limits import say_limits
 from aiperf_mpi.mpi.plan import LayoutPlan, relay_hint
 from aiperf_mpi.mpi.staging import stage_on_nodes
 from aiperf_mpi.mpi.system import system_description
-from aiperf_mpi.mpi.tolerance import job_fault_tolerance, start_line
+from aiperf_mpi.mpi.tolerance import job_fault_tolerance, job_start_line
 from aiperf_mpi.mpi.transport import MpiLeaderChannel, MpiMasterTransport
 from aiperf_mpi.signals import StopFlag
 
@@ -204,8 +204,8 @@ class MasterRole:
         """The session, then the end of the job: ``Abort`` when groups were left training mid-epoch."""
         context = self.context
         groups = context.layout.plan.groups
-        tolerant, why = job_fault_tolerance()
-        print(start_line(tolerant, why), flush=True)
+        tolerant, _ = job_fault_tolerance()
+        print(job_start_line(HangPolicy()), flush=True)
         relays = context.layout.plan.relay_ranks
         transport = MpiMasterTransport(context.comm, {g.index: g.leader for g in groups},
                                        {g.index: list(g.ranks) for g in groups}, fault_tolerant=tolerant,
