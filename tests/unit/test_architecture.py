@@ -5,7 +5,8 @@ Rooms, lowest first: ``graph`` and ``search`` (models, counting, the search),
 ``data/tfdata.py`` holds TensorFlow), then ``config``, then ``job`` (the
 master's scheduler, the leader loop, the messages and the transport contract),
 then ``train`` (TensorFlow, Keras, Horovod) and ``mpi`` (mpi4py), and on top
-``export`` (the published model: it builds Keras models with ``train``).
+``export`` (the published model: it builds Keras models with ``train``) and ``serve``
+(the servable bundle, published with ``export`` and served on one process or a launcher's world).
 ``analysis/`` (outside the package) reads only the log, through ``graph`` and
 ``results``.  A module may import its own room and those :data:`ALLOWED`
 names; an import counts wherever it is written — at the top, inside a
@@ -50,6 +51,10 @@ ALLOWED = {
     # data: the re-evaluation opens the run's data set (export/reevaluate.py) to feed the trainer's pipeline
     "export": {"graph", "results", "data", "train", "errors", "tensorflow", "keras"},
     "analysis": {"graph", "results", "data", "errors"},  # data: the data sets' constants (sizes, classes)
+    # serve: the published bundle served (issue 46): it builds members with export/train, reads inputs with data,
+    # measures the peak with train, joins a launcher's world with mpi (mpi4py only under a launcher)
+    "serve": {"graph", "results", "data", "train", "export", "mpi", "job", "errors", "tensorflow", "keras",
+              "mpi4py"},
 }  # fmt: skip
 """what each room may import besides itself: rooms of the package, ``analysis`` and the heavy libraries by name"""
 ALLOWANCES = {

@@ -1,0 +1,55 @@
+"""``python -m aiperf_mpi.serve publish|run|check``: publish a run's models, serve them, check a serving run.
+
+Bad input is one line ``aiperf_mpi.serve: error: …`` (from rank 0 under MPI) and exit status 2 on every rank.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from aiperf_mpi.errors import EXIT_USAGE
+from aiperf_mpi.serve import PROG, ServeError
+
+
+def _publish(options: argparse.Namespace) -> int:
+    from aiperf_mpi.export import ExportError
+    from aiperf_mpi.graph.model import GraphError
+    from aiperf_mpi.serve.publish import publish
+
+    try:
+        manifest = publish(options.run_dir, options.out, options.top)
+    except (ExportError, GraphError) as exc:
+        raise ServeError(str(exc)) from None
+    sizes = sum(entry["bytes"] for entry in manifest["files"].values())
+    members = ", ".join(f"task {m['task']} ({m['validation_accuracy']:.4f})" for m in manifest["members"])
+    print(f"{PROG}: {manifest['servable']['type']} of {len(manifest['members'])} in {options.out}: {members}; "
+          f"{len(manifest['files'])} files, {sizes / 1e6:.1f} MB, forward {manifest['forward_ops_per_sample']:,} "
+          "ops/sample")  # fmt: skip
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=f"python -m {PROG}", description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    publish = commands.add_parser("publish", help="write a servable bundle from a run directory")
+    publish.add_argument("run_dir", type=Path)
+    publish.add_argument("out", type=Path, help="the bundle's directory (must not exist)")
+    publish.add_argument("--top", type=int, default=1, help="the K best models as an ensemble (default 1)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    options = parser().parse_args(argv)
+    try:
+        if options.command == "publish":
+            return _publish(options)
+    except ServeError as exc:
+        print(f"{PROG}: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return EXIT_USAGE
+    return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())
