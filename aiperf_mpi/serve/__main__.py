@@ -11,6 +11,7 @@ from pathlib import Path
 
 from aiperf_mpi.errors import EXIT_USAGE
 from aiperf_mpi.serve import PROG, ServeError
+from aiperf_mpi.serve.runner import add_arguments
 
 
 def _publish(options: argparse.Namespace) -> int:
@@ -24,9 +25,33 @@ def _publish(options: argparse.Namespace) -> int:
         raise ServeError(str(exc)) from None
     sizes = sum(entry["bytes"] for entry in manifest["files"].values())
     members = ", ".join(f"task {m['task']} ({m['validation_accuracy']:.4f})" for m in manifest["members"])
-    print(f"{PROG}: {manifest['servable']['type']} of {len(manifest['members'])} in {options.out}: {members}; "
-          f"{len(manifest['files'])} files, {sizes / 1e6:.1f} MB, forward {manifest['forward_ops_per_sample']:,} "
-          "ops/sample")  # fmt: skip
+    print(
+        f"{PROG}: {manifest['servable']['type']} of {len(manifest['members'])} in {options.out}: {members}; "
+        f"{len(manifest['files'])} files, {sizes / 1e6:.1f} MB, forward {manifest['forward_ops_per_sample']:,} "
+        "ops/sample"
+    )
+    return 0
+
+
+def _run(options: argparse.Namespace) -> int:
+    from aiperf_mpi.serve.runner import serve
+
+    return serve(options)
+
+
+def _check(options: argparse.Namespace) -> int:
+    from aiperf_mpi.serve.check import check_run
+
+    problems = check_run(options.log_dir, options.bundle)
+    for problem in problems:
+        print(f"{PROG} check: FAIL: {problem}")
+    if problems:
+        print(f"{PROG} check: {options.log_dir}: {len(problems)} problem(s)")
+        return 1
+    print(
+        f"{PROG} check: {options.log_dir}: PASS (bundle files and forward counts, shards, offline figures, "
+        "predictions, scenarios, mllog and summary recounted)"
+    )
     return 0
 
 
@@ -37,6 +62,11 @@ def parser() -> argparse.ArgumentParser:
     publish.add_argument("run_dir", type=Path)
     publish.add_argument("out", type=Path, help="the bundle's directory (must not exist)")
     publish.add_argument("--top", type=int, default=1, help="the K best models as an ensemble (default 1)")
+    run = commands.add_parser("run", help="serve a bundle on one process, or on every rank of mpirun/srun")
+    add_arguments(run)
+    check = commands.add_parser("check", help="recount a serving run's figures from its log and the bundle")
+    check.add_argument("log_dir", type=Path, help="the run's log directory (run's --log-dir)")
+    check.add_argument("bundle", type=Path)
     return parser
 
 
@@ -45,6 +75,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if options.command == "publish":
             return _publish(options)
+        if options.command == "run":
+            return _run(options)
+        if options.command == "check":
+            return _check(options)
     except ServeError as exc:
         print(f"{PROG}: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return EXIT_USAGE

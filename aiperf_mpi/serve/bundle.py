@@ -153,8 +153,10 @@ def check_input_shape(manifest: dict, shape: tuple[int, ...], where: str) -> Non
     expected = [int(d) for d in input_spec(manifest)["shape"][1:]]
     if list(shape[1:]) != expected:
         got = "×".join(str(d) for d in shape[1:])
-        raise ServeError(f"{where} has images of {got}; the bundle takes {'×'.join(map(str, expected))} "
-                         "(height×width×channels, uint8 pixels)")  # fmt: skip
+        raise ServeError(
+            f"{where} has images of {got}; the bundle takes {'×'.join(map(str, expected))} "
+            "(height×width×channels, uint8 pixels)"
+        )
 
 
 def forward_ops(manifest: dict) -> int:

@@ -34,8 +34,14 @@ def model_card(manifest: dict) -> str:
         "|---|---|---|---|---|",
     ]
     for member in manifest["members"]:
-        lines.append(f"| {member['name']} | {member['task']} | {_fraction(member['validation_accuracy'])} | "
-                     f"{member['forward_ops_per_sample']:,} | {member['params']:,} |")  # fmt: skip
-    lines += ["", "Serve: `python -m aiperf_mpi.serve run BUNDLE --data … --out predictions.npz` (one process, or "
-              "under `mpirun -n N` / `srun`); every file's sha256 is checked before a model is read.", ""]  # fmt: skip
+        lines.append(
+            f"| {member['name']} | {member['task']} | {_fraction(member['validation_accuracy'])} | "
+            f"{member['forward_ops_per_sample']:,} | {member['params']:,} |"
+        )
+    lines += [
+        "",
+        "Serve: `python -m aiperf_mpi.serve run BUNDLE --data … --out predictions.npz` (one process, or "
+        "under `mpirun -n N` / `srun`); every file's sha256 is checked before a model is read.",
+        "",
+    ]
     return "\n".join(lines)

@@ -51,9 +51,11 @@ def choose_members(facts: exporter.RunFacts, top: int) -> list[exporter.Task]:
     if not ranked:
         raise ServeError(f"no trained model of {facts.run_dir} still has its weights: nothing to publish")
     if len(ranked) < top:
-        raise ServeError(f"--top {top}: {facts.run_dir} holds the weights of only {len(ranked)} trained model(s) "
-                         "(a run keeps the best model's and its children's parents'; --keep-weights all keeps every "
-                         "one)")  # fmt: skip
+        raise ServeError(
+            f"--top {top}: {facts.run_dir} holds the weights of only {len(ranked)} trained model(s) "
+            "(a run keeps the best model's and its children's parents'; --keep-weights all keeps every "
+            "one)"
+        )
     return ranked[:top]
 
 
@@ -104,35 +106,66 @@ def manifest_of(facts: exporter.RunFacts, members: list[dict], metas: list[dict]
     name = f"{Path(facts.run_dir).name}-{'top' + str(len(members)) if kind == 'ensemble' else members[0]['name']}"
     return {
         "format": FORMAT,
-        "servable": {"name": name, "type": kind, "version": 1, "platform": "keras3 / tensorflow_savedmodel",
-                     "members": len(members), "created_unix": round(time.time(), 3)},  # fmt: skip
+        "servable": {
+            "name": name,
+            "type": kind,
+            "version": 1,
+            "platform": "keras3 / tensorflow_savedmodel",
+            "members": len(members),
+            "created_unix": round(time.time(), 3),
+        },
         "signature": {
             "method": "predict",
             "methods": {"predict": "class probabilities (N, classes)", "classify": "argmax of predict (N,)"},
-            "inputs": [{"name": "images", "dtype": "float32", "shape": [-1, h, w, c], "layout": "NHWC",
-                        "channels": first["input"]["channels"],
-                        "preprocessing": {"from": "uint8 pixels", "divide_by": first["input"]["divide_by"],
-                                          "subtract": first["input"]["subtract"], "text": first["input"]["from_uint8"]},
-                        "stored_as": "uint8 (N, H, W, C)"}],  # fmt: skip
-            "outputs": [{"name": "probabilities", "dtype": "float32", "shape": [-1, classes], "classes": classes,
-                         "class_index": dataset["class_index"], "class": "argmax"}],  # fmt: skip
+            "inputs": [
+                {
+                    "name": "images",
+                    "dtype": "float32",
+                    "shape": [-1, h, w, c],
+                    "layout": "NHWC",
+                    "channels": first["input"]["channels"],
+                    "preprocessing": {
+                        "from": "uint8 pixels",
+                        "divide_by": first["input"]["divide_by"],
+                        "subtract": first["input"]["subtract"],
+                        "text": first["input"]["from_uint8"],
+                    },
+                    "stored_as": "uint8 (N, H, W, C)",
+                }
+            ],
+            "outputs": [
+                {
+                    "name": "probabilities",
+                    "dtype": "float32",
+                    "shape": [-1, classes],
+                    "classes": classes,
+                    "class_index": dataset["class_index"],
+                    "class": "argmax",
+                }
+            ],
         },
-        "combine": {"how": COMBINE if kind == "ensemble" else "the one member's softmax probabilities",
-                    "weights": [1.0 / len(members)] * len(members)},  # fmt: skip
+        "combine": {
+            "how": COMBINE if kind == "ensemble" else "the one member's softmax probabilities",
+            "weights": [1.0 / len(members)] * len(members),
+        },
         "members": members,
         "forward_ops_per_sample": sum(m["forward_ops_per_sample"] for m in members),
         "card": {
             "model_details": f"{kind} of {len(members)} network(s) found by aiperf_mpi's network-morphism search "
-                             f"in run {Path(facts.run_dir).name}",
+            f"in run {Path(facts.run_dir).name}",
             "intended_use": f"image classification of {dataset['name']}-like images ({h}×{w}×{c})",
             "training_data": dataset["images"],
             "evaluation_data": f"the run's validation split ({first['accuracy']['validation_samples']} images)",
             "metrics": {m["name"]: m["validation_accuracy"] for m in members},
             "limitations": "accuracies are the search's validation accuracies (the split also chose the models); "
-                           "an ensemble's accuracy is measured when it is served on labelled data",
+            "an ensemble's accuracy is measured when it is served on labelled data",
         },
-        "source": {"run_dir": str(facts.run_dir), "dataset": dataset["name"], "data_path": dataset["data_path"],
-                   "run_best_accuracy": facts.run_best_accuracy},  # fmt: skip
+        "source": {
+            "run_dir": str(facts.run_dir),
+            "dataset": dataset["name"],
+            "data_path": dataset["data_path"],
+            "run_best_accuracy": facts.run_best_accuracy,
+        },
     }
 
 

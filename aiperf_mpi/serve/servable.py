@@ -32,9 +32,10 @@ def softmax(logits: np.ndarray) -> np.ndarray:
 class Servable:
     """The bundle at ``root``, checked and loaded (TensorFlow on the CPU unless ``gpu``)."""
 
-    def __init__(self, root: Path | str, gpu: bool = False) -> None:
+    def __init__(self, root: Path | str, gpu: bool = False, manifest: dict | None = None) -> None:
+        """``manifest``: the one rank 0 already checked (the other ranks of a serving run skip the hashing)."""
         self.root = Path(root)
-        self.manifest = open_bundle(self.root)
+        self.manifest = manifest if manifest is not None else open_bundle(self.root)
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         import tensorflow as tf
 
@@ -52,6 +53,14 @@ class Servable:
             except (OSError, ValueError) as exc:
                 raise ServeError(f"{self.root / member['keras']} does not load as a Keras model: {exc}") from None
         self.logits = [member["output_kind"] == "logits" for member in self.manifest["members"]]
+        h, w, c = input_spec(self.manifest)["shape"][1:]
+        signature = [tf.TensorSpec([None, h, w, c], tf.float32)]
+        # one traced function per member for any batch size: every caller (a laptop, each rank, each scenario)
+        # runs the same graph, and a query of one sample pays no eager dispatch per layer
+        self.calls = [
+            tf.function(lambda x, model=model: model(x, training=False), input_signature=signature)
+            for model in self.models
+        ]
 
     def check_shape(self, shape: tuple[int, ...], where: str) -> None:
         check_input_shape(self.manifest, shape, where)
@@ -61,8 +70,8 @@ class Servable:
         self.check_shape(images.shape, "the input")
         x = preprocess(images, self.manifest)
         found = []
-        for model, logits in zip(self.models, self.logits, strict=True):
-            parts = [np.asarray(model(x[i:i + batch], training=False)) for i in range(0, len(x), batch)]
+        for model, call, logits in zip(self.models, self.calls, self.logits, strict=True):
+            parts = [np.asarray(call(x[i : i + batch])) for i in range(0, len(x), batch)]
             out = np.concatenate(parts) if parts else np.zeros((0, *model.output_shape[1:]), np.float32)
             found.append((softmax(out) if logits else out).astype(np.float32))
         return found

@@ -7,6 +7,7 @@ arithmetic) are tests/unit/test_serve_*.py.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -93,3 +94,116 @@ def test_a_copied_bundle_loads_in_a_bare_interpreter_with_only_tensorflow_and_th
     assert found["max_difference"] < 1e-5  # the SavedModel serves what model.keras does
     here = Servable(bundle).predict(images, 32)
     assert np.array_equal(np.load(tmp_path / "p.npy"), here)  # the same bits in the copy
+
+
+SMALL_SCENARIOS = ("--peak-seconds", "0.3", "--queries", "20", "--server-trials", "3", "--sweep-seconds", "0.1",
+                   "--max-batch", "8", "--p99-ms", "200")  # fmt: skip
+
+
+def check_cli(log_dir: Path, bundle: Path) -> subprocess.CompletedProcess:
+    return serve_cli("check", str(log_dir), str(bundle))
+
+
+def test_one_process_and_four_ranks_give_identical_predictions_and_pass_the_check(bundle, tmp_path) -> None:
+    from tests.support.data_files import small_h5
+    from tests.support.mpirun import mpi_env, run_mpi
+
+    data = small_h5(tmp_path / "digits.h5", count=300)  # its validation split: 300 of the 360 digits
+    one = serve_cli("run", str(bundle), "--data", data, "--out", str(tmp_path / "one.npz"), *SMALL_SCENARIOS)
+    assert one.returncode == 0, one.stderr[-3000:]
+    assert "aiperf_mpi.serve: offline: 300 samples in " in one.stdout and "server: " in one.stdout
+    four = run_mpi(4, ["-m", "aiperf_mpi.serve", "run", str(bundle), "--data", data, "--out",
+                       str(tmp_path / "four.npz"), "--scenarios", "offline", "--peak-seconds", "0.3"],
+                   timeout=400, env=mpi_env({"PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2"}))  # fmt: skip
+    assert four.returncode == 0, four.output[-3000:]
+    a, b = np.load(tmp_path / "one.npz"), np.load(tmp_path / "four.npz")
+    assert a.files == b.files and len(a["probabilities"]) == 300
+    for name in a.files:
+        assert np.array_equal(a[name], b[name]), name  # the same values, in the same order
+    shards = [json.loads(line) for line in (tmp_path / "four.serve" / "events.jsonl").read_text().splitlines()]
+    assert [(e["rank"], e["start"], e["end"]) for e in shards if e["event"] == "shard"] == [
+        (0, 0, 64), (1, 64, 160), (2, 160, 224), (3, 224, 300)]  # fmt: skip
+    for log_dir in ("one.serve", "four.serve"):
+        checked = check_cli(tmp_path / log_dir, bundle)
+        assert checked.returncode == 0 and checked.stdout.startswith("aiperf_mpi.serve check: ") and "PASS" in \
+            checked.stdout, checked.stdout + checked.stderr  # fmt: skip
+
+
+def edit_json_lines(path: Path, event: str, change) -> None:
+    lines = path.read_text().splitlines()
+    records = [json.loads(line) for line in lines]
+    for record in records:
+        if record["event"] == event:
+            change(record)
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
+def test_the_check_fails_an_edited_run(bundle, tmp_path) -> None:
+    done = serve_cli("run", str(bundle), "--data", "synthetic:100", "--out", str(tmp_path / "p.csv"), "--log-dir",
+                     str(tmp_path / "log"), *SMALL_SCENARIOS)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert check_cli(tmp_path / "log", bundle).returncode == 0
+
+    def twice(record):
+        record["ops_per_second"] *= 2
+
+    def faster(record):
+        record["latencies"][0] = 0.0
+
+    def better(record):
+        record["best_rate"] = (record["best_rate"] or 1.0) * 1.5
+
+    def events(name, change):
+        return lambda log: edit_json_lines(log / "events.jsonl", name, change)
+
+    edits = {  # each a plausible forgery; the check must name it
+        "offline ops/s doubled": (events("offline", twice), "offline ops_per_second"),
+        "a latency lowered": (events("single_stream", faster), "single-stream"),
+        "a better server rate": (events("server", better), "server: the highest"),
+        "one prediction changed": (lambda log: (log.parent / "p.csv").write_text(
+            (log.parent / "p.csv").read_text().replace("\n1,", "\n1,9", 1)), "do not hash"),
+        "summary edited": (lambda log: (log / "summary.json").write_text(
+            (log / "summary.json").read_text().replace('"samples": 100', '"samples": 200', 1)), "summary.json differs"),
+    }  # fmt: skip
+    for name, (edit, said) in edits.items():
+        copy = tmp_path / name.replace(" ", "-")
+        shutil.copytree(tmp_path / "log", copy / "log")
+        shutil.copy(tmp_path / "p.csv", copy / "p.csv")
+        edit(copy / "log")
+        checked = check_cli(copy / "log", bundle)
+        assert checked.returncode == 1 and said in checked.stdout, (name, checked.stdout)
+
+
+def test_bad_input_is_one_line_and_exit_2(bundle, tmp_path) -> None:
+    from tests.support.data_files import write_h5
+    from tests.support.mpirun import mpi_env, run_mpi
+
+    small = write_h5(tmp_path / "small.h5")  # 8×8 images
+    cases = {
+        "wrong shape": (["--data", f"{small}"], f"--data {small} has images of 8×8×3; the bundle takes 32×32×3"),
+        "unknown input": (["--data", str(tmp_path / "none.bin")], "no such file or directory"),
+        "bad batch": (["--data", "digits", "--batch", "0"], "--batch 0: give a positive number or 'best'"),
+    }
+    for name, (args, said) in cases.items():
+        done = serve_cli("run", str(bundle), *args, "--out", str(tmp_path / "p.npz"))
+        lines = done.stderr.splitlines()
+        assert done.returncode == 2 and len(lines) == 1, (name, done.stderr[-2000:])
+        assert lines[0].startswith("aiperf_mpi.serve: error: ") and said in lines[0], (name, lines)
+    altered = tmp_path / "altered"
+    shutil.copytree(bundle, altered)
+    member = json.loads((bundle / "manifest.json").read_text())["members"][0]["keras"]
+    content = bytearray((altered / member).read_bytes())
+    content[len(content) // 2] ^= 1
+    (altered / member).write_bytes(bytes(content))
+    done = serve_cli("run", str(altered), "--data", "digits", "--out", str(tmp_path / "p.npz"))
+    logged = json.loads((bundle / "manifest.json").read_text())["files"][member]["sha256"]
+    assert done.returncode == 2 and done.stderr.splitlines() == [
+        f"aiperf_mpi.serve: error: {altered}: {member} has sha256 {hashlib.sha256(content).hexdigest()}, "
+        f"the manifest says {logged}: altered"]  # fmt: skip
+    ranks = run_mpi(2, ["-m", "aiperf_mpi.serve", "run", str(altered), "--data", "digits", "--out",
+                        str(tmp_path / "p.npz")], timeout=200,
+                    env=mpi_env({"PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2"}))  # fmt: skip
+    assert ranks.returncode == 2, ranks.output[-2000:]
+    said = [line for line in ranks.output.splitlines() if "aiperf_mpi.serve: error:" in line]
+    assert len(said) == 1 and ranks.lines_of_rank(0)[-1].endswith(": altered"), ranks.output[-2000:]
+    assert not (tmp_path / "p.npz").exists()
