@@ -55,6 +55,26 @@ def _check(options: argparse.Namespace) -> int:
     return 0
 
 
+def _compare(options: argparse.Namespace) -> int:
+    """Two predictions files hold the same values in the same order (a one-process run and an N-rank one)."""
+    from aiperf_mpi.serve.predictions import read_predictions
+
+    for path in (options.first, options.second):
+        if not path.is_file():
+            raise ServeError(f"{path}: no such predictions file")
+    first, second = read_predictions(options.first), read_predictions(options.second)
+    a, b = first["probabilities"], second["probabilities"]
+    if a.shape != b.shape:
+        print(f"{PROG} compare: DIFFERENT: {options.first} has {a.shape}, {options.second} {b.shape}")
+        return 1
+    rows = [int(r) for r in (a != b).any(axis=1).nonzero()[0]]
+    if rows:
+        print(f"{PROG} compare: DIFFERENT: {len(rows)} of {len(a)} rows differ, the first row {rows[0]}")
+        return 1
+    print(f"{PROG} compare: IDENTICAL: {len(a)} rows of {a.shape[1]} probabilities, bit for bit")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=f"python -m {PROG}", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -67,6 +87,9 @@ def parser() -> argparse.ArgumentParser:
     check = commands.add_parser("check", help="recount a serving run's figures from its log and the bundle")
     check.add_argument("log_dir", type=Path, help="the run's log directory (run's --log-dir)")
     check.add_argument("bundle", type=Path)
+    compare = commands.add_parser("compare", help="whether two predictions files hold the same values")
+    compare.add_argument("first", type=Path)
+    compare.add_argument("second", type=Path)
     return parser
 
 
@@ -79,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
             return _run(options)
         if options.command == "check":
             return _check(options)
+        if options.command == "compare":
+            return _compare(options)
     except ServeError as exc:
         print(f"{PROG}: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return EXIT_USAGE

@@ -12,6 +12,9 @@
 * a directory of ``.png`` / ``.jpg`` / ``.jpeg`` images, in the order of their names, no labels; each must be
   of the bundle's height and width (no resizing: the bundle's preprocessing is what the run's pipeline did).
 
+``run`` names the validation split of the data set the bundle's run trained on (the manifest's ``source``):
+``digits``, or its HDF5 file; other data sets are named explicitly.
+
 Each rank reads its own contiguous slice (:meth:`Input.read`), so the input is never sent through rank 0.
 """
 
@@ -130,8 +133,23 @@ def _directory(path: Path, shape: tuple[int, int, int]) -> Input:
     return Input(f"{path} ({len(files)} images)", len(files), tuple(first.shape), False, read)
 
 
-def open_input(spec: str, shape: tuple[int, int, int]) -> Input:
+def run_data(manifest: dict) -> str:
+    """``--data run``: the validation split of the data set the bundle's run trained on."""
+    source = manifest.get("source", {})
+    if source.get("dataset") == "digits":
+        return "digits:validation"
+    if source.get("dataset") == "hdf5" and source.get("data_path"):
+        return f"{source['data_path']}:validation"
+    raise ServeError(
+        f"--data run: the bundle's run trained on {source.get('dataset')!r}; name its images with "
+        "--data (digits, FILE.h5[:split], a directory)"
+    )
+
+
+def open_input(spec: str, shape: tuple[int, int, int], manifest: dict | None = None) -> Input:
     """The input ``spec`` names (module doc); ``shape`` is the bundle's (H, W, C), which synthetic images take."""
+    if spec == "run":
+        spec = run_data(manifest or {})
     name, _, option = spec.partition(":")
     if name == "digits":
         return _digits(option or "validation")

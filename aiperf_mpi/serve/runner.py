@@ -147,7 +147,7 @@ def _checked_start(options: argparse.Namespace) -> dict:
     """Rank 0: the bundle and the input, checked; what every rank needs to start (or the one line)."""
     manifest = open_bundle(options.bundle)
     shape = tuple(input_spec(manifest)["shape"][1:])
-    data = open_input(options.data, shape)
+    data = open_input(options.data, shape, manifest)
     from aiperf_mpi.serve.bundle import check_input_shape
 
     check_input_shape(manifest, (data.count, *data.shape), f"--data {options.data}")
@@ -197,7 +197,7 @@ def _serve(options: argparse.Namespace, world, verdict: dict) -> int:
     started = time.perf_counter()
     manifest = verdict["manifest"]
     servable = Servable(options.bundle, manifest=manifest if rank else None)
-    data = open_input(options.data, tuple(input_spec(manifest)["shape"][1:]))
+    data = open_input(options.data, tuple(input_spec(manifest)["shape"][1:]), manifest)
     chosen = set(SCENARIOS) if options.scenarios == "all" else set(options.scenarios.split(","))
     log = ServeLog(options.log_dir) if rank == 0 else None
     forward = forward_ops(manifest)
@@ -338,7 +338,12 @@ def _serve(options: argparse.Namespace, world, verdict: dict) -> int:
 
             def p99_at(rate: float) -> dict:
                 latencies = server_trial(
-                    servable, pool, rate, options.queries, options.max_batch, seed=len(trials_latencies)
+                    servable,
+                    pool,
+                    rate,
+                    scenarios.trial_queries(rate, options.queries, options.trial_seconds),
+                    options.max_batch,
+                    seed=len(trials_latencies),
                 )
                 trials_latencies.append(latencies)
                 return scenarios.latency_summary(latencies)
@@ -396,7 +401,10 @@ def default_log_dir(out: Path) -> Path:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("bundle", type=Path, help="the bundle's directory (serve publish wrote it)")
     parser.add_argument(
-        "--data", required=True, help="digits[:train|all], synthetic[:N], FILE.h5[:split] or a directory of images"
+        "--data",
+        required=True,
+        help="digits[:train|all], synthetic[:N], FILE.h5[:split], a directory of images, or run (the validation "
+        "split the bundle's run trained on)",
     )
     parser.add_argument("--out", type=Path, required=True, help="predictions file: .npz or .csv")
     parser.add_argument("--log-dir", type=Path, default=None, help="the run's log (default: OUT's name + .serve/)")
@@ -409,7 +417,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-batch", type=int, default=128, help="the sweep's and the server's largest batch")
     parser.add_argument("--sweep-seconds", type=float, default=0.5, help="time per batch size in the sweep")
     parser.add_argument("--queries", type=int, default=200, help="queries of single-stream and of each server trial")
-    parser.add_argument("--p99-ms", type=float, default=50.0, help="the server's p99 latency bound (ms)")
+    parser.add_argument(
+        "--trial-seconds",
+        type=float,
+        default=10.0,
+        help="a server trial's arrivals span at most this long (at least 20 queries)",
+    )
+    parser.add_argument("--p99-ms", type=float, default=100.0, help="the server's p99 latency bound (ms)")
     parser.add_argument("--server-trials", type=int, default=6, help="the rate search's trials")
     parser.add_argument("--start-rate", type=float, default=0.0, help="the first rate tried (default: from latency)")
     parser.add_argument("--peak-seconds", type=float, default=2.0, help="the peak probe's time (0: none)")
@@ -427,7 +441,7 @@ def checked_options(options: argparse.Namespace) -> argparse.Namespace:
     for name in ("max_batch", "queries", "server_trials"):
         if getattr(options, name) < 1:
             raise ServeError(f"--{name.replace('_', '-')} must be at least 1")
-    for name in ("p99_ms", "sweep_seconds"):
+    for name in ("p99_ms", "sweep_seconds", "trial_seconds"):
         if not getattr(options, name) > 0:
             raise ServeError(f"--{name.replace('_', '-')} must be positive")
     options.log_dir = options.log_dir or default_log_dir(options.out)

@@ -151,6 +151,12 @@ def best_rate(trials: Sequence[Trial]) -> float | None:
     return max(rates) if rates else None
 
 
+def trial_queries(rate: float, queries: int, seconds: float, least: int = 20) -> int:
+    """Queries of one server trial: ``queries``, but no more than ``seconds`` of arrivals at ``rate`` (at least
+    ``least``, so a p99 still rests on some queries): a slow rate must not stretch the search for minutes."""
+    return max(min(least, queries), min(queries, math.ceil(rate * seconds)))
+
+
 def batch_candidates(largest: int) -> list[int]:
     """1, 2, 4, … up to ``largest`` (and ``largest`` itself): the bounded sweep's batch sizes."""
     sizes, size = [], 1

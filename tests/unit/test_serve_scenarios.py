@@ -111,3 +111,10 @@ def test_one_process_needs_no_mpi() -> None:
     assert (world.Get_rank(), world.Get_size(), world.bcast(3), world.gather(4)) == (0, 1, 3, [4])
     assert not under_launcher({"SLURM_NTASKS": "8"})  # an allocation's variable: a laptop-style start inside it
     assert under_launcher({"OMPI_COMM_WORLD_SIZE": "4"}) and under_launcher({"SLURM_STEP_NUM_TASKS": "2"})
+
+
+def test_a_server_trial_is_bounded_in_time() -> None:
+    assert scenarios.trial_queries(1000.0, 200, 10.0) == 200
+    assert scenarios.trial_queries(3.0, 200, 10.0) == 30  # 10 s of arrivals at 3/s
+    assert scenarios.trial_queries(0.5, 200, 10.0) == 20  # never fewer than 20 queries
+    assert scenarios.trial_queries(0.5, 8, 10.0) == 8
