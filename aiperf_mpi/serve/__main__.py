@@ -75,6 +75,14 @@ def _compare(options: argparse.Namespace) -> int:
     return 0
 
 
+def _report(options: argparse.Namespace) -> int:
+    from aiperf_mpi.serve.report import report
+
+    page = report(options.out, options.log_dirs)
+    print(f"{PROG} report: {page} (latency.png, ranks.png, batch.png beside it)")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=f"python -m {PROG}", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -90,6 +98,9 @@ def parser() -> argparse.ArgumentParser:
     compare = commands.add_parser("compare", help="whether two predictions files hold the same values")
     compare.add_argument("first", type=Path)
     compare.add_argument("second", type=Path)
+    page = commands.add_parser("report", help="a page with plots from one or more serving logs")
+    page.add_argument("out", type=Path, help="the report's directory")
+    page.add_argument("log_dirs", type=Path, nargs="+", help="serving runs' log directories")
     return parser
 
 
@@ -104,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
             return _check(options)
         if options.command == "compare":
             return _compare(options)
+        if options.command == "report":
+            return _report(options)
     except ServeError as exc:
         print(f"{PROG}: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return EXIT_USAGE

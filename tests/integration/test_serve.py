@@ -123,6 +123,12 @@ def test_one_process_and_four_ranks_give_identical_predictions_and_pass_the_chec
     shards = [json.loads(line) for line in (tmp_path / "four.serve" / "events.jsonl").read_text().splitlines()]
     assert [(e["rank"], e["start"], e["end"]) for e in shards if e["event"] == "shard"] == [
         (0, 0, 64), (1, 64, 160), (2, 160, 224), (3, 224, 300)]  # fmt: skip
+    page = serve_cli("report", str(tmp_path / "report"), str(tmp_path / "one.serve"), str(tmp_path / "four.serve"))
+    assert page.returncode == 0, page.stderr[-3000:]
+    assert sorted(p.name for p in (tmp_path / "report").iterdir()) == ["batch.png", "latency.png", "ranks.png",
+                                                                       "report.md"]  # fmt: skip
+    rows = [line for line in (tmp_path / "report" / "report.md").read_text().splitlines() if line.startswith("| ")]
+    assert [row.split(" | ")[2] for row in rows[1:]] == ["1", "4"]  # one row per run, its ranks
     for log_dir in ("one.serve", "four.serve"):
         checked = check_cli(tmp_path / log_dir, bundle)
         assert checked.returncode == 0 and checked.stdout.startswith("aiperf_mpi.serve check: ") and "PASS" in \
