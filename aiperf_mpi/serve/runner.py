@@ -151,6 +151,8 @@ def _checked_start(options: argparse.Namespace) -> dict:
     from aiperf_mpi.serve.bundle import check_input_shape
 
     check_input_shape(manifest, (data.count, *data.shape), f"--data {options.data}")
+    if data.count < 1:
+        raise ServeError(f"--data {options.data}: no images to serve")
     if options.out.suffix not in (".npz", ".csv"):
         raise ServeError(f"--out {options.out}: give a .npz or a .csv file")
     if not options.out.parent.is_dir():
