@@ -12,6 +12,12 @@
 * a directory of ``.png`` / ``.jpg`` / ``.jpeg`` images, in the order of their names, no labels; each must be
   of the bundle's height and width (no resizing: the bundle's preprocessing is what the run's pipeline did).
 
+* a directory of ImageNet-style TFRecord shards (``DIR`` for its ``validation-*-of-*``, ``DIR:train`` for the
+  other split): each JPEG decoded to RGB and resized to the bundle's size exactly as the training pipeline does
+  (:func:`aiperf_mpi.data.tfdata._decode`: bilinear, antialiased, clipped to 0..255, kept as float32 pixels, so
+  the bundle's preprocessing gives the very values training saw), labels ``image/class/label − 1``; the records
+  are counted from the shards' headers and a rank reads only its slice's records.
+
 ``run`` names the validation split of the data set the bundle's run trained on (the manifest's ``source``):
 ``digits``, or its HDF5 file; other data sets are named explicitly.
 
@@ -20,13 +26,17 @@ Each rank reads its own contiguous slice (:meth:`Input.read`), so the input is n
 
 from __future__ import annotations
 
+import glob
+import os
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from aiperf_mpi.data.sources import DataError, digits_arrays, hdf5_source
+from aiperf_mpi.data.sources import IMAGENET_LABELS, DataError, digits_arrays, hdf5_source
+from aiperf_mpi.data.tfrecord import FOOTER, HEADER, RecordError, parse_example, scan_shard
 from aiperf_mpi.serve import ServeError
 
 SYNTHETIC_BLOCK = 256
@@ -46,7 +56,8 @@ class Input:
     reader: Callable[[int, int], tuple[np.ndarray, np.ndarray | None]]
 
     def read(self, start: int, end: int) -> tuple[np.ndarray, np.ndarray | None]:
-        """Images ``start..end-1`` (uint8, N×H×W×C) and their labels (None when the input has none)."""
+        """Images ``start..end-1`` (N×H×W×C: uint8 pixels, or float32 0..255 for resized TFRecord JPEGs) and
+        their labels (None when the input has none)."""
         return self.reader(start, end)
 
 
@@ -100,6 +111,56 @@ def _hdf5(path: Path, split: str) -> Input:
             return handle[f"{split}/images"][start:end], handle[f"{split}/labels"][start:end].astype(np.int64)
 
     return Input(f"{path}:{split}", source.sizes[split], source.image_shape, True, read)
+
+
+def _shard_records(path: str) -> list[tuple[int, int]]:
+    """(offset, length) of every record of a TFRecord shard, from its headers (lengths' CRCs checked)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        scan_shard(fd, size)  # every length CRC, and record 0's data CRC
+        spans, offset = [], 0
+        while offset < size:
+            (length,) = struct.unpack("<Q", os.pread(fd, 8, offset))
+            spans.append((offset + HEADER, length))
+            offset += HEADER + length + FOOTER
+        return spans
+    finally:
+        os.close(fd)
+
+
+def _tfrecords(path: Path, split: str, shape: tuple[int, int, int]) -> Input:
+    shards = sorted(f for f in glob.glob(str(path / f"{split}-*-of-*")) if not f.endswith(".partial"))
+    try:
+        records = [(shard, offset, length) for shard in shards for offset, length in _shard_records(shard)]
+    except RecordError as exc:
+        raise ServeError(f"--data {path}: {exc}") from None
+
+    def read(start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
+        import tensorflow as tf
+
+        images, labels = [], []
+        for shard, offset, length in records[start:end]:
+            with open(shard, "rb") as handle:
+                handle.seek(offset)
+                features = parse_example(handle.read(length))
+            image = tf.io.decode_jpeg(features["image/encoded"][0], channels=3)
+            image = tf.image.resize(image, shape[:2], antialias=True)
+            images.append(np.asarray(tf.cast(tf.clip_by_value(image, 0.0, 255.0), tf.float32)))
+            labels.append(int(features["image/class/label"][0]) - IMAGENET_LABELS[0])
+        pixels = np.stack(images) if images else np.zeros((0, *shape), np.float32)
+        return pixels, np.array(labels, dtype=np.int64)
+
+    return Input(f"{path}:{split} ({len(shards)} TFRecord shards)", len(records), shape, True, read)
+
+
+def _tfrecord_dir(spec: str) -> tuple[Path, str] | None:
+    """``DIR`` or ``DIR:split`` when DIR holds ``split-*-of-*`` shards (default split: validation)."""
+    head, _, tail = spec.rpartition(":")
+    path, split = (Path(head), tail) if head and Path(head).is_dir() else (Path(spec), "validation")
+    if path.is_dir() and glob.glob(str(path / f"{split}-*-of-*")):
+        return path, split
+    return None
 
 
 def _directory(path: Path, shape: tuple[int, int, int]) -> Input:
@@ -156,6 +217,9 @@ def open_input(spec: str, shape: tuple[int, int, int], manifest: dict | None = N
     if name == "synthetic":
         return _synthetic(option or str(SYNTHETIC_DEFAULT), shape)
     path = Path(spec)
+    records = _tfrecord_dir(spec)
+    if records is not None:
+        return _tfrecords(*records, shape)
     if path.is_dir():
         return _directory(path, shape)
     head, _, tail = spec.rpartition(":")

@@ -405,7 +405,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--data",
         required=True,
-        help="digits[:train|all], synthetic[:N], FILE.h5[:split], a directory of images, or run (the validation "
+        help="digits[:train|all], synthetic[:N], FILE.h5[:split], a directory of images or of TFRecord shards "
+        "(DIR[:split]), or run (the validation "
         "split the bundle's run trained on)",
     )
     parser.add_argument("--out", type=Path, required=True, help="predictions file: .npz or .csv")

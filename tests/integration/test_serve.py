@@ -213,3 +213,27 @@ def test_bad_input_is_one_line_and_exit_2(bundle, tmp_path) -> None:
     said = [line for line in ranks.output.splitlines() if "aiperf_mpi.serve: error:" in line]
     assert len(said) == 1 and ranks.lines_of_rank(0)[-1].endswith(": altered"), ranks.output[-2000:]
     assert not (tmp_path / "p.npz").exists()
+
+
+def test_tfrecord_shards_are_read_by_slice_as_the_training_pipeline_decodes_them(tmp_path) -> None:
+    from aiperf_mpi.data.sources import imagenet_source
+    from aiperf_mpi.data.tfdata import imagenet_split
+    from aiperf_mpi.serve.inputs import open_input
+    from aiperf_mpi.serve.servable import preprocess
+    from tests.support.imagenet_shards import write_imagenet
+
+    shards = write_imagenet(tmp_path / "imagenet", train=4, validation=12, validation_shards=3)
+    data = open_input(str(shards), (32, 32, 3))
+    assert (data.count, data.labelled) == (12, True)
+    images, labels = data.read(0, 12)
+    parts = [data.read(start, end) for start, end in ((0, 5), (5, 6), (6, 12))]  # across the shards' borders
+    assert np.array_equal(np.concatenate([p[0] for p in parts]), images)
+    assert np.array_equal(np.concatenate([p[1] for p in parts]), labels)
+    assert open_input(f"{shards}:train", (32, 32, 3)).count == 4
+    # the training pipeline reads its shards interleaved: compare one shard's records, in their order
+    one = write_imagenet(tmp_path / "one-shard", train=4, validation=12, validation_shards=1)
+    images, labels = open_input(str(one), (32, 32, 3)).read(0, 12)
+    trained = next(iter(imagenet_split(imagenet_source(one, 32), "validation", 0, 1, 12, None)))
+    manifest = {"signature": {"inputs": [{"preprocessing": {"divide_by": 127.5, "subtract": 1.0}}]}}
+    assert np.array_equal(preprocess(images, manifest), trained[0].numpy())  # the values training saw
+    assert np.array_equal(labels, trained[1].numpy())
