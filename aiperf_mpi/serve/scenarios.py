@@ -133,9 +133,11 @@ def search_rate(
         else:
             missed = rate
     while len(done) < trials and met is None:  # the start missed: shrink until one holds
-        rate = missed = rate / 2 if missed is None else missed / 2
+        rate = missed / 2
         if run(rate):
             met = rate
+        else:
+            missed = rate
     while len(done) < trials and met is not None and missed is not None:  # bisect
         middle = (met + missed) / 2
         if run(middle):
