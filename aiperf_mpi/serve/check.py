@@ -31,7 +31,7 @@ from aiperf_mpi.graph.model import from_json
 from aiperf_mpi.graph.ops import count_ops
 from aiperf_mpi.serve import ServeError, scenarios
 from aiperf_mpi.serve.bundle import MANIFEST, open_bundle
-from aiperf_mpi.serve.log import MLLOG_KEYS, SUMMARY, read_events, read_mllog
+from aiperf_mpi.serve.log import MLLOG_KEYS, SUMMARY, read_mllog, read_serve_events
 from aiperf_mpi.serve.predictions import predictions_digest, read_predictions
 
 RELATIVE = 1e-9
@@ -45,7 +45,7 @@ def _close(a: object, b: object) -> bool:
 
 def _events(folder: Path) -> dict[str, list[dict]]:
     by_name: dict[str, list[dict]] = {}
-    for record in read_events(folder):
+    for record in read_serve_events(folder):
         by_name.setdefault(record["event"], []).append(record)
     return by_name
 
@@ -272,8 +272,8 @@ def check_records(events: dict[str, list[dict]], folder: Path) -> list[str]:
 def check_run(folder: Path | str, bundle: Path | str) -> list[str]:
     """Every disagreement between the serving run's records, its predictions and the bundle (empty: it holds)."""
     folder, bundle = Path(folder), Path(bundle)
-    if not (folder / "events.jsonl").is_file():
-        raise ServeError(f"{folder} has no events.jsonl: not the log directory of a serving run")
+    if not (folder / "serve_events.jsonl").is_file():
+        raise ServeError(f"{folder} has no serve_events.jsonl: not the log directory of a serving run")
     try:
         events = _events(folder)
     except ValueError as exc:

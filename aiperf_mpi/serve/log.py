@@ -1,4 +1,5 @@
-"""A serving run's record: ``events.jsonl`` (JSON lines, each fsync'd), ``mllog.log`` (``:::MLLOG`` lines with
+"""A serving run's record: ``serve_events.jsonl`` (named apart from a benchmark run's ``events.jsonl``, which
+only :mod:`aiperf_mpi.results` parses) (JSON lines, each fsync'd), ``mllog.log`` (``:::MLLOG`` lines with
 mlperf-logging's key names) and ``summary.json`` — written by rank 0 into the run's log directory.
 
 The event log is the record the reviewer's check (:mod:`aiperf_mpi.serve.check`) recounts: every figure of the
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from mlperf_logging.mllog import constants
 
-EVENTS = "events.jsonl"
+EVENTS = "serve_events.jsonl"
 MLLOG = "mllog.log"
 SUMMARY = "summary.json"
 MLLOG_KEYS = {
@@ -65,7 +66,7 @@ class ServeLog:
             handle.close()
 
 
-def read_events(folder: Path) -> list[dict]:
+def read_serve_events(folder: Path) -> list[dict]:
     """The event log's records, in order (a line that is not JSON is an error of the log, raised as ValueError)."""
     records = []
     with open(Path(folder) / EVENTS, encoding="utf-8") as handle:

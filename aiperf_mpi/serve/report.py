@@ -14,7 +14,7 @@ from pathlib import Path
 
 from aiperf_mpi.serve import ServeError
 from aiperf_mpi.serve.check import summary_of
-from aiperf_mpi.serve.log import read_events
+from aiperf_mpi.serve.log import read_serve_events
 
 DPI = 100
 
@@ -93,9 +93,9 @@ def report(out: Path | str, log_dirs: list[Path]) -> Path:
     out = Path(out)
     runs, summaries = [], []
     for folder in log_dirs:
-        if not (Path(folder) / "events.jsonl").is_file():
-            raise ServeError(f"{folder} has no events.jsonl: not the log directory of a serving run")
-        runs.append((Path(folder).name, {e["event"]: e for e in read_events(folder)}))
+        if not (Path(folder) / "serve_events.jsonl").is_file():
+            raise ServeError(f"{folder} has no serve_events.jsonl: not the log directory of a serving run")
+        runs.append((Path(folder).name, {e["event"]: e for e in read_serve_events(folder)}))
         summaries.append((Path(folder).name, summary_of(folder)))
     out.mkdir(parents=True, exist_ok=True)
     lines = ["# Serving report", "", "| run | servable | ranks | host | samples | batch | samples/s | per rank | "

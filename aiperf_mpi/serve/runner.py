@@ -386,7 +386,7 @@ def _serve(options: argparse.Namespace, world, verdict: dict) -> int:
         log.summary(summary_of(log.folder))
         log.close()
         print(
-            f"{PROG}: time to solution {seconds:.1f} s; log in {options.log_dir} (events.jsonl, mllog.log, "
+            f"{PROG}: time to solution {seconds:.1f} s; log in {options.log_dir} (serve_events.jsonl, mllog.log, "
             "summary.json)",
             flush=True,
         )

@@ -120,7 +120,7 @@ def test_one_process_and_four_ranks_give_identical_predictions_and_pass_the_chec
     assert a.files == b.files and len(a["probabilities"]) == 300
     for name in a.files:
         assert np.array_equal(a[name], b[name]), name  # the same values, in the same order
-    shards = [json.loads(line) for line in (tmp_path / "four.serve" / "events.jsonl").read_text().splitlines()]
+    shards = [json.loads(line) for line in (tmp_path / "four.serve" / "serve_events.jsonl").read_text().splitlines()]
     assert [(e["rank"], e["start"], e["end"]) for e in shards if e["event"] == "shard"] == [
         (0, 0, 64), (1, 64, 160), (2, 160, 224), (3, 224, 300)]  # fmt: skip
     page = serve_cli("report", str(tmp_path / "report"), str(tmp_path / "one.serve"), str(tmp_path / "four.serve"))
@@ -160,7 +160,7 @@ def test_the_check_fails_an_edited_run(bundle, tmp_path) -> None:
         record["best_rate"] = (record["best_rate"] or 1.0) * 1.5
 
     def events(name, change):
-        return lambda log: edit_json_lines(log / "events.jsonl", name, change)
+        return lambda log: edit_json_lines(log / "serve_events.jsonl", name, change)
 
     edits = {  # each a plausible forgery; the check must name it
         "offline ops/s doubled": (events("offline", twice), "offline ops_per_second"),
