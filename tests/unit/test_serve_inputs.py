@@ -9,7 +9,7 @@ from PIL import Image
 from aiperf_mpi.serve import ServeError
 from aiperf_mpi.serve.inputs import open_input
 from aiperf_mpi.serve.scenarios import shards
-from tests.support.data_files import small_h5, write_h5
+from tests.support.data_files import small_h5
 
 SHAPE = (32, 32, 3)
 
@@ -26,22 +26,6 @@ def test_synthetic_images_are_the_same_bytes_however_they_are_sliced() -> None:
     for ranks, batch in ((4, 32), (3, 7), (7, 100)):
         assert np.array_equal(sliced(data, ranks, batch), whole)
     assert data.read(300, 300)[0].shape == (0, *SHAPE)
-
-
-@pytest.mark.long  # h5py and scikit-learn's digits, several times: tens of seconds on the loaded CI machine
-def test_hdf5_and_digits_are_read_by_slice_with_their_labels(tmp_path) -> None:
-    path = small_h5(tmp_path / "d.h5", count=100)
-    data = open_input(path, SHAPE)
-    assert (data.count, data.labelled, data.description) == (100, True, f"{path}:validation")
-    images, labels = data.read(10, 20)
-    digits = open_input("digits", SHAPE)
-    assert np.array_equal(images, digits.read(10, 20)[0]) and np.array_equal(labels, digits.read(10, 20)[1])
-    assert open_input(f"{path}:train", SHAPE).count == 100
-    assert open_input("digits:all", SHAPE).count == 1797 and open_input("digits:train", SHAPE).count == 1437
-    with pytest.raises(ServeError, match="the file has the splits train, validation"):
-        open_input(f"{path}:test", SHAPE)
-    small = write_h5(tmp_path / "small.h5")
-    assert open_input(str(small), SHAPE).shape == (8, 8, 3)  # the runner then refuses the shape, in one line
 
 
 def test_a_directory_of_images_in_name_order(tmp_path) -> None:
