@@ -15,6 +15,8 @@
 #                         one at a time, ≈ 12 GiB of memory, ≈ 35 minutes on 2 cores (BENCHMARKS.md), so not in CI
 #   make run              install, then a short benchmark on the embedded data
 #                         (NP=3 ranks, TIME=240 s; ARGS='...' adds options)
+#   make serve            install, then the newest run's best TOP=2 models published as a bundle, served on one
+#                         process and on SERVE_NP=4 ranks, predictions compared, both logs checked (README, "Serving")
 #   make test-multinode   install, then the tests across several hosts made on this machine (root)
 #   make bench            install, then the benchmark scripts -> BENCHMARKS.md
 #   make lint             ruff
@@ -69,7 +71,7 @@ TF_STAMP := $(STAMP_DIR)/tf-$(TF_VERSION)$(if $(GPU),-$(GPU))
 HVD_STAMP := $(STAMP_DIR)/horovod-$(MPI)-$(TF_VERSION)$(if $(GPU),-$(GPU))
 PKG_STAMP := $(STAMP_DIR)/package
 
-.PHONY: install test test-long test-unit test-mpi test-integration run bench lint clean clean-runs distclean
+.PHONY: install test test-long test-unit test-mpi test-integration run serve bench lint clean clean-runs distclean
 
 install: $(PKG_STAMP)
 
@@ -230,6 +232,24 @@ run: install
 	  $(PY) -m aiperf_mpi \
 	  --dataset digits --seed-model resnet50 --time-limit $(TIME) --score-step 30 --progress-interval 15 \
 	  $(RUN_SHAPE) $(ARGS)
+
+# The run's models served (aiperf_mpi/serve, README "Serving"): the newest runs/run-* (make run's, or RUN=DIR)
+# published as the bundle RUN/serve/bundle of its TOP best models, served over the validation split it trained on
+# by one process (no mpirun) and by SERVE_NP ranks (offline only), the two predictions files compared bit for
+# bit, and each serving log recounted by the reviewer's check.  SERVE_ARGS='...' adds options to both runs.
+TOP ?= 2
+SERVE_NP ?= 4
+SERVE = PYTHONPATH=$(CURDIR) $(PY) -m aiperf_mpi.serve
+serve: install
+	@run="$(or $(RUN),$$(ls -dt runs/run-*/ 2>/dev/null | head -n 1))"; run="$${run%/}"; \
+	test -n "$$run" -a -f "$$run/events.jsonl" || { echo "make serve: no run directory in runs/: make run first (or RUN=DIR)" >&2; exit 2; }; \
+	out="$$run/serve"; rm -rf "$$out"; mkdir -p "$$out" && \
+	$(SERVE) publish "$$run" "$$out/bundle" --top $(TOP) && \
+	$(SERVE) run "$$out/bundle" --data run --out "$$out/one.npz" $(SERVE_ARGS) && \
+	jobscripts/loopback-only $(BIN)/mpirun $(RUN_MPI_FLAGS) -n $(SERVE_NP) -x PYTHONPATH=$(CURDIR) \
+	  $(PY) -m aiperf_mpi.serve run "$$out/bundle" --data run --out "$$out/ranks.npz" --scenarios offline $(SERVE_ARGS) && \
+	$(SERVE) compare "$$out/one.npz" "$$out/ranks.npz" && \
+	$(SERVE) check "$$out/one.serve" "$$out/bundle" && $(SERVE) check "$$out/ranks.serve" "$$out/bundle"
 
 # Old runs out of runs/ (make run leaves a few hundred MB each): the newest KEEP stay, and never a run that is
 # still going (its rank 0 holds RUN_DIR/running.lock); KEEP=0 removes every finished one.

@@ -11,34 +11,16 @@ import pytest
 
 pytest.importorskip("keras")
 from aiperf_mpi.export import export  # noqa: E402
-from aiperf_mpi.graph.model import to_json  # noqa: E402
 from aiperf_mpi.graph.seeds import tiny_resnet  # noqa: E402
 from aiperf_mpi.results import runlog  # noqa: E402
-from aiperf_mpi.results.graphs import append_graph, segment_graph_file  # noqa: E402
 from aiperf_mpi.results.stored_weights import locate_weights  # noqa: E402
 from aiperf_mpi.train.keras_model import build_keras_model  # noqa: E402
-from aiperf_mpi.train.transfer import model_weights, read_weights, save_weights, transfer_weights  # noqa: E402
+from aiperf_mpi.train.transfer import model_weights, read_weights, transfer_weights  # noqa: E402
 from analysis.after_run import export_best  # noqa: E402
-from tests.support.event_logs import epoch, model_done, proposed, start, write_log  # noqa: E402
+from tests.support.event_logs import start, write_log  # noqa: E402
+from tests.support.published_model import trained_task  # noqa: E402
 
 pytestmark = pytest.mark.tf
-
-
-def trained_task(run_dir, task: int, accuracy: float) -> tuple[list[dict], dict]:
-    """A task's log events, its graph file and its weights file (random arrays: any trained values will do)."""
-    graph = tiny_resnet()
-    model = build_keras_model(graph, dtype="float32")
-    rng = np.random.default_rng(task)
-    for layer in model.layers:
-        if layer.weights:
-            layer.set_weights([rng.normal(size=w.shape).astype(np.float32) for w in layer.weights])
-    weights = model_weights(model)
-    placed = append_graph(run_dir, segment_graph_file(1), to_json(graph))  # line ``task``, as proposed() says
-    (run_dir / "weights").mkdir(exist_ok=True)
-    save_weights(run_dir / "weights" / f"task-{task}.npz", weights)
-    seen = epoch(task, 0, 1, 10.0 * task, 10.0 * task + 5, 10, accuracy)
-    assert proposed(task, 0, 0.0, 0.1)["graph_offset"] == placed["graph_offset"]
-    return [proposed(task, 0, 10.0 * task, 0.1), seen, model_done(task, 0, 10.0 * task + 6, accuracy, [seen])], weights
 
 
 def assert_same(got: dict, expected: dict) -> None:

@@ -9,6 +9,9 @@ elsewhere would load it: in a fresh interpreter that cannot import aiperf_mpi
 the editable install's finder either; only the venv's site-packages for numpy
 and Keras), given the validation images as a plain ``.npz`` and the
 preprocessing that ``metadata.json`` states.
+
+:func:`trained_task` and :func:`logged_run` make a small logged run with no benchmark run (its tasks' graphs,
+weights and events), for the export's and the servable bundle's tests.
 """
 
 from __future__ import annotations
@@ -190,3 +193,45 @@ def check_the_best_after_resume(run_dir: Path, output: str) -> None:
     assert not (run_dir / "best.partial").exists()
     notes = [m["timings"].get("note", "") for m in done.values()]
     assert not [note for note in notes if "trained from scratch" in note], notes
+
+
+def trained_task(run_dir: Path, task: int, accuracy: float, initial: bool = False) -> tuple[list[dict], dict]:
+    """A task's log events, its graph file and its weights file (random arrays: any trained values will do).
+
+    ``initial``: Keras's own initial weights (seeded by ``task``) instead of unit normals, so the network's
+    outputs stay finite and distinct per image (the serving tests compare predictions, not accuracies).
+    """
+    import keras
+
+    from aiperf_mpi.graph.model import to_json
+    from aiperf_mpi.graph.seeds import tiny_resnet
+    from aiperf_mpi.results.graphs import append_graph, segment_graph_file
+    from aiperf_mpi.train.keras_model import build_keras_model
+    from aiperf_mpi.train.transfer import model_weights, save_weights
+    from tests.support.event_logs import epoch, model_done, proposed
+
+    graph = tiny_resnet()
+    keras.utils.set_random_seed(task)
+    model = build_keras_model(graph, dtype="float32")
+    rng = np.random.default_rng(task)
+    for layer in model.layers:
+        if layer.weights and not initial:
+            layer.set_weights([rng.normal(size=w.shape).astype(np.float32) for w in layer.weights])
+    weights = model_weights(model)
+    placed = append_graph(run_dir, segment_graph_file(1), to_json(graph))  # line ``task``, as proposed() says
+    (run_dir / "weights").mkdir(exist_ok=True)
+    save_weights(run_dir / "weights" / f"task-{task}.npz", weights)
+    seen = epoch(task, 0, 1, 10.0 * task, 10.0 * task + 5, 10, accuracy)
+    assert proposed(task, 0, 0.0, 0.1)["graph_offset"] == placed["graph_offset"]
+    return [proposed(task, 0, 10.0 * task, 0.1), seen, model_done(task, 0, 10.0 * task + 6, accuracy, [seen])], weights
+
+
+def logged_run(run_dir: Path, accuracies: tuple[float, ...] = (0.5, 0.8, 0.7)) -> Path:
+    """A logged digits run of tiny ResNets (task i logged with ``accuracies[i]``), every task's weights kept."""
+    from tests.support.event_logs import start, write_log
+
+    events = [start(0.0, dataset="digits", precision="fp32")]
+    for task, accuracy in enumerate(accuracies):
+        events += trained_task(run_dir, task, accuracy, initial=True)[0]
+    write_log(run_dir, events)
+    return run_dir

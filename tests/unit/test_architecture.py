@@ -5,7 +5,8 @@ Rooms, lowest first: ``graph`` and ``search`` (models, counting, the search),
 ``data/tfdata.py`` holds TensorFlow), then ``config``, then ``job`` (the
 master's scheduler, the leader loop, the messages and the transport contract),
 then ``train`` (TensorFlow, Keras, Horovod) and ``mpi`` (mpi4py), and on top
-``export`` (the published model: it builds Keras models with ``train``).
+``export`` (the published model: it builds Keras models with ``train``) and ``serve``
+(the servable bundle, published with ``export`` and served on one process or a launcher's world).
 ``analysis/`` (outside the package) reads only the log, through ``graph`` and
 ``results``.  A module may import its own room and those :data:`ALLOWED`
 names; an import counts wherever it is written — at the top, inside a

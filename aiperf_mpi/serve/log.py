@@ -1,0 +1,84 @@
+"""A serving run's record: ``serve_events.jsonl`` (named apart from a benchmark run's ``events.jsonl``, which
+only :mod:`aiperf_mpi.results` parses) (JSON lines, each fsync'd), ``mllog.log`` (``:::MLLOG`` lines with
+mlperf-logging's key names) and ``summary.json`` — written by rank 0 into the run's log directory.
+
+The event log is the record the reviewer's check (:mod:`aiperf_mpi.serve.check`) recounts: every figure of the
+summary and of the ``:::MLLOG`` lines is recomputed from the events and the bundle.  Event names:
+``serve_start``, ``peak``, ``shard`` (one per rank), ``offline``, ``accuracy``, ``predictions``,
+``batch_sweep``, ``single_stream``, ``server``, ``serve_stop``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from mlperf_logging.mllog import constants
+
+EVENTS = "serve_events.jsonl"
+MLLOG = "mllog.log"
+SUMMARY = "summary.json"
+MLLOG_KEYS = {
+    "offline": ("result_samples_per_second", "samples_per_second"),
+    "single_stream": ("result_90.00_percentile_latency_ns", "p90"),
+    "server": ("result_scheduled_samples_per_sec", "best_rate"),
+}
+"""scenario → (the MLPerf Inference result key its ``:::MLLOG`` line carries, the figure of the summary)"""
+
+
+class ServeLog:
+    """Rank 0's writer of the three files; every event line is flushed and fsync'd as it is written."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._events = open(self.folder / EVENTS, "w", encoding="utf-8")
+        self._mllog = open(self.folder / MLLOG, "w", encoding="utf-8")
+
+    def event(self, name: str, **fields: object) -> dict:
+        record = {"event": name, "time": round(time.time(), 6), **fields}
+        self._events.write(json.dumps(record, allow_nan=False) + "\n")
+        self._events.flush()
+        os.fsync(self._events.fileno())
+        return record
+
+    def mllog(self, key: str, value: object, kind: str = constants.POINT_IN_TIME, **metadata: object) -> None:
+        line = {
+            "namespace": "",
+            "time_ms": int(time.time() * 1000),
+            "event_type": kind,
+            "key": key,
+            "value": value,
+            "metadata": metadata,
+        }
+        self._mllog.write(":::MLLOG " + json.dumps(line) + "\n")
+        self._mllog.flush()
+
+    def summary(self, summary: dict) -> None:
+        (self.folder / SUMMARY).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+
+    def close(self) -> None:
+        for handle in (self._events, self._mllog):
+            handle.flush()
+            os.fsync(handle.fileno())
+            handle.close()
+
+
+def read_serve_events(folder: Path) -> list[dict]:
+    """The event log's records, in order (a line that is not JSON is an error of the log, raised as ValueError)."""
+    records = []
+    with open(Path(folder) / EVENTS, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{EVENTS} line {number} is not JSON ({exc})") from None
+    return records
+
+
+def read_mllog(folder: Path) -> list[dict]:
+    """The ``:::MLLOG`` lines' JSON, in order."""
+    lines = (Path(folder) / MLLOG).read_text(encoding="utf-8").splitlines()
+    return [json.loads(line.partition(":::MLLOG ")[2]) for line in lines if line.startswith(":::MLLOG ")]
