@@ -18,6 +18,8 @@ from pathlib import Path
 from aiperf_mpi.results.logmodel import RunModel
 
 OK, MISMATCH, NOT_RECORDED = "ok", "MISMATCH", "not recorded"
+REHEARSAL_RULE = "training"
+"""the validity rule only a rehearsal breaks (``aiperf_mpi/results/rules.py``: trained, not a rehearsal)"""
 REL_TOLERANCE = 1e-12
 """relative difference allowed between a recomputed float and the recorded one (integers: none)"""
 MAX_LINES = 20
@@ -184,7 +186,10 @@ class Verification:
         if self.valid:
             return (f"verdict: VERIFIED, consistent with a valid run, NOT YET VALID: missing "
                     f"{'; '.join(self.unchecked)} (docs/verify.md, \"The reviewer's procedure\")")  # fmt: skip
-        return f"verdict: VERIFIED, an unofficial run (rules not met: {', '.join(self.broken_rules) or '-'})"
+        rehearsal = ", a REHEARSAL: a stand-in's operations and accuracies, never a result" \
+            if REHEARSAL_RULE in self.broken_rules else ""  # fmt: skip
+        return (f"verdict: VERIFIED, an unofficial run{rehearsal} (rules not met: "
+                f"{', '.join(self.broken_rules) or '-'})")  # fmt: skip
 
 
 def same(recorded: object, recomputed: object) -> bool:

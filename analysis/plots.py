@@ -71,7 +71,16 @@ def _figure(height: float = 4.5, rows: int = 1, sharex: bool = True, left: float
     return figure, axes
 
 
-def _save(figure: Figure, path: Path) -> Path:
+REHEARSAL_MARK = "REHEARSAL: a stand-in's figures, never a result"
+"""written across every plot of a rehearsal's report (``--rehearse``: aiperf_mpi/job/rehearsal.py), so that no
+picture of one is taken for a run that trained"""
+
+
+def _save(figure: Figure, path: Path, mark: str = "") -> Path:
+    """Write the figure as PNG; ``mark``, when given, across it (a rehearsal's :data:`REHEARSAL_MARK`)."""
+    if mark:
+        figure.text(0.5, 0.5, mark, fontsize=22, color="tab:red", alpha=0.35, ha="center", va="center",
+                    rotation=12, weight="bold")  # fmt: skip
     figure.savefig(path, dpi=DPI, format="png")
     return path
 
@@ -97,7 +106,8 @@ def _segment_lines(ax, boundaries: list[float], unit: float) -> None:
                    label="resumed here" if i == 0 else None)  # fmt: skip
 
 
-def plot_score(score: Score, epoch_end: np.ndarray, epoch_ops: np.ndarray, boundaries: list[float], path: Path) -> Path:
+def plot_score(score: Score, epoch_end: np.ndarray, epoch_ops: np.ndarray, boundaries: list[float], path: Path,
+               mark: str = "") -> Path:
     """OPS(t) and the regulated score on the benchmark's grid, final values marked; completed operations below."""
     unit, unit_name = time_unit(score.active_time)
     figure, (top, bottom) = _figure(6.5, rows=2)
@@ -143,10 +153,11 @@ def plot_score(score: Score, epoch_end: np.ndarray, epoch_ops: np.ndarray, bound
     _segment_lines(bottom, boundaries, unit)
     bottom.legend(loc="upper left", fontsize="small")
     bottom.grid(alpha=0.3)
-    return _save(figure, path)
+    return _save(figure, path, mark)
 
 
-def plot_best_accuracy(epoch_end: np.ndarray, accuracy: np.ndarray, active_time: float, path: Path) -> Path:
+def plot_best_accuracy(epoch_end: np.ndarray, accuracy: np.ndarray, active_time: float, path: Path,
+                       mark: str = "") -> Path:
     """The best validation accuracy reached by each moment, over every epoch's accuracy."""
     unit, unit_name = time_unit(active_time)
     figure, (ax,) = _figure(4.0)
@@ -172,11 +183,11 @@ def plot_best_accuracy(epoch_end: np.ndarray, accuracy: np.ndarray, active_time:
     ax.set_ylabel("validation top-1 accuracy")
     ax.set_title("Best validation accuracy over time")
     ax.grid(alpha=0.3)
-    return _save(figure, path)
+    return _save(figure, path, mark)
 
 
 def plot_accuracy_vs_ops(forward: np.ndarray, accuracy: np.ndarray, done: np.ndarray, best_index: int | None,
-                         active_time: float, path: Path) -> Path:  # fmt: skip
+                         active_time: float, path: Path, mark: str = "") -> Path:  # fmt: skip
     """Each trained model's accuracy against its forward operations per sample, coloured by when it finished."""
     unit, unit_name = time_unit(active_time)
     figure, (ax,) = _figure(4.5)
@@ -201,7 +212,7 @@ def plot_accuracy_vs_ops(forward: np.ndarray, accuracy: np.ndarray, done: np.nda
     ax.set_ylabel("best validation top-1 accuracy")
     ax.set_title("Models: accuracy against size")
     ax.grid(alpha=0.3, which="both")
-    return _save(figure, path)
+    return _save(figure, path, mark)
 
 
 def _bars(ax, starts: np.ndarray, ends: np.ndarray, row: float, pixel: float, unit: float, colour: str,
@@ -222,19 +233,20 @@ def busy_fraction(starts: np.ndarray, ends: np.ndarray, edges: np.ndarray) -> np
     return np.clip(np.diff(covered) / np.diff(edges), 0.0, 1.0)
 
 
-def plot_timeline(groups: list[GroupTime], active_time: float, boundaries: list[float], path: Path) -> Path:
+def plot_timeline(groups: list[GroupTime], active_time: float, boundaries: list[float], path: Path,
+                  mark: str = "") -> Path:
     """Per group: epochs (alternating shades per model) with their compilation, searches, set-ups, idle gaps,
     failures."""
     unit, unit_name = time_unit(active_time)
     span = active_time if active_time > 0 else 1.0
     pixel = span / WIDTH_PX
     if len(groups) > TIMELINE_ROWS:
-        return _heatmap(groups, span, boundaries, unit, unit_name, path)
+        return _heatmap(groups, span, boundaries, unit, unit_name, path, mark)
     figure, (ax,) = _figure(max(2.5, 1.6 + 0.45 * len(groups)), left=1.0, bottom=1.0)
     if not groups:
         ax.text(0.5, 0.5, "no training group in this log", transform=ax.transAxes, ha="center")
         ax.set_xlabel(f"active time ({unit_name})")
-        return _save(figure, path)
+        return _save(figure, path, mark)
     labelled = set()
 
     def label(name: str) -> str | None:
@@ -277,11 +289,11 @@ def plot_timeline(groups: list[GroupTime], active_time: float, boundaries: list[
     ax.set_title("Timeline per group: what each group's ranks did (numbers: task of each model)")
     if labelled:
         figure.legend(loc="lower center", ncol=6, fontsize="small", frameon=False)
-    return _save(figure, path)
+    return _save(figure, path, mark)
 
 
 def _heatmap(groups: list[GroupTime], span: float, boundaries: list[float], unit: float, unit_name: str,
-             path: Path) -> Path:  # fmt: skip
+             path: Path, mark: str = "") -> Path:  # fmt: skip
     edges = np.linspace(0.0, span, 401)
     fraction = np.vstack([busy_fraction(*union(g.epoch_start, g.epoch_end), edges) for g in groups])
     figure, (ax,) = _figure(max(3.0, min(9.0, 1.5 + 0.02 * len(groups))), left=0.8)
@@ -295,10 +307,11 @@ def _heatmap(groups: list[GroupTime], span: float, boundaries: list[float], unit
     ax.set_xlabel(f"active time ({unit_name})")
     ax.set_ylabel("group")
     ax.set_title(f"Timeline of {len(groups)} groups: share of each time bin spent training (× failed model)")
-    return _save(figure, path)
+    return _save(figure, path, mark)
 
 
-def plot_monitor(run: RunModel, active_time: float, boundaries: list[float], path: Path) -> Path:
+def plot_monitor(run: RunModel, active_time: float, boundaries: list[float], path: Path,
+                 mark: str = "") -> Path:
     """Utilisation (percent) and memory (GiB) per node and device over time."""
     unit, unit_name = time_unit(active_time)
     figure, (util_ax, memory_ax) = _figure(6.5, rows=2)
@@ -357,10 +370,10 @@ def plot_monitor(run: RunModel, active_time: float, boundaries: list[float], pat
         _segment_lines(ax, boundaries, unit)
         ax.grid(alpha=0.3)
         ax.set_xlim(0, max(active_time, 1e-9) / unit)
-    return _save(figure, path)
+    return _save(figure, path, mark)
 
 
-def plot_op_breakdown(rows: list[dict], title: str, path: Path) -> Path:
+def plot_op_breakdown(rows: list[dict], title: str, path: Path, mark: str = "") -> Path:
     """Forward (training) and backward operations per sample of each layer type, stacked."""
     rows = sorted(rows, key=lambda r: r["forward_train"] + r["backward"])
     figure, (ax,) = _figure(max(2.5, 1.0 + 0.4 * len(rows)), left=1.0)
@@ -374,4 +387,4 @@ def plot_op_breakdown(rows: list[dict], title: str, path: Path) -> Path:
     ax.set_title(title)
     ax.legend(loc="lower right", fontsize="small")
     ax.grid(alpha=0.3, axis="x")
-    return _save(figure, path)
+    return _save(figure, path, mark)

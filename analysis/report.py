@@ -108,7 +108,10 @@ class _Builder:
 
     def __init__(self, run: RunModel, score: Score, out: Path) -> None:
         self.run, self.score, self.out = run, score, out
-        self.doc = Document(f"aiperf_mpi run report: {run.run_dir.name}")
+        self.mark = plots.REHEARSAL_MARK if run.config.get("rehearse") else ""
+        """across every plot of a rehearsal's report, and in its title"""
+        kind = "REHEARSAL report (a stand-in's figures, never a result)" if self.mark else "run report"
+        self.doc = Document(f"aiperf_mpi {kind}: {run.run_dir.name}")
         self.boundaries = segment_boundaries(run)
         self.groups: list[GroupTime] = []
         self.summary: RunSummary | None = None
@@ -211,7 +214,7 @@ class _Builder:
     def score_over_time(self) -> None:
         run, score = self.run, self.score
         path = plots.plot_score(score, run.active(run.column("end")), np.nan_to_num(run.column("ops")),
-                                self.boundaries, self.out / "score.png")  # fmt: skip
+                                self.boundaries, self.out / "score.png", mark=self.mark)  # fmt: skip
         self.doc.heading("Score over time")
         step = score.grid_step or (score.grid[0].active_time if score.grid else 0.0)
         capped = (f", grid capped: the asked step would give more than {MAX_GRID_SAMPLES:,} samples"
@@ -240,7 +243,7 @@ class _Builder:
         accuracy = run.column("val_accuracy") if has_accuracy else np.full(len(run.epochs), np.nan)
         self.doc.heading("Accuracy")
         path = plots.plot_best_accuracy(run.active(run.column("end")), accuracy, score.active_time,
-                                        self.out / "best_accuracy.png")  # fmt: skip
+                                        self.out / "best_accuracy.png", mark=self.mark)  # fmt: skip
         self.doc.image(path, "best validation accuracy over time")
         models = run.models
         forward = np.array([np.nan if m.forward_per_sample is None else m.forward_per_sample for m in models])
@@ -250,7 +253,8 @@ class _Builder:
         if run.best is not None:
             best_index = next((i for i, m in enumerate(models) if m.id == run.best.id), None)
         path = plots.plot_accuracy_vs_ops(forward.astype(float), model_accuracy.astype(float), done, best_index,
-                                          score.active_time, self.out / "accuracy_vs_ops.png")  # fmt: skip
+                                          score.active_time, self.out / "accuracy_vs_ops.png",
+                                          mark=self.mark)  # fmt: skip
         self.doc.paragraph(
             "Each trained model's best validation accuracy against its analytic forward operations per sample "
             "(the model's size), coloured by when it finished: a search that learns moves up and to the right."
@@ -260,7 +264,8 @@ class _Builder:
     def timeline(self) -> None:
         run, score, groups = self.run, self.score, self.groups
         self.doc.heading("Timeline per group")
-        path = plots.plot_timeline(groups, score.active_time, self.boundaries, self.out / "timeline.png")
+        path = plots.plot_timeline(groups, score.active_time, self.boundaries, self.out / "timeline.png",
+                                   mark=self.mark)
         drawn = ("one row per group" if len(groups) <= plots.TIMELINE_ROWS
                  else "a heat map: the share of each time bin each group spent in epochs")  # fmt: skip
         self.doc.paragraph(
@@ -313,7 +318,8 @@ class _Builder:
         if not len(run.monitor):
             self.doc.paragraph(f"**No monitor samples**: {no_monitor_reason(run, score.active_time)}.")
             return
-        path = plots.plot_monitor(run, score.active_time, self.boundaries, self.out / "utilisation.png")
+        path = plots.plot_monitor(run, score.active_time, self.boundaries, self.out / "utilisation.png",
+                                  mark=self.mark)
         sources = sorted({info.get("source", "?") for info in run.monitor_nodes.values()})
         self.doc.paragraph(
             f"{len(run.monitor):,} device samples from {len(run.monitor_nodes)} node(s) (source: "
@@ -379,7 +385,7 @@ class _Builder:
                 si(counts.forward_eval), si(counts.backward), si(counts.update), "100.0 %"]],
         )  # fmt: skip
         path = plots.plot_op_breakdown(rows, f"Model {best.id}: operations per training sample by layer type",
-                                       self.out / "op_breakdown.png")  # fmt: skip
+                                       self.out / "op_breakdown.png", mark=self.mark)  # fmt: skip
         self.doc.image(path, "operations by layer type of the best model")
 
     def failures(self) -> None:

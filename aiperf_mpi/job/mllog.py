@@ -243,9 +243,12 @@ class MLLogWriter:
         self._line("end", constants.EPOCH_STOP, end, "null", stop_members)
         self._line("event", constants.EVAL_ACCURACY, end, accuracy, eval_members)
 
-    def run_stop(self, reason: str, when: float) -> None:
-        """``run_stop`` at the time of the event log's ``run_stop``."""
-        self._write("end", constants.RUN_STOP, when, metadata={"status": "success", "reason": reason})
+    def run_stop(self, reason: str, when: float, rehearsal: bool = False) -> None:
+        """``run_stop`` at the time of the event log's ``run_stop``; a rehearsal's says so beside its ``status``
+        (mlperf-logging's readers know ``success`` and ``aborted`` only; issue 45: a rehearsal's ``success`` must
+        not read as a result's)."""
+        metadata = {"status": "success", "reason": reason, **({"rehearsal": True} if rehearsal else {})}
+        self._write("end", constants.RUN_STOP, when, metadata=metadata)
         self.flush()
 
     def close(self) -> None:

@@ -300,7 +300,7 @@ def _run_master_locked(prepared: Prepared, config: RunConfig, transport: MasterT
     stopped = log.write(runlog.RUN_STOP, sync=True, reason=reason, discarded_tasks=discarded,
                         segment=prepared.segment, groups_stopped_early=master.early_stops,
                         **({"groups_lost": master.lost_groups} if master.lost_groups else {}))  # fmt: skip
-    mllog.run_stop(reason, stopped[runlog.TIME])
+    mllog.run_stop(reason, stopped[runlog.TIME], rehearsal=config.rehearse)
     ending = [time.monotonic()]  # the end's phases (END_PHASES)
     score = score_run(run_dir)
     log.write(runlog.SCORE, sync=True, **{k: v for k, v in score.to_dict().items() if k != "grid"})

@@ -93,6 +93,9 @@ class Score:
     """how settled the score is: CV of OPS(t) over the grid's last half (:mod:`aiperf_mpi.results.stability`)"""
     ops_change_last_quarter: float | None = None
     """relative change of OPS(t) over the grid's last quarter (:mod:`aiperf_mpi.results.stability`)"""
+    rehearsal: bool = False
+    """a rehearsal's (``--rehearse``): a stand-in's operations and accuracies, never a result; said at the top of
+    ``score.json`` as in every other file such a run writes (issue 45)"""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -169,6 +172,7 @@ def score_inputs(inputs: Timeline, step: float = DEFAULT_STEP, truncated: bool =
         grid_capped=capped,
         ops_cv_last_half=settled.cv_last_half,
         ops_change_last_quarter=settled.change_last_quarter,
+        rehearsal=bool(config.get("rehearse")),
     )
 
 
