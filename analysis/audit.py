@@ -9,9 +9,12 @@ squeezed, with phantom epochs in the freed time, or whose peak was raised to
 fit, is consistent with itself; only doing the work again tells.  The audit
 does a little of it:
 
-* it samples K tasks, reproducibly (``--seed``), preferring the tasks with
-  the most logged epoch time (each task drawn with a weight of its time, so
-  every task can be drawn and a forger cannot tell which will be);
+* it samples K tasks, reproducibly (``--seed``): half of them uniformly over
+  every task (so the report can say how likely it was to miss a forged share
+  of the tasks), then one from each segment × hosts stratum still missed,
+  then the rest preferring the tasks with the most logged epoch time (each
+  drawn with a weight of its time); every task can be drawn and a forger
+  cannot tell which will be (:func:`sample_tasks`);
 * it rebuilds each one's graph from the lineage the log records — the seed
   model's record and every morphism from it, each at its logged kernel size
   (:mod:`aiperf_mpi.graph.lineage`), as trained
@@ -47,7 +50,7 @@ import os
 import random
 import stat
 import sys
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -181,19 +184,58 @@ def worst(bounds: list[Bound]) -> dict[str, Bound]:
     return found
 
 
-def sample_tasks(weights: Mapping[int, float], count: int, seed: int) -> list[int]:
-    """``count`` tasks drawn without replacement, each with a chance growing with its weight (its logged time).
+def sample_tasks(weights: Mapping[int, float], count: int, seed: int,
+                 strata: Mapping[int, Hashable] | None = None) -> list[int]:  # fmt: skip
+    """``count`` tasks drawn without replacement by ``random.Random(seed)``, in three parts (issue 45: a draw
+    weighted by logged time alone never drew a segment of many very short forged epochs):
 
-    Efraimidis and Spirakis' draw: each task's key is ``u ** (1 / weight)`` for a uniform ``u`` from
-    ``random.Random(seed)`` (tasks in order, so the same seed draws the same tasks), and the highest keys win.
-    A task of no time keeps a tiny weight: it is drawn only when nothing longer is left.
+    1. :func:`uniform_draws` of them uniformly over every task: what :func:`miss_chance` bounds;
+    2. one from each stratum (``strata``: task → its segment and hosts) the first part missed, uniformly within
+       it, while draws are left: every segment and every host is audited when ``count`` allows;
+    3. the rest with a chance growing with their logged time (Efraimidis and Spirakis' keys ``u ** (1 /
+       weight)``): the tasks that carry most of the score.
+
+    Tasks in order, so the same seed draws the same tasks; a task of no time keeps a tiny weight.
     """
     draw = random.Random(seed)
-    keys = []
-    for task in sorted(weights):
+    tasks = sorted(weights)
+    count = min(count, len(tasks))
+    chosen = draw.sample(tasks, uniform_draws(count))
+    if strata:
+        missed = sorted({strata[t] for t in tasks if t in strata} - {strata.get(t) for t in chosen}, key=repr)
+        draw.shuffle(missed)
+        for key in missed[:count - len(chosen)]:
+            chosen.append(draw.choice([t for t in tasks if strata.get(t) == key and t not in chosen]))
+    rest, keys = [t for t in tasks if t not in chosen], []
+    for task in rest:
         weight = weights[task] if math.isfinite(weights[task]) and weights[task] > 0 else 1e-9
         keys.append((draw.random() ** (1.0 / weight), task))
-    return sorted(task for _, task in sorted(keys, reverse=True)[:count])
+    chosen += [task for _, task in sorted(keys, reverse=True)[:count - len(chosen)]]
+    return sorted(chosen)
+
+
+def uniform_draws(count: int) -> int:
+    """How many of ``count`` draws are uniform over every task: half, rounded up."""
+    return (count + 1) // 2
+
+
+def miss_chance(tasks: int, forged: float, draws: int) -> float:
+    """The chance that ``draws`` tasks drawn uniformly without replacement from ``tasks`` miss every one of a
+    forged share ``forged`` of them: C(N − F, K) / C(N, K) (at most (1 − forged) ** draws)."""
+    bad = math.ceil(forged * tasks)
+    if draws > tasks - bad:
+        return 0.0
+    return math.comb(tasks - bad, draws) / math.comb(tasks, draws)
+
+
+def task_strata(model: RunModel, tasks: list[int]) -> dict[int, tuple]:
+    """Each task's stratum for the draw: its segment and the hosts its group ran on (from the log)."""
+    found = {}
+    for task in tasks:
+        record = model.tasks[task]
+        segment = model.segment_of(record)
+        found[task] = (segment.number if segment else 0, tuple(claimed_hardware(model, task).hosts))
+    return found
 
 
 # -- hardware: the run's claim and this machine
@@ -460,6 +502,9 @@ def faster(first: Mapping, second: Mapping) -> dict:
 
 # -- the report
 
+SHARES = (0.1, 0.25, 0.5)
+"""the shares of forged tasks the audit states its chance of missing for"""
+
 
 @dataclass
 class Audit:
@@ -474,6 +519,10 @@ class Audit:
     device: str = ""
     tasks: list[Sampled] = field(default_factory=list)
     load: float | None = None
+    strata: int = 0
+    """how many segment × hosts strata the run's tasks fall in (each drawn from when the sample allows)"""
+    uniform: int = 0
+    """how many of the sampled tasks were drawn uniformly over every task (:func:`miss_chance` bounds those)"""
     events_sha256: str = ""
     """the sha256 of the event log audited (:mod:`analysis.audit_record`: what ties ``audit.json`` to the run)"""
 
@@ -502,6 +551,8 @@ class Audit:
         return {"run_dir": self.run_dir, "verdict": verdict, "sample": self.sample, "seed": self.seed,
                 "tolerance": self.tolerance, "eligible": self.eligible, "machine": self.here,
                 "device": self.device, "load_average": self.load, EVENTS_SHA256: self.events_sha256,
+                "strata": self.strata, "uniform_draws": self.uniform,
+                "miss_chance": {f"{share:g}": miss_chance(self.eligible, share, self.uniform) for share in SHARES},
                 "tasks": tasks}  # fmt: skip
 
     def text(self) -> str:
@@ -509,8 +560,12 @@ class Audit:
         load = f"; load average {self.load:.1f} while it timed" if self.load is not None else ""
         cores = self.here.get("cores")
         busy = self.load is not None and isinstance(cores, int) and self.load > cores
-        lines = [f"{PROG}: {self.run_dir}: {len(self.tasks)} of {self.eligible} tasks sampled (seed {self.seed}, "
-                 f"the longest likeliest), tolerance {self.tolerance:.0%}",
+        chances = ", ".join(f"{share:.0%} forged: {miss_chance(self.eligible, share, self.uniform):.2g}"
+                            for share in SHARES)  # fmt: skip
+        lines = [f"{PROG}: {self.run_dir}: {len(self.tasks)} of {self.eligible} tasks sampled (seed {self.seed}): "
+                 f"{self.uniform} uniformly, then one from each of the {self.strata} segment × hosts strata still "
+                 f"missed, the rest the longest likeliest; tolerance {self.tolerance:.0%}",
+                 f"the chance its uniform draws miss every forged task, by the share of tasks forged: {chances}",
                  f"timed on: {here.text()}, TensorFlow on {self.device or '(nothing timed)'}{load}", "",
                  f"{'task':>5}  {'batch':>5}  {'prec':<4}  {'kind':<10}  {'epoch':>5}  {'logged':>12}  "
                  f"{'ceiling here':>12}  {'ratio':>5}  verdict"]  # fmt: skip
@@ -570,7 +625,11 @@ def audit(run_dir: Path, count: int, seed: int, tolerance: float, seconds: float
     if not weights:
         raise BadInput(f"{run_dir}: no model in the log has an epoch to audit")
     result = Audit(str(run_dir), count, seed, tolerance, len(weights), here, events_sha256=judged_log)
-    result.tasks = [sampled(model, lineage, task, weights[task], here) for task in sample_tasks(weights, count, seed)]
+    strata = task_strata(model, sorted(weights))
+    drawn = sample_tasks(weights, count, seed, strata)
+    result.strata = len(set(strata.values()))
+    result.uniform = uniform_draws(len(drawn))
+    result.tasks = [sampled(model, lineage, task, weights[task], here) for task in drawn]
     todo = [t for t in result.tasks if t.graph]
     for attempt in range(retries + 1):
         if not todo:

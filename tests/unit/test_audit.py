@@ -30,9 +30,11 @@ from analysis.audit import (
     exceeded,
     fastest_window,  # fmt: skip
     judge,
+    miss_chance,
     read_run,
     sample_tasks,
     sampled,
+    uniform_draws,
     worst,
 )
 from tests.support.event_logs import start, write_log
@@ -121,9 +123,29 @@ def test_the_ceiling_is_the_fastest_run_of_consecutive_calls_not_one_lucky_call(
 def test_the_draw_is_reproducible_prefers_long_tasks_and_takes_all_when_asked_for_more() -> None:
     weights = {task: 1.0 for task in range(20)} | {20: 1000.0}
     assert sample_tasks(weights, 3, seed=5) == sample_tasks(weights, 3, seed=5)
-    assert sum(20 in sample_tasks(weights, 1, seed) for seed in range(200)) > 190
+    # 2 draws: one uniform (task 20 by chance 1/21), one weighted (task 20 nearly always)
+    assert sum(20 in sample_tasks(weights, 2, seed) for seed in range(200)) > 190
     assert len({tuple(sample_tasks(weights, 3, seed)) for seed in range(20)}) > 5  # every task can be drawn
     assert sample_tasks({1: 5.0, 2: 0.0, 3: math.nan}, 10, seed=0) == [1, 2, 3]
+
+
+def test_the_draw_reaches_a_segment_of_many_short_tasks_and_every_stratum() -> None:
+    """Issue 45: a resumed segment of many very short forged epochs was never drawn by the time-weighted draw.
+    Segment 1: four long tasks; segment 2: forty tasks of a thousandth of their time each."""
+    weights = {task: 1000.0 for task in range(4)} | {task: 1.0 for task in range(4, 44)}
+    strata = {task: (1 if task < 4 else 2, ("h0",)) for task in weights}
+    old_style = sum(any(t >= 4 for t in sample_tasks(weights, 1, seed)) for seed in range(200))
+    drawn = [sample_tasks(weights, 4, seed, strata) for seed in range(200)]
+    assert all(any(t >= 4 for t in tasks) and any(t < 4 for t in tasks) for tasks in drawn)  # both segments, always
+    assert old_style > 100  # the one draw is uniform now: the short segment holds 40 of the 44 tasks
+
+
+def test_the_chance_to_miss_a_forged_share_is_the_hypergeometric_one() -> None:
+    assert miss_chance(10, 0.1, 1) == pytest.approx(0.9)  # one of ten forged, one draw
+    assert miss_chance(10, 0.5, 6) == 0.0  # six draws out of ten cannot all miss five forged
+    assert miss_chance(100, 0.1, 10) == pytest.approx(math.comb(90, 10) / math.comb(100, 10))
+    assert miss_chance(100, 0.1, 10) <= 0.9**10
+    assert uniform_draws(1) == 1 and uniform_draws(4) == 2 and uniform_draws(5) == 3
 
 
 def test_each_task_is_rebuilt_from_the_seed_and_the_logged_morphisms(tmp_path: Path) -> None:
