@@ -310,8 +310,9 @@ FAMILIES = (
             "are present (its `.npz`, or `best/model.keras` where a single-copy export removed it) with the sha256"
             " the log records, and are the graph's; the reviewer's data is the split the run validated; and the "
             "correct predictions recounted from them equal the claimed epoch's logged count within the reviewer's"
-            " `--reevaluate-tolerance` ([below](#re-evaluating-the-best-model-the-reviewers-second-step)). Any of "
-            "these missing fails the row with one line naming the rule; never taken on trust"),
+            " `--reevaluate-tolerance` ([below](#re-evaluating-the-best-model-the-reviewers-second-step)), and a "
+            "claim above its recount by at most what lifts the regulated score's −ln E by 5 % (none near the error "
+            "floor). Any of these missing fails the row with one line naming the rule; never taken on trust"),
     )),
 )  # fmt: skip
 """every rule of verify, in the verdict's order"""

@@ -9,6 +9,7 @@ the consistent hand-made run.
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +19,7 @@ import pytest
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.best_claim import CLAIM_RULE, COUNT_RULE, DATA_RULE, WEIGHTS_RULE, claimed_best
 from aiperf_mpi.results.logmodel import read_model
-from analysis.reevaluation import ALLOWED_SHARE, allowed_difference, compare
+from analysis.reevaluation import ALLOWED_SHARE, MAX_REGULATED_LIFT, allowed_difference, allowed_raise, compare
 from tests.support.data_files import write_cifar
 from tests.support.verify_runs import consistent_run, find, forge, rewrite_log, sync_record, write_weights
 
@@ -49,7 +50,7 @@ def test_an_equal_count_is_ok_and_a_difference_past_the_reviewers_tolerance_name
 def test_the_tolerance_is_the_reviewers_never_the_logs_accelerator_claim() -> None:
     """A run that says it trained on accelerators gets no more than the reviewer allows; one on CPUs no less."""
     assert compare(answer(89, trained_on="accelerators"), 0.0).problems  # the log's claim widens nothing
-    assert compare(answer(88, trained_on="accelerators"), 0.02).problems == []
+    assert compare(answer(89, trained_on="accelerators"), 0.02).problems == []
     within = compare(answer(91), ALLOWED_SHARE)  # the default: 1 % of 100, a CPU run's too
     assert not within.problems and "logged 90 (within the 1 the tolerance 0.01 allows" in within.summary
     assert compare(answer(92, precision="fp32", run_precision="bf16"), ALLOWED_SHARE).problems
@@ -186,3 +187,22 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, case: str) -> None:
     lines = done.stderr.strip().splitlines()
     assert expected in lines[-1] and "Traceback" not in done.stderr, done.stderr
     assert len(lines) == 1 or case in ("option without --reevaluate", "tolerance past 1"), lines  # argparse's usage
+
+
+def test_a_claim_within_the_tolerance_may_not_raise_the_regulated_score_by_more_than_its_bound() -> None:
+    """Issue 45: 3 samples of a 360-sample split (the default tolerance) were worth × 3 in the regulated score near
+    the error floor; a claim above its recount may now lift −ln E by at most MAX_REGULATED_LIFT."""
+    assert allowed_raise(359, 360) == 0  # 1 wrong of 360 claimed: exact, or −ln E falls from 5.9 to 5.2
+    assert allowed_raise(324, 360) == 4  # 10 % error: 4 samples lift −ln E by 4.7 %
+    assert allowed_raise(37_500, 50_000) == 853  # ImageNet at 25 % error: more than the 500 that 1 % allows
+    assert allowed_raise(0, 360) == 360  # nothing claimed: nothing to raise
+    for logged, samples in ((359, 360), (324, 360), (37_500, 50_000), (99, 100)):
+        d = allowed_raise(logged, samples)
+        claimed, true = (samples - logged) / samples, (samples - logged + d) / samples
+        assert math.log(claimed) / math.log(true) <= 1 + MAX_REGULATED_LIFT + 1e-12
+    near_floor = dict(answer(357, logged=99), claim={**answer(357)["claim"], "logged_correct": 359,
+                                                     "validation_samples": 360})  # fmt: skip
+    near_floor["seen"] = 360
+    row = compare(near_floor, 0.01)  # 2 below a claim of 359 / 360: within 1 %, but × 1.5 the regulated score
+    assert row.problems and "raises the regulated score by more than 5 %" in row.problems[0]
+    assert not compare(answer(92), 0.02).problems  # a recount above the claim raises nothing
