@@ -28,7 +28,7 @@ from pathlib import Path
 
 from aiperf_mpi.config import RunConfig
 from aiperf_mpi.job.batchio import BatchIO, BatchWork
-from aiperf_mpi.job.faults import HangPolicy, silent_reason
+from aiperf_mpi.job.faults import HangPolicy, drain_reason, first_model_reason, silent_reason
 from aiperf_mpi.job.messages import (
     Accepted,
     Duplicate,
@@ -140,7 +140,8 @@ class Master:
     early_stops: int = 0
     """groups stopped before the time limit because a new model's first epoch could not end by it"""
     hang: HangPolicy | None = None
-    """the deadline after which a silent group counts as lost (None: no deadline, as without fault tolerance)"""
+    """the deadline after which a silent group counts as lost (None: no deadline); with fault tolerance off
+    (``hang.tolerant`` false) a group past it ends the run (:data:`HANG_STOP`) instead of the run going on"""
     lost_groups: int = 0
     newly_lost: list[int] = field(default_factory=list)
     """groups lost since the loop last looked (it tells the transport to forget them)"""
@@ -321,7 +322,26 @@ class Master:
             limit = self.hang.silent_limit(state.longest_epoch, state.first_epoch_cost)
             silent = now - state.last_heard
             if limit is not None and silent > limit:
-                self.lose(state.index, [], silent_reason(silent, limit))
+                timed = state.longest_epoch is not None or state.first_epoch_cost is not None
+                self.lose(state.index, [], (silent_reason if timed else first_model_reason)(silent, limit))
+                if not self.hang.tolerant and not self.stopping:  # the hung rank cannot be left behind: end
+                    self._begin_stop(HANG_STOP)
+
+    def lose_silent_at_drain_end(self) -> int:
+        """When the drain ends: lose each group still training that was silent through it (it hangs); the count.
+
+        A group that spoke during the drain is slow, and its task is discarded as before
+        (:meth:`HangPolicy.lost_at_drain_end`).  A stopped rank's group whose deadline falls after the drain's
+        end is so logged lost with the default ``--grace`` (the multi-node SIGSTOP case), not merely discarded.
+        """
+        now, drain, lost = self.clock(), self.clock() - self.stop_started, 0
+        for group in sorted(set(self.tasks.values())):
+            state = self.state[group]
+            silent = now - state.last_heard
+            if HangPolicy.lost_at_drain_end(silent, drain, state.longest_epoch, state.first_epoch_cost):
+                self.lose(group, [], drain_reason(silent, drain))
+                lost += 1
+        return lost
 
     # ------------------------------------------------------------------ internals
 
@@ -496,6 +516,9 @@ class Master:
         )
 
 
+HANG_STOP = runlog.HANG_REASON
+"""the run_stop reason when fault tolerance is off and a group passed its deadline: the run ends with its score
+(on the axis as it ran, like a signal's stop: ``--resume`` continues it)"""
 ALL_LOST = "all groups lost"
 """the run_stop reason when every group was lost before the time limit (the window is still the time limit)"""
 
@@ -617,8 +640,9 @@ def master_loop(
                 print(master.progress_line(), flush=True)
             if master.stopping and master.running and urgent():
                 return "terminated"
-            if master.grace_expired and master.running:
+            if master.grace_expired and master.running and not master.lose_silent_at_drain_end():
                 return "grace expired"
+            _forget_lost(master, transport)
         for failure in io.close()[:1]:
             print(f"aiperf_mpi: warning: {len(io.failures)} weights file(s) could not be removed, e.g. {failure}",
                   flush=True)  # fmt: skip
