@@ -311,14 +311,20 @@ class Master:
         self._task_ended(state)
 
     def _check_hangs(self) -> None:
-        """At most once per ``check_interval``: lose every group with a task in flight silent past its deadline."""
+        """At most once per ``check_interval``: lose every group with a task in flight silent past its deadline,
+        and (given a first-model bound) every group never Ready that long after the start line (its leader hangs
+        before its first message: in the set-up of its runner, its data, or a collective of its group)."""
         now = self.clock()
         if now < self._next_hang_check:
             return
         self._next_hang_check = now + self.hang.check_interval
         for state in self.state.values():
-            if state.task is None or state.lost:
+            if state.lost or state.stopped:
                 continue
+            if state.task is None:  # waiting for its Work is the master's doing; before its first Ready, not
+                if state.ranks or self.hang.first_model is None:
+                    continue
+                state.last_heard = state.last_heard or self.started  # silent since the start line
             limit = self.hang.silent_limit(state.longest_epoch, state.first_epoch_cost)
             silent = now - state.last_heard
             if limit is not None and silent > limit:

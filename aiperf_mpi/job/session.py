@@ -273,10 +273,11 @@ def _run_master_locked(prepared: Prepared, config: RunConfig, transport: MasterT
     """:func:`run_master`'s body, while the run directory's lock is held (:mod:`aiperf_mpi.job.runlock`)."""
     run_dir = Path(prepared.run_dir)
     search = search_config or SearchConfig()
-    bounds = search.view_bounds()  # the leaders' search reads this view
+    view_bounds = search.view_bounds()  # the leaders' search reads this view
     # the history first: its reader skips a cut last line as the repair below sets it aside, and a resume it
     # refuses (a graph that is not the one logged, say) must leave the run directory as it found it
-    resumed = history_from_log(run_dir, bounds) if prepared.resumed else Resumed(MasterHistory(bounds), 0, {})
+    resumed = (history_from_log(run_dir, view_bounds) if prepared.resumed
+               else Resumed(MasterHistory(view_bounds), 0, {}))  # fmt: skip
     # a resumed log may end in a cut line (killed mid-write): set it aside first, or the new segment's
     # first event would be glued onto it; here, after every check, so a start that fails touches nothing
     tail = runlog.repair_tail(run_dir, prepared.segment) if prepared.resumed else runlog.TailRepair()

@@ -42,7 +42,7 @@ def launch(run_dir: Path, options: list[str], tolerant: bool, resume: bool = Fal
     """A 4-rank rehearsal, groups [1, 2] and [3], output to a file beside ``run_dir``."""
     argv = [sys.executable, "-m", "aiperf_mpi", "--no-report", *options]
     argv += ["--resume", str(run_dir)] if resume else [
-        "--rehearse", "--rehearse-rate", "2e9", "--seed-model", "tiny", "--group-size", "2", "--score-step", "5",
+        "--rehearse", "--rehearse-rate", "1e10", "--seed-model", "tiny", "--group-size", "2", "--score-step", "5",
         "--progress-interval", "5", "--monitor-interval", "0", "--run-dir", str(run_dir)]  # fmt: skip
     command = mpirun_command(4, argv)
     if tolerant:
@@ -135,8 +135,9 @@ def test_a_group_stopped_in_its_first_model_is_lost_or_ends_the_run_with_its_sco
     deadline loses the group (fault tolerance on: the run goes on to its time limit) or ends the run at once with
     its score (off: the hung rank cannot be left behind), the log verifies, and the run resumes."""
     run_dir = tmp_path / "run"
-    bound = 20
-    job = launch(run_dir, ["--first-model-deadline", str(bound), "--time-limit", "45"], tolerant)
+    bound = 40  # a healthy first model here takes up to ≈ 15 s at load 45 (the other group's must not be lost)
+    job = launch(run_dir, ["--first-model-deadline", str(bound), "--time-limit", "60", "--end-deadline", "30"],
+                 tolerant)  # fmt: skip
     started = lambda: any(e["event"] == runlog.RUN_START for e in events_so_far(run_dir))  # noqa: E731
     pid, stopped_at = stop_when(job, 1, started)
     stopped_wall = time.time()

@@ -108,6 +108,29 @@ def test_a_group_silent_in_its_first_model_is_lost_at_the_first_model_deadline(t
     master.log.close()
 
 
+def test_a_group_never_ready_after_the_start_line_is_lost_at_the_first_model_deadline(tmp_path) -> None:
+    from aiperf_mpi.config import RunConfig
+    from aiperf_mpi.job.master import Master
+    from aiperf_mpi.job.messages import Ready
+    from aiperf_mpi.search.bayesian import SearchConfig
+    from aiperf_mpi.search.view import MasterHistory
+
+    now = [0.0]
+    master = Master(RunConfig(time_limit=1000, seed_model="tiny", run_dir=str(tmp_path)), runlog.EventLog(tmp_path),
+                    MasterHistory(SearchConfig().view_bounds()), 2, tmp_path, clock=lambda: now[0],
+                    hang=HangPolicy(first_model=50.0))  # fmt: skip
+    [(_, work)] = master.handle(0, Ready(0, 2, "host0"))
+    now[0] = 50.0
+    master.tick()
+    assert master.lost_groups == 0
+    master.handle(0, EpochStarted(work.task_id, 1, now[0], 32))  # group 0 speaks; group 1 never did
+    now[0] = 51.5
+    master.tick()
+    [lost] = lost_events(tmp_path)
+    assert lost["group"] == 1 and lost["task"] is None and "first model" in lost["reason"]
+    master.log.close()
+
+
 def test_with_fault_tolerance_off_a_missed_deadline_ends_the_run_with_its_reason(tmp_path) -> None:
     now = [0.0]
     master, works = started_master(tmp_path, 2, now, hang=HangPolicy(epochs=3.0, margin=10.0, tolerant=False))
