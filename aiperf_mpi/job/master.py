@@ -262,6 +262,8 @@ class Master:
             self.log.write(runlog.WEIGHTS_REMOVED, sync=True, models=[m for m, _ in gone], files=[f for _, f in gone])
         work = BatchWork(self._graphs, self.log.take_sync(), [self.run_dir / f for _, f in gone], self._later,
                          graph_path=self._graph_path)  # fmt: skip
+        if self.mllog is not None:  # after the event log's flush: mllog.log never runs ahead of it
+            self.mllog.flush_due()
         self._graphs, self._later = [], []
         return work
 
