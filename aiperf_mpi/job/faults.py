@@ -45,7 +45,7 @@ class HangPolicy:
     its score (the hung rank is ended with the job's ``MPI_Abort``; ``--resume`` continues the run)"""
 
     def silent_limit(self, longest_epoch: float | None, first_epoch_cost: float | None) -> float | None:
-        """Seconds of silence after which the group is lost; None (no deadline) until it has timed an epoch.
+        """Seconds of silence after which the group is lost; before it has timed an epoch, ``first_model``.
 
         The longest of the group's epochs and its first-epoch cost (from
         its Work to its first epoch's end: a new model's search, build and
