@@ -174,7 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         leave_together(comm, status, finalize_returns(os.environ))
     # MPI's end here, bounded, not at the interpreter's exit, where MPI_Finalize waits for a stopped peer with
     # the interpreter lock held and no deadline can fire (mpi/deadline.py)
-    meet_then_finalize(comm)
+    meet_then_finalize(comm, watchdog)
     return status
 
 

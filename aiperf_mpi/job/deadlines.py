@@ -138,6 +138,11 @@ class Watchdog:
         with self._lock:
             self._phase = None
 
+    def remaining(self) -> float | None:
+        """Seconds left in the current phase (None: no phase is bounded)."""
+        current = self._phase
+        return None if current is None else current.due - self._clock()
+
     @property
     def phase(self) -> str:
         """The current phase's name ('' when none)."""

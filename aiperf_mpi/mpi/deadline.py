@@ -20,7 +20,7 @@ import time
 from mpi4py import MPI
 
 from aiperf_mpi.job.deadlines import Watchdog
-from aiperf_mpi.mpi.faults import finalize_with_a_backstop
+from aiperf_mpi.mpi.faults import FINALIZE_ALARM, finalize_with_a_backstop
 
 
 def end_the_job(status: int) -> None:
@@ -44,17 +44,21 @@ def abort_kind() -> str:
     return "SIGKILL of the rank (the MPI library gives no MPI_THREAD_MULTIPLE)"
 
 
-def meet_then_finalize(comm: MPI.Comm) -> None:
+def meet_then_finalize(comm: MPI.Comm, watchdog: Watchdog) -> None:
     """End MPI on this rank without fault tolerance, every wait bounded by the watchdog.
 
     Open MPI's ``MPI_Finalize`` waits for every rank, and mpi4py holds the interpreter lock inside it, so no
     deadline could fire there (:func:`~aiperf_mpi.mpi.faults.finalize_with_a_backstop`).  The ranks first meet
     in a non-blocking barrier polled from Python (each poll lets the watchdog's thread run: a rank stopped there
-    ends the job at the end's deadline, ``MPI_Abort`` killing the stopped one too), and only then finalize.
+    ends the job at the end's deadline, ``MPI_Abort`` killing the stopped one too), and only then finalize,
+    SIGALRM set to what is left of the phase's bound: a rank that stopped after its part of the meeting holds
+    the others in ``MPI_Finalize`` (measured: the job then ended by the fixed 120 s alarm, not the 30 s
+    deadline, until the alarm took the deadline's remainder).
     """
     request = comm.Ibarrier()
     while not request.Test():
         time.sleep(0.01)
     sys.stdout.flush()
     sys.stderr.flush()
-    finalize_with_a_backstop()
+    left = watchdog.remaining()
+    finalize_with_a_backstop(FINALIZE_ALARM if left is None else left)

@@ -5,6 +5,7 @@ The settings and the start line are in :mod:`aiperf_mpi.mpi.tolerance` (no MPI t
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import sys
@@ -92,8 +93,8 @@ def leave_together(comm: MPI.Comm, status: int, finalize: bool) -> NoReturn:
     os._exit(status)
 
 
-def finalize_with_a_backstop() -> None:
-    """``MPI_Finalize``, with SIGALRM's default action as the backstop after :data:`FINALIZE_ALARM` seconds.
+def finalize_with_a_backstop(seconds: float = FINALIZE_ALARM) -> None:
+    """``MPI_Finalize``, with SIGALRM's default action as the backstop after ``seconds`` (at least one).
 
     mpi4py holds the interpreter lock inside ``MPI_Finalize`` (measured: a watchdog thread's ``MPI_Abort`` never
     ran while three ranks' ``MPI_Finalize`` waited for a stopped fourth), so a rank's watchdog
@@ -101,7 +102,7 @@ def finalize_with_a_backstop() -> None:
     bounds (the agreement, or a polled barrier), and what is left is the alarm's.
     """
     if signal.getsignal(signal.SIGALRM) == signal.SIG_DFL:  # its default action needs no Python code to run
-        signal.alarm(FINALIZE_ALARM)
+        signal.alarm(max(1, math.ceil(seconds)))
     MPI.Finalize()
 
 

@@ -174,8 +174,12 @@ def test_a_rank_stopped_in_the_end_ends_the_job_within_the_end_bound_with_one_sc
     pid, stopped_at = stop_when(job, 2, stopping)
     output, took = ended(job, pid, stopped_at)
     assert job.process.returncode != 0, output[-4000:]
-    assert (0, "the end", bound) in deadline_lines(output), output[-4000:]  # rank 0 detected it
-    assert "the score is on disk" in output
+    # rank 0 detected it: its watchdog's line in the meeting before MPI_Finalize (or the agreement); or, when the
+    # stopped rank had done its part of that meeting, SIGALRM at what was left of the bound (inside MPI_Finalize,
+    # where mpi4py holds the interpreter lock and no line can be printed: status 128 + 14)
+    alarm = 128 + signal.SIGALRM
+    assert (0, "the end", bound) in deadline_lines(output) or job.process.returncode == alarm, output[-4000:]
+    assert "the score is on disk" in output or job.process.returncode == alarm
     assert took < bound + 20, output[-4000:]  # rank 0's end began before the stop: the bound, MPI_Abort's latency
     events = events_so_far(run_dir)
     assert sum(e["event"] == runlog.SCORE for e in events) == 1 and (run_dir / "score.json").exists()
