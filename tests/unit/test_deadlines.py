@@ -18,7 +18,7 @@ from aiperf_mpi.job.master import HANG_STOP
 from aiperf_mpi.job.messages import EpochDone, EpochStarted
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.logmodel import stopped_by_signal
-from tests.unit.test_faults import epoch, lost_events, started_master
+from tests.support.fault_master import epoch, lost_events, started_master
 
 
 class Recorder:
