@@ -125,7 +125,9 @@ def test_a_rank_stopped_in_start_up_ends_the_job_within_the_start_up_bound(tmp_p
     output, took = ended(job, pid, stopped_at)
     assert job.process.returncode != 0, output[-4000:]
     lines = deadline_lines(output)
-    assert lines and {phase for _, phase, _ in lines} == {"start-up"} and 3 not in {r for r, _, _ in lines}, output
+    # detected by the ranks that waited for it; the stopped rank may say so too, last, once the launcher's
+    # SIGCONT (sent before its kill under fault tolerance) let it run past its own deadline
+    assert lines and {phase for _, phase, _ in lines} == {"start-up"} and lines[0][0] != 3, output
     assert all(b == bound for _, _, b in lines), lines
     assert took < bound + 20, output[-4000:]  # the bound, from a start before the stop, and MPI_Abort's latency
     assert not any(e["event"] == runlog.RUN_START for e in events_so_far(run_dir))  # nothing was measured
