@@ -301,8 +301,11 @@ class Master:
         if state.lost:
             return
         now = self.clock()
+        # the task the log knows it trains: one handed out but not yet proposed (lost in its search: the
+        # first-model deadline) left no trace in the log, and the log's readers hold the group to its proposals
+        task = state.task if state.task in self._accepted else None
         self.log.write(runlog.GROUP_LOST, sync=True, group=group, ranks=sorted(ranks), host=state.host,
-                       task=state.task, reason=reason, silent=round(now - state.last_heard, 3))  # fmt: skip
+                       task=task, reason=reason, silent=round(now - state.last_heard, 3))  # fmt: skip
         state.lost = True
         self.lost_groups += 1
         self.newly_lost.append(group)
