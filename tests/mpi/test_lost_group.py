@@ -115,8 +115,11 @@ def test_a_training_rank_killed_or_stopped_mid_run_costs_its_group_not_the_run(t
     if signum == signal.SIGKILL:  # the launcher reports the death (no heartbeat detector: OPEN_MPI_LAUNCH)
         assert lost["group"] == 0 and 2 + relays in lost["ranks"], lost
         assert lost[runlog.TIME] - killed_at < 30, lost  # the master knew within seconds
-    else:  # a stopped rank is not dead: nothing reports it, and the master's deadline loses its group
-        assert lost["group"] == 0 and "past its deadline" in lost["reason"], lost
+    else:  # a stopped rank is not dead: nothing reports it; the master's deadline loses its group, or, when that
+        # falls after the drain (--grace, the default), the drain's end, having heard nothing from it (issue 43;
+        # seen: "silent for 164.9 s when the drain ended (120.1 s, --grace)")
+        assert lost["group"] == 0 and ("past its deadline" in lost["reason"]
+                                       or "when the drain ended" in lost["reason"]), lost  # fmt: skip
     assert [e["reason"] for e in events if e["event"] == runlog.RUN_STOP] == ["time limit"]
     assert sum(e["event"] == runlog.SCORE for e in events) == 1 and (run_dir / "score.json").exists()
     # the other group trained on: after the loss, or for a stopped rank after the signal (its group's deadline,
