@@ -10,29 +10,30 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from mpi4py import MPI
-
 from aiperf_mpi.cli import check_mode, parse_on_root, run_overrides
-from aiperf_mpi.mpi.faults import leave_together
-from aiperf_mpi.mpi.guard import fault_tolerant, run_guarded
-from aiperf_mpi.mpi.launch import check_launch
-from aiperf_mpi.mpi.layout import build_layout
-from aiperf_mpi.mpi.limits import raise_open_files
-from aiperf_mpi.mpi.tolerance import finalize_returns
+from aiperf_mpi.errors import EXIT_DEADLINE
+from aiperf_mpi.job.deadlines import DEFAULT_BOUNDS, STARTUP, Watchdog
 from aiperf_mpi.signals import StopFlag
 
 if TYPE_CHECKING:
+    from mpi4py import MPI
+
     from aiperf_mpi.config import RunConfig
     from aiperf_mpi.job.session import EndOfRunHooks
     from aiperf_mpi.mpi.run import TrainingBackend
 
 
-def rank_main(comm: MPI.Comm, argv: Sequence[str] | None, stop_flag: StopFlag) -> int:
+def rank_main(comm: MPI.Comm, argv: Sequence[str] | None, stop_flag: StopFlag, watchdog: Watchdog) -> int:
     """What every rank runs, inside the abort guard."""
+    from aiperf_mpi.mpi.launch import check_launch
+    from aiperf_mpi.mpi.layout import build_layout
+    from aiperf_mpi.mpi.limits import raise_open_files
+
     raise_open_files()  # before the first collective: over TCP rank 0 holds a socket per rank it talks to
     options = parse_on_root(comm, argv)
     check_launch(comm.Get_size(), os.environ)  # before anything is measured: N singletons measure nothing
@@ -51,7 +52,8 @@ def rank_main(comm: MPI.Comm, argv: Sequence[str] | None, stop_flag: StopFlag) -
 
     config = agree(comm, lambda: load_config(options.config, run_overrides(options)))
     end = end_of_run_hooks() if options.report else no_report_hooks()
-    return run_benchmark(comm, config, choose_backend, end, resume=options.resume, stop_flag=stop_flag)
+    return run_benchmark(comm, config, choose_backend, end, resume=options.resume, stop_flag=stop_flag,
+                         watchdog=watchdog)  # fmt: skip
 
 
 def choose_backend(config: RunConfig) -> TrainingBackend:
@@ -151,10 +153,30 @@ def no_report_hooks() -> EndOfRunHooks:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one rank of the job and return its exit status."""
     stop_flag = StopFlag().install()  # first: a signal during start-up must not kill the rank unscored
+    # MPI_Init (mpi4py's import) holds the interpreter lock, so no watchdog thread runs in it: a peer that
+    # hangs there (its fence waits for every rank) ends this rank by SIGALRM's default action instead, after the
+    # default start-up bound; the launcher then ends the job as for any rank that died
+    signal.alarm(int(DEFAULT_BOUNDS.startup))
+    from mpi4py import MPI
+
+    from aiperf_mpi.mpi.deadline import meet_then_finalize, rank_watchdog
+    from aiperf_mpi.mpi.faults import leave_together
+    from aiperf_mpi.mpi.guard import fault_tolerant, run_guarded
+    from aiperf_mpi.mpi.tolerance import finalize_returns
+
+    signal.alarm(0)
+    watchdog = rank_watchdog()  # then the deadlines: a hang in any collective of start-up ends the job
+    watchdog.enter(STARTUP, DEFAULT_BOUNDS.startup, "a rank hangs before the run's configuration is agreed",
+                   EXIT_DEADLINE)  # the configured bound replaces it once the configuration is known  # fmt: skip
     comm = MPI.COMM_WORLD
-    status = run_guarded(comm, lambda: rank_main(comm, argv, stop_flag))
+    status = run_guarded(comm, lambda: rank_main(comm, argv, stop_flag, watchdog))
+    if watchdog.phase == STARTUP:  # a usage error, --layout, --help: a short end, bounded as start-up was
+        watchdog.rename(STARTUP, "a rank hangs in MPI's end after start-up")
     if fault_tolerant():  # under ULFM a barrier is no safe last meeting: every live rank agrees, then leaves
         leave_together(comm, status, finalize_returns(os.environ))
+    # MPI's end here, bounded, not at the interpreter's exit, where MPI_Finalize waits for a stopped peer with
+    # the interpreter lock held and no deadline can fire (mpi/deadline.py)
+    meet_then_finalize(comm, watchdog)
     return status
 
 

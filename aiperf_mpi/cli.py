@@ -184,6 +184,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "drawn at start and logged, so repeat runs differ)")  # fmt: skip
     run.add_argument("--grace", type=float, metavar="SECONDS",
                      help=f"after the time limit, how long running epochs may finish ({default('grace')})")  # fmt: skip
+    for name, what in DEADLINE_HELP.items():  # the phases' bounds (aiperf_mpi/job/deadlines.py)
+        run.add_argument(f"--{name.replace('_', '-')}", type=float, metavar="SECONDS", help=f"{what} ({default(name)})")
     run.add_argument("--progress-interval", type=float, metavar="SECONDS",
                      help=f"progress line period ({default('progress_interval')})")  # fmt: skip
     run.add_argument("--device-memory-gb", type=float, metavar="GB",
@@ -209,11 +211,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+DEADLINE_HELP = {
+    "startup_deadline": "a rank that has not reached the start line this long after its start ends the job in one "
+                        "line: a hang in start-up",
+    "first_model_deadline": "a group silent this long in its first model (search, build, trace, first epoch) is "
+                            "lost, or, with fault tolerance off, ends the run with its score",
+    "end_deadline": "rank 0's end after the drain (score, report, MPI's end) may take this long; then it ends the "
+                    "job, its score on disk",
+    "io_deadline": "an fsync of rank 0's run log that takes longer ends the job in one line: a hung file system",
+}
+"""the ``--*-deadline`` options' help, by field"""
+
 RUN_OPTIONS = (
     "time_limit", "max_models", "dataset", "data_path", "stage_dir", "image_size", "seed_model", "precision", "run_dir",
     "score_step", "max_epochs", "search_warmup_epochs", "patience", "model_seconds", "min_delta", "batch_size",
     "base_lr", "hpo", "search", "inherit", "keep_weights", "xla", "device_prefetch", "seed", "grace",
-    "progress_interval", "device_memory_gb",
+    "progress_interval", "device_memory_gb", "startup_deadline", "first_model_deadline", "end_deadline", "io_deadline",
     "monitor_interval", "peak_probe", "peak_seconds", "rehearse", "rehearse_rate", "rehearse_allreduce",
     "hardware_changed",
 )  # fmt: skip

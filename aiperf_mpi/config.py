@@ -82,6 +82,15 @@ class RunConfig:
     this default serves only code that builds a RunConfig itself"""
     grace: float = 120.0
     """seconds the master waits, after the time limit, for running epochs to finish"""
+    startup_deadline: float = 1800.0
+    """seconds a rank may take from its start to the start line before the job is ended (job/deadlines.py)"""
+    first_model_deadline: float = 3600.0
+    """seconds a group may be silent in its first model (search, build, trace, first epoch) before it is lost"""
+    end_deadline: float = 900.0
+    """seconds rank 0's end may take after the drain (score, report, agreement, MPI_Finalize) before it ends the
+    job; a training rank's end is bounded by this plus the grace plus a margin"""
+    io_deadline: float = 300.0
+    """seconds one fsync of rank 0's run log may take before the job is ended (a hung file system)"""
     progress_interval: float = 10.0
     device_memory_gb: float = 16.0
     """memory of one device, for the batch-size range"""
@@ -135,6 +144,10 @@ NUMERIC_RANGES: dict[str, tuple[float, float, bool]] = {
     "base_lr": (0.0, 1000.0, False),
     "seed": (0, 2**32 - 1, True),
     "grace": (0.0, 86400.0, True),
+    "startup_deadline": (0.0, 31 * 86400.0, False),
+    "first_model_deadline": (0.0, 31 * 86400.0, False),
+    "end_deadline": (0.0, 31 * 86400.0, False),
+    "io_deadline": (0.0, 31 * 86400.0, False),
     "progress_interval": (0.1, 86400.0, True),
     "device_memory_gb": (0.0, 2**20, False),
     "monitor_interval": (0.0, 86400.0, True),

@@ -23,6 +23,9 @@ EXIT_GRACE_EXPIRED = 3
 EXIT_GROUPS_LOST = 4
 """fault tolerance on, groups were lost and the run went on to its end and its score; the job is then ended with
 ``MPI_Abort`` (``MPI_Finalize`` cannot complete after a failure), so this status says the score is written"""
+EXIT_DEADLINE = 5
+"""a phase passed its deadline (aiperf_mpi/job/deadlines.py): one line says which rank and phase; the log holds every
+event fsync'd before it, and where the run had started, ``--resume`` continues it"""
 EXIT_TERMINATED = 128 + signal.SIGTERM
 """SIGTERM: the score is written at once, running epochs are not counted (143, as a shell reports it)"""
 

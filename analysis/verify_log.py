@@ -58,7 +58,7 @@ AFTER_STOP = (runlog.RUN_START, runlog.SCORE)
 STRATEGIES = {"bayesian": {"seed", "explore", "gp-ucb"}, "random": {"seed", "random"}}
 """the search strategies a proposal may name under each ``--search``"""
 STOP_REASONS = ("time limit", "max models", "done", "all groups lost", runlog.SIGNAL_REASON + "SIGTERM",
-                runlog.SIGNAL_REASON + "SIGUSR1")
+                runlog.SIGNAL_REASON + "SIGUSR1", runlog.HANG_REASON)
 """the reasons the master writes in a ``run_stop`` (job/master.py, signals.py)"""
 WINDOW_RULE = "rule: the scored window is the time limit"
 COUNT_CACHE = 64
@@ -690,7 +690,8 @@ class ScoreRules:
             elif reason == "max models" and not segment.config.get("max_models"):
                 check.problems.append(f"{name}: run_stop says 'max models', but the configuration sets no "
                                       f"max_models ({WINDOW_RULE})")  # fmt: skip
-            how = "a signal: on the axis as it ran" if stopped_by_signal(reason) else f"ended itself: {reason}"
+            how = (f"{'a hang' if reason == runlog.HANG_REASON else 'a signal'}: on the axis as it ran"
+                   if stopped_by_signal(reason) else f"ended itself: {reason}")  # fmt: skip
             parts.append(f"{name} {window:.1f} s (ran {segment.end - segment.start:.1f} s of its {_limit(limit)} "
                          f"limit, {how})")
         if score is not None and score.active_time > sum(windows) and not same(score.active_time, sum(windows)):

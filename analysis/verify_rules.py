@@ -197,9 +197,12 @@ class EvidenceRules:
         self._data_check(event, f"event {number} (run_start of segment {self.segment.record.number})")
 
     def _close(self, segment: _SegmentTimes) -> None:
-        """At the end of a segment: a group with no peak is not recorded; the segment's peak sum is kept."""
+        """At the end of a segment: a group with no peak is not recorded; the segment's peak sum is kept.
+
+        A group lost before it logged anything (its leader hung before its first Ready, which carries the peak:
+        the first-model deadline, issue 43) trained nothing whose rate a peak would bound: not a gap."""
         for index, group in sorted(segment.groups.items()):
-            if group.peak is None:
+            if group.peak is None and not (group.lost and group.last_epoch_end is None):
                 self.physics.missing.append(f"segment {segment.record.number} group {index}: no peak event (the "
                                             "probe was off): its epochs' rates and the score cannot be held to its "
                                             "machine")  # fmt: skip

@@ -7,9 +7,16 @@ therefore also gives each group with a task in flight a deadline: no message
 from the group (monitor samples do not count: a node's monitor thread goes on
 sampling while its training hangs) for ``epochs`` × the group's longest epoch
 so far, plus ``margin`` seconds, and the group is lost.  Before the group has
-timed anything there is no deadline: a first epoch (search, build, trace and
-the epoch) has nothing to be compared with, and a false loss costs a group for
-the rest of the run.
+timed anything its deadline is the first-model bound (``first_model``,
+``--first-model-deadline``) from its Work: a first epoch (search, build, trace
+and the epoch) has nothing of its own to be compared with, so the bound is a
+generous, configured one (a false loss costs a group for the rest of the run).
+
+When the run's drain (``--grace``) ends with a group still training, the group
+is lost rather than merely discarded when it was silent through the whole drain
+and longer than its own longest epoch (:meth:`HangPolicy.lost_at_drain_end`): a
+healthy group told to stop speaks at its epoch's end, so one that said nothing
+since before the stop, for longer than any epoch it ever took, hangs.
 
 The scale is the group's own, so a fast group is caught in seconds and a
 group training a large model is not cut off for being slow.  MPI-free: the
@@ -31,9 +38,14 @@ class HangPolicy:
     """seconds added: a check-point write, a slow validation, a busy file system"""
     check_interval: float = 1.0
     """seconds between two walks over the groups (a walk is O(groups): never once per message)"""
+    first_model: float | None = None
+    """seconds a group may be silent after a Work before it has timed any epoch (None: no deadline then)"""
+    tolerant: bool = True
+    """fault tolerance on: a group past its deadline is lost and the others go on; off, the run then ends with
+    its score (the hung rank is ended with the job's ``MPI_Abort``; ``--resume`` continues the run)"""
 
     def silent_limit(self, longest_epoch: float | None, first_epoch_cost: float | None) -> float | None:
-        """Seconds of silence after which the group is lost; None (no deadline) until it has timed an epoch.
+        """Seconds of silence after which the group is lost; before it has timed an epoch, ``first_model``.
 
         The longest of the group's epochs and its first-epoch cost (from
         its Work to its first epoch's end: a new model's search, build and
@@ -43,11 +55,35 @@ class HangPolicy:
         """
         known = [t for t in (longest_epoch, first_epoch_cost) if t is not None]
         if not known:
-            return None
+            return self.first_model
         return self.epochs * max(known) + self.margin
+
+    @staticmethod
+    def lost_at_drain_end(silent: float, drain: float, longest_epoch: float | None,
+                          first_epoch_cost: float | None) -> bool:  # fmt: skip
+        """Whether a group still training when the drain ended hangs (lost) rather than is slow (discarded).
+
+        ``silent``: seconds since the group last spoke; ``drain``: seconds the drain lasted.  A group that spoke
+        during the drain is working; one silent through it all, and for longer than its own longest epoch (or
+        first-epoch cost; through the drain alone when it has timed none), would have spoken by now.
+        """
+        known = [t for t in (longest_epoch, first_epoch_cost) if t is not None]
+        return silent >= drain and silent > max(known, default=0.0)
 
 
 def silent_reason(silent: float, limit: float) -> str:
     """The ``group_lost`` reason for a group lost to its deadline."""
     return (f"silent for {silent:.1f} s, past its deadline of {limit:.1f} s (a multiple of its own longest epoch): "
             "a rank hangs")
+
+
+def drain_reason(silent: float, drain: float) -> str:
+    """The ``group_lost`` reason for a group found silent when the drain ended."""
+    return (f"silent for {silent:.1f} s when the drain ended ({drain:.1f} s, --grace), longer than any epoch it "
+            "took: a rank hangs")
+
+
+def first_model_reason(silent: float, limit: float) -> str:
+    """The ``group_lost`` reason for a group lost to its first-model deadline."""
+    return (f"silent for {silent:.1f} s in its first model, past its deadline of {limit:.1f} s "
+            "(--first-model-deadline): a rank hangs")

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from aiperf_mpi.config import RunConfig
 from aiperf_mpi.job.batchio import BatchIO, BatchWork
-from aiperf_mpi.job.faults import HangPolicy, silent_reason
+from aiperf_mpi.job.faults import HangPolicy, drain_reason, first_model_reason, silent_reason
 from aiperf_mpi.job.messages import (
     Accepted,
     Duplicate,
@@ -140,7 +140,8 @@ class Master:
     early_stops: int = 0
     """groups stopped before the time limit because a new model's first epoch could not end by it"""
     hang: HangPolicy | None = None
-    """the deadline after which a silent group counts as lost (None: no deadline, as without fault tolerance)"""
+    """the deadline after which a silent group counts as lost (None: no deadline); with fault tolerance off
+    (``hang.tolerant`` false) a group past it ends the run (:data:`HANG_STOP`) instead of the run going on"""
     lost_groups: int = 0
     newly_lost: list[int] = field(default_factory=list)
     """groups lost since the loop last looked (it tells the transport to forget them)"""
@@ -273,6 +274,8 @@ class Master:
             self.log.write(runlog.WEIGHTS_REMOVED, sync=True, models=[m for m, _ in gone], files=[f for _, f in gone])
         work = BatchWork(self._graphs, self.log.take_sync(), [self.run_dir / f for _, f in gone], self._later,
                          graph_path=self._graph_path)  # fmt: skip
+        if self.mllog is not None:  # after the event log's flush: mllog.log never runs ahead of it
+            self.mllog.flush_due()
         self._graphs, self._later = [], []
         return work
 
@@ -310,8 +313,11 @@ class Master:
         if state.lost:
             return
         now = self.clock()
+        # the task the log knows it trains: one handed out but not yet proposed (lost in its search: the
+        # first-model deadline) left no trace in the log, and the log's readers hold the group to its proposals
+        task = state.task if state.task in self._accepted else None
         self.log.write(runlog.GROUP_LOST, sync=True, group=group, ranks=sorted(ranks), host=state.host,
-                       task=state.task, reason=reason, silent=round(now - state.last_heard, 3))  # fmt: skip
+                       task=task, reason=reason, silent=round(now - state.last_heard, 3))  # fmt: skip
         state.lost = True
         self.lost_groups += 1
         self.newly_lost.append(group)
@@ -328,7 +334,9 @@ class Master:
 
     def _check_hangs(self) -> None:
         """A round at most once per ``check_interval``: lose every group with a task in flight silent past its
-        deadline.  A round goes :data:`HANG_CHECK_SLICE` groups a call: the whole walk at once took ≈ 0.5 µs a
+        deadline, and (given a first-model bound) every group never Ready that long after the start line (its
+        leader hangs before its first message: in the set-up of its runner, its data, or a collective of its
+        group).  A round goes :data:`HANG_CHECK_SLICE` groups a call: the whole walk at once took ≈ 0.5 µs a
         group, ≈ 35 ms at 65,536 groups once a second on this machine under load, a pause every message arriving
         meanwhile queued behind (benchmarks/master.py: the queueing p99's goal is 5 ms)."""
         now = self.clock()
@@ -341,12 +349,35 @@ class Master:
         state_of = self.state
         for index in range(first, self._hang_cursor):
             state = state_of[index]
-            if state.task is None or state.lost:
+            if state.lost or state.stopped:
                 continue
+            if state.task is None:  # waiting for its Work is the master's doing; before its first Ready, not
+                if state.ranks or self.hang.first_model is None:
+                    continue
+                state.last_heard = state.last_heard or self.started  # silent since the start line
             limit = self.hang.silent_limit(state.longest_epoch, state.first_epoch_cost)
             silent = now - state.last_heard
             if limit is not None and silent > limit:
-                self.lose(state.index, [], silent_reason(silent, limit))
+                timed = state.longest_epoch is not None or state.first_epoch_cost is not None
+                self.lose(state.index, [], (silent_reason if timed else first_model_reason)(silent, limit))
+                if not self.hang.tolerant and not self.stopping:  # the hung rank cannot be left behind: end
+                    self._begin_stop(HANG_STOP)
+
+    def lose_silent_at_drain_end(self) -> int:
+        """When the drain ends: lose each group still training that was silent through it (it hangs); the count.
+
+        A group that spoke during the drain is slow, and its task is discarded as before
+        (:meth:`HangPolicy.lost_at_drain_end`).  A stopped rank's group whose deadline falls after the drain's
+        end is so logged lost with the default ``--grace`` (the multi-node SIGSTOP case), not merely discarded.
+        """
+        now, drain, lost = self.clock(), self.clock() - self.stop_started, 0
+        for group in sorted(set(self.tasks.values())):
+            state = self.state[group]
+            silent = now - state.last_heard
+            if HangPolicy.lost_at_drain_end(silent, drain, state.longest_epoch, state.first_epoch_cost):
+                self.lose(group, [], drain_reason(silent, drain))
+                lost += 1
+        return lost
 
     # ------------------------------------------------------------------ internals
 
@@ -526,6 +557,9 @@ class Master:
         )
 
 
+HANG_STOP = runlog.HANG_REASON
+"""the run_stop reason when fault tolerance is off and a group passed its deadline: the run ends with its score
+(on the axis as it ran, like a signal's stop: ``--resume`` continues it)"""
 ALL_LOST = "all groups lost"
 """the run_stop reason when every group was lost before the time limit (the window is still the time limit)"""
 
@@ -653,8 +687,9 @@ def master_loop(
                 print(master.progress_line(), flush=True)
             if master.stopping and master.running and urgent():
                 return "terminated"
-            if master.grace_expired and master.running:
+            if master.grace_expired and master.running and not master.lose_silent_at_drain_end():
                 return "grace expired"
+            _forget_lost(master, transport)
         for failure in io.close()[:1]:
             print(f"aiperf_mpi: warning: {len(io.failures)} weights file(s) could not be removed, e.g. {failure}",
                   flush=True)  # fmt: skip

@@ -146,8 +146,11 @@ class MLLogWriter:
     def _line(self, kind: str, key: str, when: float, value: str, members: str) -> None:
         """One line from its value's JSON text and its metadata's members' text (``"a": 1, "b": 2``).
 
-        Flushed to the OS at most once a second (and at the run's start and stop): the event log is
-        the record that is synced per epoch; a kill loses at most a second of these lines.
+        Flushed to the OS at most once a second (and at the run's start and stop), and only by
+        :meth:`flush_due`, which the master calls when its event log has just gone to the OS: the event log is
+        the record that is synced per epoch, and mllog.log, which repeats it, must never hold an epoch the event
+        log lost (seen, issue 43: with rank 0's fsync stalled, the master went on taking epochs, this file went
+        on being flushed, and after the kill it held epochs the event log did not; verify refused the log).
         """
         event_ms = time_ms(when)
         if event_ms < self._last_ms:
@@ -160,10 +163,11 @@ class MLLogWriter:
         if middle is None:
             middle = self._middles[kind, key] = line_middle(self._encode(EVENT_TYPES[kind]), self._encode(key))
         self._file.write(line(self._last_ms, middle, value, members))
-        now = time.monotonic()
-        if now - self._flushed >= FLUSH_SECONDS:
-            self._file.flush()
-            self._flushed = now
+
+    def flush_due(self) -> None:
+        """Flush if a second has passed since the last flush: call it right after the event log's own flush."""
+        if time.monotonic() - self._flushed >= FLUSH_SECONDS:
+            self.flush()
 
     def _number(self, value: object) -> str:
         """A number's JSON text, without the encoder for the common cases (an int, a finite float: their repr)."""

@@ -31,10 +31,11 @@ from pathlib import Path
 
 from aiperf_mpi.config import RunConfig
 from aiperf_mpi.data.sources import DataSource, open_source
-from aiperf_mpi.errors import EXIT_GRACE_EXPIRED, EXIT_GROUPS_LOST, EXIT_TERMINATED, UsageError
+from aiperf_mpi.errors import EXIT_DEADLINE, EXIT_GRACE_EXPIRED, EXIT_GROUPS_LOST, EXIT_TERMINATED, UsageError
 from aiperf_mpi.graph.model import GraphError
 from aiperf_mpi.graph.seeds import seed_model
 from aiperf_mpi.job.clean import megabytes, tree_size
+from aiperf_mpi.job.deadlines import DEFAULT_BOUNDS, LOG_FSYNC, THE_END, PhaseBounds, Watchdog
 from aiperf_mpi.job.faults import HangPolicy
 from aiperf_mpi.job.finish import print_score
 from aiperf_mpi.job.master import Master, master_loop
@@ -227,6 +228,8 @@ def run_master(
     end: EndOfRunHooks = NO_HOOKS,
     search_config: SearchConfig | None = None,
     hang: HangPolicy | None = None,
+    watchdog: Watchdog | None = None,
+    bounds: PhaseBounds | None = None,
 ) -> Ended:
     """The master's session, from the log's repair to the end-of-run hooks; the groups talk through ``transport``.
 
@@ -239,6 +242,8 @@ def run_master(
     group silent past its deadline; a run that lost groups ends with
     :data:`~aiperf_mpi.errors.EXIT_GROUPS_LOST` (``MPI_Finalize`` cannot
     complete after a failure: the job is ended once the score is written).
+    ``watchdog`` (over MPI: :mod:`aiperf_mpi.mpi.deadline`) bounds each fsync of the log by ``bounds.io`` and,
+    from the drain's end, the session's end and whatever follows it on this rank by ``bounds.end``.
     """
     run_dir = Path(prepared.run_dir)
     # a second job on the same run directory (a --resume of a live run) raises here, on rank 0 alone: the
@@ -246,26 +251,41 @@ def run_master(
     with RunLock(run_dir):
         return _run_master_locked(prepared, config, transport, system=system, layout=layout, staging=staging,
                                   stop=stop, urgent=urgent, version=version, end=end,
-                                  search_config=search_config, hang=hang)  # fmt: skip
+                                  search_config=search_config, hang=hang, watchdog=watchdog,
+                                  bounds=bounds or DEFAULT_BOUNDS)  # fmt: skip
+
+
+def _stall_guard(watchdog: Watchdog | None, bounds: PhaseBounds) -> Callable[[], object]:
+    """What bounds each fsync of rank 0's files: the watchdog's guard (none without a watchdog)."""
+    from contextlib import nullcontext
+
+    if watchdog is None:
+        return nullcontext
+    what = ("the file system holding the run directory hangs; the log holds every event fsync'd before it "
+            "(nothing after it is claimed) and --resume continues the run")  # fmt: skip
+    return lambda: watchdog.guard(LOG_FSYNC, bounds.io, what, EXIT_DEADLINE)
 
 
 def _run_master_locked(prepared: Prepared, config: RunConfig, transport: MasterTransport, *, system: dict,
                        layout: dict, staging: list[dict], stop: Callable[[], str], urgent: Callable[[], bool],
                        version: str, end: EndOfRunHooks, search_config: SearchConfig | None,
-                       hang: HangPolicy | None = None) -> Ended:  # fmt: skip
+                       hang: HangPolicy | None = None, watchdog: Watchdog | None = None,
+                       bounds: PhaseBounds = DEFAULT_BOUNDS) -> Ended:  # fmt: skip
     """:func:`run_master`'s body, while the run directory's lock is held (:mod:`aiperf_mpi.job.runlock`)."""
     run_dir = Path(prepared.run_dir)
     search = search_config or SearchConfig()
-    bounds = search.view_bounds()  # the leaders' search reads this view
+    view_bounds = search.view_bounds()  # the leaders' search reads this view
     # the history first: its reader skips a cut last line as the repair below sets it aside, and a resume it
     # refuses (a graph that is not the one logged, say) must leave the run directory as it found it
-    resumed = history_from_log(run_dir, bounds) if prepared.resumed else Resumed(MasterHistory(bounds), 0, {})
+    resumed = (history_from_log(run_dir, view_bounds) if prepared.resumed
+               else Resumed(MasterHistory(view_bounds), 0, {}))  # fmt: skip
     # a resumed log may end in a cut line (killed mid-write): set it aside first, or the new segment's
     # first event would be glued onto it; here, after every check, so a start that fails touches nothing
     tail = runlog.repair_tail(run_dir, prepared.segment) if prepared.resumed else runlog.TailRepair()
     if tail.changed:
         print(tail.message(), flush=True)
-    log = runlog.EventLog(run_dir)
+    stall_guard = _stall_guard(watchdog, bounds)
+    log = runlog.EventLog(run_dir, stall_guard)
     if prepared.resumed and (cut := repair_mllog_tail(run_dir, prepared.segment)):
         print(f"aiperf_mpi: warning: mllog.log ended in a cut line ({cut} bytes, kept in mllog.log.cut-"
               f"{prepared.segment}); resuming after the last complete line", flush=True)  # fmt: skip
@@ -295,6 +315,8 @@ def _run_master_locked(prepared: Prepared, config: RunConfig, transport: MasterT
     loop_began = (time.process_time(), time.monotonic())  # rank 0's busy share of the run
     outcome = master_loop(master, transport, stop, config.progress_interval, urgent=urgent)
     busy = (time.process_time() - loop_began[0]) / max(1e-9, time.monotonic() - loop_began[1])
+    if watchdog is not None:  # the drain is over (bounded by --grace): the rest of the job's end is bounded too
+        watchdog.enter(THE_END, bounds.end, "no score was written (--resume continues the run)", EXIT_DEADLINE)
     reason = master.stopping or "done"
     discarded = master.tasks_in_flight
     stopped = log.write(runlog.RUN_STOP, sync=True, reason=reason, discarded_tasks=discarded,
@@ -304,8 +326,11 @@ def _run_master_locked(prepared: Prepared, config: RunConfig, transport: MasterT
     ending = [time.monotonic()]  # the end's phases (END_PHASES)
     score = score_run(run_dir)
     log.write(runlog.SCORE, sync=True, **{k: v for k, v in score.to_dict().items() if k != "grid"})
-    runlog.write_whole(run_dir / "score.json", json.dumps(score.to_dict(), indent=2))
+    with stall_guard():
+        runlog.write_whole(run_dir / "score.json", json.dumps(score.to_dict(), indent=2))
     log.close()
+    if watchdog is not None:
+        watchdog.rename(THE_END, "the score is on disk (score.json); ending the job")
     mllog.close()
     print_score(score, run_dir)
     ending.append(time.monotonic())

@@ -5,7 +5,9 @@ The settings and the start line are in :mod:`aiperf_mpi.mpi.tolerance` (no MPI t
 
 from __future__ import annotations
 
+import math
 import os
+import signal
 import sys
 from typing import NoReturn
 
@@ -48,6 +50,8 @@ def world_ranks(group: MPI.Group, comm: MPI.Comm) -> list[int]:
         whole.Free()
 
 
+FINALIZE_ALARM = 120
+"""seconds ``MPI_Finalize`` may take once every rank has met before SIGALRM ends the rank"""
 LEAVE_TAG = 32_000
 """the tag a survivor waits on at the end after a failure; never sent (rank 0's ``MPI_Abort`` ends the wait), and
 apart from every message tag (:data:`aiperf_mpi.job.messages.TAGS`)"""
@@ -85,8 +89,21 @@ def leave_together(comm: MPI.Comm, status: int, finalize: bool) -> NoReturn:
     sys.stdout.flush()
     sys.stderr.flush()
     if finalize:
-        MPI.Finalize()
+        finalize_with_a_backstop()
     os._exit(status)
+
+
+def finalize_with_a_backstop(seconds: float = FINALIZE_ALARM) -> None:
+    """``MPI_Finalize``, with SIGALRM's default action as the backstop after ``seconds`` (at least one).
+
+    mpi4py holds the interpreter lock inside ``MPI_Finalize`` (measured: a watchdog thread's ``MPI_Abort`` never
+    ran while three ranks' ``MPI_Finalize`` waited for a stopped fourth), so a rank's watchdog
+    (:mod:`aiperf_mpi.mpi.deadline`) cannot end a hang there; the ranks meet before it, in a wait the watchdog
+    bounds (the agreement, or a polled barrier), and what is left is the alarm's.
+    """
+    if signal.getsignal(signal.SIGALRM) == signal.SIG_DFL:  # its default action needs no Python code to run
+        signal.alarm(max(1, math.ceil(seconds)))
+    MPI.Finalize()
 
 
 def known_failed(comm: MPI.Comm) -> list[int]:

@@ -26,12 +26,14 @@ from mpi4py import MPI
 from aiperf_mpi import __version__
 from aiperf_mpi.config import RunConfig, resolve_precision
 from aiperf_mpi.data.sources import DataError
-from aiperf_mpi.errors import EXIT_TERMINATED, UsageError
+from aiperf_mpi.errors import EXIT_DEADLINE, EXIT_TERMINATED, UsageError
 from aiperf_mpi.graph.seeds import seed_model
+from aiperf_mpi.job.deadlines import DEFAULT_BOUNDS, STARTUP, TEARDOWN, THE_END, PhaseBounds, Watchdog, bounds_of
 from aiperf_mpi.job.faults import HangPolicy
 from aiperf_mpi.job.leader import Runner, leader_loop
 from aiperf_mpi.job.session import NO_HOOKS, EndOfRunHooks, Prepared, create_run_dir, open_data, prepare, run_master
 from aiperf_mpi.job.transport import FirstWorkClock
+from aiperf_mpi.mpi.deadline import abort_kind
 from aiperf_mpi.mpi.horovod import horovod_on
 from aiperf_mpi.mpi.layout import RankLayout, build_layout
 from aiperf_mpi.mpi.limits import say_limits
@@ -87,17 +89,22 @@ def run_benchmark(
     resume: str | None = None,
     horovod: bool = True,
     stop_flag: StopFlag | None = None,
+    watchdog: Watchdog | None = None,
 ) -> int:
     """One rank of the benchmark; returns its exit status.
 
     ``training`` is what trains on the group ranks, or what chooses it from the run's configuration (a
     resume's is the logged one: a resumed rehearsal rehearses), and ``end`` what runs on the master after the
     score (both injected: see ``aiperf_mpi.__main__``).  ``stop_flag`` is the signal state ``main`` installed
-    before anything else (one is installed here when the caller has none).
+    before anything else (one is installed here when the caller has none).  ``watchdog`` (``main``'s, started
+    before anything collective: :mod:`aiperf_mpi.mpi.deadline`) bounds start-up and the end (None: no bounds).
     """
     stop_flag = stop_flag or StopFlag().install()
     marks = [time.monotonic()]  # the start-up phases' ends, for the line and the system event (STARTUP_PHASES)
     prepared: Prepared = agree(comm, lambda: prepare(config, resume, comm.Get_size()))
+    bounds = bounds_of(prepared.config)
+    startup = _StartupClock(watchdog, bounds)  # the start-up bound as the run configures it, from the rank's start
+    startup.passed(2)
     if not isinstance(training, TrainingBackend):
         training = training(prepared.config)
     horovod = horovod and training.horovod
@@ -105,6 +112,7 @@ def run_benchmark(
     layout = build_layout(comm, prepared.config.group_size or None, prepared.config.relays)
     say_limits(comm, layout.plan, prepared.config.seed_model, prepared.config.rehearse)  # rank 0: what cannot fit
     marks.append(time.monotonic())
+    startup.passed(3)
     try:
         local, staging = stage_on_nodes(comm, layout, prepared.config)  # ``local`` reads the staged copy
         agree(comm, lambda: create_run_dir(prepared, max(group.horovod_size for group in layout.plan.groups)))
@@ -112,19 +120,24 @@ def run_benchmark(
         layout.free()
         raise
     marks.append(time.monotonic())
+    startup.passed(4)
     system = system_description(comm)
     node_pids = layout.node_comm.allgather(os.getpid())  # the benchmark's processes on this node, for the monitor
     try:
-        role = rank_role(comm, layout, prepared, training, end, stop_flag, node_pids, local, staging, horovod)
+        role = rank_role(comm, layout, prepared, training, end, stop_flag, node_pids, local, staging, horovod,
+                         watchdog, bounds)  # fmt: skip
         config, system = _agree_precision(comm, prepared.config, role.claim_device(), system)
         role.preload(config)
         marks.append(time.monotonic())
+        startup.passed(5)
         role.probe_peak(config)
         marks.append(time.monotonic())
+        startup.passed(6)
         _start_line(comm, stop_flag)
         marks.append(time.monotonic())
         role.context.start_line = marks[-1]
         system = _startup(comm, marks, system)
+        startup.over()
         return role.run(config, system)
     finally:
         layout.free()
@@ -134,6 +147,31 @@ STARTUP_PHASES = ("launch and imports", "data check", "layout", "staging and run
                   "system, devices and imports", "peak probe", "waiting at the start line")  # fmt: skip
 """what a rank does before the scored window, in order; the system event's ``startup`` gives each one's seconds
 on the slowest rank (``--rehearse`` shows them at the size of the real job before its accelerator hours)"""
+
+
+class _StartupClock:
+    """Start-up's deadline on this rank: one bound from the rank's start to the start line, the phase named as it
+    goes (STARTUP_PHASES), so that the one line says where the rank waited."""
+
+    def __init__(self, watchdog: Watchdog | None, bounds: PhaseBounds) -> None:
+        self.watchdog, self.bounds = watchdog, bounds
+        if watchdog is not None:
+            watchdog.enter(STARTUP, bounds.startup, _STARTUP_WHAT.format(STARTUP_PHASES[1]), EXIT_DEADLINE,
+                           since=watchdog.started)  # fmt: skip
+
+    def passed(self, phase: int) -> None:
+        """The rank is now in start-up phase ``phase`` (an index of STARTUP_PHASES)."""
+        if self.watchdog is not None:
+            self.watchdog.rename(STARTUP, _STARTUP_WHAT.format(STARTUP_PHASES[phase]))
+
+    def over(self) -> None:
+        """Past the start line: the master's deadlines take over (job/faults.py)."""
+        if self.watchdog is not None:
+            self.watchdog.leave()
+
+
+_STARTUP_WHAT = ("a rank hangs before the start line (this rank was in: {}); nothing was measured, and a new "
+                 "launch starts the run afresh")  # fmt: skip
 
 
 def _process_age() -> float:
@@ -183,6 +221,15 @@ class RankContext:
     start_line: float = 0.0
     """when this rank crossed the start line (``time.monotonic()``; set by :func:`run_benchmark`): on rank 0, where
     the last start-up phase, the first ``Work`` to every group, is measured from"""
+    watchdog: Watchdog | None = None
+    """this rank's watchdog (None: no phase is bounded)"""
+    bounds: PhaseBounds = DEFAULT_BOUNDS
+
+    def end_begins(self, phase: str, what: str) -> None:
+        """A training or relay rank's end begins: bounded by :meth:`PhaseBounds.training_rank_end`, longer than
+        rank 0's own, so that rank 0 ends the job first with its score on disk."""
+        if self.watchdog is not None:
+            self.watchdog.enter(phase, self.bounds.training_rank_end(self.local.grace), what, EXIT_DEADLINE)
 
 
 class MasterRole:
@@ -205,7 +252,9 @@ class MasterRole:
         context = self.context
         groups = context.layout.plan.groups
         tolerant, _ = job_fault_tolerance()
-        print(job_start_line(HangPolicy()), flush=True)
+        hang = HangPolicy(first_model=context.bounds.first_model, tolerant=tolerant)
+        print(job_start_line(hang), flush=True)
+        print(deadlines_line(context.bounds, context.local.grace, tolerant), flush=True)
         relays = context.layout.plan.relay_ranks
         transport = MpiMasterTransport(context.comm, {g.index: g.leader for g in groups},
                                        {g.index: list(g.ranks) for g in groups}, fault_tolerant=tolerant,
@@ -219,13 +268,21 @@ class MasterRole:
         clocked = FirstWorkClock(transport, len(groups), context.start_line)
         ended = run_master(context.prepared, config, clocked, system=system, layout=context.layout.plan.to_dict(),
                            staging=context.staging, stop=context.stop_flag, urgent=lambda: context.stop_flag.urgent,
-                           version=__version__, end=context.end,
-                           hang=HangPolicy() if tolerant else None)  # fmt: skip
+                           version=__version__, end=context.end, watchdog=context.watchdog, bounds=context.bounds,
+                           hang=hang)  # fmt: skip
         if ended.exit_status:  # groups abandoned mid-epoch, or lost (MPI_Finalize would hang): end every rank
             context.comm.Abort(ended.exit_status)
         transport.stop_relays()
         transport.close()
         return 0
+
+
+def deadlines_line(bounds: PhaseBounds, grace: float, tolerant: bool) -> str:
+    """Rank 0's line at start: each phase's bound, and what a phase past it costs."""
+    lost = "its group is lost" if tolerant else "the run ends with its score"
+    return (f"aiperf_mpi: deadlines: start-up {bounds.startup:.0f} s, a group's first model {bounds.first_model:.0f} s "
+            f"({lost}), the end {grace:.0f} s of drain + {bounds.end:.0f} s, a log fsync {bounds.io:.0f} s; past "
+            f"one, the job ends by {abort_kind()}")  # fmt: skip
 
 
 class RelayRole:
@@ -252,6 +309,7 @@ class RelayRole:
         leaders = {g.leader: g.index for g in plan.groups}  # its own are plan.relay_of's; it knows them all
         tolerant, _ = job_fault_tolerance()
         Relay(self.context.comm, leaders, fault_tolerant=tolerant).run()
+        self.context.end_begins(THE_END, _END_WHAT)
         return 0
 
 
@@ -304,17 +362,28 @@ class GroupRole:
                 if monitor is not None:
                     monitor.stop()
 
+        def serve_then_end(hvd) -> None:
+            serve(hvd)
+            context.end_begins(TEARDOWN, "a rank hangs in Horovod's or TensorFlow's teardown; " + _END_WHAT)
+
         if context.horovod:
             with horovod_on(layout.group_comm) as hvd:
-                serve(hvd)
+                serve_then_end(hvd)
         else:
-            serve(None)
+            serve_then_end(None)
+        if context.watchdog is not None:  # the same bound: what is left is MPI's end (main: agreement, Finalize)
+            context.watchdog.rename(THE_END, _END_WHAT)
         return 0
+
+
+_END_WHAT = ("a rank hangs in the job's end (the drain, rank 0's score and report, the agreement, MPI_Finalize); "
+             "rank 0's own deadline, shorter, ends the job first once the score is on disk")  # fmt: skip
 
 
 def rank_role(comm: MPI.Comm, layout: RankLayout, prepared: Prepared, training: TrainingBackend, end: EndOfRunHooks,
               stop_flag: StopFlag, node_pids: list[int], local: RunConfig, staging: list[dict],
-              horovod: bool) -> MasterRole | RelayRole | GroupRole:  # fmt: skip
+              horovod: bool, watchdog: Watchdog | None = None,
+              bounds: PhaseBounds = DEFAULT_BOUNDS) -> MasterRole | RelayRole | GroupRole:  # fmt: skip
     """The role split, once (as mpi4py's ``MPICommExecutor(comm, root)`` splits root from workers).
 
     The three roles — :class:`MasterRole` (rank 0), :class:`RelayRole`
@@ -323,7 +392,8 @@ def rank_role(comm: MPI.Comm, layout: RankLayout, prepared: Prepared, training: 
     so :func:`run_benchmark` calls the collectives between them on every
     rank without asking again which role it holds.
     """
-    context = RankContext(comm, layout, prepared, training, end, stop_flag, node_pids, local, staging, horovod)
+    context = RankContext(comm, layout, prepared, training, end, stop_flag, node_pids, local, staging, horovod,
+                          watchdog=watchdog, bounds=bounds)  # fmt: skip
     if layout.is_master:
         return MasterRole(context)
     return RelayRole(context) if layout.is_relay else GroupRole(context)

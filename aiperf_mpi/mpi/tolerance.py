@@ -134,7 +134,8 @@ def job_fault_tolerance() -> tuple[bool, str]:
 
 def deadline(hang) -> str:
     """The master's deadline for a hung group, in words, from a :class:`~aiperf_mpi.job.faults.HangPolicy`."""
-    return (f"{hang.epochs:g} × the group's longest epoch + {hang.margin:g} s, once it has timed one, checked every "
+    first = f"{hang.first_model:g} s in its first model, then " if getattr(hang, "first_model", None) else ""
+    return (f"{first}{hang.epochs:g} × the group's longest epoch + {hang.margin:g} s, checked every "
             f"{hang.check_interval:g} s")  # fmt: skip
 
 
@@ -156,9 +157,10 @@ def start_line(on: bool, why: str, started_by: str = "unknown", hang=None) -> st
                 "score; SIGKILL without it: no score)",
         "mpirun": "mpirun ends every rank within about a second (the score may be lost)",
     }.get(started_by, "the launcher ends the job")
-    return (f"aiperf_mpi: fault tolerance off ({why}): a dead rank ends the job: {dead}; a hung rank holds its "
-            "group until the time limit and --grace, then the run scores; --resume continues an ended run "
-            "from its log; docs/cluster.md says how to turn fault tolerance on")  # fmt: skip
+    hung = f" ({deadline(hang)})" if hang is not None else ""
+    return (f"aiperf_mpi: fault tolerance off ({why}): a dead rank ends the job: {dead}; a hung rank ends the run "
+            f"with its score at its group's deadline{hung}; --resume continues an ended run from its log; "
+            "docs/cluster.md says how to turn fault tolerance on")  # fmt: skip
 
 
 def job_start_line(hang=None) -> str:

@@ -155,8 +155,10 @@ def legacy_graph_file(task: int) -> str:
 
 
 def stopped_by_signal(reason: object) -> bool:
-    """Whether a ``run_stop`` reason says a signal ended the segment (its window is then not extended)."""
-    return isinstance(reason, str) and reason.startswith(runlog.SIGNAL_REASON)
+    """Whether a ``run_stop`` reason says the segment was cut short from outside (its window is then not extended):
+    a signal, or a hang that fault tolerance off could not leave behind (``runlog.HANG_REASON``: the job ended
+    early with its score, and ``--resume`` goes on from there, as after a signal)."""
+    return isinstance(reason, str) and (reason.startswith(runlog.SIGNAL_REASON) or reason == runlog.HANG_REASON)
 
 
 def segment_window(start: float, end: float, limit: float | None, self_ended: bool) -> float:

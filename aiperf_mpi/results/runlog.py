@@ -21,6 +21,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,6 +67,9 @@ SIGNAL_REASON = "signal "
 """how a ``run_stop`` reason starts when a signal ended the segment (``signal SIGTERM``): the segment then takes the
 active axis as it ran (a resume goes on from there), where one the run ended itself takes its whole time limit;
 either way the run is scored over no less than the time its segments declared (results/score.py)"""
+HANG_REASON = "hang deadline"
+"""the ``run_stop`` reason when fault tolerance is off and a group passed its hang deadline (job/faults.py): the
+run ended early with its score, on the axis as it ran (as a signal's stop), and ``--resume`` continues it"""
 
 
 class UnreadableLog(Exception):
@@ -79,7 +83,10 @@ BOM = b"\xef\xbb\xbf"
 class EventLog:
     """Append-only writer of ``events.jsonl``."""
 
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(self, run_dir: Path, stall_guard: Callable[[], AbstractContextManager] = nullcontext) -> None:
+        """``stall_guard()`` bounds each fsync (rank 0's watchdog: job/deadlines.py): a file system that hangs
+        ends the job in one line, and nothing after the last fsync'd event is claimed."""
+        self.stall_guard = stall_guard
         self.path = Path(run_dir) / EVENTS_FILE
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if _ends_mid_line(self.path):  # appending would glue the first event onto the cut line
@@ -164,10 +171,11 @@ class EventLog:
 
     def sync(self) -> None:
         """fsync if any event since the last sync asked for it (every event is flushed to the OS first)."""
-        self._handle.flush()
-        if self._dirty:
-            os.fsync(self._handle.fileno())
-            self._dirty = False
+        with self.stall_guard():
+            self._handle.flush()
+            if self._dirty:
+                os.fsync(self._handle.fileno())
+        self._dirty = False
 
     def take_sync(self) -> bool:
         """Whether an event since the last call asked for stable storage; for a writer that fsyncs elsewhere.
@@ -183,12 +191,14 @@ class EventLog:
 
     def fsync(self) -> None:
         """fsync now (from any thread)."""
-        os.fsync(self._handle.fileno())
+        with self.stall_guard():
+            os.fsync(self._handle.fileno())
 
     def close(self) -> None:
         if not self._handle.closed:
-            self._handle.flush()
-            os.fsync(self._handle.fileno())
+            with self.stall_guard():
+                self._handle.flush()
+                os.fsync(self._handle.fileno())
             self._handle.close()
 
 

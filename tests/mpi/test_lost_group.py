@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import sys
 import time
@@ -23,13 +22,12 @@ import pytest
 from aiperf_mpi.errors import EXIT_GROUPS_LOST
 from aiperf_mpi.mpi.tolerance import OPEN_MPI_LAUNCH
 from aiperf_mpi.results import runlog
-from tests.support.lost_groups import START_CRASH, job_rank_pids, only_rates_of_freed_cores
+from tests.support.lost_groups import job_rank_pids, only_rates_of_freed_cores
 from tests.support.mpirun import BackgroundJob, mpi_vendor, mpirun_command, start_in_background
 
 pytestmark = [pytest.mark.slow, pytest.mark.horovod, pytest.mark.tf]
 TIME_LIMIT = 50
 OUTER_TIMEOUT = 420
-START_CRASH_RELAUNCHES = 4
 
 
 def this_session() -> str:
@@ -55,25 +53,11 @@ def launch(run_dir: Path, time_limit: int, relays: int = 0) -> BackgroundJob:
     (with ``relays``, that many more ranks first, after rank 0: ``--relays``).  Its output goes to a file beside
     ``run_dir``: nothing reads a pipe while the test watches the log, and a full pipe stops mpirun.
 
-    Open MPI 5.0.11 with ULFM on sometimes crashes a rank with signal 11 while the job starts, before rank 0
-    logged anything (2 in 12 launches of a 4-rank barrier program here, and across hosts: in ``ompi_mpi_init``,
-    and once with a one-frame backtrace in CI).  Such a launch is made again, at most four times, so that what is
-    tested is the
-    benchmark's handling of a failure, not that crash.  Any other failure to start fails the test: a Python
-    error of the benchmark's own prints no signal 11.
+    Launched once: a rank that crashes while the job starts (Open MPI 5.0.11's signal 11 under ULFM's heartbeat
+    detector, which :data:`OPEN_MPI_LAUNCH` turns off since issue 38) fails the test, as it would fail a user's
+    job; relaunching it hid the regression this test should catch (issue 43).
     """
-    for attempt in range(1 + START_CRASH_RELAUNCHES):
-        shutil.rmtree(run_dir, ignore_errors=True)
-        job = _launch(run_dir, time_limit, relays)
-        deadline = time.monotonic() + OUTER_TIMEOUT
-        while job.process.poll() is None and not events_of(run_dir) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        if job.process.poll() is None or events_of(run_dir):
-            return job
-        output = job.output()
-        assert START_CRASH in output, output  # anything else is the benchmark's failure to start
-        print(f"launch {attempt + 1}: a rank crashed with signal 11 before the run started; launching again")
-    pytest.fail(f"every one of {1 + START_CRASH_RELAUNCHES} launches crashed before the run started\n{output}")
+    return _launch(run_dir, time_limit, relays)
 
 
 def _launch(run_dir: Path, time_limit: int, relays: int = 0) -> BackgroundJob:
@@ -131,8 +115,11 @@ def test_a_training_rank_killed_or_stopped_mid_run_costs_its_group_not_the_run(t
     if signum == signal.SIGKILL:  # the launcher reports the death (no heartbeat detector: OPEN_MPI_LAUNCH)
         assert lost["group"] == 0 and 2 + relays in lost["ranks"], lost
         assert lost[runlog.TIME] - killed_at < 30, lost  # the master knew within seconds
-    else:  # a stopped rank is not dead: nothing reports it, and the master's deadline loses its group
-        assert lost["group"] == 0 and "past its deadline" in lost["reason"], lost
+    else:  # a stopped rank is not dead: nothing reports it; the master's deadline loses its group, or, when that
+        # falls after the drain (--grace, the default), the drain's end, having heard nothing from it (issue 43;
+        # seen: "silent for 164.9 s when the drain ended (120.1 s, --grace)")
+        assert lost["group"] == 0 and ("past its deadline" in lost["reason"]
+                                       or "when the drain ended" in lost["reason"]), lost  # fmt: skip
     assert [e["reason"] for e in events if e["event"] == runlog.RUN_STOP] == ["time limit"]
     assert sum(e["event"] == runlog.SCORE for e in events) == 1 and (run_dir / "score.json").exists()
     # the other group trained on: after the loss, or for a stopped rank after the signal (its group's deadline,

@@ -12,47 +12,16 @@ import ast
 import threading
 from pathlib import Path
 
-from aiperf_mpi.config import RunConfig
-from aiperf_mpi.graph.model import to_json
-from aiperf_mpi.graph.seeds import tiny_resnet
 from aiperf_mpi.job.faults import HangPolicy
-from aiperf_mpi.job.master import ALL_LOST, Master
-from aiperf_mpi.job.messages import EpochDone, EpochStarted, GroupLost, MonitorSample, Proposed, Ready, Stop
+from aiperf_mpi.job.master import ALL_LOST
+from aiperf_mpi.job.messages import EpochDone, EpochStarted, GroupLost, MonitorSample, Stop
 from aiperf_mpi.mpi.tolerance import OPEN_MPI_LAUNCH, finalize_returns
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.score import score_run
-from aiperf_mpi.search.bayesian import SearchConfig
-from aiperf_mpi.search.view import MasterHistory
 from analysis import report, verify
+from tests.support.fault_master import POLICY, epoch, lost_events, started_master
 from tests.support.local_run import run_local
 from tests.support.verify_runs import consistent_run, find, forge
-
-POLICY = HangPolicy(epochs=3.0, margin=10.0, check_interval=1.0)
-
-
-def epoch(number: int, start: float, end: float) -> dict:
-    """An epoch with every field the log's schema asks for."""
-    return {"epoch": number, "train_loss": 1.0, "val_accuracy": 0.5, "start": start, "end": end, "ops": 1000,
-            "ops_train": 1000, "ops_update": 0, "ops_validation": 0, "steps": 1, "train_samples": 1,
-            "validation_samples": 1, "data_wait": 0.0, "compute": end - start, "evaluation": 0.0,
-            "learning_rate": 0.1}  # fmt: skip
-
-
-def started_master(tmp_path, groups: int, now: list[float], hang: HangPolicy | None = POLICY) -> tuple[Master, list]:
-    """A master with ``groups`` groups, each handed its first task and its seed accepted."""
-    config = RunConfig(time_limit=1000, seed_model="tiny", run_dir=str(tmp_path))
-    master = Master(config, runlog.EventLog(tmp_path), MasterHistory(SearchConfig().view_bounds()), groups,
-                    tmp_path, clock=lambda: now[0], hang=hang)  # fmt: skip
-    works = []
-    for group in range(groups):
-        [(_, work)] = master.handle(group, Ready(group, 2, f"host{group}"))
-        master.handle(group, Proposed(work.task_id, None, to_json(tiny_resnet(width=8 + 2 * group)), {}, "seed"))
-        works.append(work)
-    return master, works
-
-
-def lost_events(tmp_path) -> list[dict]:
-    return [e for e in runlog.read_events(tmp_path).events if e["event"] == runlog.GROUP_LOST]
 
 
 def test_the_deadline_is_a_multiple_of_the_groups_own_longest_epoch() -> None:
@@ -234,11 +203,8 @@ def test_the_hang_check_walks_the_groups_a_slice_a_pass(tmp_path) -> None:
 
     groups = 2 * HANG_CHECK_SLICE + 10
     now = [0.0]
-    master = Master(RunConfig(time_limit=1000, seed_model="tiny", run_dir=str(tmp_path)), runlog.EventLog(tmp_path),
-                    MasterHistory(SearchConfig().view_bounds()), groups, tmp_path, clock=lambda: now[0],
-                    hang=POLICY)  # fmt: skip
+    master, _ = started_master(tmp_path, groups, now)
     for group in range(groups):
-        master.handle(group, Ready(group, 1, f"host{group}"))
         master.state[group].longest_epoch = 10.0  # every group timed 10 s epochs: deadline 40 s
     silent = groups - 1  # in the last slice
     now[0] = 30.0

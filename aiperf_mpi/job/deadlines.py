@@ -1,0 +1,186 @@
+"""A deadline at every phase of a rank's life: named phases with bounds, and a watchdog thread that ends a hang.
+
+The master's hang deadline (:mod:`aiperf_mpi.job.faults`) sees a group go silent mid-run; it cannot see a rank
+that hangs where no message is awaited: in a collective before the start line (start-up), in the job's end (the
+drain, the score, the report, ``MPI_Comm_agree``, which has no timeout, ``MPI_Finalize``), in Horovod's or
+TensorFlow's teardown, or rank 0 itself in an ``fsync`` on a failed file system.  Each such hang would hold the
+whole allocation until the batch system's limit.  So every rank runs a :class:`Watchdog`: the rank names the
+phase it is in and the phase's bound, and a thread of its own (it runs while the main thread waits inside an
+MPI call or a system call, which release the interpreter lock) notices when the phase outlives its bound,
+prints ONE line, and runs an injected action — over MPI, ``MPI_Abort`` (:mod:`aiperf_mpi.mpi.deadline`).
+
+Besides the one current phase, short *guards* bound a single call from any thread (:meth:`Watchdog.guard`):
+rank 0's fsync of the run log, whose stall must end the job rather than freeze the master.
+
+MPI-free (the action is injected); unit tests drive it with a real thread and real waits.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+PROGRAM = "aiperf_mpi"
+
+STARTUP = "start-up"
+"""every collective before the start line (the layout, staging, the precision, the peak probe, the start line)"""
+THE_END = "the end"
+"""after the run's stop: the drain, score, report, agreement and MPI_Finalize"""
+TEARDOWN = "teardown"
+"""a training rank's Horovod shutdown, TensorFlow's and MPI's ends (inside the end's bound)"""
+LOG_FSYNC = "the run log's fsync"
+"""rank 0's fsync of events.jsonl (and the score's file): stable storage of what the log claims"""
+
+
+@dataclass(frozen=True)
+class PhaseBounds:
+    """The bound of each phase, in seconds (``RunConfig``'s ``*_deadline`` options; docs/cluster.md).
+
+    The defaults are projections for a 4,096-rank job from what was measured here (BENCHMARKS.md;
+    docs/cluster.md, "A deadline at every phase"): generous enough never to end a healthy job, short against
+    an allocation of hours.
+    """
+
+    startup: float = 1800.0
+    """from a rank's ``main`` to the start line: 32 s measured at 128 ranks (load 50–140); at 4,096 ranks the
+    per-rank imports from a parallel file system alone were projected at ≈ 22 minutes without the templates'
+    local venv (BENCHMARKS.md, "Projection to 4,096"), the collectives O(log ranks): 30 minutes covers that"""
+    first_model: float = 3600.0
+    """a group's first model (search, build, trace and first epoch, from its Work) before it has timed anything:
+    a ResNet-50 epoch of ImageNet on one GPU is ≈ 20 minutes; an hour covers it three times over"""
+    end: float = 900.0
+    """rank 0's end after the drain (score, report, export, agreement, MPI_Finalize): the report of a
+    100,000-model day is ≈ 80 s (BENCHMARKS.md: ≈ 8 s at 10,000), the export a TensorFlow start-up more"""
+    io: float = 300.0
+    """one fsync of rank 0's run log: milliseconds on a healthy file system, tens of seconds on a loaded one"""
+
+    def training_rank_end(self, grace: float) -> float:
+        """A training (or relay) rank's bound on its end, from when its group is stopped.
+
+        Longer than rank 0's, which ends the job itself (after its score is on disk) when its own end outlives
+        :attr:`end`: a training rank stopped early waits out the drain of the others (``grace``) and then rank
+        0's end, and its watchdog, which ends the job without a score, must never fire before rank 0's would.
+        """
+        return grace + self.end + END_MARGIN
+
+
+DEFAULT_BOUNDS = PhaseBounds()
+"""the defaults (frozen, so one instance serves every default argument)"""
+
+
+def bounds_of(config: object) -> PhaseBounds:
+    """The run configuration's bounds (``startup_deadline``, ``first_model_deadline``, ``end_deadline``,
+    ``io_deadline``: :class:`~aiperf_mpi.config.RunConfig`)."""
+    return PhaseBounds(config.startup_deadline, config.first_model_deadline, config.end_deadline,
+                       config.io_deadline)  # fmt: skip
+
+
+END_MARGIN = 120.0
+"""seconds by which a training rank's end outlasts rank 0's: rank 0's deadline ends the job first, score written"""
+
+
+def deadline_line(rank: int, host: str, phase: str, bound: float, what: str) -> str:
+    """The one line a rank prints when a phase passed its deadline."""
+    return f"{PROGRAM}: rank {rank} on {host}: {phase} passed its deadline of {bound:.0f} s: {what}"
+
+
+@dataclass
+class _Deadline:
+    phase: str
+    bound: float
+    due: float
+    what: str
+    status: int
+
+
+class Watchdog:
+    """One rank's watchdog: the current phase, any guards, and the thread that ends a phase past its bound.
+
+    ``action(status)`` is what ends the rank (over MPI: ``MPI_Abort(status)``, which ends every rank of the job);
+    it is called at most once, after the line, from the watchdog's thread.  ``clock`` is a monotonic clock.
+    """
+
+    def __init__(self, rank: int, host: str, action: Callable[[int], None],
+                 clock: Callable[[], float] = time.monotonic, tick: float = 0.5) -> None:  # fmt: skip
+        self.rank, self.host = rank, host
+        self._action, self._clock, self._tick = action, clock, tick
+        self._phase: _Deadline | None = None
+        self._guards: dict[int, _Deadline] = {}
+        self._next_guard = 0
+        self._lock = threading.Condition()
+        self.fired: _Deadline | None = None
+        self.started = clock()
+        """when the watchdog began (a rank's start, for its start-up bound)"""
+        self._thread = threading.Thread(target=self._watch, name="aiperf-deadlines", daemon=True)
+        self._thread.start()
+
+    # ------------------------------------------------------------------ the rank's side
+
+    def enter(self, phase: str, bound: float, what: str, status: int, since: float | None = None) -> None:
+        """From now (or ``since``, a time of ``clock``), ``phase`` must end within ``bound`` seconds."""
+        start = self._clock() if since is None else since
+        with self._lock:
+            self._phase = _Deadline(phase, bound, start + bound, what, status)
+            self._lock.notify()
+
+    def rename(self, phase: str, what: str) -> None:
+        """Name the part of the current phase the rank is in; its deadline stays (the line says where it hung)."""
+        with self._lock:
+            if self._phase is not None:
+                self._phase = _Deadline(phase, self._phase.bound, self._phase.due, what, self._phase.status)
+
+    def leave(self) -> None:
+        """The current phase ended in time: no deadline until the next :meth:`enter`."""
+        with self._lock:
+            self._phase = None
+
+    def remaining(self) -> float | None:
+        """Seconds left in the current phase (None: no phase is bounded)."""
+        current = self._phase
+        return None if current is None else current.due - self._clock()
+
+    @property
+    def phase(self) -> str:
+        """The current phase's name ('' when none)."""
+        current = self._phase
+        return current.phase if current is not None else ""
+
+    @contextmanager
+    def guard(self, phase: str, bound: float, what: str, status: int) -> Iterator[None]:
+        """Bound one call (from any thread): past ``bound`` seconds inside the block, the job ends."""
+        with self._lock:
+            token = self._next_guard
+            self._next_guard += 1
+            self._guards[token] = _Deadline(phase, bound, self._clock() + bound, what, status)
+            self._lock.notify()
+        try:
+            yield
+        finally:
+            with self._lock:
+                del self._guards[token]
+
+    # ------------------------------------------------------------------ the thread
+
+    def _overdue(self) -> _Deadline | None:
+        now = self._clock()
+        pending = [d for d in (self._phase, *self._guards.values()) if d is not None]
+        late = [d for d in pending if now >= d.due]
+        return min(late, key=lambda d: d.due) if late else None
+
+    def _watch(self) -> None:
+        while True:
+            with self._lock:
+                overdue = self._overdue()
+                while overdue is None:
+                    self._lock.wait(self._tick)  # a tick, not the due time: the clock may be a test's
+                    overdue = self._overdue()
+                self.fired = overdue
+            print(deadline_line(self.rank, self.host, overdue.phase, overdue.bound, overdue.what),
+                  file=sys.stderr, flush=True)  # fmt: skip
+            sys.stdout.flush()
+            self._action(overdue.status)
+            return  # the action ends the process; a test's returns, and the watchdog has done its one thing

@@ -1,0 +1,64 @@
+"""The MPI side of the phases' deadlines (:mod:`aiperf_mpi.job.deadlines`): what ends the job when one passes.
+
+The watchdog's thread runs while the main thread waits inside an MPI call, so the action calls MPI from a second
+thread.  Where the library gives ``MPI_THREAD_MULTIPLE`` (Open MPI 5 and MPICH, as mpi4py asks by default; the
+utilisation monitor's thread relies on it too) the action is ``MPI_Abort`` on ``COMM_WORLD``: the launcher ends
+every rank of the job, a stopped one (SIGSTOP) included, with fault tolerance on or off.  Where it does not, a
+second thread may not call MPI at all, and the rank kills itself (``SIGKILL``): the launcher then sees a rank die,
+and without fault tolerance ends the job as it does for any dead rank; with it, the death is reported to the other
+ranks as a failure, and a rank that hangs waiting for the dead one is left to its own deadline.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sys
+import time
+
+from mpi4py import MPI
+
+from aiperf_mpi.job.deadlines import Watchdog
+from aiperf_mpi.mpi.faults import FINALIZE_ALARM, finalize_with_a_backstop
+
+
+def end_the_job(status: int) -> None:
+    """The watchdog's action: ``MPI_Abort(status)`` where a second thread may call MPI, else ``SIGKILL`` itself."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if MPI.Is_initialized() and not MPI.Is_finalized() and MPI.Query_thread() >= MPI.THREAD_MULTIPLE:
+        MPI.COMM_WORLD.Abort(status)
+    os.kill(os.getpid(), signal.SIGKILL)  # no MPI from this thread, or Abort returned (MPICH may, briefly)
+
+
+def rank_watchdog() -> Watchdog:
+    """This rank's watchdog, its action :func:`end_the_job` (started in ``main``, before anything collective)."""
+    return Watchdog(MPI.COMM_WORLD.Get_rank(), socket.gethostname(), end_the_job)
+
+
+def abort_kind() -> str:
+    """How a deadline ends this job, for the start line: ``MPI_Abort`` or a rank's ``SIGKILL``."""
+    if MPI.Query_thread() >= MPI.THREAD_MULTIPLE:
+        return "MPI_Abort"
+    return "SIGKILL of the rank (the MPI library gives no MPI_THREAD_MULTIPLE)"
+
+
+def meet_then_finalize(comm: MPI.Comm, watchdog: Watchdog) -> None:
+    """End MPI on this rank without fault tolerance, every wait bounded by the watchdog.
+
+    Open MPI's ``MPI_Finalize`` waits for every rank, and mpi4py holds the interpreter lock inside it, so no
+    deadline could fire there (:func:`~aiperf_mpi.mpi.faults.finalize_with_a_backstop`).  The ranks first meet
+    in a non-blocking barrier polled from Python (each poll lets the watchdog's thread run: a rank stopped there
+    ends the job at the end's deadline, ``MPI_Abort`` killing the stopped one too), and only then finalize,
+    SIGALRM set to what is left of the phase's bound: a rank that stopped after its part of the meeting holds
+    the others in ``MPI_Finalize`` (measured: the job then ended by the fixed 120 s alarm, not the 30 s
+    deadline, until the alarm took the deadline's remainder).
+    """
+    request = comm.Ibarrier()
+    while not request.Test():
+        time.sleep(0.01)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    left = watchdog.remaining()
+    finalize_with_a_backstop(FINALIZE_ALARM if left is None else left)
