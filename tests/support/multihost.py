@@ -223,16 +223,21 @@ class VirtualCluster:
         return [pid for pid in self.marked() if pid not in holders and not procs.gone(pid)]
 
     def rank_pids(self) -> dict[int, int]:
-        """``{world rank: PID}`` of the MPI processes running now (from ``OMPI_COMM_WORLD_RANK``)."""
+        """``{world rank: PID}`` of the MPI processes running now.
+
+        The rank is ``OMPI_COMM_WORLD_RANK`` (mpirun's daemons set it), else ``PMIX_RANK`` (what Slurm's PMIx
+        plugin gives a task of ``srun --mpi=pmix``): either is in the process's environment from its start.
+        """
         found: dict[int, list[int]] = {}
         for pid in self.job_pids():
             try:
-                environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+                environ = dict(e.split(b"=", 1) for e in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+                               if b"=" in e)  # fmt: skip
             except OSError:
                 continue
-            for entry in environ:
-                if entry.startswith(b"OMPI_COMM_WORLD_RANK="):
-                    found.setdefault(int(entry.split(b"=", 1)[1]), []).append(pid)
+            rank = environ.get(b"OMPI_COMM_WORLD_RANK", environ.get(b"PMIX_RANK"))
+            if rank is not None and rank.isdigit():
+                found.setdefault(int(rank), []).append(pid)
         # a rank's own children inherit its variables: the rank is the one whose parent is not of its rank
         return {rank: next(p for p in pids if procs.parent_pid(p) not in pids) for rank, pids in found.items()}
 
