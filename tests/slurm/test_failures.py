@@ -4,8 +4,10 @@ The templates' default launch, ``srun --mpi=pmix`` (Slurm's PMIx, no PRRTE), of 
 one test node: 3 tasks, ``--group-size 2`` (rank 0 the master, ranks 1 and 2 one group, leader 1), a rehearsal
 (no TensorFlow).  Once the group has logged an epoch its training rank 2 is killed with SIGKILL.  Slurm's PMIx
 reports nothing to the other ranks; ``srun --kill-on-bad-exit=1`` (the template's, fault tolerance off) ends the
-step, which is what must happen, within :data:`BOUND` s: the job FAILED, no score, no process left, the log
-intact, and a ``--resume`` (mpirun, a 15 s segment) scores it once with a log that verifies.  The same row in
+step (SIGTERM to every task: the master may score at once on its way out; measured 18.5 s to the job's end
+under load, the master's score and report included), within :data:`BOUND` s: the job FAILED, no group lost, no
+process left, the log intact, and a ``--resume`` (mpirun, a 15 s segment) scores it once more with a log that
+verifies.  The same row in
 the two-node Slurm, and the rest of the matrix, are tests/multinode/test_failures.py (``make test-multinode``).
 """
 
@@ -29,7 +31,8 @@ JOBSCRIPTS = Path(__file__).resolve().parents[2] / "jobscripts"
 [ROW] = [c for c in CASES if (c.failure, c.phase, c.launcher, c.fault_tolerance) == ("kill-9-rank", "mid-run", "srun",
                                                                                      False)]  # fmt: skip
 BOUND = ROW.bound_s
-"""seconds from the kill to the job's end: the matrix's bound for this row (3.7 s measured on two nodes)"""
+"""seconds from the kill to the job's end: the matrix's bound for this row (3.7 s measured on two nodes, 18.5 s on
+one where the master scored and wrote its report first)"""
 ARGS = "--rehearse --rehearse-rate 2e10 --seed-model tiny --group-size 2 --score-step 10 --progress-interval 10"
 
 
@@ -54,7 +57,7 @@ def test_kill_9_of_a_training_rank_under_srun_ends_the_job_in_seconds_and_the_ru
 ) -> None:
     run_dir = tmp_path / "run"
     job = slurm.submit(JOBSCRIPTS / "scale-out.sbatch", ["--nodes=1", "--ntasks-per-node=3", "--cpus-per-task=1",
-                                                          "--time=5"],
+                                                          "--time=15"],  # the warning: 600 s in
                        env={"AIPERF_RUN_DIR": str(run_dir), "AIPERF_TIME_LIMIT": "240", "AIPERF_GRACE": "30",
                             "AIPERF_ARGS": ARGS, "AIPERF_LAUNCHER": "srun"},
                        output=tmp_path / "job-%j.out")  # fmt: skip
@@ -80,13 +83,15 @@ def test_kill_9_of_a_training_rank_under_srun_ends_the_job_in_seconds_and_the_ru
     first = runlog.read_events(run_dir)
     assert not first.truncated_tail
     kinds = [e[runlog.EVENT] for e in first.events]
-    assert runlog.SCORE not in kinds and runlog.GROUP_LOST not in kinds, kinds  # nothing reported it: srun ended it
+    # nothing reported the death to the master (no group_lost): srun ended the step, with SIGTERM to every task
+    # (--kill-on-bad-exit=1), which the master may have answered with a score at once before it went
+    assert runlog.GROUP_LOST not in kinds and kinds.count(runlog.SCORE) <= 1, kinds
 
     second = run_mpi(3, ["-m", "aiperf_mpi", "--resume", str(run_dir), "--time-limit", "15"], timeout=180)
     assert second.returncode == 0, second.output[-4000:]
     after = runlog.read_events(run_dir).events
     assert after[: len(first.events)] == first.events
-    assert [e[runlog.EVENT] for e in after].count(runlog.SCORE) == 1
+    assert [e[runlog.EVENT] for e in after].count(runlog.SCORE) == kinds.count(runlog.SCORE) + 1
     from analysis.verify import verify
 
     result = verify(run_dir)

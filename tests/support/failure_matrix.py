@@ -69,6 +69,11 @@ NEEDS_DEADLINE = "issue 43 item 2 (h-deadline): a deadline at this phase"
 NO_FSYNC_STALL = ("nothing here can stall an fsync: it needs a file system that blocks it (FUSE, dm-delay, NFS with "
                   "its server gone), none of which this machine's container offers")  # fmt: skip
 
+PRTERUN_HANGS = ("mpirun (PRRTE 3.0.14, ssh launch) never ends after a silent node loss: the master's deadline "
+                 "loses the group (67 s), the run scores at its time limit and rank 0 calls MPI_Abort, and prterun, "
+                 "which has no daemon heartbeat, waits for node2's daemon for good (still running 1,000 s after the "
+                 "loss, measured 2026-12-04): the job holds its allocation until the wall-clock limit")  # fmt: skip
+
 CASES: tuple[Case, ...] = (
     # -- srun, the templates' default: Slurm's PMIx reports no death; --kill-on-bad-exit=1 ends the step ---------
     Case("kill-9-rank", "mid-run", "srun", False, "launcher", 30, "job-ends"),
@@ -94,6 +99,7 @@ CASES: tuple[Case, ...] = (
     Case("node-loss", "mid-run", "mpirun", True, "slurm", SLURMD_TIMEOUT + 60, "job-ends"),
     Case("fsync-stall-rank0", "end", "mpirun", True, "deadline", DEADLINE_BOUND, "job-ends", pending=NO_FSYNC_STALL),
     # -- mpirun of the multi-host fixture (ssh launch, no Slurm): a lost node is PRRTE's and TCP's alone --------
-    Case("node-loss", "mid-run", "mpirun", True, "deadline", DEADLINE_BOUND, "group-lost", fixture="multihost"),
+    Case("node-loss", "mid-run", "mpirun", True, "deadline", DEADLINE_BOUND, "group-lost", fixture="multihost",
+         xfail_today=PRTERUN_HANGS),
 )
 """every row; ``tests/multinode/test_failures.py`` runs each one whose ``pending`` is None"""
