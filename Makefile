@@ -134,7 +134,7 @@ test: install lint
 
 # The tests marked `long` (setup.cfg deselects them from every other run): each is minutes of a real Slurm's
 # ticks, TensorFlow scenarios or a detector's timeout, and what they cover changes rarely.  CI runs it after
-# `make test` (.ci/run); about 6 minutes here (BENCHMARKS.md).
+# `make test` (.ci/run); about 18 minutes here (BENCHMARKS.md, "Install and test times").
 .PHONY: test-long
 test-long: install
 	$(PY) -m pytest -m long --ignore=tests/unit --ignore=tests/multinode
@@ -200,7 +200,7 @@ bench: install
 # about MODELS models go through the search, the tuner and inheritance in TIME on any 2-core machine.
 # A ranking run uses the defaults (60 epochs, patience 5, no budget).
 MODELS ?= 7
-RUN_SHAPE = --warmup-epochs 2 --max-epochs 3 --model-seconds $(shell echo $$(( $(TIME) / $(MODELS) )))
+RUN_SHAPE = --search-warmup-epochs 2 --max-epochs 3 --model-seconds $(shell echo $$(( $(TIME) / $(MODELS) )))
 #
 # One node needs no network (docs/cluster.md, "Security note"; tests/mpi/test_sockets.py runs this
 # target and checks it).  SINGLE_NODE_MPI keeps Open MPI's ranks on shared memory: the ob1 PML
@@ -213,15 +213,17 @@ RUN_SHAPE = --warmup-epochs 2 --max-epochs 3 --model-seconds $(shell echo $$(( $
 # Those flags are Open MPI's: MPICH's launcher (Hydra, `make install MPI=mpich`, or an MPI=system
 # that is not Open MPI) refuses them, runs more ranks than cores as it is and keeps shared memory
 # within a node by itself, so it gets none.  The launcher is asked what it is at run time.
-SINGLE_NODE_MPI := --mca pml ob1 --mca btl self,sm
-OPENMPI_RUN_FLAGS := $(SINGLE_NODE_MPI) --oversubscribe --bind-to none
+# Both sets of flags come from their one home, aiperf_mpi/mpi/launch_settings.py (the templates in jobscripts/
+# are generated from it too), asked at run time, after the install.
+LAUNCH_SETTINGS = PYTHONPATH=$(CURDIR) $(PY) -m aiperf_mpi.mpi.launch_settings
+SINGLE_NODE_MPI = $(shell $(LAUNCH_SETTINGS) single-node-mpirun)
+OPENMPI_RUN_FLAGS = $(SINGLE_NODE_MPI) --oversubscribe --bind-to none
 # FT=1: a dead or hung rank costs its group, not the run (Open MPI's ULFM; docs/cluster.md, "When a node
-# fails"); the default launch is unchanged.  MPICH gets none of these flags and runs as before.
+# fails"); the default launch is unchanged.  MPICH gets none of these flags and runs as before.  Without
+# ULFM's heartbeat detector (its start-up race crashed most 32- and 128-rank starts: issue 38), over ob1,
+# without HAN collectives; launch_settings.py says why each.
 FT ?= 0
-# Without ULFM's heartbeat detector: the launcher reports a dead rank; the detector's start-up race crashed
-# most 32- and 128-rank starts (issue 38; docs/cluster.md, "Known limits").
-OPENMPI_FT_FLAGS := --with-ft ulfm --enable-recovery --mca mpi_ft_enable true --mca mpi_ft_detector false \
-  --prtemca state_base_error_non_zero_exit 0
+OPENMPI_FT_FLAGS = $(shell $(LAUNCH_SETTINGS) ft-mpirun)
 RUN_MPI_FLAGS = $(shell $(BIN)/mpirun --version 2>&1 | grep -qiE 'open mpi|open-mpi|openrte' && echo '$(OPENMPI_RUN_FLAGS) $(if $(filter 1,$(FT)),$(OPENMPI_FT_FLAGS))')
 run: install
 	jobscripts/loopback-only $(BIN)/mpirun $(RUN_MPI_FLAGS) -n $(NP) \

@@ -21,6 +21,7 @@ from aiperf_mpi.mpi.faults import leave_together
 from aiperf_mpi.mpi.guard import fault_tolerant, run_guarded
 from aiperf_mpi.mpi.launch import check_launch
 from aiperf_mpi.mpi.layout import build_layout
+from aiperf_mpi.mpi.limits import raise_open_files
 from aiperf_mpi.mpi.tolerance import finalize_returns
 from aiperf_mpi.signals import StopFlag
 
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 
 def rank_main(comm: MPI.Comm, argv: Sequence[str] | None, stop_flag: StopFlag) -> int:
     """What every rank runs, inside the abort guard."""
+    raise_open_files()  # before the first collective: over TCP rank 0 holds a socket per rank it talks to
     options = parse_on_root(comm, argv)
     check_launch(comm.Get_size(), os.environ)  # before anything is measured: N singletons measure nothing
     check_mode(options)
@@ -91,8 +93,8 @@ def _preload(config: RunConfig, leader: bool = True) -> None:
 
     On a group's leader, what its search and tuner load where used (sparing the master and a refused launch
     their ≈ 0.6 s of scipy), as the registry names them (:func:`~aiperf_mpi.search.registry.leader_libraries`);
-    the group's other ranks run no search, and leave them out (≈ 47 MiB a rank: BENCHMARKS.md, the
-    rehearsals).  On every rank, scikit-learn where this run needs it: the embedded digits come from it, and the
+    the group's other ranks run no search, and leave them out (≈ 47 MiB a rank: BENCHMARKS.md, "Memory
+    per rank").  On every rank, scikit-learn where this run needs it: the embedded digits come from it, and the
     GP tuner's scikit-optimize builds on it (a training rank's TensorFlow no longer loads it:
     :mod:`aiperf_mpi.train.tfimport`).  Each costs its group a second or so of the window otherwise.
     """
@@ -140,7 +142,7 @@ def no_report_hooks() -> EndOfRunHooks:
             return  # nothing to choose the best model by: the export would not run either
         stale = " (the best/ there is an earlier segment's, which verify holds to this one's best model)" \
             if (run_dir / "best").exists() else ""  # fmt: skip
-        print(f"aiperf_mpi: no model export (--no-report){stale}: python -m analysis.export --single-copy "
+        print(f"aiperf_mpi: no model export (--no-report){stale}: python -m aiperf_mpi.export --single-copy "
               f"{run_dir} makes it", flush=True)  # fmt: skip
 
     return EndOfRunHooks(report=no_report, export=no_export)

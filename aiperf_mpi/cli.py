@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from aiperf_mpi import __version__
-from aiperf_mpi.errors import EXIT_OK, UsageError
+from aiperf_mpi.errors import EXIT_OK, UsageError, positive_int, whole_number
 from aiperf_mpi.results.resumable import RESUME_OPTIONS
 
 if TYPE_CHECKING:  # the parser itself is MPI-free so unit tests need no MPI
@@ -57,25 +57,6 @@ class _Parser(argparse.ArgumentParser):
         if message:
             self._print_message(message)
         raise _ParserExit(status)
-
-
-def whole_number(text: str) -> int:
-    """argparse type: an integer ≥ 0, with a message that names the value."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
-
-
-def positive_int(text: str) -> int:
-    """argparse type: an integer ≥ 1, with a message that names the value."""
-    value = whole_number(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -144,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
         dest="report",
         action="store_false",
         help="after the score, write no report and export no best model: the job ends, and frees its nodes, "
-        "as soon as the score is on disk (python -m analysis.report RUN_DIR and python -m analysis.export "
+        "as soon as the score is on disk (python -m analysis.report RUN_DIR and python -m aiperf_mpi.export "
         "--single-copy RUN_DIR make them later)",
     )
     run = parser.add_argument_group("the run")
@@ -170,9 +151,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--score-step", type=float, metavar="SECONDS",
                      help=f"the score's time grid ({default('score_step')})")  # fmt: skip
     run.add_argument("--max-epochs", type=int, metavar="N", help=f"epoch limit of one model ({default('max_epochs')})")
-    run.add_argument("--warmup-epochs", type=int, metavar="N",
+    run.add_argument("--search-warmup-epochs", type=int, metavar="N",
                      help="epochs of each model in a group's first three rounds, whose final accuracy the search "
-                     f"then predicts from the curve ({default('warmup_epochs', 'up to --max-epochs')})")  # fmt: skip
+                     f"then predicts from the curve ({default('search_warmup_epochs', 'up to --max-epochs')}; "
+                     "not the learning rate's warm-up, one epoch of every model)")  # fmt: skip
     run.add_argument("--patience", type=int, metavar="N",
                      help=f"early stop after N epochs without gain ({default('patience')})")  # fmt: skip
     run.add_argument("--model-seconds", type=float, metavar="SECONDS",
@@ -229,9 +211,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 RUN_OPTIONS = (
     "time_limit", "max_models", "dataset", "data_path", "stage_dir", "image_size", "seed_model", "precision", "run_dir",
-    "score_step", "max_epochs", "warmup_epochs", "patience", "model_seconds", "min_delta", "batch_size", "base_lr",
-    "hpo", "search", "inherit", "keep_weights", "xla", "device_prefetch", "seed", "grace", "progress_interval",
-    "device_memory_gb",
+    "score_step", "max_epochs", "search_warmup_epochs", "patience", "model_seconds", "min_delta", "batch_size",
+    "base_lr", "hpo", "search", "inherit", "keep_weights", "xla", "device_prefetch", "seed", "grace",
+    "progress_interval", "device_memory_gb",
     "monitor_interval", "peak_probe", "peak_seconds", "rehearse", "rehearse_rate", "rehearse_allreduce",
     "hardware_changed",
 )  # fmt: skip

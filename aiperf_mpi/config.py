@@ -15,6 +15,7 @@ from pathlib import Path
 from aiperf_mpi.data.sources import DATASETS
 from aiperf_mpi.errors import UsageError
 from aiperf_mpi.graph.seeds import SEED_MODELS
+from aiperf_mpi.results.datasets import RESIZABLE
 from aiperf_mpi.results.precisions import PRECISIONS
 from aiperf_mpi.results.rules import VALID_SEARCH, VALID_TUNER
 from aiperf_mpi.results.score import DEFAULT_STEP
@@ -52,9 +53,10 @@ class RunConfig:
     """'' : runs/run-<date>-<time>"""
     score_step: float = DEFAULT_STEP
     max_epochs: int = 60
-    warmup_epochs: int = 0
-    """epochs each model of a group's first three rounds trains at most, its final accuracy then predicted
-    for the search (0: as many as max_epochs allow; never more than max_epochs)"""
+    search_warmup_epochs: int = 0
+    """epochs each model of a group's first three rounds (the search's warm-up) trains at most, its final accuracy
+    then predicted for the search (0: as many as max_epochs allow; never more than max_epochs).  Not the learning
+    rate's warm-up, which the trainer applies to every model (``results.epochs.LEARNING_RATE_WARMUP_EPOCHS``)"""
     model_seconds: float = 0.0
     """a model's training time budget: it begins no epoch that, as long as its last, would end more than this
     many seconds after its training began (at least one epoch; 0: no budget).  ``make run`` plans its demo
@@ -109,8 +111,8 @@ class RunConfig:
 FIELD_TYPES = {f.name: f.type for f in fields(RunConfig)}
 
 FILE_DATASETS = ("cifar10", "imagenet", "hdf5")
-RESIZED_DATASETS = ("imagenet", "synthetic")
-"""data sets whose image size is chosen by ``image_size``; the others have a fixed size"""
+RESIZED_DATASETS = RESIZABLE
+"""data sets whose image size is chosen by ``image_size`` (the data sets' table's); the others have a fixed size"""
 MAX_GRID_POINTS = 1_000_000
 """time_limit / score_step at most: the score's grid is kept in memory and drawn"""
 
@@ -125,7 +127,7 @@ NUMERIC_RANGES: dict[str, tuple[float, float, bool]] = {
     "relays": (0, 2**16, True),
     "score_step": (1.0, 31 * 86400.0, True),
     "max_epochs": (1, 10**6, True),
-    "warmup_epochs": (0, 10**6, True),
+    "search_warmup_epochs": (0, 10**6, True),
     "patience": (1, 10**6, True),
     "model_seconds": (0.0, 31 * 86400.0, True),
     "min_delta": (0.0, 1.0, True),

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import argparse
 import signal
 
 EXIT_OK = 0
@@ -35,3 +36,26 @@ def one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
     name = type(exc).__name__
     return f"{name}: {text}" if text else name
+
+
+# the command lines' number types: here, on the ground floor every room may import, so that an entry point of any
+# room (python -m aiperf_mpi, python -m aiperf_mpi.graph) refuses a bad number with the same one line
+
+
+def whole_number(text: str) -> int:
+    """argparse type: an integer ≥ 0, with a message that names the value."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer ≥ 1, with a message that names the value."""
+    value = whole_number(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value

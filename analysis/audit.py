@@ -46,7 +46,6 @@ import math
 import os
 import random
 import stat
-import subprocess
 import sys
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -58,11 +57,14 @@ import numpy as np
 from aiperf_mpi.graph.lineage import rebuild, seed_from_record, structure_difference
 from aiperf_mpi.graph.model import GraphError, as_trained, from_json, to_json
 from aiperf_mpi.results import runlog
+from aiperf_mpi.results.child import ChildFailed, json_answer
+from aiperf_mpi.results.epochs import rank_batches
 from aiperf_mpi.results.graphs import GraphFileError
 from aiperf_mpi.results.inventory import host_of_rank
 from aiperf_mpi.results.logmodel import RunModel, read_model
 from aiperf_mpi.results.machine import local_description
 from aiperf_mpi.results.precisions import PRECISIONS, logged_precision
+from analysis.audit_record import AUDIT_RECORD, EVENTS_SHA256, events_sha256
 from analysis.checks import BadInput, is_regular_file
 from analysis.guard import guarded
 from analysis.lineage_check import ERRORS as LINEAGE_ERRORS
@@ -153,7 +155,7 @@ def epoch_bounds(task: int, epoch: Mapping, batch: int, train_step: float, eval_
         return []
     ranks = max(1, int(samples // (steps * batch)))
     traced = 1 if _number(epoch, "compile") > 0 else 0
-    full_batches = int(validation // ranks // batch)
+    full_batches = rank_batches(validation, ranks, batch)
     bounds = []
     timed_steps = steps - traced
     if timed_steps >= 1 and math.isfinite(values["compute"]):
@@ -416,19 +418,11 @@ def request(tasks: list[Sampled], seconds: float, here: Mapping) -> dict:
 
 def run_child(asked: dict, timeout: float) -> dict:
     """The child's JSON answer; AuditFailed with its one line when it refused, failed or ran out of time."""
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
     try:
-        done = subprocess.run([sys.executable, "-m", CHILD], input=json.dumps(asked), capture_output=True, text=True,
-                              timeout=timeout, env=env)  # fmt: skip
-    except subprocess.TimeoutExpired:
-        raise AuditFailed(f"the timing did not finish within {timeout:g} s (--timeout SECONDS)") from None
-    if done.returncode != 0:
-        lines = done.stderr.strip().splitlines()
-        raise AuditFailed((lines[-1] if lines else f"exit status {done.returncode}").removeprefix(f"{CHILD}: error: "))
-    try:
-        return json.loads(done.stdout.strip().splitlines()[-1])
-    except (IndexError, ValueError):
-        raise AuditFailed(f"python -m {CHILD} printed no JSON line: {done.stdout[-200:]!r}") from None
+        return json_answer(CHILD, timeout=timeout, what="the timing", timeout_option="--timeout",
+                           stdin=json.dumps(asked))  # fmt: skip
+    except ChildFailed as exc:
+        raise AuditFailed(str(exc)) from None
 
 
 def fastest_window(times: list[float], width: int = WINDOW) -> float:
@@ -480,6 +474,8 @@ class Audit:
     device: str = ""
     tasks: list[Sampled] = field(default_factory=list)
     load: float | None = None
+    events_sha256: str = ""
+    """the sha256 of the event log audited (:mod:`analysis.audit_record`: what ties ``audit.json`` to the run)"""
 
     @property
     def failed(self) -> list[Sampled]:
@@ -505,7 +501,8 @@ class Audit:
         verdict = {0: "pass", EXIT_FAILED: "fail", EXIT_NOT_JUDGED: "not judged"}[self.status]
         return {"run_dir": self.run_dir, "verdict": verdict, "sample": self.sample, "seed": self.seed,
                 "tolerance": self.tolerance, "eligible": self.eligible, "machine": self.here,
-                "device": self.device, "load_average": self.load, "tasks": tasks}  # fmt: skip
+                "device": self.device, "load_average": self.load, EVENTS_SHA256: self.events_sha256,
+                "tasks": tasks}  # fmt: skip
 
     def text(self) -> str:
         here = this_machine(self.here)
@@ -567,11 +564,12 @@ def audit(run_dir: Path, count: int, seed: int, tolerance: float, seconds: float
           retries: int = RETRIES, here: Mapping | None = None) -> Audit:  # fmt: skip
     """Sample, rebuild, time and judge (see the module); BadInput or AuditFailed when it cannot."""
     here = dict(here or local_description())
-    model, lineage = read_run(run_dir)
+    model, lineage = read_run(run_dir)  # BadInput for what is not a run directory (a FIFO is never opened)
+    judged_log = events_sha256(run_dir)  # the record names the log the audit judged
     weights = candidates(model)
     if not weights:
         raise BadInput(f"{run_dir}: no model in the log has an epoch to audit")
-    result = Audit(str(run_dir), count, seed, tolerance, len(weights), here)
+    result = Audit(str(run_dir), count, seed, tolerance, len(weights), here, events_sha256=judged_log)
     result.tasks = [sampled(model, lineage, task, weights[task], here) for task in sample_tasks(weights, count, seed)]
     todo = [t for t in result.tasks if t.graph]
     for attempt in range(retries + 1):
@@ -631,6 +629,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=seconds, default=DEFAULT_TIMEOUT,
                         help=f"give the timing up after this long (default {DEFAULT_TIMEOUT:g})")
     parser.add_argument("--json", type=Path, default=None, help="also write the audit as JSON to this file")
+    parser.add_argument("--record", action="store_true",
+                        help=f"also write it to RUN_DIR/{AUDIT_RECORD}, the record verify needs before it calls a run "
+                             "valid (tied to the log by its sha256; docs/verify.md, \"The reviewer's procedure\")")
     options = parser.parse_args(argv)
     return guarded(PROG, options.run, lambda: _main(options))
 
@@ -642,8 +643,15 @@ def _main(options: argparse.Namespace) -> int:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     sys.stdout.write(result.text())
+    text = json.dumps(result.to_dict(), indent=2, ensure_ascii=False)
     if options.json is not None:
-        options.json.write_text(json.dumps(result.to_dict(), indent=2, ensure_ascii=False), encoding="utf-8")
+        options.json.write_text(text, encoding="utf-8")
+    if options.record:
+        record = Path(options.run) / AUDIT_RECORD
+        partial = record.with_name(record.name + ".partial")
+        partial.write_text(text, encoding="utf-8")
+        partial.replace(record)  # whole or not at all: a verify that reads it never sees half a record
+        print(f"{PROG}: the record is in {record} (verify counts it while the log is the one audited)")
     return result.status
 
 

@@ -41,6 +41,8 @@ from pathlib import Path
 
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.logmodel import read_model
+from aiperf_mpi.results.mllog_format import MLLOG_FILE
+from analysis.audit_record import AUDIT_RECORD
 from analysis.checks import BadInput, Verification
 from analysis.guard import guarded
 from analysis.side_files import system_segments
@@ -49,7 +51,8 @@ from analysis.verify_log import SCORE_FILE
 
 BEST_SUFFIXES = (".json", ".md", ".txt", ".csv")
 """what of ``best/`` goes in: descriptions of the model, not the model (``.keras`` and other weights stay out)"""
-TOP_FILES = (runlog.EVENTS_FILE, "mllog.log", SCORE_FILE)
+TOP_FILES = (runlog.EVENTS_FILE, MLLOG_FILE, SCORE_FILE, AUDIT_RECORD)
+"""the run directory's own files a bundle holds (the audit's record too: it names the log it judged by its sha256)"""
 SIDE_FILES = (runlog.EVENTS_FILE + ".cut-", "mllog.log.cut-")
 """a resume's set-aside cut lines: part of the log's history"""
 FOLDERS = ("graphs", "report")

@@ -11,7 +11,7 @@ import json
 import math
 import os
 import stat
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -114,14 +114,45 @@ class Verification:
     broken_rules: list[str] = field(default_factory=list)
     rules_version: str = ""
     """the version of verify's rules that judged it (``analysis.verify_registry.VERIFY_RULES_VERSION``)"""
+    reevaluated: bool = False
+    """the claimed best model was re-evaluated in this verify (``--reevaluate``) and its row passed"""
+    audit: tuple[bool, str] = (False, "")
+    """(a passing audit record of this log, what it says or why not: :mod:`analysis.audit_record`)"""
+    trust: Callable[[bool], list] | None = None
+    """the claims the verdict rests on, given whether the best model was re-evaluated (:mod:`analysis.trusted`)"""
+
+    @property
+    def trusted(self) -> list:
+        """The :class:`~analysis.trusted.TrustedClaim` list under the verdict (empty when none was computed)."""
+        return [] if self.trust is None else self.trust(self.reevaluated)
 
     @property
     def ok(self) -> bool:
         return all(check.verdict == OK for check in self.checks)
 
+    @property
+    def unchecked(self) -> list[str]:
+        """The reviewer's checks not done, each in words: a run is *valid* only once both are (issue 45)."""
+        missing = []
+        if not self.reevaluated:
+            missing.append("the best model re-evaluated on the reviewer's data (python -m analysis.verify RUN_DIR "
+                           "--reevaluate)")  # fmt: skip
+        if not self.audit[0]:
+            missing.append(self.audit[1] or "no audit record")
+        return missing
+
+    @property
+    def valid_and_checked(self) -> bool:
+        """Valid by the log's rules, and re-evaluated and audited: the only run the verdict calls valid."""
+        return bool(self.valid) and not self.unchecked
+
     def to_dict(self) -> dict:
-        return {"source": self.source, "rules_version": self.rules_version, "verified": self.ok, "valid": self.valid,
-                "broken_rules": self.broken_rules,
+        return {"source": self.source, "rules_version": self.rules_version, "verified": self.ok,
+                "valid": self.ok and self.valid_and_checked, "valid_by_log": self.valid,
+                "checked": {"reevaluated": self.reevaluated, "audit": self.audit[1] if self.audit[0] else None,
+                            "missing": self.unchecked},
+                "verdict": self.verdict_line().removeprefix("verdict: "),
+                "trusted": [claim.to_dict() for claim in self.trusted], "broken_rules": self.broken_rules,
                 "checks": [{**asdict(c), "verdict": c.verdict, "problems_not_kept": c.problems.dropped}
                            for c in self.checks]}  # fmt: skip
 
@@ -140,7 +171,7 @@ class Verification:
                     details.append(f"{kind:<12}  {check.name}: … and {more} more")
         if details:
             lines += ["", *details]
-        lines += ["", self.verdict_line()]
+        lines += ["", self.verdict_line(), *(claim.line() for claim in self.trusted)]
         return "\n".join(lines) + "\n"
 
     def verdict_line(self) -> str:
@@ -148,8 +179,11 @@ class Verification:
             bad = sum(c.verdict == MISMATCH for c in self.checks)
             missing = sum(c.verdict == NOT_RECORDED for c in self.checks)
             return f"verdict: NOT VERIFIED ({bad} check(s) with mismatches, {missing} not recorded)"
+        if self.valid and not self.unchecked:
+            return f"verdict: VERIFIED, a valid run (best model re-evaluated; {self.audit[1]})"
         if self.valid:
-            return "verdict: VERIFIED, a valid run"
+            return (f"verdict: VERIFIED, consistent with a valid run, NOT YET VALID: missing "
+                    f"{'; '.join(self.unchecked)} (docs/verify.md, \"The reviewer's procedure\")")  # fmt: skip
         return f"verdict: VERIFIED, an unofficial run (rules not met: {', '.join(self.broken_rules) or '-'})"
 
 

@@ -36,6 +36,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aiperf_mpi.results.logmodel import read_model
+from aiperf_mpi.results.resumable import current_names
+from aiperf_mpi.results.runlog import UnreadableLog
+from aiperf_mpi.results.schema import admit_only_schema_events
 from aiperf_mpi.results.score import Score
 from aiperf_mpi.results.stability import sample_cv
 from analysis.metrics import RunSummary, run_score, summarise
@@ -75,10 +78,11 @@ class ComparedRun:
 
 
 def load_compared(path: Path) -> ComparedRun:
-    """Read one run's log (directory or events.jsonl) and summarise it."""
-    run = read_model(path)
+    """Read one run's log (directory or events.jsonl) and summarise it; ``ValueError`` for a log with an event
+    off its schema (it is someone else's log: every field is checked before the arithmetic uses it)."""
+    run = read_model(path, admit=admit_only_schema_events)
     score = run_score(run)
-    return ComparedRun(summarise(run, score), score, dict(run.config), list(run.provenances))
+    return ComparedRun(summarise(run, score), score, current_names(run.config), list(run.provenances))
 
 
 # -- the spread
@@ -376,25 +380,36 @@ def markdown(runs: Sequence[ComparedRun]) -> str:
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
+def _error(message: str) -> int:
+    """One line on stderr, exit status 2: bad input to a reviewer's tool is never a traceback."""
+    print(f"analysis.compare: error: {' '.join(message.split())[:300]}", file=sys.stderr)
+    return 2
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m analysis.compare", description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", type=Path, nargs="+", metavar="RUN", help="run directories (or their events.jsonl)")
     parser.add_argument("--out", type=Path, default=None, help="write compare.md here")
     options = parser.parse_args(argv)
     if len(options.runs) < 2:
-        print("analysis.compare: error: give at least two runs to compare", file=sys.stderr)
-        return 2
-    try:
-        runs = [load_compared(path) for path in options.runs]
-    except (FileNotFoundError, ValueError) as exc:
-        print(f"analysis.compare: error: {' '.join(str(exc).split())[:300]}", file=sys.stderr)
-        return 2
+        return _error("give at least two runs to compare")
+    if options.out is not None and options.out.exists() and not options.out.is_dir():
+        return _error(f"--out {options.out} is a file, not a directory (compare.md is written into it)")
+    runs = []
+    for path in options.runs:
+        try:
+            runs.append(load_compared(path))
+        except (OSError, ValueError, UnreadableLog) as exc:
+            return _error(f"{path}: {exc}")
     text = markdown(runs)
     print(text, end="")
     if options.out is not None:
-        options.out.mkdir(parents=True, exist_ok=True)
         title = " against ".join(r.name for r in runs) if len(runs) == 2 else f"{len(runs)} runs"
-        (options.out / "compare.md").write_text(f"# {title}\n\n{text}")
+        try:
+            options.out.mkdir(parents=True, exist_ok=True)
+            (options.out / "compare.md").write_text(f"# {title}\n\n{text}")
+        except OSError as exc:
+            return _error(f"--out {options.out}: {exc}")
         print(f"wrote {options.out / 'compare.md'}", file=sys.stderr)
     return 0
 

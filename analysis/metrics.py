@@ -116,12 +116,15 @@ def group_times(run: RunModel, active_time: float) -> list[GroupTime]:
     failure_group = np.array([f.group for f in run.failures], dtype=int)
     model_groups = np.array([m.group for m in run.models], dtype=int)
 
-    by_group = np.argsort(group_col, kind="stable")  # one sort, then a slice per group (thousands of groups)
-    bounds = np.searchsorted(group_col[by_group], np.arange(run.groups + 1), side="left")
+    # one stable sort per kind, then a slice per group: linear in the log (a mask per group made it
+    # O(groups × models): tests/unit/test_analysis.py times the growth)
+    epochs_of, proposals_of, failures_of = (by_group(column, run.groups)
+                                            for column in (group_col, proposal_group, failure_group))  # fmt: skip
+    models_of = np.bincount(model_groups[(model_groups >= 0) & (model_groups < run.groups)], minlength=run.groups)
     result = []
     for group in range(run.groups):
-        mine = by_group[bounds[group] : bounds[group + 1]]
-        p_mine = proposal_group == group
+        mine = epochs_of(group)
+        p_mine = proposals_of(group)
         s_start, s_end = searched[p_mine], proposed[p_mine]
         u_start, u_end = proposed[p_mine], setup_end[p_mine]
         has_setup = ~np.isnan(u_end) & (u_end > u_start)
@@ -145,15 +148,25 @@ def group_times(run: RunModel, active_time: float) -> list[GroupTime]:
                 search=(s_start, s_end),
                 setup=(u_start, u_end),
                 given_up=(g_start, g_end),
-                failures=failure_times[failure_group == group],
+                failures=failure_times[failures_of(group)],
                 compile=(start[mine][traced[mine]], start[mine][traced[mine]] + compiling[mine][traced[mine]]),
                 idle_start=idle_start[long_enough],
                 idle_end=idle_end[long_enough],
-                models=int(np.sum(model_groups == group)),
+                models=int(models_of[group]),
                 epochs=len(mine),
             )
         )
     return result
+
+
+def by_group(groups: np.ndarray, count: int):
+    """``of(g)``: the indices of ``groups`` equal to ``g``, in their order, for ``g`` in ``range(count)``.
+
+    One stable sort (O(n log n)) and then a slice per group, where a mask per group costs O(n) each.
+    """
+    order = np.argsort(groups, kind="stable")
+    bounds = np.searchsorted(groups[order], np.arange(count + 1), side="left")
+    return lambda group: order[bounds[group] : bounds[group + 1]]
 
 
 def _active_or_nan(run: RunModel, proposals: list, end: str) -> np.ndarray:

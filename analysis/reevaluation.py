@@ -29,14 +29,11 @@ what may differ elsewhere, and by how much, is ``docs/verify.md``'s section
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from aiperf_mpi.results.best_claim import CLAIM_RULE, COUNT_RULE, DATA_RULE, WEIGHTS_RULE, BestClaim, claimed_best
+from aiperf_mpi.results.child import ChildFailed, json_answer
 from aiperf_mpi.results.logmodel import read_model
 from aiperf_mpi.results.stored_weights import trusted_weights
 
@@ -90,24 +87,14 @@ def before_the_recount(run_dir: Path) -> tuple[BestClaim | None, Row | None]:
 def run_child(run_dir: Path, data_path: Path | None, precision: str | None, timeout: float) -> dict:
     """The child's JSON answer; ReevaluationFailed with its one line when it refused (bad input, exit 2);
     :class:`RecountFailed` when it crashed or ran out of time (the claim was not recounted)."""
-    command = [sys.executable, "-m", CHILD, str(run_dir)]
-    command += ["--data-path", str(data_path)] if data_path is not None else []
-    command += ["--precision", precision] if precision else []
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
+    args = [str(run_dir)]
+    args += ["--data-path", str(data_path)] if data_path is not None else []
+    args += ["--precision", precision] if precision else []
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
-    except subprocess.TimeoutExpired:
-        raise RecountFailed(f"the re-evaluation did not finish within {timeout:g} s "
-                            "(--reevaluate-timeout SECONDS)") from None  # fmt: skip
-    lines = done.stderr.strip().splitlines()
-    if done.returncode != 0:
-        last = lines[-1] if lines else f"exit status {done.returncode}"
-        failed = ReevaluationFailed if done.returncode == 2 else RecountFailed
-        raise failed(last.removeprefix(f"{CHILD}: error: ").strip())
-    try:
-        return json.loads(done.stdout.strip().splitlines()[-1])
-    except (IndexError, ValueError):
-        raise RecountFailed(f"python -m {CHILD} printed no JSON line: {done.stdout[-200:]!r}") from None
+        return json_answer(CHILD, args, timeout=timeout, what="the re-evaluation",
+                           timeout_option="--reevaluate-timeout")  # fmt: skip
+    except ChildFailed as exc:
+        raise (ReevaluationFailed if exc.returncode == 2 else RecountFailed)(str(exc)) from None
 
 
 def allowed_difference(samples: int, share: float) -> int:

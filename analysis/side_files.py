@@ -33,15 +33,18 @@ from aiperf_mpi.graph.model import GraphError, from_json, to_json, with_kernel_s
 from aiperf_mpi.graph.ops import count_ops
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.graphs import read_graph
-from aiperf_mpi.results.logmodel import RunModel, loads
+from aiperf_mpi.results.logmodel import RunModel
+from aiperf_mpi.results.mllog_format import (
+    FLUSH_SECONDS,
+    MLLOG_FILE,
+    NotAnMLLogLine,
+    logged_ms,
+    read_line,
+    true_time_ms,
+)
 from aiperf_mpi.results.precisions import logged_precision
 from analysis.checks import MISMATCH, OK, Check, Lines, Run, Verification, is_regular_file, read_json, same, short
 
-PREFIX = ":::MLLOG "
-MLLOG_FILE = "mllog.log"
-FLUSH_SECONDS = 1.0
-"""the writer's name and flush interval (``aiperf_mpi.job.mllog``, a room analysis does not import; a unit test
-holds the two equal)"""
 FLUSH_WINDOW = FLUSH_SECONDS + 0.25
 """seconds of a killed segment's last epochs that may lack their mllog lines: the writer's flush interval, and
 0.25 s for the two clocks that time it (``time.monotonic`` for the flush, ``time.time`` for the events)"""
@@ -56,13 +59,6 @@ BUNDLE_ROWS = ("bundle manifest", "bundle verify.txt/json", "bundle system.json"
 """rows only a bundle has: the verdict written into the bundle was made before they existed"""
 VERDICT_FILES = ("verify.txt", "verify.json")
 SYSTEM_FILE = "system.json"
-
-
-def milliseconds(seconds: object) -> int | None:
-    """A time as the mllog writer writes it (``int(seconds × 1000)``); None for what is not a time."""
-    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not math.isfinite(seconds):
-        return None
-    return int(seconds * 1000)
 
 
 def system_segments(model: RunModel | None) -> list[dict]:
@@ -94,13 +90,6 @@ class _MLEpoch:
         return self.stop_ms is not None and self.has_eval
 
 
-def _line_time(record: dict) -> int | None:
-    """A line's true time: ``metadata.event_time_ms`` on a late line, else ``time_ms``."""
-    meta = record.get("metadata") if isinstance(record.get("metadata"), dict) else {}
-    value = meta.get("event_time_ms", record.get("time_ms"))
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 class _MLLogReader:
     """``mllog.log`` one line at a time, read ahead of the event walk only as far as a question needs."""
 
@@ -126,16 +115,12 @@ class _MLLogReader:
                 if not text.endswith("\n"):  # the last line, cut by a kill mid-write
                     self.cut_tail = len(text)
                     return
-                if not text.startswith(PREFIX):
-                    if text.strip():
-                        self.problems.append(f"mllog.log line {number}: not a ':::MLLOG' line ({MLLOG_RULE})")
+                if not text.strip():
                     continue
                 try:
-                    record = loads(text[len(PREFIX):])
-                except (ValueError, RecursionError):
-                    record = None
-                if not isinstance(record, dict) or not isinstance(record.get("key"), str):
-                    self.problems.append(f"mllog.log line {number}: not an MLLOG JSON object ({MLLOG_RULE})")
+                    record = read_line(text)
+                except NotAnMLLogLine as exc:
+                    self.problems.append(f"mllog.log line {number}: {exc} ({MLLOG_RULE})")
                     continue
                 yield number, record
 
@@ -171,9 +156,9 @@ class _MLLogReader:
         if entry is None:
             entry = self.pending[(task, epoch)] = _MLEpoch(number)
         if key == "epoch_start":
-            entry.start_ms = _line_time(record)
+            entry.start_ms = true_time_ms(record)
         elif key == "epoch_stop":
-            entry.stop_ms = _line_time(record)
+            entry.stop_ms = true_time_ms(record)
             entry.ops, entry.train_samples = meta.get("ops"), meta.get("train_samples")
         elif key == "eval_accuracy":
             entry.has_eval, entry.accuracy, entry.eval_samples = True, record.get("value"), meta.get("eval_samples")
@@ -273,9 +258,9 @@ class MLLogCheck:
             self.check.problems.append(f"mllog.log line {number}: run_start of segment {short(meta.get('segment'))}"
                                        f", the event log's {where} is segment {event.get('segment')} "
                                        f"({MLLOG_RULE})")  # fmt: skip
-        if _line_time(record) != milliseconds(event.get(runlog.TIME)):
-            self.check.problems.append(f"mllog.log line {number}: run_start at {_line_time(record)} ms, {where} at "
-                                       f"{milliseconds(event.get(runlog.TIME))} ms ({MLLOG_RULE})")  # fmt: skip
+        if true_time_ms(record) != logged_ms(event.get(runlog.TIME)):
+            self.check.problems.append(f"mllog.log line {number}: run_start at {true_time_ms(record)} ms, {where} at "
+                                       f"{logged_ms(event.get(runlog.TIME))} ms ({MLLOG_RULE})")  # fmt: skip
 
     def epoch(self, event: dict, _: int) -> None:
         self.epochs += 1
@@ -303,8 +288,8 @@ class MLLogCheck:
             self.missing.matched_after = True
         wrong = []
         for label, theirs, mine in (
-            ("epoch_start time", entry.start_ms, milliseconds(event.get("start"))),
-            ("epoch_stop time", entry.stop_ms, milliseconds(event.get("end"))),
+            ("epoch_start time", entry.start_ms, logged_ms(event.get("start"))),
+            ("epoch_stop time", entry.stop_ms, logged_ms(event.get("end"))),
             ("ops", entry.ops, event.get("ops")),
             ("train_samples", entry.train_samples, event.get("train_samples")),
             ("eval_accuracy", entry.accuracy, event.get("val_accuracy")),
@@ -330,9 +315,9 @@ class MLLogCheck:
             return
         number, record = reader.stop_line
         meta = record.get("metadata") if isinstance(record.get("metadata"), dict) else {}
-        if _line_time(record) != milliseconds(event.get(runlog.TIME)):
-            self.check.problems.append(f"mllog.log line {number}: run_stop at {_line_time(record)} ms, {where} at "
-                                       f"{milliseconds(event.get(runlog.TIME))} ms ({MLLOG_RULE})")  # fmt: skip
+        if true_time_ms(record) != logged_ms(event.get(runlog.TIME)):
+            self.check.problems.append(f"mllog.log line {number}: run_stop at {true_time_ms(record)} ms, {where} at "
+                                       f"{logged_ms(event.get(runlog.TIME))} ms ({MLLOG_RULE})")  # fmt: skip
         if meta.get("reason") != event.get("reason"):
             self.check.problems.append(f"mllog.log line {number}: run_stop reason {short(meta.get('reason'))}, "
                                        f"{where} {short(event.get('reason'))} ({MLLOG_RULE})")  # fmt: skip
@@ -612,8 +597,12 @@ def bundle_checks(root: Path, recomputed: Verification, mine_segments: list[dict
         verdict.problems.append(f"verify.json is not readable: {' '.join(str(exc).split())[:160]} ({BUNDLE_RULE})")
         recorded = None
     if recorded is not None:
-        for field, mine in (("verified", verified), ("valid", recomputed.valid),
+        # "valid_by_log": the run's rules as its log meets them ("valid", before issue 45, said the same; it now
+        # says re-evaluated and audited too, which a bundle's verify cannot redo: no weights in a bundle)
+        for field, mine in (("verified", verified), ("valid_by_log", recomputed.valid),
                             ("broken_rules", recomputed.broken_rules)):  # fmt: skip
+            if field == "valid_by_log" and field not in recorded:
+                field = "valid"  # a verify.json from before the field
             if not same(recorded.get(field), mine):
                 verdict.problems.append(f"verify.json: {field} {short(recorded.get(field))}, recomputed "
                                         f"{short(mine)} ({BUNDLE_RULE})")  # fmt: skip
@@ -682,7 +671,6 @@ def bundle_checks(root: Path, recomputed: Verification, mine_segments: list[dict
 
 def _verdict_line(verified: bool, recomputed: Verification) -> str:
     """The verdict line the bundle's verify.txt shows, for the run's rows (not the bundle's own)."""
-    if verified:
-        return Verification(recomputed.source, [Check("x")], recomputed.valid, recomputed.broken_rules).verdict_line()
-    rows = [c for c in recomputed.checks if c.name not in BUNDLE_ROWS]
-    return Verification(recomputed.source, rows, recomputed.valid, recomputed.broken_rules).verdict_line()
+    rows = [Check("x")] if verified else [c for c in recomputed.checks if c.name not in BUNDLE_ROWS]
+    return Verification(recomputed.source, rows, recomputed.valid, recomputed.broken_rules,
+                        reevaluated=recomputed.reevaluated, audit=recomputed.audit).verdict_line()  # fmt: skip

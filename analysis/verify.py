@@ -40,10 +40,13 @@ from pathlib import Path
 from typing import BinaryIO
 
 from aiperf_mpi.results import runlog
+from aiperf_mpi.results.machine import local_description
 from analysis import reevaluation
-from analysis.checks import MAX_JSON_BYTES, BadInput, Check, Run, Verification, is_hex, is_regular_file
+from analysis.audit_record import audit_standing
+from analysis.checks import MAX_JSON_BYTES, OK, BadInput, Check, Run, Verification, is_hex, is_regular_file
 from analysis.guard import guarded
 from analysis.side_files import bundle_checks, system_segments
+from analysis.trusted import trusted_claims
 from analysis.verify_registry import FAMILIES, VERIFY_RULES_VERSION, Family, walk
 
 MANIFEST = "MANIFEST"
@@ -107,6 +110,12 @@ def verify_dir(run_dir: Path, source: str | None = None, before: list[Check] | N
         result.broken_rules.append(NO_BEST_MODEL)
         best.notes.append("a valid run needs its best model, which a reviewer re-evaluates: this one is unofficial "
                           "until python -m aiperf_mpi.export --single-copy RUN_DIR makes best/ from its weights")
+    standing = audit_standing(run_dir)
+    result.audit = (standing.counts, standing.line)
+    if run.model is not None:
+        here, model = local_description(), run.model
+        ops_per_second = score.score if score is not None else None
+        result.trust = lambda reevaluated: trusted_claims(model, here, standing.counts, reevaluated, ops_per_second)
     if bundle:
         result.checks += bundle_checks(run_dir, result, system_segments(run.model))
     return result
@@ -354,7 +363,9 @@ def _main(options: argparse.Namespace) -> int:
     try:
         result = verify(options.run)
         if options.reevaluate:
-            result.checks.append(reevaluation_check(options))
+            check = reevaluation_check(options)
+            result.checks.append(check)
+            result.reevaluated = check.verdict == OK
     except BadInput as exc:
         print(f"analysis.verify: error: {exc}", file=sys.stderr)
         return 2

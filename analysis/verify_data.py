@@ -26,6 +26,7 @@ from aiperf_mpi.results.datasets import (
     documented_split,
     larger_than_documented,
 )
+from aiperf_mpi.results.epochs import rank_batches
 from analysis.checks import Check, Run
 from analysis.verify_rules import images, is_int, split_counts
 
@@ -63,7 +64,7 @@ class DataRules:
         configured = config.get("image_size")
         size = None
         if split is not None:
-            size = configured if split.resizable and is_int(configured) and configured > 0 else split.image_size
+            size = split.side(configured if is_int(configured) and configured > 0 else None)
         self.segment = _Segment(split, size)
         if split is None:
             self._users_own(data, label)
@@ -144,10 +145,11 @@ class DataRules:
         if event["train_samples"] > split.train:
             self.check.problems.append(f"{label}: one pass: {event['train_samples']:,} train samples, "
                                        f"{split.name}'s train split is {split.train:,} by the table")
-        elif ranks and is_int(batch) and batch > 0 and event["steps"] != (split.train // ranks) // batch:
+        elif ranks and is_int(batch) and batch > 0 and event["steps"] != (
+                steps := rank_batches(split.train, ranks, batch)):
             self.check.problems.append(f"{label}: one pass: {event['steps']} steps of batch {batch} a rank, one "
                                        f"pass over {split.name}'s train split is ({split.train:,} // {ranks} "
-                                       f"ranks) // {batch} = {(split.train // ranks) // batch} by the table")
+                                       f"ranks) // {batch} = {steps} by the table")
 
     def finish(self) -> list[Check]:
         if self.from_log:

@@ -45,6 +45,10 @@ from aiperf_mpi.results.resumable import HARDWARE_CHANGED
 from analysis.checks import Check, Run
 
 HARDWARE_RULE = "rule: a resume on other hardware says why (--hardware-changed)"
+STAND_IN_SLACK = 1e-6
+"""the share by which a rehearsal's phase may fall short of its stand-in's time (the float arithmetic of the plan)"""
+CLOCK_RESOLUTION = 1e-3
+"""seconds a phase may fall short besides: a wait is timed with ``time.monotonic`` and logged rounded"""
 
 
 @dataclass
@@ -104,11 +108,16 @@ class HardwareRules:
         self.score_bound = 0.0
         """the largest sum of the groups' bounds of a segment so far"""
         self.unbounded: set[str] = set()
+        self.stand_in_rate: float | None = None
+        """a rehearsal's stated rate, operations per second per rank (``rehearse_rate``)"""
+        self.stand_in_epochs = 0
 
     def run_start(self, event: dict, number: int) -> None:
         self._close()
         config = event.get("config") if isinstance(event.get("config"), Mapping) else {}
         self.rehearsal = self.rehearsal or bool(config.get("rehearse"))
+        rate = config.get("rehearse_rate")
+        self.stand_in_rate = rate if isinstance(rate, int | float) and not isinstance(rate, bool) and rate > 0 else None
         precision = logged_precision(config)
         reason = config.get(HARDWARE_CHANGED)
         self.segment = _Segment(event.get(runlog.SEGMENT, number), str(precision),
@@ -243,8 +252,35 @@ class HardwareRules:
                 self.bounds.problems.append(f"{label}: its ranks' figures add up to {sum(numbers) / 1e9:.4g} G ops/s, "
                                             f"not the {total / 1e9:.4g} it logs")  # fmt: skip
 
+    def _stand_in(self, event: dict, label: str) -> None:
+        """A rehearsal's epoch against its stand-in's stated rate (issue 45: a rehearsal whose clocks were divided
+        by 1,000 verified, unofficial, at a 1,000 × score): the stand-in waits its phases out
+        (:mod:`aiperf_mpi.job.rehearsal`: ``(train + update) ÷ (rate × ranks)``, then ``validation ÷ (rate ×
+        ranks)``), so a phase logged shorter than that was not the stand-in's."""
+        segment, group = self.segment, event.get("group")
+        ranks = None
+        if segment is not None and segment.system is not None and segment.layout is not None:
+            ranks = sum(group_ranks_by_host(segment.layout, segment.system).get(group, {}).values()) or None
+        if self.stand_in_rate is None or ranks is None:
+            self.unbounded.add(f"a rehearsal without its stated rate (rehearse_rate) or its group {group}'s ranks: "
+                               "its clocks cannot be held to its stand-in")  # fmt: skip
+            return
+        self.stand_in_epochs += 1
+        group_rate = self.stand_in_rate * ranks
+        phases = (("training", event["ops_train"] + event["ops_update"], event["compute"]),
+                  ("validation", event["ops_validation"], event["evaluation"]))  # fmt: skip
+        for what, ops, seconds in phases:
+            needed = ops / group_rate
+            if seconds < needed * (1 - STAND_IN_SLACK) - CLOCK_RESOLUTION:
+                self.bounds.problems.append(f"{label}: a rehearsal's {what} logged {seconds:.6g} s, its stand-in at "
+                                            f"the stated {self.stand_in_rate:.4g} ops/s a rank × {ranks} needs "
+                                            f"{needed:.6g} s: not the stand-in's clock")  # fmt: skip
+
     def epoch(self, event: dict, number: int) -> None:
         label = f"event {number} (epoch {event.get('epoch')} of task {event.get('task')})"
+        if self.rehearsal:
+            self._stand_in(event, label)
+            return
         bound = self._bound(event.get("group"))
         if bound is None:
             return
@@ -278,8 +314,10 @@ class HardwareRules:
                                   "every rank on its host, one accelerator a training rank; every segment on the "
                                   "same kinds of host, or its resume says why")  # fmt: skip
         if self.rehearsal:
-            self.bounds.notes.append("a rehearsal (--rehearse): its rates are the stand-in's, not bounded")
-            self.bounds.summary = "a rehearsal: not bounded"
+            self.bounds.missing += sorted(self.unbounded)
+            self.bounds.notes.append("a rehearsal (--rehearse): its rates are the stand-in's, held to its stated rate")
+            self.bounds.summary = (f"a rehearsal: {self.stand_in_epochs} epochs' phases no shorter than its "
+                                   "stand-in's stated rate makes them")  # fmt: skip
             return [self.inventory, self.bounds]
         self.bounds.missing += sorted(self.unbounded)
         self.bounds.summary = (f"{self.peaks} probe(s) and {self.epochs} epochs' training and validation rates ≤ "

@@ -37,7 +37,7 @@ from aiperf_mpi.results import runlog
 from aiperf_mpi.results.graphs import OFFSET, GraphFileError, graph_place, read_graph
 from aiperf_mpi.results.logmodel import Segment, Timeline, epoch_values, time_limit
 from aiperf_mpi.results.precisions import logged_precision
-from aiperf_mpi.results.resumable import RESUME_MAY_CHANGE
+from aiperf_mpi.results.resumable import RESUME_MAY_CHANGE, current_names
 from aiperf_mpi.results.rules import shown_value
 from aiperf_mpi.results.score import MAX_GRID_SAMPLES, Score, run_step, score_inputs, stopped_by_signal
 from analysis.checks import BadInput, Check, Run, differences, is_hex, is_regular_file, read_json, same, short
@@ -149,8 +149,9 @@ class Record:
             previous = self.segments[-2]
             if event[runlog.TIME] <= previous.start:
                 self.segments_check.problems.append(f"segment {number} starts before segment {previous.number}")
-            changed = sorted(k for k in set(previous.config) | set(event["config"]) if k not in RESUME_MAY_CHANGE
-                             and not same(previous.config.get(k), event["config"].get(k)))  # fmt: skip
+            before, now = current_names(previous.config), current_names(event["config"])  # a run resumed after a rename
+            changed = sorted(k for k in set(before) | set(now) if k not in RESUME_MAY_CHANGE
+                             and not same(before.get(k), now.get(k)))  # fmt: skip
             if changed:
                 self.segments_check.problems.append(f"segment {number} runs another configuration: "
                                                     f"{', '.join(changed)} changed")  # fmt: skip

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.logmodel import RunModel, read_model
-from aiperf_mpi.results.schema import REQUIRED, SCHEMA_VERSION, check_event
+from aiperf_mpi.results.schema import REQUIRED, SCHEMA_VERSION, check_event, non_finite_problems
 from analysis.checks import Check, Run
 from analysis.side_files import BestCheck, MLLogCheck
 from analysis.verify_data import DataRules
@@ -44,8 +44,13 @@ from analysis.verify_rules import EvidenceRules
 from analysis.verify_search import SearchRules
 from analysis.weights_check import KeptWeights
 
-VERIFY_RULES_VERSION = "2026.12-4"
-"""the version of :data:`FAMILIES`: what verify checks, and how (a new one for any change of a row's rule)"""
+VERIFY_RULES_VERSION = "2026.12-5"
+"""the version of :data:`FAMILIES`: what verify checks, and how (a new one for any change of a row's rule).
+2026.12-5: ``segments`` reads a logged configuration under today's option names (the search's warm-up cap
+``warmup_epochs`` became ``search_warmup_epochs``, told apart from the learning rate's warm-up that ``mllog.log``
+now logs truly), so a run resumed across the rename is one configuration; the ``log`` row refuses a NaN or an
+infinity in any field; ``weights files`` refuses a file larger than its graph's arrays can need before hashing it;
+``hardware bounds`` holds a rehearsal's phases to its stand-in's stated rate"""
 ANY = "*"
 """a family that reads every event (its ``each`` method)"""
 EVENT_NAMES = tuple(REQUIRED)
@@ -79,14 +84,17 @@ FAMILIES = (
     )),
     Family("log", None, events=(ANY,), files=(runlog.EVENTS_FILE,), rows=(
         Row("log",
-            "every line is one JSON event that keeps to [the schema](events.md); no cut last line"),
+            "every line is one JSON event that keeps to [the schema](events.md), every number in it finite (JSON "
+            "has no NaN or Infinity, and the package never writes one); no cut last line"),
     )),
     Family("record", Record, events=(ANY, "run_start", "model_proposed", "epoch", "model_done",
                                      "model_failed", "run_stop", "score"),
            files=("graphs/",), rows=(
         Row("segments",
             "`run_start`s numbered 1, 2, … in time order, `resumed` only after the first; a resume changes no "
-            "configuration but `time_limit` and `run_dir`; each segment's one `run_stop` precedes its `score`; "
+            "configuration but `time_limit`, `hardware_changed` and `run_dir` (an option renamed since a segment was "
+            "logged counts under its new name: `warmup_epochs` is `search_warmup_epochs`); each segment's one "
+            "`run_stop` precedes its `score`; "
             "nothing but the `score` follows a `run_stop`; the last segment is closed and scored"),
         Row("epochs in segments",
             "every epoch follows its task's `model_proposed` in the same segment and group, is numbered 1, 2, … "
@@ -178,7 +186,8 @@ FAMILIES = (
             "(evaluation + compile)`, and every `score`, at most `FAST_ALGORITHMS` = 1.5 × that (fast convolution "
             "algorithms do fewer multiplications than the analytic count); hardware the table does not know, or a "
             "GPU probe on a host that lists none, is *not recorded* (not verified until the table names it); a "
-            "rehearsal's rates are its stand-in's, noted and not bounded"),
+            "rehearsal's epochs are its stand-in's: each phase no shorter than its operations take at the stated "
+            "`rehearse_rate` × the group's ranks (the stand-in waits them out)"),
     )),
     Family("data", DataRules, events=("run_start", "layout", "model_proposed", "epoch"), rows=(
         Row("data splits",
@@ -265,7 +274,7 @@ FAMILIES = (
             "description, accuracy, hyper-parameters; each step's parent the previous step's model, the first "
             "without one) are the log's; `ops_per_sample`, `params`, `best/ops.json` and `best/graph.json` equal "
             "the recount of the task's graph file at its kernel size. No `best/` (a run ended by a signal, "
-            "synthetic data, `--no-report`; `python -m analysis.export --single-copy RUN_DIR` makes it later): "
+            "synthetic data, `--no-report`; `python -m aiperf_mpi.export --single-copy RUN_DIR` makes it later): "
             "*not present*, noted, not failed. A `best/` an earlier segment exported, left by a resume that ended"
             " by a signal or with `--no-report` (the run says so), describes that segment's best model and fails "
             "this row when a later segment trained a better one: export again. A run that meets every rule of "
@@ -281,7 +290,9 @@ FAMILIES = (
             "`(k, k, in, out)` and bias, dense kernel and bias, batch normalisation's four vectors), layer for "
             "layer; `best/model.keras` has the sha256 `best/metadata.json` records (`model_sha256`), and the "
             "`.npz` it was built from had the one the log records (`weights_sha256`). A file no `model_done` names"
-            " is noted; a log or an export from before the sha256 was recorded is *not recorded*"),
+            " is noted; a log or an export from before the sha256 was recorded is *not recorded*. A file larger "
+            "than its graph's arrays can need (8 bytes an element, 64 KiB an array, 64 MiB besides) is refused "
+            "before it is hashed"),
     )),
     Family("bundle", None, events=("run_start", "system", "layout", "peak"),
            files=("verify.txt", "verify.json", "system.json"), rows=(
@@ -383,7 +394,7 @@ def walk(run: Run, families: tuple[Family, ...] = FAMILIES) -> list[Check]:
         if not isinstance(event, dict):
             log.problems.append(f"event {events}: not a JSON object")
             return False
-        problems = check_event(event)
+        problems = check_event(event) + non_finite_problems(event)
         if problems:
             log.problems.append(f"event {events} ({event.get('event')}): {'; '.join(problems)}")
         return not problems

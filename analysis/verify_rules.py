@@ -24,9 +24,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from aiperf_mpi.data.sources import DIGITS_SIZE, IMAGENET_CLASSES
 from aiperf_mpi.graph.model import GraphError, infer_shapes, input_node, output_node
 from aiperf_mpi.results import runlog
+from aiperf_mpi.results.datasets import image_shape
+from aiperf_mpi.results.epochs import rank_batches
 from aiperf_mpi.results.rules import IMAGENET_SPLITS, VALID_SEARCH, VALID_TUNER, imagenet_split
 from analysis.checks import Check, Run
 
@@ -53,12 +54,6 @@ PHASE_TOLERANCE_RELATIVE = 0.005
 this much: two clocks, read at slightly different instants, that may drift apart by NTP's slew (≤ 0.05 %)"""
 PHASES = ("data_wait", "compute", "evaluation", "compile")
 """the parts of an epoch's wall time the trainer times apart (``compile`` is optional)"""
-DEFAULT_IMAGE_SIZES = {"imagenet": 224, "synthetic": 32}
-"""the image size of the data sets whose ``image_size`` 0 means their default (aiperf_mpi.data.sources)"""
-DATA_SHAPES = {"digits": (DIGITS_SIZE, 3, 10), "cifar10": (32, 3, 10), "imagenet": (None, 3, IMAGENET_CLASSES),
-               "synthetic": (None, 3, 10)}  # fmt: skip
-"""(image size, channels, classes) of each data set (None: the configured ``image_size``); hdf5 files say
-their own, so its graphs are held to agree with each other"""
 COUNT_TOLERANCE = 1e-9
 """how far accuracy × validation samples may lie from a whole number in a log without ``correct`` counts: the
 float division's rounding is below 1e-11 for 50,000 samples"""
@@ -407,11 +402,11 @@ class EvidenceRules:
             self.counts.problems.append(f"{label}: split: {event['train_samples']} train samples, the train split "
                                         f"holds {train} (as the data check counted it)")  # fmt: skip
         elif task is not None and is_int(task.batch) and group.size:
-            share = train // group.size
-            if event["steps"] != share // task.batch:  # a logged epoch is one whole pass: never fewer steps
+            steps = rank_batches(train, group.size, task.batch)
+            if event["steps"] != steps:  # a logged epoch is one whole pass: never fewer steps
                 self.counts.problems.append(f"{label}: split: {event['steps']} steps of batch size {task.batch} a "
                                             f"rank, where one pass over the train split is ({train} // "
-                                            f"{group.size} ranks) // {task.batch} = {share // task.batch} steps "
+                                            f"{group.size} ranks) // {task.batch} = {steps} steps "
                                             "(as the data check counted it)")  # fmt: skip
         if event["validation_samples"] != validation:  # every rank validates its share: the group, the whole split
             self.counts.problems.append(f"{label}: split: {event['validation_samples']} validation samples, the "
@@ -471,13 +466,10 @@ class EvidenceRules:
 
     def _data_shape(self) -> None:
         dataset = self.config.get("dataset")
-        known = DATA_SHAPES.get(dataset) if isinstance(dataset, str) else None
+        known = image_shape(dataset, self.config.get("image_size"))
         if known is None:
-            return
-        size, channels, classes = known
-        if size is None:
-            size = self.config.get("image_size") or DEFAULT_IMAGE_SIZES[dataset]
-        self.data_shape = (size, size, channels, classes)
+            return  # hdf5 files say their own shape: its graphs are held to agree with each other
+        self.data_shape = known
         self.data_shape_from = f"dataset {dataset}"
 
     def _data_check(self, event: dict, label: str) -> None:

@@ -31,12 +31,14 @@ from aiperf_mpi.graph.model import GraphError, as_trained, from_json, param_shap
 from aiperf_mpi.results.graphs import GraphFileError, read_graph
 from aiperf_mpi.results.stored_weights import (
     BEST_MODEL,
+    MAX_KERAS_WEIGHTS_BYTES,
     MODEL_SHA256,
     WEIGHTS_FILE,
     WEIGHTS_SHA256,
     WeightsFileError,
     file_sha256,
     keras_shapes,
+    most_weights_bytes,
     npz_shapes,
     read_best_metadata,
 )
@@ -97,18 +99,20 @@ class KeptWeights:
         """Whether the file ``name`` (a task's, by the log) is the logged file of its graph's shapes."""
         task, logged, kernel = self.saved[name]
         before = len(self.check.problems)
-        if not logged:
-            self.check.missing.append(f"{name} (task {task}): the log records no {WEIGHTS_SHA256} (a run from before "
-                                      "it was logged)")  # fmt: skip
-        elif file_sha256(path) != logged:
-            self.check.problems.append(f"{name} (task {task}): sha256 {file_sha256(path)[:16]}…, the log records "
-                                       f"{logged[:16]}…: not the file the run saved ({RULE})")  # fmt: skip
-        try:
+        expected = self._expected(task, kernel, name)
+        try:  # the arrays' headers first: a few kB; then the hash, of no more bytes than those arrays can need
             found = npz_shapes(path)
+            if logged:
+                digest = file_sha256(path, _most_bytes(expected))
         except WeightsFileError as exc:
             self.check.problems.append(f"{name} (task {task}): {exc} ({RULE})")
             return False
-        expected = self._expected(task, kernel, name)
+        if not logged:
+            self.check.missing.append(f"{name} (task {task}): the log records no {WEIGHTS_SHA256} (a run from before "
+                                      "it was logged)")  # fmt: skip
+        elif digest != logged:
+            self.check.problems.append(f"{name} (task {task}): sha256 {digest[:16]}…, the log records "
+                                       f"{logged[:16]}…: not the file the run saved ({RULE})")  # fmt: skip
         if expected is not None and found != expected:
             self.check.problems.append(f"{name} (task {task}): {_difference(found, expected)} ({RULE})")
         return len(self.check.problems) == before and bool(logged)
@@ -142,20 +146,26 @@ class KeptWeights:
             self.check.missing.append(f"{BEST_MODEL}: best/metadata.json records no {MODEL_SHA256} and "
                                       f"{WEIGHTS_SHA256} (an export from before they were recorded)")  # fmt: skip
             return
-        if file_sha256(model) != meta[MODEL_SHA256]:
+        expected = self._expected(task, kernel, BEST_MODEL) if isinstance(task, int) else None
+        try:
+            digest = file_sha256(model, _most_bytes(expected))
+        except WeightsFileError as exc:
+            self.check.problems.append(f"{BEST_MODEL}: {exc} ({RULE})")
+            return
+        if digest != meta[MODEL_SHA256]:
             self.check.problems.append(f"{BEST_MODEL}: its sha256 is not best/metadata.json's {MODEL_SHA256}: not "
                                        f"the file the export wrote ({RULE})")  # fmt: skip
         if logged and meta[WEIGHTS_SHA256] != logged:
             self.check.problems.append(f"{BEST_MODEL}: built from weights of sha256 {str(meta[WEIGHTS_SHA256])[:16]}…"
                                        f", the log records {logged[:16]}… for {source} (task {task}) ({RULE})")
         tied = len(self.check.problems) == before  # the file the export wrote: then its arrays, shape for shape
-        if tied and isinstance(task, int) and (expected := self._expected(task, kernel, BEST_MODEL)) is not None:
+        if tied and expected is not None:
             try:
                 found = keras_shapes(model)
             except WeightsFileError as exc:
                 self.check.problems.append(f"{BEST_MODEL}: {exc} ({RULE})")
             else:
-                wanted = sorted(shape for shapes in expected.values() for shape in shapes)
+                wanted = sorted(_all_shapes(expected))
                 if found != wanted:
                     self.check.problems.append(f"{BEST_MODEL}: {len(found)} arrays, not the {len(wanted)} of task "
                                                f"{task}'s graph as trained, shape for shape: not its weights "
@@ -171,3 +181,14 @@ def _difference(found: dict, expected: dict) -> str:
         return f"weights for layer(s) {extra[:3]} the graph lacks: not the logged graph's weights"
     layer = next(name for name in sorted(expected) if found[name] != expected[name])
     return f"layer {layer!r} has arrays of shapes {found[layer]}, the graph's {expected[layer]}"
+
+
+def _most_bytes(expected: dict[str, list[tuple[int, ...]]] | None) -> int:
+    """The most a weights file may hold before it is hashed: what its graph's arrays can need, or, where the graph
+    cannot be read (a problem already), the most any best model's weights may be."""
+    return MAX_KERAS_WEIGHTS_BYTES if expected is None else most_weights_bytes(_all_shapes(expected))
+
+
+def _all_shapes(shapes: dict[str, list[tuple[int, ...]]]) -> list[tuple[int, ...]]:
+    """Every array's shape of a ``{layer: [shapes]}`` table, for :func:`most_weights_bytes`."""
+    return [shape for arrays in shapes.values() for shape in arrays]

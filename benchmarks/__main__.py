@@ -1,7 +1,11 @@
-"""Run the benchmarks and rewrite their sections of BENCHMARKS.md.
+"""Run the benchmarks and rewrite their blocks of BENCHMARKS.md.
 
 Usage: ``python -m benchmarks [NAME ...]`` (default: all).  ``make bench``
-runs it.
+runs it.  Each bench's block (``<!-- bench:NAME -->`` … ``<!-- /bench:NAME -->``)
+sits in the section of its area, under a ``###`` heading, and is replaced in
+place.  The current-figures table that opens the page is written by hand from
+those blocks: a run names the table rows it made stale, and
+``tests/unit/test_markdown_links.py`` fails until their dates are the run's.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import sys
 from pathlib import Path
 
 from benchmarks.common import machine
+from tests.support.markdown import stale_rows
 
 BENCHMARKS = {
     "opcount": "Operation counter: 1,000-layer graph",
@@ -29,16 +34,15 @@ BENCHMARKS = {
     "report": "The run report on a 10,000-model, 500,000-epoch log",
     "verify": "The verifier on 1,000, 10,000 and 100,000 models: seconds per model, linearity, peak RSS",
     "ft_start": "Fault-tolerant launches that fail to start or to end, at 4, 32 and 128 ranks",
+    "memory": "Memory per rank of a rehearsal, by seed model and role",
 }
 FILE = Path(__file__).resolve().parents[1] / "BENCHMARKS.md"
 HEADER = """# Benchmarks
 
 Figures measured by `make bench` (`python -m benchmarks [NAME ...]`); each
-section is rewritten by the run that measured it and names the machine (its
+block is rewritten by the run that measured it and names the machine (its
 CPU as /proc/cpuinfo names it, its cores, and the load average as the
-benchmark began), the date and the command.  The machine this project is
-developed on is shared and noisy: compare ratios measured in one run, not
-figures across runs.
+benchmark began), the date and the command.
 """
 
 
@@ -55,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         print(body, flush=True)
         stamp = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
         section = (
-            f"<!-- bench:{name} -->\n## {BENCHMARKS[name]}\n\n"
+            f"<!-- bench:{name} -->\n### {BENCHMARKS[name]}\n\n"
             f"Command: `make bench` (or `.venv/bin/python -m benchmarks {name}`); {stamp}; {machine()}; {load}.\n\n"
             f"{body}\n<!-- /bench:{name} -->"
         )
@@ -67,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
             text = f"{text.rstrip()}\n\n{section}\n"
     FILE.write_text(text)
     print(f"wrote {FILE}")
+    for row, date in stale_rows(text):
+        print(f"  the table of current figures: bring \"{row.measure}\" ({row.date}) up to the run of {date}")
     return 0
 
 

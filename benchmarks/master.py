@@ -58,8 +58,9 @@ from aiperf_mpi.graph.model import to_json
 from aiperf_mpi.graph.morph import MorphError, random_morph
 from aiperf_mpi.graph.seeds import resnet50
 from aiperf_mpi.job.batchio import BatchIO
-from aiperf_mpi.job.master import BATCH, Master, retire_survivors
-from aiperf_mpi.job.messages import RELAYED, TAGS, EpochStarted, Ready, Result, epoch_done, proposed
+from aiperf_mpi.job.faults import HangPolicy
+from aiperf_mpi.job.master import BATCH, HANG_CHECK_SLICE, Master, retire_survivors
+from aiperf_mpi.job.messages import RELAYED, TAGS, EpochStarted, Ready, Result, Stop, epoch_done, proposed
 from aiperf_mpi.job.mllog import MLLogWriter
 from aiperf_mpi.job.wire import to_wire
 from aiperf_mpi.mpi.relay import INTERVAL as RELAY_INTERVAL
@@ -174,7 +175,9 @@ def simulate(groups: int, history_size: int, speed: float = 1.0, comm: MPI.Comm 
         log = runlog.EventLog(run_dir)
         bounds = SearchConfig().view_bounds()
         mllog = MLLogWriter(run_dir)  # the real master writes MLLOG lines per epoch too
-        master = Master(RunConfig(time_limit=1e9), log, MasterHistory(bounds), groups, run_dir, mllog=mllog)
+        # the hang deadline on (a fault-tolerant run's master): its once-a-second walk over the groups is timed too
+        master = Master(RunConfig(time_limit=1e9), log, MasterHistory(bounds), groups, run_dir, mllog=mllog,
+                        hang=HangPolicy())  # fmt: skip
         tasks: dict[int, int] = {}
 
         def ready(group: int) -> None:
@@ -201,6 +204,9 @@ def simulate(groups: int, history_size: int, speed: float = 1.0, comm: MPI.Comm 
         master.take_batch()
         log.sync()
         master.compress_later = True  # from now on as in master_loop: the I/O thread compresses new view records
+        now = master.clock()
+        for state in master.state.values():  # every group has timed epochs (a deadline to check) and just spoke
+            state.longest_epoch, state.first_epoch_cost, state.last_heard = MODEL_SECONDS / EPOCHS, MODEL_SECONDS, now
         leader = SearchView(bounds)  # what a leader compresses its model's view record with: the run's dictionary
         leader.codec = WireCodec(master.history.codec.dictionary)
         gc.collect()
@@ -216,7 +222,17 @@ def simulate(groups: int, history_size: int, speed: float = 1.0, comm: MPI.Comm 
         handing: list[float] = []
         handing_cpu: list[float] = []
         sent = {"bytes": 0, "works": 0, "records": 0}
-        io = BatchIO(log.fsync)
+        fsyncs: list[float] = []
+        """each fsync of the event log, on the clock (the I/O thread's; a reply waits for the one after it)"""
+
+        def timed_fsync() -> None:
+            began = time.perf_counter()
+            log.fsync()
+            fsyncs.append(time.perf_counter() - began)
+
+        io = BatchIO(timed_fsync)
+        walks: list[float] = []
+        """the CPU of each tick that walked a slice of the groups for the hang deadline (a round once a second)"""
         timed = timed_models(groups, speed)
         per_model = EPOCHS + 3  # Proposed, EpochStarted, EPOCHS × EpochDone, Result
         rate = groups * per_model * speed / MODEL_SECONDS
@@ -317,6 +333,10 @@ def simulate(groups: int, history_size: int, speed: float = 1.0, comm: MPI.Comm 
                 upcoming = following()
             held += handled
             start, start_cpu = time.perf_counter(), time.thread_time()
+            walking = master.checking_hangs or time.monotonic() >= master._next_hang_check
+            master.tick()  # as master_loop, after each pass: the hang check, a round once a second (no stop here)
+            if walking:
+                walks.append(time.thread_time() - start_cpu)
             submitted = bool(held) and (not io.pending or held >= BATCH)  # as master_loop: when the thread is free
             if submitted:
                 io.submit(master.take_batch(), replies)
@@ -334,6 +354,8 @@ def simulate(groups: int, history_size: int, speed: float = 1.0, comm: MPI.Comm 
                 wait = due(number) - (time.perf_counter() - begin) if upcoming is not None else 0.001
                 time.sleep(min(max(wait, 0.0), 0.001) if io.pending else max(wait, 0.0))
         elapsed = time.perf_counter() - begin
+        send(io.completed())  # what the I/O thread released after the loop's last look
+        burst = stop_burst(master, io, groups)
         relay_report = {}
         if relay == "rank":
             transport.stop_relays()
@@ -401,7 +423,59 @@ def simulate(groups: int, history_size: int, speed: float = 1.0, comm: MPI.Comm 
         "event_bytes": {kind: total / count for kind, (total, count) in event_bytes.items()},
         "graph_bytes": graph_bytes / timed,  # the timed models' graphs: the preloaded history wrote none
         "hashes": master.history.hashes,
+        "lost": master.lost_groups,
+        "walks": len(walks),
+        "walk_mean": statistics.mean(walks) if walks else 0.0,
+        "walk_max": max(walks, default=0.0),
+        "fsync_p50": sorted(fsyncs)[len(fsyncs) // 2] if fsyncs else 0.0,
+        "fsync_p99": sorted(fsyncs)[int(len(fsyncs) * 0.99)] if fsyncs else 0.0,
+        "fsync_max": max(fsyncs, default=0.0),
+        **burst,
     }
+
+
+STOP_SAMPLE = 256
+"""groups whose Stop is also measured as it was before Stops left their view records out (extrapolated to all)"""
+
+
+def stop_burst(master: Master, io: BatchIO, groups: int) -> dict:
+    """The end of the run: every group's Stop at once (``Master.tick`` when the stop begins, as master_loop).
+
+    What rank 0 holds: each Stop pickled (mpi4py keeps an ``isend``'s buffer until its leader receives it,
+    which a training leader does after its epoch: so all of them at once), the loop's CPU for the Stops and
+    their release through the I/O thread.  ``before``: what the Stops carried when each took the view members
+    its group lacked — measured on :data:`STOP_SAMPLE` groups spread over the machine, times ``groups``.
+    """
+    step = max(1, groups // STOP_SAMPLE)
+    sampled = [master.state[g] for g in range(0, groups, step)]
+    before = sum(len(pickle.dumps(to_wire(Stop("time limit", master.history.update(state.seen,
+                                                                                      not state.has_dictionary)))))
+                 for state in sampled) * groups / len(sampled)  # fmt: skip
+    gc.collect()
+    rss_before = rss_mb()
+    began, began_cpu = time.perf_counter(), time.thread_time()
+    held, passes, largest = [], 0, 0.0
+    reason = "time limit"
+    while reason or master.sending_stops:  # as master_loop: a slice of the Stops a pass
+        pass_cpu = time.thread_time()
+        stops = master.tick(reason)
+        reason = ""
+        io.submit(master.take_batch(), stops)
+        held += [pickle.dumps(to_wire(stop), protocol=pickle.HIGHEST_PROTOCOL) for _, stop in io_released(io)]
+        passes += 1
+        largest = max(largest, time.thread_time() - pass_cpu)
+    return {"stops": len(held), "stop_bytes": sum(map(len, held)), "stop_bytes_before": before,
+            "stop_cpu": time.thread_time() - began_cpu, "stop_wall": time.perf_counter() - began,
+            "stop_rss": rss_mb() - rss_before, "stop_passes": passes, "stop_pass_max": largest}  # fmt: skip
+
+
+def io_released(io: BatchIO) -> list:
+    """Every reply the I/O thread holds, once it released them all (the loop's wait at the end)."""
+    released = []
+    while io.pending:
+        released += io.completed()
+        time.sleep(0.001)
+    return [(target, reply) for target, reply in [*released, *io.completed()]]
 
 
 def relay_window(index: int, rate: float) -> int:
@@ -564,6 +638,10 @@ def run() -> str:
             "| busy: CPU (wall) | relay: CPU | I/O thread: CPU (wall) | bytes per model | records per Work "
             "| master RSS: imports → loaded → end | load |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    limits = ["| groups | history | arrival rate | hang check: slices, CPU mean / max | fsync: p50 / p99 / max "
+              "| Stops at the end: bytes (before: each with its group's view records) "
+              "| Stops: CPU (wall), passes of the loop, RSS rise |",
+              "|---|---|---|---|---|---|---|"]  # fmt: skip
     results = []
     cases = [*((g, HISTORY, 1.0, "none") for g in GROUPS), (GROUPS[-1], HISTORY, FASTER, "none"),
              (GROUPS[-1], HISTORY, 1.0, "inline"), (GROUPS[-1], HISTORY, FASTER, "inline"),
@@ -585,6 +663,16 @@ def run() -> str:
             f"| {r['base_rss']:.0f} → {r['preload_rss']:.0f} → {r['rss']:.0f} MB | {r['load']:.1f} |"
         )
         print(rows[-1], flush=True)
+        limits.append(
+            f"| {groups:,}{' + 1 relay' if r['relays'] else ''} | {history:,} "
+            f"| {r['rate']:,.0f} msg/s{f' ({speed:g}×)' if speed != 1 else ''} "
+            f"| {r['walks']}, {r['walk_mean'] * 1e3:.2f} / {r['walk_max'] * 1e3:.1f} ms "
+            f"| {r['fsync_p50'] * 1e3:.1f} / {r['fsync_p99'] * 1e3:.1f} / {r['fsync_max'] * 1e3:.0f} ms "
+            f"| {r['stop_bytes'] / 1e6:.2f} MB ({r['stop_bytes_before'] / 1e6:.0f} MB) "
+            f"| {r['stop_cpu'] * 1e3:.0f} ms ({r['stop_wall'] * 1e3:.0f} ms) in {r['stop_passes']} passes, the "
+            f"largest {r['stop_pass_max'] * 1e3:.0f} ms; {r['stop_rss']:+.0f} MB |"
+        )
+        print(limits[-1], flush=True)
     leader = _in_child(leader_memory, _in_child(leader_updates))
     by_groups = [r for r in results if r["history"] == HISTORY and r["speed"] == 1.0 and not r["relays"]]
     largest = by_groups[-1]
@@ -631,10 +719,28 @@ def run() -> str:
         f"({verdict(history_spread <= 0.1)}); never above the whole view, ≈ {bound / 1e3:.0f} kB, at any G or N",
         f"leader < 300 MB beyond TensorFlow's — {leader['rss']:.0f} MB RSS (peak {leader['peak_rss']:.0f} MB) "
         f"with no TensorFlow loaded ({verdict(leader['peak_rss'] < 300)})",
+        f"issue 43, with the hang check, the fsyncs and the Stops included: at {relayed_faster['speed']:g}× the rate "
+        f"at {relayed_faster['groups']:,} groups with a relay, busy ≤ 50 % — CPU {relayed_faster['busy_cpu']:.0%} "
+        f"({verdict(relayed_faster['busy_cpu'] <= 0.5)}), wall {relayed_faster['busy']:.0%}; queueing delay p99 "
+        f"< 5 ms — {relayed_faster['queued_p99'] * 1e3:.1f} ms ({verdict(relayed_faster['queued_p99'] < 0.005)}); "
+        f"a Stop at the end ≤ 64 bytes at any size (flat: no view records) — "
+        f"{max(r['stop_bytes'] / r['stops'] for r in results):.0f} bytes "
+        f"({verdict(max(r['stop_bytes'] / r['stops'] for r in results) <= 64)})",
     ]
     return "\n".join(
         [
             *rows,
+            "",
+            *limits,
+            "",
+            "Rank 0's limits (issue 43), per row of the table above: the hang check (the master's walk over the "
+            "groups for the deadline of a fault-tolerant run, a round at most once a second, "
+            f"{HANG_CHECK_SLICE:,} groups a pass of the loop, on the loop's thread: its CPU is in the busy "
+            "figure); the event log's fsyncs on the I/O thread (each reply waits for the one after "
+            "its message); and the end, every group's Stop at once, as `Master.tick` sends them when the stop "
+            "begins: their pickled bytes, which MPI holds until each leader receives its Stop (after its epoch), "
+            f"and in brackets what they were when each carried its group's missing view records ({STOP_SAMPLE} "
+            "groups measured, times the groups).",
             "",
             "Per size: a history of the stated number of ResNet-50 32² models (graph JSON ≈ 17 kB each), then "
             f"{TIMED_MODELS:,} models timed, or those that arrive in {TIMED_SECONDS:.0f} s when fewer (each: Proposed, "

@@ -1,6 +1,7 @@
 """How rank 0 can receive a leader's message, apart from the master: CPU per message, small and large.
 
-Run by hand on two ranks (BENCHMARKS.md, issue 26's by-hand section)::
+Run by hand on two ranks (BENCHMARKS.md, "The master at 65,536 groups"; its notes of 2026-12-02 11:20
+in docs/benchmarks-history.md)::
 
     .venv/bin/mpirun -n 2 --oversubscribe .venv/bin/python -m benchmarks.receive
 

@@ -8,11 +8,17 @@ list, failures, staging, peak probes and monitor samples.  ``python -m analysis.
 subprocess; its wall time and peak RSS (``RUSAGE_CHILDREN``) are the
 figures.  A second subprocess only reads the log and scores it, to show
 where the time goes.
+
+The growth law of the report's per-group pass (``analysis.metrics.group_times``) is measured apart
+(:func:`group_growth`): one model and two epochs per group, groups from 4,096 to 65,536, the pass's CPU time
+per size and the exponent between sizes (1: linear in the log; its loop once took a mask of every proposal,
+failure and model per group, O(groups × models)).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 import tempfile
@@ -24,6 +30,8 @@ from tests.support.synthetic_log import FAILED_SHARE, GPUS_PER_NODE, RESNET_EVER
 
 GOAL_SECONDS = 10.0
 GOAL_RSS_GIB = 1.0
+GROWTH_GROUPS = (4_096, 16_384, 65_536)
+"""the per-group pass's sizes: one model and two epochs a group (a machine of 65,536 groups' first round)"""
 
 WRAPPER = (
     "import json, resource, subprocess, sys, time; started = time.perf_counter(); "
@@ -50,6 +58,37 @@ READ_ONLY = (
     "t = time.perf_counter(); run = read_model(sys.argv[1]); score = run_score(run); "
     "print(f'{time.perf_counter() - t:.2f} s')"
 )  # fmt: skip
+
+
+def group_growth(sizes: tuple[int, ...] = GROWTH_GROUPS) -> list[dict]:
+    """``group_times`` on logs of ``sizes`` groups, one model and two epochs each: its CPU seconds per size."""
+    from aiperf_mpi.results.logmodel import read_model
+    from analysis.metrics import group_times
+
+    rows = []
+    for groups in sizes:
+        with tempfile.TemporaryDirectory(prefix="aiperf-report-growth-") as scratch:
+            held = write_synthetic_log(Path(scratch), models=groups, epochs=2 * groups, groups=groups)
+            run = read_model(Path(scratch))
+            started = time.process_time()
+            timed = group_times(run, held["active"])
+            rows.append({"groups": groups, "models": held["models"], "epochs": held["epochs"],
+                         "cpu": time.process_time() - started, "rows": len(timed)})  # fmt: skip
+    return rows
+
+
+def growth_text(rows: list[dict]) -> str:
+    """The per-group pass's sizes, CPU seconds and the exponent between consecutive sizes."""
+    cells = []
+    for before, after in zip([None, *rows], rows, strict=False):
+        exponent = ""
+        if before is not None:
+            law = math.log(after["cpu"] / before["cpu"]) / math.log(after["groups"] / before["groups"])
+            exponent = f", exponent {law:.2f}"
+        cells.append(f"{after['groups']:,} groups ({after['models']:,} models, {after['epochs']:,} epochs) "
+                     f"{after['cpu']:.2f} s{exponent}")  # fmt: skip
+    return ("The report's per-group pass (`analysis.metrics.group_times`, CPU time, one model and two epochs a "
+            "group): " + "; ".join(cells) + " (1: linear in the log; 2: groups × models).")
 
 
 def run() -> str:
@@ -87,4 +126,11 @@ def run() -> str:
         f"peak {rss:.2f} GiB).  Plots: {', '.join(images)}; report.md {len(report_md) / 1e3:.0f} kB.  Peak RSS is "
         "each child's own (`RUSAGE_CHILDREN` of a wrapper process whose only child it is).  The machine is shared: "
         "CPU time is the steadier figure when others run.",
+        "",
+        growth_text(group_growth()),
     ])  # fmt: skip
+
+
+if __name__ == "__main__":  # the growth law alone: python -m benchmarks.report growth
+    if sys.argv[1:] == ["growth"]:
+        print(growth_text(group_growth()))

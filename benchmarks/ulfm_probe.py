@@ -10,7 +10,7 @@ second argument: ``finalize``, ``exit`` (``os._exit``) or ``abort``.
         --mca mpi_ft_detector true --mca mpi_ft_detector_thread true --mca mpi_ft_detector_timeout 10 \\
         --mca mpi_ft_detector_period 2 python benchmarks/ulfm_probe.py exit abort
 
-Results are in BENCHMARKS.md ("A lost rank under ULFM").
+Results are in docs/benchmarks-history.md ("Failure detection", 2026-12-01: "a lost rank under ULFM").
 """
 
 from __future__ import annotations

@@ -147,7 +147,8 @@ def write_verifiable_log(run_dir: Path, models: int, groups: int = GROUPS) -> di
     limit = rounds * ROUND + 10.0
     config = {"dataset": "digits", "precision": "fp32", "search": "bayesian", "hpo": "tpe", "score_step": limit / 100,
               "seed_model": "tiny", "time_limit": limit, "run_dir": str(run_dir), "max_epochs": 2, "image_size": 0,
-              "seed": 0, "base_lr": 0.1, "warmup_epochs": 0, "batch_size": BATCH, "device_memory_gb": 16.0}  # fmt: skip
+              "seed": 0, "base_lr": 0.1, "search_warmup_epochs": 0, "batch_size": BATCH,
+              "device_memory_gb": 16.0}  # fmt: skip
     inputs = Timeline()
     mllog = MLLogWriter(run_dir)
     written = 0

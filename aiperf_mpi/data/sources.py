@@ -31,10 +31,10 @@ from pathlib import Path
 
 import numpy as np
 
-from aiperf_mpi.results.datasets import DIGITS, ILSVRC_2012, SYNTHETIC
+from aiperf_mpi.results.datasets import CIFAR10, DIGITS, ILSVRC_2012, SYNTHETIC
 
 SPLITS = ("train", "validation")
-CIFAR_RECORD = 1 + 32 * 32 * 3
+CIFAR_RECORD = 1 + CIFAR10.image_size * CIFAR10.image_size * CIFAR10.channels
 
 
 class DataError(ValueError):
@@ -167,7 +167,7 @@ def digits_arrays() -> dict[str, tuple[np.ndarray, np.ndarray]]:
     digits = load_digits()
     images = (digits.images * (255.0 / 16.0)).round().astype(np.uint8)  # 0..16 → 0..255
     images = np.kron(images, np.ones((DIGITS_SIZE // 8, DIGITS_SIZE // 8), dtype=np.uint8))
-    images = np.repeat(images[..., None], 3, axis=-1)
+    images = np.repeat(images[..., None], DIGITS.channels, axis=-1)
     labels = digits.target.astype(np.int64)
     order = np.random.default_rng(0).permutation(len(labels))
     valid, train = order[:DIGITS_VALIDATION], order[DIGITS_VALIDATION:]
@@ -175,7 +175,7 @@ def digits_arrays() -> dict[str, tuple[np.ndarray, np.ndarray]]:
 
 
 def digits_source() -> ArraySource:
-    return in_memory("digits", digits_arrays(), classes=10)
+    return in_memory("digits", digits_arrays(), classes=DIGITS.classes)
 
 
 # --------------------------------------------------------------------------- synthetic
@@ -237,7 +237,8 @@ def read_cifar_file(path: Path) -> tuple[np.ndarray, np.ndarray]:
         raise DataError(f"cifar10: {path} changed while it was read ({raw.size} of {size} bytes)")
     records = raw.reshape(-1, CIFAR_RECORD)
     labels = records[:, 0].astype(np.int64)
-    images = records[:, 1:].reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)
+    side = CIFAR10.image_size
+    images = records[:, 1:].reshape(-1, CIFAR10.channels, side, side).transpose(0, 2, 3, 1)
     return np.ascontiguousarray(images), labels
 
 
@@ -247,7 +248,8 @@ def cifar10_source(path: str | Path) -> ArraySource:
     for split, paths in files.items():
         parts = [read_cifar_file(p) for p in paths]
         splits[split] = (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
-    return in_memory("cifar10", splits, classes=10, files=tuple(str(p) for ps in files.values() for p in ps))
+    names = tuple(str(p) for ps in files.values() for p in ps)
+    return in_memory("cifar10", splits, classes=CIFAR10.classes, files=names)
 
 
 # --------------------------------------------------------------------------- HDF5
@@ -317,7 +319,8 @@ def _imagenet_shards(path: Path, split: str) -> tuple[str, ...]:
     return tuple(f for f in found if not f.endswith(".partial"))  # an interrupted staging copy is no shard
 
 
-def imagenet_source(path: str | Path, image_size: int = 224, sizes: dict[str, int] | None = None) -> TFRecordSource:
+def imagenet_source(path: str | Path, image_size: int = ILSVRC_2012.image_size,
+                    sizes: dict[str, int] | None = None) -> TFRecordSource:  # fmt: skip
     """The ``train-*-of-*`` and ``validation-*-of-*`` shards under ``path``.
 
     Without ``sizes`` every shard is counted and checked (:func:`count_imagenet`,
@@ -333,7 +336,7 @@ def imagenet_source(path: str | Path, image_size: int = 224, sizes: dict[str, in
         split_files[split] = found
     return TFRecordSource(
         name="imagenet",
-        image_shape=(image_size, image_size, 3),
+        image_shape=(image_size, image_size, ILSVRC_2012.channels),
         classes=IMAGENET_CLASSES,
         sizes=dict(sizes) if sizes is not None else count_imagenet(split_files),
         files=split_files["train"] + split_files["validation"],
@@ -425,5 +428,5 @@ def open_source(
     if name == "hdf5":
         return hdf5_source(path)
     if name == "imagenet":
-        return imagenet_source(path, image_size or 224, sizes)
+        return imagenet_source(path, image_size or ILSVRC_2012.image_size, sizes)
     raise DataError(f"unknown data set {name!r} (known: {', '.join(DATASETS)})")

@@ -4,8 +4,6 @@ The export room: it sits above ``train/`` (it builds the Keras model with
 :mod:`aiperf_mpi.train.keras_model` and reads weights with
 :mod:`aiperf_mpi.train.transfer`) and reads the log through the run's model
 (:mod:`aiperf_mpi.results.logmodel`), as ``analysis/`` does.
-``python -m analysis.export`` is the command's old name, kept as a thin entry
-point (``analysis/export.py``) that runs :func:`aiperf_mpi.export.__main__.main`.
 
 Writes, into ``RUN_DIR/best/`` (``RUN_DIR/export/task-N/`` with ``--task N``,
 or ``--out DIR``):

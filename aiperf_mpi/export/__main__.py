@@ -1,8 +1,6 @@
 """``python -m aiperf_mpi.export RUN_DIR [--task N] [--out DIR] [--single-copy]``: publish a run's best model.
 
-``--task N`` publishes a given one instead.  What it writes and which model: :mod:`aiperf_mpi.export`.  The same command
-answers to its old name, ``python -m analysis.export`` (``analysis/export.py``,
-kept for scripts), and then names itself so in its lines.
+``--task N`` publishes a given one instead.  What it writes and which model: :mod:`aiperf_mpi.export`.
 """
 
 from __future__ import annotations
@@ -18,12 +16,13 @@ from aiperf_mpi.graph.model import GraphError
 PROG = "aiperf_mpi.export"
 
 
-def main(argv: list[str] | None = None, prog: str = PROG) -> int:
+def main(argv: list[str] | None = None) -> int:
     """Export, print one line saying where; bad input is one line ``PROG: error: …`` and exit 2.
 
-    ``prog`` is the module name the user ran (``analysis.export`` for the old name), so the lines name the
-    command that was typed and a caller that reads them (``aiperf_mpi.job.finish``) finds its own prefix.
+    The lines begin with :data:`PROG`, the command's name, which a caller that reads them
+    (``analysis/after_run.py``) strips.
     """
+    prog = PROG
     parser = argparse.ArgumentParser(prog=f"python -m {prog}", description=aiperf_mpi.export.__doc__.split("\n\n")[0])
     parser.add_argument("run_dir", type=Path, help="the run directory")
     parser.add_argument("--task", type=int, default=None, help="export this task (default: the best model)")

@@ -144,7 +144,7 @@ def run_step(step: Step, gpus: int, args: argparse.Namespace, scratch: Path, mem
         shutil.rmtree(run_dir, ignore_errors=True)
         command = [*_mpirun(), "-n", str(gpus + 1), sys.executable, "-m", "aiperf_mpi", "--dataset", "synthetic",
                                "--image-size", "224", "--time-limit", str(RUN_SECONDS), "--grace", str(RUN_GRACE),
-                               "--score-step", "30", "--progress-interval", "30", "--warmup-epochs", "2",
+                               "--score-step", "30", "--progress-interval", "30", "--search-warmup-epochs", "2",
                                "--max-epochs", "3", "--monitor-interval", "5", "--peak-seconds", "2",
                                "--device-memory-gb", f"{memory_gb:.1f}", "--run-dir", str(run_dir)]  # fmt: skip
         status, reason = _run(command, step.seconds, log)

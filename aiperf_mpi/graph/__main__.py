@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from aiperf_mpi.cli import positive_int
+from aiperf_mpi.errors import positive_int
 from aiperf_mpi.graph.model import GraphError, from_json, with_kernel_size
 from aiperf_mpi.graph.ops import count_ops, epoch_ops
 from aiperf_mpi.graph.seeds import SEED_MODELS, seed_model

@@ -72,7 +72,7 @@ class Task:
     plan: list[dict] = field(default_factory=list)
     parent_weights: str = ""
     max_epochs: int | None = None
-    """a warm-up round's shorter limit (``--warmup-epochs``); None: the run's ``max_epochs``"""
+    """a warm-up round's shorter limit (``--search-warmup-epochs``); None: the run's ``max_epochs``"""
     deadline: float | None = None
     """the run's time limit on the leader's ``time.monotonic()`` (None: none given); the group's first rank,
     the leader's process, reads it: no epoch is begun, nor a first epoch finished, that would end after it"""
@@ -240,8 +240,8 @@ class Leader:
         parent_weights = ""
         if proposal.parent is not None and self.config.inherit:
             parent_weights = self.view[proposal.parent].weights
-        brief = work.round <= WARMUP_ROUNDS and self.config.warmup_epochs > 0
-        limit = min(self.config.warmup_epochs, self.config.max_epochs) if brief else None
+        brief = work.round <= WARMUP_ROUNDS and self.config.search_warmup_epochs > 0
+        limit = min(self.config.search_warmup_epochs, self.config.max_epochs) if brief else None
         deadline = None if work.seconds_left is None else time.monotonic() + work.seconds_left
         task = Task(work.task_id, work.round, proposal.graph_json, proposal.hparams, proposal.parent, proposal.plan,
                     parent_weights, limit, deadline)  # fmt: skip

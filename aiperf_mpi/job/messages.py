@@ -211,7 +211,11 @@ class Failed:
 
 @dataclass(frozen=True)
 class Stop:
-    """No more work: the group finishes and leaves the loop (with the last view members it lacks)."""
+    """No more work: the group finishes and leaves the loop.
+
+    The master sends no view members with it (``view`` stays empty: a stopping leader never searches again,
+    and the end's Stops to every group go out together, :meth:`aiperf_mpi.job.master.Master._stop`); a leader
+    still applies whatever one carries."""
 
     reason: str
     view: ViewUpdate = field(default_factory=ViewUpdate)

@@ -25,16 +25,14 @@ from pathlib import Path
 
 from mlperf_logging.mllog import constants
 
+from aiperf_mpi.results.epochs import LEARNING_RATE_WARMUP_EPOCHS
 from aiperf_mpi.results.inventory import group_ranks_by_host
 from aiperf_mpi.results.jsonline import line_encoder
+from aiperf_mpi.results.mllog_format import FLUSH_SECONDS, MLLOG_FILE, late_members, line, line_middle, time_ms
 
-MLLOG_FILE = "mllog.log"
 CUT_FILE = MLLOG_FILE + ".cut-{segment}"
 EVENT_TYPES = {"start": constants.INTERVAL_START, "end": constants.INTERVAL_END, "event": constants.POINT_IN_TIME}
 """mlperf-logging's event types: what its ``start``, ``end`` and ``event`` write"""
-FLUSH_SECONDS = 1.0
-LINE_START = ':::MLLOG {"namespace": "", "time_ms": '
-EVENT_TIME = '"event_time_ms": '
 EPOCH_NUM = f'"{constants.EPOCH_NUM}": '
 TRAIN_SAMPLES = f'"{constants.TRAIN_SAMPLES}": '
 EVAL_SAMPLES = f'"{constants.EVAL_SAMPLES}": '
@@ -151,19 +149,17 @@ class MLLogWriter:
         Flushed to the OS at most once a second (and at the run's start and stop): the event log is
         the record that is synced per epoch; a kill loses at most a second of these lines.
         """
-        event_ms = int(when * 1000)
-        if event_ms < self._last_ms:  # json.dumps of {**metadata, "event_time_ms": …}
-            members = f"{members}, {EVENT_TIME}{event_ms}" if members else f"{EVENT_TIME}{event_ms}"
+        event_ms = time_ms(when)
+        if event_ms < self._last_ms:
+            members = late_members(members, event_ms)
         else:
             self._last_ms = event_ms
-        # the line json.dumps makes of {"namespace": "", "time_ms": …, "event_type": …, "key": …, "value": …,
-        # "metadata": …} (mlperf-logging's spacing: readers and tests match '"key": "…"'), its constant middle
-        # made once per kind and key: the master writes ten of these per model (tests/unit/test_mllog.py)
+        # the line json.dumps makes (results/mllog_format.py), its constant middle made once per kind and key: the
+        # master writes ten of these per model (tests/unit/test_mllog.py)
         middle = self._middles.get((kind, key))
         if middle is None:
-            middle = self._middles[kind, key] = (f', "event_type": {self._encode(EVENT_TYPES[kind])}, '
-                                                 f'"key": {self._encode(key)}, "value": ')  # fmt: skip
-        self._file.write(f"{LINE_START}{self._last_ms}{middle}{value}, \"metadata\": {{{members}}}}}\n")
+            middle = self._middles[kind, key] = line_middle(self._encode(EVENT_TYPES[kind]), self._encode(key))
+        self._file.write(line(self._last_ms, middle, value, members))
         now = time.monotonic()
         if now - self._flushed >= FLUSH_SECONDS:
             self._file.flush()
@@ -197,7 +193,8 @@ class MLLogWriter:
         self._write("event", constants.OPT_NAME, when, constants.SGD)
         self._write("event", constants.OPT_BASE_LR, when, config["base_lr"],
                     metadata={"per": "256 samples of global batch"})  # fmt: skip
-        self._write("event", constants.OPT_LR_WARMUP_EPOCHS, when, config["warmup_epochs"])
+        # the trainer's warm-up of every model's learning rate, not the search's --search-warmup-epochs
+        self._write("event", constants.OPT_LR_WARMUP_EPOCHS, when, LEARNING_RATE_WARMUP_EPOCHS)
         self._write("start", constants.RUN_START, when, metadata={"segment": segment})
         self.flush()
 

@@ -14,7 +14,10 @@ ranks do with a model is replaced, by this arithmetic:
 - **gradient exchange**: a real all-reduce over the group's communicator of
   the model's parameter bytes (float32) × ``rehearse_allreduce``, once per
   epoch (not once per step: the time is the stated rate's, the all-reduce
-  proves the communicator and its memory);
+  proves the communicator), in pieces of at most :data:`ALL_REDUCE_CHUNK`
+  values (:func:`all_reduce_chunks`): the bytes on the wire are the model's,
+  a rank's memory is not (a ResNet-50 child's whole buffer at once, with the
+  MPI library's copy of it, held a rehearsal rank at 130–490 MB);
 - **accuracy**: the stand-in curve :func:`stand_in_accuracy`, a saturating
   curve in the epoch whose ceiling grows with the model's parameters, so that
   the search and the tuner see models that differ.
@@ -34,6 +37,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from aiperf_mpi.graph.ops import ModelOps, epoch_ops
+from aiperf_mpi.results.epochs import rank_batches
 
 CURVE_EPOCHS = 2.0
 """the stand-in curve's time constant: 1 − 1/e of its ceiling after this many epochs"""
@@ -68,7 +72,7 @@ def stand_in_epoch(counts: ModelOps, sizes: Mapping[str, int], batch: int, ranks
     the whole validation split is evaluated; the correct count is the curve's accuracy × that split, so the
     logged accuracy is a count over a whole pass, as a real one is.
     """
-    steps = (sizes["train"] // ranks) // batch
+    steps = rank_batches(sizes["train"], ranks, batch)
     train_samples = steps * batch * ranks
     validated = sizes["validation"]
     ops = epoch_ops(counts, train_samples, validated, batch * ranks)
@@ -80,6 +84,16 @@ def stand_in_epoch(counts: ModelOps, sizes: Mapping[str, int], batch: int, ranks
               "data_wait": 0.0, "learning_rate": 0.0, "xla": False, "compile": 0.0}  # fmt: skip
     group_rate = rate * ranks
     return StandInEpoch(fields, (ops.train + ops.update) / group_rate, ops.validation / group_rate)
+
+
+ALL_REDUCE_CHUNK = 1 << 20
+"""float32 values the stand-in all-reduces at a time (4 MiB): the rank's buffer, which the MPI library's
+all-reduce doubles with a buffer of its own; what a real rank holds for its gradients is the accelerator's"""
+
+
+def all_reduce_chunks(floats: int, chunk: int = ALL_REDUCE_CHUNK) -> list[int]:
+    """The sizes of the all-reduces that move ``floats`` values, each at most ``chunk``: the same bytes in all."""
+    return [min(chunk, floats - start) for start in range(0, floats, chunk)]
 
 
 def all_reduce_floats(params: int, fraction: float) -> int:

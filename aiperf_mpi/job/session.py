@@ -44,9 +44,10 @@ from aiperf_mpi.job.resume import Resumed, history_from_log
 from aiperf_mpi.job.runlock import RunLock
 from aiperf_mpi.job.transport import MasterTransport
 from aiperf_mpi.results import provenance, runlog
+from aiperf_mpi.results.epochs import rank_batches
 from aiperf_mpi.results.graphs import GRAPHS_DIR
 from aiperf_mpi.results.logmodel import read_model
-from aiperf_mpi.results.resumable import RESUME_OPTIONS
+from aiperf_mpi.results.resumable import RESUME_OPTIONS, current_names
 from aiperf_mpi.results.score import Score, score_run
 from aiperf_mpi.search.bayesian import SearchConfig
 from aiperf_mpi.search.view import MasterHistory
@@ -117,7 +118,7 @@ def prepare(config: RunConfig, resume: str | None, ranks: int) -> Prepared:
             raise UsageError(f"--resume {run_dir}: {exc}") from None
         if not model.segment_records:
             raise UsageError(f"--resume {run_dir}: the log has no run_start")
-        logged = RunConfig(**model.segment_records[0].config)
+        logged = RunConfig(**current_names(model.segment_records[0].config))
         ended = model.events[runlog.MODEL_DONE] + model.events[runlog.MODEL_FAILED]
         if logged.max_models and ended >= logged.max_models:  # its segment would stop at once, having done nothing
             raise UsageError(f"--resume {run_dir}: the run already has its {ended} models (--max-models "
@@ -172,7 +173,7 @@ def check_batch_fits(prepared: Prepared, largest_group: int) -> None:
     """
     config, ranks = prepared.config, largest_group
     train, validation = prepared.data_sizes["train"], prepared.data_sizes["validation"]
-    if train // ranks < config.batch_size:
+    if rank_batches(train, ranks, config.batch_size) < 1:  # an epoch of no step: the trainer's steps per epoch
         raise UsageError(
             f"batch_size {config.batch_size} is larger than the train split allows: {train} samples over "
             f"{ranks} ranks of a group are {train // ranks} per rank (lower --batch-size or --group-size)"
@@ -314,7 +315,7 @@ def _run_master_locked(prepared: Prepared, config: RunConfig, transport: MasterT
     if config.rehearse:
         print("aiperf_mpi: a rehearsal: its operations and accuracies are a stand-in's (--rehearse), never a result; "
               "no model to export", flush=True)  # fmt: skip
-    elif outcome == "done" and end.export is not None:  # ending in Abort leaves no time: analysis.export later
+    elif outcome == "done" and end.export is not None:  # ending in Abort leaves no time: aiperf_mpi.export later
         end.export(run_dir, config.dataset)
     ending.append(time.monotonic())
     print_end_phases(stopped[runlog.TIME] - (started[runlog.TIME] + config.time_limit), ending, busy)

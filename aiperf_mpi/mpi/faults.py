@@ -63,8 +63,8 @@ def leave_together(comm: MPI.Comm, status: int, finalize: bool) -> NoReturn:
     ``MPI_Finalize``, the launcher reported that as a failure, and a slower rank still completing the same
     barrier got ``MPI_ERR_PROC_FAILED`` from it (ULFM, told a rank failed, revokes the communicator's
     collectives locally: a pending one fails even when every message it needed had been sent).  ``MPI_Finalize``
-    (Open MPI 5.0.11 with the heartbeat detector off; measured in BENCHMARKS.md, "Fault-tolerant launches that
-    start and end") keeps every rank alive and answering until the last one reaches it, and the launcher takes
+    (Open MPI 5.0.11 with the heartbeat detector off; measured in BENCHMARKS.md, "Fault-tolerant
+    launches") keeps every rank alive and answering until the last one reaches it, and the launcher takes
     the ends as normal ones: nothing is reported failed.  Under the detector
     thread (the older launch line) ``MPI_Finalize`` never returns, even when nothing failed (measured: a 3-rank
     barrier-then-exit program hangs until killed), so then the rank leaves with ``os._exit`` after the

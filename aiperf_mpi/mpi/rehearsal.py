@@ -20,7 +20,8 @@ from aiperf_mpi.config import RunConfig
 from aiperf_mpi.graph.model import from_json, with_kernel_size
 from aiperf_mpi.graph.ops import count_ops
 from aiperf_mpi.job.leader import GroupBroadcastRunner, Outcome, Task
-from aiperf_mpi.job.rehearsal import all_reduce_floats, stand_in_epoch
+from aiperf_mpi.job.rehearsal import all_reduce_chunks, all_reduce_floats, stand_in_epoch
+from aiperf_mpi.results.epochs import TIME_LIMIT, EpochStop, stop_asked
 from aiperf_mpi.results.hardware import STAND_IN_DEVICE
 
 WAIT_SLICE = 0.5
@@ -39,28 +40,27 @@ class RehearsalRunner(GroupBroadcastRunner):
         config, ranks, leader = self.config, self.comm.Get_size(), self.comm.Get_rank() == 0
         counts = count_ops(with_kernel_size(from_json(task.graph), task.hparams.kernel_size))
         batch = task.hparams.batch_size
-        buffer = np.ones(all_reduce_floats(counts.params, config.rehearse_allreduce), dtype=np.float32)
+        chunks = all_reduce_chunks(all_reduce_floats(counts.params, config.rehearse_allreduce))
+        buffer = np.ones(chunks[0], dtype=np.float32)  # one piece's size: the model's bytes go in pieces
         epochs: list[dict] = []
-        best, since_best, reason = -1.0, 0, "epoch limit"
+        policy = EpochStop(config.patience, config.min_delta)
         for epoch in range(1, (task.max_epochs or config.max_epochs) + 1):
             planned = stand_in_epoch(counts, self.source.sizes, batch, ranks, epoch, config.rehearse_rate)
             stop = ""
             if leader:  # the first rank's reason, the same on every rank (as the trainer's)
-                asked = should_stop() if should_stop is not None else ""
-                stop = asked if isinstance(asked, str) else ("time limit" if asked else "")
+                stop = stop_asked(should_stop()) if should_stop is not None else ""
                 ends = time.monotonic() + planned.train_seconds + planned.validation_seconds
                 if not stop and task.deadline is not None and ends > task.deadline:
-                    stop = "time limit"  # no epoch begun that would end after the deadline
-            stop = self.comm.bcast(stop, root=0)
-            if stop:
-                reason = stop
+                    stop = TIME_LIMIT  # no epoch begun that would end after the deadline
+            if policy.stopped(self.comm.bcast(stop, root=0)):
                 break
             start = time.time()
             if on_epoch_start is not None:
                 on_epoch_start(epoch, start, batch * ranks)
             compute = _wait(planned.train_seconds)
-            self.comm.Allreduce(MPI.IN_PLACE, buffer, op=MPI.SUM)  # the epoch's gradient exchange, for real
-            buffer.fill(1.0)
+            for size in chunks:  # the epoch's gradient exchange, for real, a piece at a time
+                self.comm.Allreduce(MPI.IN_PLACE, buffer[:size], op=MPI.SUM)
+                buffer.fill(1.0)
             evaluation = _wait(planned.validation_seconds)
             self.comm.Barrier()  # the group ends the epoch together, as the trainer's last collective does
             result = {**planned.fields, "start": start, "end": time.time(), "compute": compute,
@@ -68,14 +68,9 @@ class RehearsalRunner(GroupBroadcastRunner):
             epochs.append(result)
             if on_epoch is not None:
                 on_epoch(result)
-            if result["val_accuracy"] > best + config.min_delta:
-                best, since_best = result["val_accuracy"], 0
-            else:
-                since_best += 1
-                if since_best >= config.patience:
-                    reason = "early stop"
-                    break
-        return Outcome(epochs, reason, "", timings={"train": time.monotonic() - started})
+            if policy.after_epoch(result["val_accuracy"]):
+                break
+        return Outcome(epochs, policy.reason, "", timings={"train": time.monotonic() - started})
 
 
 def _wait(seconds: float) -> float:

@@ -34,10 +34,11 @@ from aiperf_mpi.job.session import NO_HOOKS, EndOfRunHooks, Prepared, create_run
 from aiperf_mpi.job.transport import FirstWorkClock
 from aiperf_mpi.mpi.horovod import horovod_on
 from aiperf_mpi.mpi.layout import RankLayout, build_layout
+from aiperf_mpi.mpi.limits import say_limits
 from aiperf_mpi.mpi.plan import LayoutPlan, relay_hint
 from aiperf_mpi.mpi.staging import stage_on_nodes
 from aiperf_mpi.mpi.system import system_description
-from aiperf_mpi.mpi.tolerance import job_fault_tolerance, start_line
+from aiperf_mpi.mpi.tolerance import job_fault_tolerance, job_start_line
 from aiperf_mpi.mpi.transport import MpiLeaderChannel, MpiMasterTransport
 from aiperf_mpi.signals import StopFlag
 
@@ -102,6 +103,7 @@ def run_benchmark(
     horovod = horovod and training.horovod
     marks.append(time.monotonic())
     layout = build_layout(comm, prepared.config.group_size or None, prepared.config.relays)
+    say_limits(comm, layout.plan, prepared.config.seed_model, prepared.config.rehearse)  # rank 0: what cannot fit
     marks.append(time.monotonic())
     try:
         local, staging = stage_on_nodes(comm, layout, prepared.config)  # ``local`` reads the staged copy
@@ -202,8 +204,8 @@ class MasterRole:
         """The session, then the end of the job: ``Abort`` when groups were left training mid-epoch."""
         context = self.context
         groups = context.layout.plan.groups
-        tolerant, why = job_fault_tolerance()
-        print(start_line(tolerant, why), flush=True)
+        tolerant, _ = job_fault_tolerance()
+        print(job_start_line(HangPolicy()), flush=True)
         relays = context.layout.plan.relay_ranks
         transport = MpiMasterTransport(context.comm, {g.index: g.leader for g in groups},
                                        {g.index: list(g.ranks) for g in groups}, fault_tolerant=tolerant,

@@ -7,15 +7,25 @@ keeps the rest of the job alive.  Then the master takes the dead rank's group
 out of the run (``group_lost``) and the others train on; a rank that hangs
 without dying is lost by the master's deadline (:mod:`aiperf_mpi.job.faults`).
 
-Without it (MPICH, a direct ``srun`` without the settings, Open MPI launched
-without them) the job behaves as it always did: one dead rank ends the job
-through the abort guard.  Rank 0 says which in one line at start.
+It is on only where the launch gives it (:func:`fault_tolerance`): Open MPI,
+launched by its own launcher (``mpirun``, PRRTE) with the settings, over the
+ob1 messaging layer.  Not under a direct ``srun --mpi=pmix``, whatever the
+environment says: measured in the Slurm fixture (docs/cluster.md), Slurm's
+PMIx plugin reports a dead rank to no other rank (no ``MPI_ERR_PROC_FAILED``,
+``OMPI_MCA_mpi_ft_enable=true`` or not) and ends the step itself: by SIGTERM
+0.1 s after the death with ``--kill-on-bad-exit=1`` (rank 0 writes the score),
+by SIGKILL about a second after it with ``--kill-on-bad-exit=0``.  Nor where the
+messaging layer is UCX (or cm), which has no ULFM code.  Off, the job behaves
+as it always did: one dead rank ends the job, through the abort guard or the
+launcher.  Rank 0 says which in one line at start, and what a failure costs.
 
 Measured here (Open MPI 5.0.11, 4 ranks, one host, docs/cluster.md): with
 ULFM's heartbeat detector (10 s timeout, the launch before issue 38) a
 training rank's ``os._exit`` or ``SIGSTOP`` reached rank 0's ``Iprobe`` as
 ``MPI_ERR_PROC_FAILED`` 8.4–8.9 s later; without it the launcher reports a
-``kill -9`` within a second.  The dead rank's Horovod partner got an error
+``kill -9`` within a second (0.11–0.36 s in the Slurm fixture), but not an
+``os._exit(1)`` (:mod:`aiperf_mpi.mpi.launch_settings`), so the abort guard
+ends a failing rank of a fault-tolerant job by SIGKILL.  The dead rank's Horovod partner got an error
 from its all-reduce, not a hang; ``MPI_Finalize`` after a failure hangs,
 ``MPI_Abort`` with a non-zero code ends every rank, a stopped one included
 (``MPI_Abort(0)`` does not).
@@ -26,32 +36,10 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-OPEN_MPI_LAUNCH = ("--with-ft ulfm --enable-recovery --mca mpi_ft_enable true --mca mpi_ft_detector false "
-                   "--prtemca state_base_error_non_zero_exit 0")  # fmt: skip
-"""the mpirun options that turn fault tolerance on, without ULFM's heartbeat detector.
+from aiperf_mpi.mpi.launch_settings import ft_mpirun
 
-``mpi_ft_detector false``: a dead rank (or a lost node, whose launcher daemon goes with it) is reported to every
-other rank by the launcher (PRRTE), without ULFM's heartbeat detector (measured: rank 0's ``Iprobe`` raised
-``MPI_ERR_PROC_FAILED`` for a ``kill -9`` with the detector off); a rank that hangs without dying is lost by the
-master's deadline (:mod:`aiperf_mpi.job.faults`).  The detector itself made starts fail, more often the more
-ranks (issue 38; docs/cluster.md, "Known limits"): in Open MPI 5.0.x its thread starts inside ``MPI_Init``
-and at once sends its first heartbeat, over the shared-memory transport, to a neighbour that may not have
-registered the receiving callback yet; that neighbour, still polling in ``MPI_Init``'s fence, calls a null
-callback and dies of signal 11 ("Failing at address: (nil)").  Measured with ``benchmarks/ft_start.py``
-(BENCHMARKS.md, "Fault-tolerant launches that start and end"): with the detector 5 of 10 launches of 32 ranks and
-2 of 3 of 128 failed; without it, and with :func:`aiperf_mpi.mpi.faults.leave_together`'s end, none of 20, 20
-and 3 at 4, 32 and 128 ranks.  What the detector gave is lost: a stopped rank (SIGSTOP) is no longer reported,
-and its group is lost by the master's deadline instead (measured: 114 s after the stop, 4 ranks).  Without the
-thread the detector starts after the last barrier of ``MPI_Init`` (no race), but
-then a rank beats only while it calls MPI, and rank 0 writing the report (a minute at 128 ranks) would be
-declared dead by the ranks waiting for it.
-
-``state_base_error_non_zero_exit 0``: Open MPI 5.0.11's launcher (PRRTE 3.0.14) counts a remote rank's
-non-zero exit up to three times (its error report, the faked local states of a remote rank, and the remote
-daemon's "all local ranks ended" report), so with one of a node's two ranks killed and the other exiting 1, the
-count of ended ranks reached the job's size and mpirun ended the job as finished, before the score (seen across
-the multi-node fixture's hosts; PRRTE fixed it after 3.0.14: openpmix/prrte#2403).  With the setting off, a
-non-zero exit is an ordinary exit, counted once; a failure is still reported to the ranks by ULFM."""
+OPEN_MPI_LAUNCH = ft_mpirun()
+"""the mpirun options that turn fault tolerance on (:mod:`aiperf_mpi.mpi.launch_settings` says why each)"""
 TRUE = ("1", "true", "yes", "on", "enabled")
 
 
@@ -60,17 +48,61 @@ def mca_on(environ: Mapping[str, str], name: str) -> bool:
     return environ.get(f"OMPI_MCA_{name}", "").strip().lower() in TRUE
 
 
+SRUN_NAMESPACE = "slurm.pmix."
+"""how the PMIx namespace of a task that a direct ``srun --mpi=pmix`` started begins (``slurm.pmix.<job>.<step>``)"""
+PRRTE_NAMESPACES = ("prterun-", "prte-")
+"""how the PMIx namespace of a rank Open MPI's launcher started begins (``mpirun``: ``prterun-<host>-<pid>@1``)"""
+
+
+def launcher(environ: Mapping[str, str]) -> str:
+    """Who started this rank: ``"mpirun"`` (Open MPI's PRRTE), ``"srun"`` (a direct ``srun``) or ``"unknown"``.
+
+    The PMIx namespace decides first: a rank that ``mpirun`` started on another node of a Slurm allocation
+    inherits ``SLURM_STEP_ID`` from the ``srun`` step that started PRRTE's daemon there, so the Slurm step
+    variables say ``srun`` only when no namespace says otherwise.  Measured (docs/cluster.md): ``srun``'s ranks
+    carry ``slurm.pmix.1.0`` and ``SLURM_STEP_ID=0``; ``mpirun``'s ``prterun-vm-11779@1``, ``PRTE_LAUNCHED=1``.
+    """
+    namespace = environ.get("PMIX_NAMESPACE", "")
+    if namespace.startswith(PRRTE_NAMESPACES) or (not namespace and environ.get("PRTE_LAUNCHED")):
+        return "mpirun"
+    if namespace.startswith(SRUN_NAMESPACE) or (not namespace and "SLURM_STEP_ID" in environ):
+        return "srun"
+    return "unknown"
+
+
+def transport(environ: Mapping[str, str]) -> str:
+    """The messaging layer (Open MPI's pml) this rank was asked for: ``OMPI_MCA_pml``, else ``"ob1"``.
+
+    Unset, a fault-tolerant launch gets ob1 from Open MPI's ``ft-mpi`` parameter set; a value in the environment
+    wins over that set (measured: ``OMPI_MCA_pml=ucx`` under ``mpirun --with-ft ulfm`` selects UCX).  mpi4py
+    cannot say which pml was selected, so the request is what is judged.
+    """
+    return environ.get("OMPI_MCA_pml", "").strip() or "ob1"
+
+
 def fault_tolerance(environ: Mapping[str, str], library: str) -> tuple[bool, str]:
     """(on, why): whether a failed rank will be reported to the master and the job kept alive.
 
-    ``library`` is ``MPI.Get_library_version()``.  Open MPI passes ``--mca``
-    settings to every rank as ``OMPI_MCA_*`` variables, so each rank reads
-    the same answer from its environment.  No MPI here (unit-tested).
+    The rule, from the MPI library (``library``: ``MPI.Get_library_version()``), the launcher
+    (:func:`launcher`) and the transport (:func:`transport`), each read from this rank's environment, which
+    every rank of a launch shares (Open MPI passes ``--mca`` settings to every rank as ``OMPI_MCA_*``).  No
+    MPI here (a decision table in the unit tests).
     """
     if "Open MPI" not in library:
         return False, f"{library.split(',')[0].strip() or 'this MPI'} is not Open MPI with ULFM"
     if not mca_on(environ, "mpi_ft_enable"):
         return False, "launched without --with-ft ulfm --mca mpi_ft_enable true"
+    started_by = launcher(environ)
+    if started_by == "srun":
+        return False, ("direct srun: Slurm's PMIx plugin reports no failure to the ranks and ends the step, "
+                       "OMPI_MCA_mpi_ft_enable or not; fault tolerance needs mpirun inside the allocation")  # fmt: skip
+    if started_by != "mpirun":
+        namespace = environ.get("PMIX_NAMESPACE", "")
+        return False, (f"launcher unknown (PMIX_NAMESPACE={namespace or 'unset'}): only Open MPI's mpirun is known "
+                       "to report a failure")  # fmt: skip
+    pml = transport(environ)
+    if pml != "ob1":
+        return False, f"pml {pml}: ULFM needs pml ob1 (UCX and cm have no ULFM code)"
     if mca_on(environ, "mpi_ft_detector"):  # an older launch line: it works, but fails to start more, the more ranks
         return True, "Open MPI ULFM, heartbeat detector on (--mca mpi_ft_detector false starts reliably)"
     return True, "Open MPI ULFM, failures reported by the launcher"
@@ -100,10 +132,36 @@ def job_fault_tolerance() -> tuple[bool, str]:
     return fault_tolerance(os.environ, MPI.Get_library_version())
 
 
-def start_line(on: bool, why: str) -> str:
-    """The one line rank 0 prints at start."""
+def deadline(hang) -> str:
+    """The master's deadline for a hung group, in words, from a :class:`~aiperf_mpi.job.faults.HangPolicy`."""
+    return (f"{hang.epochs:g} × the group's longest epoch + {hang.margin:g} s, once it has timed one, checked every "
+            f"{hang.check_interval:g} s")  # fmt: skip
+
+
+def start_line(on: bool, why: str, started_by: str = "unknown", hang=None) -> str:
+    """The one line rank 0 prints at start: whether fault tolerance is on, why, and what each failure costs.
+
+    ``started_by`` is :func:`launcher`'s answer, ``hang`` the master's
+    :class:`~aiperf_mpi.job.faults.HangPolicy` (its deadline is what a hung
+    rank costs with fault tolerance on).  The costs are the measured ones
+    (docs/cluster.md, "When a node fails").
+    """
     if on:
-        return (f"aiperf_mpi: fault tolerance on ({why}): a dead or hung group is logged (group_lost) and "
-                "the other groups train on; rank 0's death still ends the job")  # fmt: skip
-    return (f"aiperf_mpi: fault tolerance off ({why}): a dead rank ends the job, as before; "
-            "docs/cluster.md says how to turn it on")  # fmt: skip
+        hung = f"by the master's deadline ({deadline(hang)})" if hang is not None else "by the master's deadline"
+        return (f"aiperf_mpi: fault tolerance on ({why}): a dead rank costs its group (reported by the launcher "
+                f"within about a second; group_lost, the other groups train on); a hung rank costs its group {hung}; "
+                "rank 0's death ends the job, --resume continues it")  # fmt: skip
+    dead = {
+        "srun": "Slurm ends the step within about a second (SIGTERM with --kill-on-bad-exit=1: rank 0 writes the "
+                "score; SIGKILL without it: no score)",
+        "mpirun": "mpirun ends every rank within about a second (the score may be lost)",
+    }.get(started_by, "the launcher ends the job")
+    return (f"aiperf_mpi: fault tolerance off ({why}): a dead rank ends the job: {dead}; a hung rank holds its "
+            "group until the time limit and --grace, then the run scores; --resume continues an ended run "
+            "from its log; docs/cluster.md says how to turn fault tolerance on")  # fmt: skip
+
+
+def job_start_line(hang=None) -> str:
+    """:func:`start_line` for this job: :func:`job_fault_tolerance` and this rank's launcher."""
+    on, why = job_fault_tolerance()
+    return start_line(on, why, launcher(os.environ), hang)

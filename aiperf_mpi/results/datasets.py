@@ -46,6 +46,11 @@ class DataSplit:
         """``{"train", "validation", "classes"}``: what the data check's counts must equal."""
         return {"train": self.train, "validation": self.validation, "classes": self.classes}
 
+    def side(self, image_size: object = None) -> object:
+        """The images' side in a run configured with ``image_size`` (0 or None: the set's own): a resizable set's
+        is the configured one, any other set's its own (the configuration refuses an ``image_size`` for it)."""
+        return (image_size or self.image_size) if self.resizable else self.image_size
+
 
 DIGITS = DataSplit("scikit-learn's 1,797 digits, embedded (8×8 scaled to 32×32×3)", 1_437, 360, 10, 3, 32)
 """the embedded default: the 1,797 digits cut 1,437 / 360 by a fixed permutation"""
@@ -70,6 +75,21 @@ BUILT_IN = ("digits", "synthetic")
 """data sets the package makes itself (embedded, generated): every run of one counts its one split"""
 USER_SETS = ("hdf5",)
 """data sets whose counts only their files know: a run of one keeps the counts its log gives"""
+
+
+RESIZABLE = tuple(sorted(name for name, splits in DOCUMENTED_SPLITS.items() if splits[0].resizable))
+"""data sets whose image side a run's ``image_size`` chooses (the others have their own, fixed)"""
+
+
+def image_shape(dataset: object, image_size: object = None) -> tuple[object, object, int, int] | None:
+    """``(height, width, channels, classes)`` of a named data set's images in a run configured with ``image_size``
+    (:meth:`DataSplit.side`), which every graph of the run takes in and gives out; None for a user's own set
+    (hdf5), whose files say their own.  Every split of a set has the same images, so its first says."""
+    splits = DOCUMENTED_SPLITS.get(dataset) if isinstance(dataset, str) else None
+    if not splits:
+        return None
+    side = splits[0].side(image_size)
+    return side, side, splits[0].channels, splits[0].classes
 
 
 def larger_than_documented(dataset: object, data: Mapping) -> DataSplit | None:

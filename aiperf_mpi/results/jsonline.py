@@ -16,6 +16,24 @@ import json
 import json.encoder
 from collections.abc import Callable
 
+try:
+    import orjson
+except ImportError:  # optional at run time: the standard library gives the same values, slower
+    orjson = None
+
+
+def loads(line: str) -> object:
+    """``json.loads``, faster: orjson first, the standard library where orjson refuses (and for the error).
+
+    What the log's and ``mllog.log``'s readers parse a line with (``results/logmodel.py``,
+    ``results/mllog_format.py``)."""
+    if orjson is not None:
+        try:
+            return orjson.loads(line)
+        except ValueError:  # orjson.JSONDecodeError is one; json decides what the line really is
+            pass
+    return json.loads(line)
+
 
 def line_encoder(
     item_separator: str = ", ",

@@ -91,6 +91,7 @@ except ImportError:  # optional at run time: the standard library gives the same
 
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.graphs import LENGTH, OFFSET, GraphFileError, graph_place, read_graph, read_logged_graph
+from aiperf_mpi.results.jsonline import loads as loads
 from aiperf_mpi.results.precisions import logged_precision
 from aiperf_mpi.results.stored_weights import WEIGHTS_SHA256
 
@@ -121,16 +122,6 @@ _DEVICE = itemgetter(*_DEVICE_FIELDS)
 _PLACE_FIELDS = ("graph_file", OFFSET, LENGTH, "graph_sha256")
 _UNREAD = (TypeError, ValueError, AttributeError, OverflowError, runlog.UnreadableLog)
 """what the model raises on a field of the wrong kind: read past in a judged log (:func:`read_model`'s ``admit``)"""
-
-
-def loads(line: str) -> dict:
-    """``json.loads``, faster: orjson first, the standard library where orjson refuses (and for the error)."""
-    if orjson is not None:
-        try:
-            return orjson.loads(line)
-        except ValueError:  # orjson.JSONDecodeError is one; json decides what the line really is
-            pass
-    return json.loads(line)
 
 
 def parse_line(line: str) -> dict:

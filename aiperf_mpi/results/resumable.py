@@ -10,6 +10,8 @@ in the results room, because verify may import nothing higher.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 RESUME_OPTIONS = ("time_limit", "hardware_changed")
 """the run options ``--resume`` takes from the command line (a new time limit; why the hardware is not the first
 segment's, verify holding the segment to the first segment's hardware without it); the rest is the logged
@@ -19,3 +21,12 @@ HARDWARE_CHANGED = "hardware_changed"
 RESUME_MAY_CHANGE = (*RESUME_OPTIONS, "run_dir")
 """what a resumed segment's configuration may hold differently from the first's: those options, and the run
 directory, which is the one ``--resume`` names (a run moved or copied elsewhere resumes there)"""
+RENAMED_OPTIONS = {"warmup_epochs": "search_warmup_epochs"}
+"""run options renamed since a log may have been written, old name → new: the search's warm-up cap was
+``warmup_epochs`` until it was told apart from the learning rate's warm-up (``results/epochs.py``)"""
+
+
+def current_names(config: Mapping) -> dict:
+    """A logged configuration under today's option names (:data:`RENAMED_OPTIONS`), so a run logged before a
+    rename resumes, and its segments compare, as one configuration."""
+    return {RENAMED_OPTIONS.get(name, name): value for name, value in config.items()}

@@ -27,7 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import zipfile
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from pathlib import Path
 
 import numpy as np
@@ -91,8 +91,18 @@ def locate_weights(run_dir: Path, weights_file: str) -> Path | None:
     return None if where is None else run_dir / where
 
 
-def file_sha256(path: Path) -> str:
-    """The sha256 of a file's bytes, read in blocks (a ResNet-50's weights are 100 MB)."""
+def file_sha256(path: Path, most_bytes: int | None = None) -> str:
+    """The sha256 of a file's bytes, read in blocks (a ResNet-50's weights are 100 MB).
+
+    ``most_bytes``: the most the file may hold (:func:`most_weights_bytes` of its graph's shapes); a larger one
+    raises :class:`WeightsFileError` before a byte is read, so a reviewer's tool is not held for minutes by a
+    sparse terabyte or an inflated HDF5 user block (issue 45).
+    """
+    if most_bytes is not None:
+        size = path.stat().st_size
+        if size > most_bytes:
+            raise WeightsFileError(f"is {size:,} bytes, more than its graph's arrays can take ({most_bytes:,}): "
+                                   "refused unread")  # fmt: skip
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(READ_BLOCK), b""):
@@ -102,6 +112,25 @@ def file_sha256(path: Path) -> str:
 
 class WeightsFileError(ValueError):
     """A file that is not weights as :func:`aiperf_mpi.train.transfer.save_weights` writes them."""
+
+
+BYTES_PER_ARRAY = 64 << 10
+"""the most one array may add besides its elements: its ``.npy`` header (at most 64 KiB in version 2.0) and its
+zip or HDF5 entry"""
+FILE_SLACK = 64 << 20
+"""what a weights file may hold besides its arrays: a ``.keras`` file's ``config.json`` (the whole graph, a few
+MB for a deep morphed model) and ``metadata.json``, the zip's directory"""
+
+
+def most_weights_bytes(shapes: Iterable[tuple[int, ...]]) -> int:
+    """The most bytes a file of arrays of these shapes can need: 8 bytes an element (float64, the widest a
+    model is saved at), :data:`BYTES_PER_ARRAY` an array and :data:`FILE_SLACK`.  Generous by design: it is
+    there to refuse a file orders of magnitude too large before it is hashed, not to judge its contents."""
+    elements = arrays = 0
+    for shape in shapes:
+        elements += int(np.prod(shape, dtype=np.int64)) if shape else 1
+        arrays += 1
+    return 8 * elements + BYTES_PER_ARRAY * arrays + FILE_SLACK
 
 
 def npz_shapes(path: Path) -> dict[str, list[tuple[int, ...]]]:

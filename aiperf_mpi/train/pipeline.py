@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from aiperf_mpi.data.sources import DataError, DataSource, TFRecordSource
 from aiperf_mpi.data.tfdata import imagenet_split, normalise, parallel_calls, prefetched
+from aiperf_mpi.results.epochs import rank_batches
 
 DEVICE_BATCHES = 2
 """training batches held on the device ahead of the step (with ``Shard.device``)"""
@@ -41,7 +42,7 @@ class Shard:
 
     def steps(self, batch: int) -> int:
         """Training steps per epoch, identical on every rank of the group."""
-        return (self.source.sizes["train"] // self.size) // batch
+        return rank_batches(self.source.sizes["train"], self.size, batch)
 
     def validation_batches(self, batch: int) -> int:
         """This rank's validation batches (about: the split's ranks may differ by a sample)."""

@@ -41,6 +41,7 @@ from aiperf_mpi.config import RunConfig, device_prefetch_enabled, xla_enabled
 from aiperf_mpi.data.sources import DataSource
 from aiperf_mpi.graph.model import as_trained
 from aiperf_mpi.graph.ops import count_ops, epoch_ops
+from aiperf_mpi.results.epochs import LEARNING_RATE_WARMUP_EPOCHS, TIME_LIMIT, EpochStop, stop_asked
 from aiperf_mpi.results.timelimit import ends_after_limit
 from aiperf_mpi.search.hpo import HParams
 from aiperf_mpi.train.keras_model import build_keras_model
@@ -76,7 +77,6 @@ class TrainConfig:
     base_lr: float = RunConfig.base_lr
     """learning rate per 256 samples of global batch (scaled linearly with the group's global batch)"""
     momentum: float = 0.9
-    warmup_epochs: float = 1.0
     precision: str = "fp32"
     """a concrete precision (a run's ``auto`` is resolved before training: ``config.resolve_precision``)"""
     seed: int = RunConfig.seed
@@ -313,7 +313,7 @@ class GroupTrainer:
         steps = self.shard.steps(batch)
         global_batch = batch * self.size
         peak = config.base_lr * global_batch / 256.0
-        schedule = _WarmupSchedule(peak, int(config.warmup_epochs * steps))
+        schedule = _WarmupSchedule(peak, LEARNING_RATE_WARMUP_EPOCHS * steps)
         optimizer = make_optimizer(config.precision, schedule, config.momentum)
         # its slots (momentum) made now: created inside the first step instead, they make tf.function trace the
         # whole step twice (the variable-creation protocol), seconds per model
@@ -324,31 +324,26 @@ class GroupTrainer:
 
         limit = max_epochs or config.max_epochs
         epochs: list[EpochResult] = []
-        best, since_best, reason = -math.inf, 0, "epoch limit"
+        policy = EpochStop(config.patience, config.min_delta)
         kept_accuracy, kept_weights, kept_epoch = -math.inf, None, None  # the best epoch's weights (first rank)
         for epoch in range(1, limit + 1):
-            stop = self.comm.bcast(should_stop() or "", root=0) if should_stop is not None else ""
-            if stop:  # the first rank's reason, the same on every rank
-                reason = stop if isinstance(stop, str) else "time limit"
+            asked = stop_asked(should_stop()) if should_stop is not None else ""
+            if policy.stopped(self.comm.bcast(asked, root=0)):  # the first rank's reason, the same on every rank
                 break
             try:
                 result = self._epoch(epoch, model, train_step, evaluate, optimizer, counts, batch, steps,
                                      on_epoch_start, deadline, probe=epoch == 1)  # fmt: skip
             except _OutOfTime:
-                reason = "time limit"
+                policy.stopped(TIME_LIMIT)
                 break
             epochs.append(result)
             if on_epoch is not None:
                 on_epoch(result)
             if self.rank == 0 and result.val_accuracy > kept_accuracy:  # a copy in host memory, one model's size
                 kept_accuracy, kept_weights, kept_epoch = result.val_accuracy, model_weights(model), epoch
-            if result.val_accuracy > best + config.min_delta:
-                best, since_best = result.val_accuracy, 0
-            else:
-                since_best += 1
-                if since_best >= config.patience:
-                    reason = "early stop"
-                    break
+            if policy.after_epoch(result.val_accuracy):
+                break
+        reason = policy.reason
         best_accuracy = max((e.val_accuracy for e in epochs), default=float("nan"))
         if self.rank == 0 and kept_weights is None:  # no epoch (stopped at once): the model as built
             kept_weights = model_weights(model)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from analysis.audit_record import audit_standing
 from tests.support.mpirun import REPO_ROOT, mpi_env, run_mpi
 
 pytestmark = [pytest.mark.mpi, pytest.mark.tf, pytest.mark.long, pytest.mark.timeout(2400)]
@@ -65,8 +66,16 @@ def test_an_untouched_run_passes_and_the_same_run_squeezed_fails(tmp_path: Path)
     done = run_mpi(2, ["-m", "aiperf_mpi", *RUN_ARGS, "--run-dir", str(run_dir)], timeout=400)
     assert done.returncode == 0, done.output[-4000:]
 
-    honest = audit(run_dir, "--seconds", "4", "--json", str(tmp_path / "honest.json"))
+    honest = audit(run_dir, "--seconds", "4", "--json", str(tmp_path / "honest.json"), "--record")
     assert honest.returncode == 0, honest.stdout + honest.stderr
+    # issue 45: the record ties the audit to this log, and verify counts it, with a real re-evaluation beside it
+    assert audit_standing(run_dir).counts, audit_standing(run_dir).line
+    checked = subprocess.run([sys.executable, "-m", "analysis.verify", str(run_dir), "--reevaluate", "--json",
+                              str(tmp_path / "verify.json")], capture_output=True, text=True, timeout=600,
+                             env=mpi_env(), cwd=REPO_ROOT)  # fmt: skip
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    said = json.loads((tmp_path / "verify.json").read_text())["checked"]
+    assert said["reevaluated"] is True and said["audit"].startswith("audited: ") and said["missing"] == [], said
     assert "PASSED" in honest.stdout and "timed on: " in honest.stdout and "the kind timed here" in honest.stdout
     verdict = json.loads((tmp_path / "honest.json").read_text())
     ratios = [b["ratio"] for task in verdict["tasks"] for b in task["bounds"]]
@@ -75,6 +84,7 @@ def test_an_untouched_run_passes_and_the_same_run_squeezed_fails(tmp_path: Path)
     squeezed = tmp_path / "squeezed"
     shutil.copytree(run_dir, squeezed)
     assert squeeze_run(squeezed, SQUEEZE) >= 3
+    assert not audit_standing(squeezed).counts  # the honest run's record, copied along: another log now
     caught = audit(squeezed, "--seconds", "4")
     assert caught.returncode == 1, caught.stdout + caught.stderr
     failing = [line for line in caught.stdout.splitlines() if line.startswith("FAIL: task ")]

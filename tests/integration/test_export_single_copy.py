@@ -60,7 +60,7 @@ def test_the_best_model_is_stored_once_and_every_reader_finds_it(tmp_path, capsy
         events += logged
     write_log(run_dir, events)
 
-    export_best(run_dir, "digits")  # the run's end: python -m analysis.export --single-copy, in a child
+    export_best(run_dir, "digits")  # the run's end: python -m aiperf_mpi.export --single-copy, in a child
     printed = capsys.readouterr()
     assert printed.err == "" and printed.out.startswith(f"aiperf_mpi: best model: task 1 (validation accuracy "
                                                         f"0.8000) in {run_dir / 'best'}: model.keras ")  # fmt: skip

@@ -98,7 +98,7 @@ def test_every_data_set_runs_to_a_score(tmp_path, imagenet, name: str) -> None:
     assert "Traceback" not in run.output and "aiperf_mpi: score" in run.output
     if after:  # the job ended at its score: a line says how to make the report (and the model) later
         assert f"no report (--no-report): python -m analysis.report {run_dir} makes it" in run.output
-        exported = f"no model export (--no-report): python -m analysis.export --single-copy {run_dir}"
+        exported = f"no model export (--no-report): python -m aiperf_mpi.export --single-copy {run_dir}"
         assert (exported in run.output) == (name != "synthetic"), run.output[-3000:]  # synthetic has no best
         assert not (run_dir / "report").exists() and not (run_dir / "best").exists()
     else:

@@ -38,6 +38,7 @@ from pathlib import Path
 
 import pytest
 
+from aiperf_mpi.mpi.launch_settings import single_node_mpirun
 from tests.support.mpirun import REPO_ROOT, mpi_env, mpi_vendor
 
 # The run: about 12 s on 2 idle cores.  On a loaded machine a model may not even start before the
@@ -264,9 +265,11 @@ def test_nothing_of_the_job_listens_where_another_host_can_connect(job: Job) -> 
 
 
 def test_cpu_template_on_one_node_uses_the_make_run_transports() -> None:
-    """jobscripts/cpu.sbatch on one node exports, as OMPI_MCA_*, what SINGLE_NODE_MPI gives `make run`."""
+    """jobscripts/cpu.sbatch on one node exports, as OMPI_MCA_*, what SINGLE_NODE_MPI gives `make run` (both from
+    aiperf_mpi/mpi/launch_settings.py)."""
     makefile = (REPO_ROOT / "Makefile").read_text()
-    [flags] = re.findall(r"^SINGLE_NODE_MPI := (.*)$", makefile, re.M)
+    assert re.search(r"^SINGLE_NODE_MPI = \$\(shell \$\(LAUNCH_SETTINGS\) single-node-mpirun\)$", makefile, re.M)
+    flags = single_node_mpirun()  # what the Makefile asks aiperf_mpi/mpi/launch_settings.py for
     words = flags.split()
     assert words[::3] == ["--mca"] * (len(words) // 3) and len(words) % 3 == 0, flags
     wanted = {f"OMPI_MCA_{name}": value for name, value in zip(words[1::3], words[2::3], strict=True)}

@@ -12,7 +12,7 @@ the same shape (module-scoped) is the reference for the score lost, and shows
 that nothing is reported lost across the hosts by mistake.
 
 Each case prints one ``lost-node:`` line with its costs (run with ``-s`` to
-see them; BENCHMARKS.md, "A lost rank under ULFM", records them).
+see them; BENCHMARKS.md, "Failure detection", records them).
 """
 
 from __future__ import annotations

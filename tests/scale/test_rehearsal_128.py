@@ -4,7 +4,7 @@ other run.
 
 On synthetic data a leader holds ≈ 110 MiB and any other rank ≈ 64 MiB, ≈ 11–12 GiB for the job (the embedded
 digits would need ≈ 24 GiB at 128 ranks: never digits here).  On this machine's 2 cores the ranks' imports queue
-for the CPU: the start alone takes minutes (BENCHMARKS.md, the rehearsals), hence the timeouts.
+for the CPU: the start alone takes minutes (BENCHMARKS.md, "Start-up and end against ranks"), hence the timeouts.
 """
 
 from __future__ import annotations

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from aiperf_mpi.mpi.launch_settings import COMMON_MARK
 from tests.support.slurm import read_batch_script, slurm_minutes
 
 JOBSCRIPTS = Path(__file__).resolve().parents[2] / "jobscripts"
 TEMPLATES = sorted(JOBSCRIPTS.glob("*.sbatch"))
 GPU_TEMPLATES = {"scale-up.sbatch", "gpu-cluster.sbatch"}
-COMMON_MARK = "# ---- from here on, every template in jobscripts/ is the same ----"
 
 
 def test_the_four_shapes_are_there() -> None:
@@ -47,6 +47,9 @@ def test_time_warning_and_grace_fit_together(template: Path) -> None:
     assert 2 * warn <= job_seconds, "the warning would take most of the job"
     assert re.search(r"^\s*exec srun --mpi=pmix .*python -m aiperf_mpi", text, re.M)
     assert re.search(r"^\s*exec mpirun .*python -m aiperf_mpi", text, re.M)
+    # a failed node leaves the allocation to the other nodes (Slurm's default ends the job): the fault-tolerant
+    # launch goes on there, and without it rank 0 may still write the score
+    assert "--no-kill" in script.options, "#SBATCH --no-kill"
 
 
 @pytest.mark.parametrize("template", TEMPLATES, ids=lambda p: p.name)

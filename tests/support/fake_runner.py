@@ -16,6 +16,7 @@ from pathlib import Path
 
 from aiperf_mpi.graph.model import from_json
 from aiperf_mpi.job.leader import Outcome, Task
+from aiperf_mpi.results.epochs import stop_asked
 from aiperf_mpi.results.stored_weights import file_sha256
 from tests.support.synthetic_objective import synthetic_accuracy
 
@@ -45,9 +46,9 @@ class FakeRunner:
         accuracy = synthetic_accuracy(from_json(task.graph))
         epochs, reason = [], "epoch limit"
         for epoch in range(1, min(self.epochs, task.max_epochs or self.epochs) + 1):
-            stop = should_stop()
+            stop = stop_asked(should_stop())  # as the real trainer reads it
             if stop:
-                reason = stop if isinstance(stop, str) else "time limit"  # as the real trainer says
+                reason = stop
                 break
             start = time.time()
             if on_epoch_start is not None:

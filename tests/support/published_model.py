@@ -1,7 +1,6 @@
 """Checks of the best model a real run published (``RUN_DIR/best/``, ``python -m aiperf_mpi.export``).
 
-The run's end calls the command by its old name, ``python -m analysis.export``;
-these checks call the room's name, so both are used on every real run.
+The run's end calls the command (``analysis/after_run.py``), and so do these checks.
 
 Called on the run directories that tests/mpi/test_run.py makes with the real
 CLI, so the check adds no run of its own.  The model is loaded the way a user

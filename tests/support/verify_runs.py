@@ -143,7 +143,7 @@ def consistent_run(run_dir: Path, dataset: str = "imagenet", precision: str = "f
     return run_dir
 
 
-MLLOG_DEFAULTS = {"seed": 0, "base_lr": 0.1, "warmup_epochs": 0, "time_limit": 3600.0, "grace": 120.0, "batch_size": 32}
+MLLOG_DEFAULTS = {"seed": 0, "base_lr": 0.1, "time_limit": 3600.0, "grace": 120.0, "batch_size": 32}
 """what the master's mllog description needs of a configuration that a hand-made one may lack"""
 
 
@@ -361,3 +361,20 @@ def write_weights(run_dir: Path, task: int, shapes: dict | None = None) -> Path:
     find(events, runlog.MODEL_DONE, task=task)[WEIGHTS_SHA256] = file_sha256(path)
     write_log(run_dir, events)
     return path
+
+
+def as_rehearsal(events: list[dict]) -> None:
+    """Mark the log a rehearsal's (``rehearse``) at a stated rate its epochs keep: the fastest rate a rank that any
+    epoch's phase shows (the stand-in waits each phase out at the stated rate, so at this one no phase is shorter
+    than its stand-in's).  Returns nothing, as a ``forge`` change may."""
+    from aiperf_mpi.results.inventory import group_ranks_by_host
+
+    system, layout = find(events, runlog.SYSTEM), find(events, runlog.LAYOUT)
+    ranks = {group: sum(hosts.values()) for group, hosts in group_ranks_by_host(layout, system).items()}
+    rates = []
+    for epoch in (e for e in events if e["event"] == runlog.EPOCH):
+        for ops, seconds in ((epoch["ops_train"] + epoch["ops_update"], epoch["compute"]),
+                             (epoch["ops_validation"], epoch["evaluation"])):  # fmt: skip
+            if ops and seconds > 0:
+                rates.append(ops / (seconds * ranks[epoch["group"]]))
+    find(events, runlog.RUN_START)["config"].update(rehearse=True, rehearse_rate=max(rates))

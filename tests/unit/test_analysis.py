@@ -308,3 +308,16 @@ def test_a_model_given_up_at_the_time_limit_and_a_failed_set_up_are_accounted(tm
     split = time_split(run, groups, 60.0)
     assert (split.given_up, split.setup) == (18.0, 4.0 + 18.0)
     assert [g.idle for g in groups] == [9.0 + 2.0, 40.0]  # 30–39 (a search 39–40) and 58–60; 20–60
+
+
+def test_by_group_slices_as_a_mask_per_group_would() -> None:
+    """The per-group pass's slices (one sort, linear in the log) hold what a mask per group held, in order;
+    values outside the groups (none in a log that verifies) fall in no group, as before."""
+    from analysis.metrics import by_group
+
+    rng = np.random.default_rng(0)
+    groups = rng.integers(-1, 12, size=500)
+    of = by_group(groups, 10)
+    for group in range(10):
+        assert of(group).tolist() == np.flatnonzero(groups == group).tolist()
+    assert by_group(np.array([], dtype=int), 3)(2).tolist() == []

@@ -10,7 +10,9 @@ then ``train`` (TensorFlow, Keras, Horovod) and ``mpi`` (mpi4py), and on top
 ``results``.  A module may import its own room and those :data:`ALLOWED`
 names; an import counts wherever it is written — at the top, inside a
 function, in a ``__main__`` module.  The few modules that legitimately reach
-above their room are named in :data:`ALLOWANCES`, each with the reason.
+above their room are named in :data:`ALLOWANCES`, each with the reason.  Both
+tables are docs/design.md's, read from the page (:func:`design_table`): the
+rules are written once, where a reader sees them.
 
 The pure rooms (:data:`PURE_ROOMS`) load neither MPI nor TensorFlow, checked
 twice: by importing each of their modules in a fresh interpreter, and by
@@ -22,6 +24,7 @@ Horovod.  See docs/design.md for the picture.
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from functools import cache
@@ -34,40 +37,33 @@ PACKAGE = REPO / "aiperf_mpi"
 HEAVY = ("mpi4py", "tensorflow", "keras", "horovod")
 """what a pure room must never load, even from inside a function"""
 PURE_ROOMS = ("graph", "search", "results", "job", "config", "analysis")
-ALLOWED = {
-    "graph": {"errors"},
-    "search": {"graph", "errors"},
-    "results": {"errors"},
-    "data": {"errors"},
-    "config": {"graph", "search", "results", "data", "errors"},
-    # job ↛ analysis: the report and the export are end-of-run hooks that __main__ injects (job/session.py)
-    "job": {"graph", "search", "results", "data", "config", "errors"},
-    # mpi ↛ train: the trainer, the device pinning and the peak probe are a TrainingBackend that __main__ injects
-    "mpi": {"graph", "search", "results", "data", "config", "job", "errors", "signals", "__version__", "mpi4py",
-            "horovod"},
-    "train": {"graph", "search", "results", "data", "config", "job", "errors", "tensorflow", "keras", "horovod",
-              "mpi4py"},
-    # data: the re-evaluation opens the run's data set (export/reevaluate.py) to feed the trainer's pipeline
-    "export": {"graph", "results", "data", "train", "errors", "tensorflow", "keras"},
-    "analysis": {"graph", "results", "data", "errors"},  # data: the data sets' constants (sizes, classes)
-}  # fmt: skip
-"""what each room may import besides itself: rooms of the package, ``analysis`` and the heavy libraries by name"""
-ALLOWANCES = {
-    # the documented data sets' split sizes have one home, the versioned table the verifier holds runs to
-    # (results/datasets.py, which imports nothing): the built-in sources are cut by it
-    "aiperf_mpi/data/sources.py": {"results"},
-    # the ImageNet tf.data pipeline (decode, resize) is the one data module built on TensorFlow; the training
-    # pipeline (train/pipeline.py) uses it, and nothing below train/ imports it
-    "aiperf_mpi/data/tfdata.py": {"tensorflow"},
-    # the converter reads ImageNet shards with that pipeline (python -m aiperf_mpi.data convert, not the run)
-    "aiperf_mpi/data/__main__.py": {"tensorflow"},
-    # the ops command checks its numbers with the CLI's positive_int; cli.py loads mpi4py only inside
-    # parse_on_root, which the ops command never calls
-    "aiperf_mpi/graph/__main__.py": {"cli"},
-    # the old name of `python -m aiperf_mpi.export`, kept because scripts run it: it imports the
-    # export room only inside main(), so `import analysis.export` loads no TensorFlow (the import check below)
-    "analysis/export.py": {"export"},
-}
+DESIGN = REPO / "docs" / "design.md"
+
+
+def design_table(name: str) -> dict[str, frozenset[str]]:
+    """One of docs/design.md's tables of import rules, between its markers: the first column's name (a room, or
+    a module's path) → the names its second column gives in backquotes (what it may import).
+
+    The page is where the rules are written, once, each with its reason: this test reads them, so the picture a
+    reader sees and the rules the test enforces cannot drift apart.
+    """
+    text = DESIGN.read_text()
+    begin, end = f"<!-- {name}, read by tests/unit/test_architecture.py: begin -->", \
+        f"<!-- {name}, read by tests/unit/test_architecture.py: end -->"  # fmt: skip
+    assert text.count(begin) == 1 and text.count(end) == 1, f"docs/design.md has lost the markers of {name!r}"
+    rows = [line for line in text[text.index(begin) + len(begin):text.index(end)].splitlines() if line.strip()]
+    table = {}
+    for row in rows[2:]:  # the header and its rule
+        cells = [cell.strip() for cell in row.strip().strip("|").split(" | ")]
+        table[cells[0].strip("`")] = frozenset(re.findall(r"`([^`]+)`", cells[1]))
+    return table
+
+
+ALLOWED = design_table("the rooms' imports")
+"""what each room may import besides itself: rooms of the package, ``analysis`` and the heavy libraries by name
+(docs/design.md, "Rooms, lowest first")"""
+ALLOWANCES = design_table("the allowances")
+"""the modules that reach above their room, by name, each with its reason (docs/design.md)"""
 
 
 def room_files(room: str) -> list[Path]:
@@ -134,6 +130,19 @@ def rule_allows(path: Path, name: str) -> bool:
     """The room rules let ``path`` import ``name``: not a rule's subject, its own room, or in its room's list."""
     room, target = room_of(path), dependency(name)
     return target is None or target == room or target in ALLOWED.get(room, set())
+
+
+def test_the_design_pages_rules_name_real_rooms_modules_and_libraries() -> None:
+    """A row of docs/design.md's tables that names a room, a module or a library that does not exist (a typo, a
+    room renamed) would silently allow nothing or everything: each name is checked."""
+    known = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").is_file()}
+    known |= {p.stem for p in PACKAGE.glob("*.py")} | {"analysis", "__version__", *HEAVY}
+    assert set(PURE_ROOMS) <= set(ALLOWED) and len(ALLOWED) >= 10
+    for room, names in ALLOWED.items():
+        assert room_files(room), f"docs/design.md names a room {room!r} that has no modules"
+        assert names <= known, f"docs/design.md lets {room} import {sorted(names - known)}, which are no rooms"
+    for path, names in ALLOWANCES.items():
+        assert (REPO / path).is_file() and names and names <= known, (path, sorted(names))
 
 
 @pytest.mark.parametrize("room", sorted(ALLOWED))

@@ -5,8 +5,8 @@ import re
 
 import pytest
 
-from aiperf_mpi.cli import build_parser, check_mode, positive_int, run_overrides
-from aiperf_mpi.errors import UsageError, one_line
+from aiperf_mpi.cli import build_parser, check_mode, run_overrides
+from aiperf_mpi.errors import UsageError, one_line, positive_int
 
 
 def test_help_documents_every_option() -> None:

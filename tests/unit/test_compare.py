@@ -118,3 +118,47 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys) -> None:
     assert compare.main([str(run), str(tmp_path / "missing")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("analysis.compare: error: ") and err.count("\n") == 1
+
+
+def _rewrite_first(path: Path, change) -> Path:
+    """The run's log with its run_start changed by ``change`` (a dict → dict), written back whole."""
+    import json
+
+    log = path / runlog.EVENTS_FILE if path.is_dir() else path
+    lines = log.read_text().splitlines()
+    lines[0] = json.dumps(change(json.loads(lines[0])))
+    log.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("damage", ["string time", "list config", "null ops", "byte-order mark"])
+def test_a_malformed_log_is_one_line_and_exit_2(tmp_path, capsys, damage) -> None:
+    """Issue 45: each of these printed a traceback; a reviewer's tool gives one line on any bad log."""
+    import json
+
+    good, bad = five_runs(tmp_path)[:2]
+    log = bad / runlog.EVENTS_FILE if bad.is_dir() else bad
+    if damage == "string time":
+        _rewrite_first(bad, lambda e: {**e, "time": "soon"})
+    elif damage == "list config":
+        _rewrite_first(bad, lambda e: {**e, "config": [1, 2]})
+    elif damage == "null ops":
+        lines = log.read_text().splitlines()
+        lines[1] = json.dumps({**json.loads(lines[1]), "ops": None})
+        log.write_text("\n".join(lines) + "\n")
+    else:
+        log.write_bytes(b"\xef\xbb\xbf" + log.read_bytes())
+    status = compare.main([str(good), str(bad)])
+    err = capsys.readouterr().err
+    assert status == 2, err
+    assert err.startswith("analysis.compare: error: ") and err.count("\n") == 1, err
+
+
+def test_an_out_that_names_a_file_is_one_line_and_exit_2(tmp_path, capsys) -> None:
+    runs = five_runs(tmp_path)[:2]
+    taken = tmp_path / "taken"
+    taken.write_text("not a directory")
+    assert compare.main([str(runs[0]), str(runs[1]), "--out", str(taken)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("analysis.compare: error: ") and err.count("\n") == 1, err
+    assert taken.read_text() == "not a directory"

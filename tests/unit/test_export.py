@@ -1,7 +1,5 @@
 """aiperf_mpi.export without TensorFlow: which model, its lineage, and the one-line refusals (before any build).
 
-The command answers to its old name too (``python -m analysis.export``, which the run's end calls).
-
 The export itself (a Keras model loaded where aiperf_mpi is not) is checked on
 real runs in tests/mpi/test_run.py (tests/support/published_model.py).
 """
@@ -85,8 +83,8 @@ def test_lineage_follows_model_ids_not_task_numbers(tmp_path) -> None:
         (["--task", "9"], "task 9 is not in {run} (its log has tasks 0..4)"),
     ],
 )  # fmt: skip
-@pytest.mark.parametrize("command", ["aiperf_mpi.export", "analysis.export"])  # the room's and the old name
-def test_a_task_that_cannot_be_exported_is_one_line_and_exit_2(tmp_path, command, args, message) -> None:
+def test_a_task_that_cannot_be_exported_is_one_line_and_exit_2(tmp_path, args, message) -> None:
+    command = "aiperf_mpi.export"
     run_dir = a_run(tmp_path / "run")
     cli = subprocess.run([sys.executable, "-m", command, str(run_dir), *args], capture_output=True,
                          text=True, timeout=120)  # fmt: skip

@@ -18,7 +18,7 @@ from aiperf_mpi.graph.seeds import tiny_resnet
 from aiperf_mpi.job.faults import HangPolicy
 from aiperf_mpi.job.master import ALL_LOST, Master
 from aiperf_mpi.job.messages import EpochDone, EpochStarted, GroupLost, MonitorSample, Proposed, Ready, Stop
-from aiperf_mpi.mpi.tolerance import OPEN_MPI_LAUNCH, fault_tolerance, finalize_returns, start_line
+from aiperf_mpi.mpi.tolerance import OPEN_MPI_LAUNCH, finalize_returns
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.score import score_run
 from aiperf_mpi.search.bayesian import SearchConfig
@@ -201,22 +201,6 @@ def test_verify_accepts_a_lost_groups_open_task_and_refuses_work_logged_after_th
     assert "after it was lost" in capsys.readouterr().out
 
 
-def test_fault_tolerance_is_on_only_with_open_mpis_ulfm() -> None:
-    """With or without ULFM's heartbeat detector (OPEN_MPI_LAUNCH turns it off: its start-up race, issue 38)."""
-    open_mpi = "Open MPI v5.0.11, package: Open MPI user@localhost Distribution, ident: 5.0.11"
-    on = {"OMPI_MCA_mpi_ft_enable": "true", "OMPI_MCA_mpi_ft_detector": "false"}
-    assert fault_tolerance(on, open_mpi) == (True, "Open MPI ULFM, failures reported by the launcher")
-    assert fault_tolerance({}, open_mpi)[0] is False  # the default launch: as before
-    older, why = fault_tolerance({**on, "OMPI_MCA_mpi_ft_detector": "true"}, open_mpi)
-    assert older and "mpi_ft_detector false" in why  # the detector's launch still works, and says what is better
-    off, why = fault_tolerance(on, "MPICH Version:\\t4.2.0")
-    assert not off and "not Open MPI" in why
-    assert start_line(False, why).startswith("aiperf_mpi: fault tolerance off (MPICH")
-    assert "group_lost" in start_line(True, "x") and "\n" not in start_line(True, "x")
-    for option in ("--with-ft ulfm", "--enable-recovery", "mpi_ft_enable true", "mpi_ft_detector false"):
-        assert option in OPEN_MPI_LAUNCH
-
-
 def test_a_tolerant_rank_leaves_through_mpi_finalize_unless_the_detector_thread_runs() -> None:
     """Under the detector thread Open MPI 5.0.11's MPI_Finalize never returns; without it, it is the clean end."""
     words = OPEN_MPI_LAUNCH.split()  # --mca NAME VALUE reaches every rank as OMPI_MCA_NAME=VALUE
@@ -227,31 +211,13 @@ def test_a_tolerant_rank_leaves_through_mpi_finalize_unless_the_detector_thread_
     assert finalize_returns({**older, "OMPI_MCA_mpi_ft_detector_thread": "false"})
 
 
-def test_make_run_and_the_templates_turn_on_the_same_settings() -> None:
-    """``make run FT=1`` passes OPEN_MPI_LAUNCH; the templates set the same with AIPERF_FAULT_TOLERANCE=1."""
-    repo = Path(__file__).resolve().parents[2]
-    makefile = (repo / "Makefile").read_text().replace("\\\n", " ")
-    [flags] = [line.split(":=", 1)[1].split() for line in makefile.splitlines() if line.startswith("OPENMPI_FT_FLAGS")]
-    assert flags == OPEN_MPI_LAUNCH.split()
-    # --mca NAME VALUE (Open MPI's, OMPI_MCA_* in a template) or --prtemca NAME VALUE (the launcher's,
-    # PRTE_MCA_*) after --with-ft … --enable-recovery
-    settings = {(kind, name): value for kind, name, value in zip(flags[3::3], flags[4::3], flags[5::3], strict=True)}
-    assert {kind for kind, _ in settings} == {"--mca", "--prtemca"}
-    for template in sorted((repo / "jobscripts").glob("*.sbatch")):
-        text = template.read_text()
-        assert "--with-ft ulfm --enable-recovery" in text and 'kill-on-bad-exit="$KILL_ON_BAD_EXIT"' in text
-        for (kind, name), value in settings.items():
-            env = f"{'OMPI' if kind == '--mca' else 'PRTE'}_MCA_{name}"
-            assert f"{env}={value}" in text or f"{env}=${{{env}:-{value}}}" in text, (template.name, name)
-
-
 def test_one_function_decides_whether_fault_tolerance_is_on() -> None:
     """The start line, the transport, the relays and the abort guard ask job_fault_tolerance: no module but
     tolerance.py applies the rule itself or reads its settings, so no two ranks or roles can decide otherwise."""
     package = Path(__file__).resolve().parents[2] / "aiperf_mpi"
     deciding = set()
     for path in package.rglob("*.py"):
-        if path.name == "tolerance.py":
+        if path.name in ("tolerance.py", "launch_settings.py"):  # the rule, and the settings' one home (no rule)
             continue
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             called = node.func if isinstance(node, ast.Call) else None
@@ -259,3 +225,32 @@ def test_one_function_decides_whether_fault_tolerance_is_on() -> None:
             if name == "fault_tolerance" or (isinstance(node, ast.Constant) and "mpi_ft_" in str(node.value)):
                 deciding.add(path.relative_to(package).as_posix())
     assert not deciding, f"fault tolerance decided outside mpi/tolerance.py: {sorted(deciding)}"
+
+
+def test_the_hang_check_walks_the_groups_a_slice_a_pass(tmp_path) -> None:
+    """A round over the groups goes ``HANG_CHECK_SLICE`` groups per tick (a walk over 65,536 at once was a
+    ≈ 35 ms pause once a second); a silent group past the first slice is lost on the pass that reaches it."""
+    from aiperf_mpi.job.master import HANG_CHECK_SLICE
+
+    groups = 2 * HANG_CHECK_SLICE + 10
+    now = [0.0]
+    master = Master(RunConfig(time_limit=1000, seed_model="tiny", run_dir=str(tmp_path)), runlog.EventLog(tmp_path),
+                    MasterHistory(SearchConfig().view_bounds()), groups, tmp_path, clock=lambda: now[0],
+                    hang=POLICY)  # fmt: skip
+    for group in range(groups):
+        master.handle(group, Ready(group, 1, f"host{group}"))
+        master.state[group].longest_epoch = 10.0  # every group timed 10 s epochs: deadline 40 s
+    silent = groups - 1  # in the last slice
+    now[0] = 30.0
+    for group in range(groups - 1):
+        master.handle(group, EpochStarted(master.state[group].task, 2, now[0], 32))
+    now[0] = 41.0  # group `silent` has been silent 41 s; the others 11 s
+    master.tick()
+    assert master.checking_hangs and master.lost_groups == 0  # the first slice: not there yet
+    master.tick()
+    assert master.checking_hangs and master.lost_groups == 0
+    master.tick()
+    assert not master.checking_hangs and master.lost_groups == 1 and master.state[silent].lost
+    master.tick()  # the round is over; the next begins a check interval after the last began
+    assert not master.checking_hangs
+    master.log.close()

@@ -11,10 +11,11 @@ from mlperf_logging import compliance_checker
 
 from aiperf_mpi.job.mllog import MLLOG_FILE, MLLogWriter, task_details
 from aiperf_mpi.results.compliance import RULESET_VERSION, ruleset_path
+from aiperf_mpi.results.epochs import LEARNING_RATE_WARMUP_EPOCHS
 from tests.support.compliance import run_checker
 
 T0 = 1_796_000_000.0
-CONFIG = {"seed": 7, "base_lr": 0.1, "warmup_epochs": 2, "time_limit": 20.0, "grace": 30.0, "batch_size": 64,
+CONFIG = {"seed": 7, "base_lr": 0.1, "search_warmup_epochs": 2, "time_limit": 20.0, "grace": 30.0, "batch_size": 64,
           "precision": "fp32", "rehearse": False}  # fmt: skip
 HOSTS = [{"host": "node1", "cpu": "Xeon", "cpu_vendor": "GenuineIntel", "cpu_flags": ["avx2", "fma"], "cores": 2,
           "accelerators": [], "ranks": [0, 1]},
@@ -181,6 +182,20 @@ def test_the_checker_rejects_an_edited_log_for_the_rule_it_breaks(tmp_path, edit
     done = run_checker(mllog)
     assert done.returncode == 1 and "FAILED" in done.stdout, done.stdout
     assert rule in done.stdout, done.stdout
+
+
+def test_the_logged_warmup_is_the_trainers_and_ruleset_1_2_0_holds_it_there(tmp_path) -> None:
+    """The search's warm-up cap (2 here) is not what the trainer applies: a log of it fails 1.2.0, which reads the
+    trainer's constant; 1.1.0, the ruleset of the logs that wrote the cap, accepts any integer ≥ 0."""
+    mllog = _write_two_segments(tmp_path)
+    lines = _lines(mllog)
+    assert {line["value"] for line in lines if line["key"] == "opt_learning_rate_warmup_epochs"} == {
+        LEARNING_RATE_WARMUP_EPOCHS}  # fmt: skip
+    lines[_index(lines, "opt_learning_rate_warmup_epochs", 1)]["value"] = CONFIG["search_warmup_epochs"]
+    _rewrite(mllog, lines)
+    done = run_checker(mllog)
+    assert done.returncode == 1 and "v['value'] == epochs.LEARNING_RATE_WARMUP_EPOCHS" in done.stdout, done.stdout
+    assert run_checker(mllog, config=ruleset_path("1.1.0")).returncode == 0
 
 
 # ---------------------------------------------------------------- forgeries that keep the log consistent (issue 37)

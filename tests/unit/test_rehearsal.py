@@ -6,7 +6,13 @@ import pytest
 
 from aiperf_mpi.graph.ops import count_ops, epoch_ops
 from aiperf_mpi.graph.seeds import resnet50, tiny_resnet
-from aiperf_mpi.job.rehearsal import all_reduce_floats, stand_in_accuracy, stand_in_epoch
+from aiperf_mpi.job.rehearsal import (
+    ALL_REDUCE_CHUNK,
+    all_reduce_chunks,
+    all_reduce_floats,
+    stand_in_accuracy,
+    stand_in_epoch,
+)
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.schema import REQUIRED
 
@@ -52,6 +58,15 @@ def test_resnet50_on_imagenet_at_the_default_rate_is_minutes_an_epoch_on_8_ranks
 def test_the_all_reduce_is_the_parameters_share_and_never_empty() -> None:
     assert all_reduce_floats(1000, 1.0) == 1000 and all_reduce_floats(1000, 0.25) == 250
     assert all_reduce_floats(1000, 0.0) == 1
+
+
+def test_the_all_reduce_moves_the_models_bytes_in_pieces_a_rank_can_hold() -> None:
+    """ResNet-50's 25.6 M parameters go in 4 MiB pieces: the same bytes on the wire, a buffer of one piece."""
+    floats = all_reduce_floats(count_ops(resnet50(224, 3, 1000)).params, 1.0)
+    chunks = all_reduce_chunks(floats)
+    assert sum(chunks) == floats and max(chunks) == ALL_REDUCE_CHUNK == 1 << 20
+    assert len(chunks) == -(-floats // ALL_REDUCE_CHUNK) >= 24
+    assert all_reduce_chunks(1) == [1] and all_reduce_chunks(5, 2) == [2, 2, 1]
 
 
 def test_a_rehearsal_option_without_rehearse_is_refused_in_one_line() -> None:

@@ -18,7 +18,7 @@ from aiperf_mpi.config import RunConfig
 from aiperf_mpi.errors import UsageError
 from aiperf_mpi.job.session import prepare
 from aiperf_mpi.results import runlog
-from aiperf_mpi.results.resumable import RESUME_MAY_CHANGE, RESUME_OPTIONS
+from aiperf_mpi.results.resumable import RESUME_MAY_CHANGE, RESUME_OPTIONS, current_names
 from analysis import verify
 from tests.support.verify_runs import consistent_run, rewrite_log
 
@@ -88,3 +88,22 @@ def test_a_hardware_change_is_said_only_by_a_resume_and_with_a_reason(tmp_path) 
     assert prepare(RunConfig(), str(run), ranks=2).config.hardware_changed == ""  # each resume says its own
     with pytest.raises(UsageError, match=re.escape("hardware_changed applies only to --resume")):
         prepare(RunConfig(hardware_changed="faster", run_dir=str(tmp_path / "new")), None, ranks=2)
+
+
+def test_a_run_logged_before_the_search_warmup_was_renamed_resumes_and_verifies_as_one_configuration(tmp_path) -> None:
+    """``warmup_epochs`` became ``search_warmup_epochs`` (results/resumable.py's RENAMED_OPTIONS): a run whose first
+    segment logged the old name resumes with its value, and a resumed segment logging the new name is the same
+    configuration to verify."""
+    run = consistent_run(tmp_path / "run", dataset="digits", precision="fp32")
+
+    def before_the_rename(events: list[dict]) -> None:
+        config = events[0]["config"]
+        config["warmup_epochs"] = 2
+        config.pop("search_warmup_epochs", None)
+        events.append(dict(events[0], time=2000.0, segment=2, resumed=True,
+                           config={**current_names(config), "time_limit": config["time_limit"] + 60}))  # fmt: skip
+
+    rewrite_log(run, before_the_rename)
+    assert prepare(RunConfig(), str(run), ranks=2).config.search_warmup_epochs == 2
+    segments = next(c for c in verify.verify(run).checks if c.name == "segments").problems
+    assert not [p for p in segments if "runs another configuration" in p], segments

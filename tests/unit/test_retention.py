@@ -136,7 +136,7 @@ def test_a_bad_keep_weights_is_one_line_and_exit_2(tmp_path) -> None:
 
 
 def test_the_best_models_file_stays_when_no_search_would_choose_it_at_the_end_and_after_resume(tmp_path) -> None:
-    """The published model (analysis.export) is the best by observed accuracy, but the search ranks warm-up models
+    """The published model (aiperf_mpi.export) is the best by observed accuracy, but the search ranks warm-up models
     by their predicted accuracy: the best can be no candidate parent, and only its own protection keeps its file."""
     graph = to_json(tiny_resnet())
     log = runlog.EventLog(tmp_path)

@@ -223,7 +223,7 @@ def test_a_cut_mllog_line_is_set_aside_before_a_resumed_segment_appends(tmp_path
     from aiperf_mpi.job.mllog import MLLOG_FILE, MLLogWriter, repair_tail
 
     writer = MLLogWriter(tmp_path)
-    writer.run_start({"dataset": "digits", "seed": 0, "base_lr": 0.1, "warmup_epochs": 2},
+    writer.run_start({"dataset": "digits", "seed": 0, "base_lr": 0.1, "search_warmup_epochs": 2},
                      {"nodes": 1, "accelerators_per_node": 0}, 1, 1_796_000_000.0)  # fmt: skip
     writer.run_stop("time limit", 1_796_000_060.0)
     writer.close()

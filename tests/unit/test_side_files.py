@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from aiperf_mpi.results import runlog
+from aiperf_mpi.results import mllog_format, runlog
 from analysis import bundle, checks, side_files, verify
 from tests.support.tarballs import members, write_members
 from tests.support.verify_runs import (
@@ -43,11 +43,11 @@ def assert_named(run_dir: Path, name: str, *fragments: str) -> list[str]:
 
 def mllog_lines(run_dir: Path) -> list[dict]:
     text = (run_dir / "mllog.log").read_text().splitlines()
-    return [json.loads(line[len(side_files.PREFIX):]) for line in text]
+    return [json.loads(line[len(mllog_format.PREFIX):]) for line in text]
 
 
 def write_mllog_lines(run_dir: Path, records: list[dict]) -> None:
-    (run_dir / "mllog.log").write_text("".join(side_files.PREFIX + json.dumps(r) + "\n" for r in records))
+    (run_dir / "mllog.log").write_text("".join(mllog_format.PREFIX + json.dumps(r) + "\n" for r in records))
 
 
 def line_of(records: list[dict], key: str, task: int, epoch: int) -> dict:
@@ -306,7 +306,17 @@ def test_a_bundle_keeps_its_best_files_checked(run, tmp_path) -> None:
     assert result.ok and row(result, "best/ (exported model)").summary.startswith("task 0")
 
 
-def test_the_writer_and_the_reader_agree_on_the_file_and_its_flush() -> None:
-    from aiperf_mpi.job import mllog
+def test_the_reader_reads_what_the_writer_writes(tmp_path) -> None:
+    """One format (results/mllog_format.py): a line written late reads back at its true time, a stray one is named."""
+    from aiperf_mpi.job.mllog import MLLogWriter
 
-    assert (side_files.MLLOG_FILE, side_files.FLUSH_SECONDS) == (mllog.MLLOG_FILE, mllog.FLUSH_SECONDS)
+    writer = MLLogWriter(tmp_path)
+    writer.run_stop("time limit", 5.0)
+    writer.epoch_start(3, 2, 4.5, 64)  # arrives after a later line: held at its time_ms, true time in metadata
+    writer.close()
+    records = [mllog_format.read_line(text) for text in (tmp_path / mllog_format.MLLOG_FILE).read_text().splitlines()]
+    assert [(r["key"], r["time_ms"], mllog_format.true_time_ms(r)) for r in records] == [
+        ("run_stop", 5000, 5000), ("epoch_start", 5000, 4500)]  # fmt: skip
+    for stray, why in (("hello", "not a ':::MLLOG' line"), (mllog_format.PREFIX + "[1]", "not an MLLOG JSON object")):
+        with pytest.raises(mllog_format.NotAnMLLogLine, match=why):
+            mllog_format.read_line(stray)

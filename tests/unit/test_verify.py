@@ -42,7 +42,9 @@ def test_a_consistent_run_is_verified_and_valid_with_its_best_model(run, capsys)
     write_best(run)
     assert verify.main([str(run)]) == 0
     out = capsys.readouterr().out
-    assert "verdict: VERIFIED, a valid run" in out
+    # issue 45: valid by every rule of its log, but "valid" only once re-evaluated and audited
+    assert "verdict: VERIFIED, consistent with a valid run, NOT YET VALID: missing the best model re-evaluated" in out
+    assert "a valid run" not in out.replace("consistent with a valid run", "")
     assert "4 of 4 epochs recounted exactly" in out and "2 graph files: 2 sha256 as logged" in out
     for name in ("log", "segments", "epochs in segments", "graph files", "ops recount", "model records", "score",
                  "rule dataset", "rule error", "rule precision", "rule algorithms", "provenance"):  # fmt: skip
@@ -360,7 +362,10 @@ def test_a_bundle_holds_the_run_without_weights_and_verifies(run, tmp_path, caps
     manifest = verify.read_manifest(files["run/MANIFEST"].decode())
     assert set(manifest) == {name[len("run/"):] for name in files} - {"MANIFEST"}
     assert all(hashlib.sha256(files["run/" + n]).hexdigest() == digest for n, digest in manifest.items())
-    assert "verdict: VERIFIED, a valid run" in files["run/verify.txt"].decode()
+    assert "verdict: VERIFIED, consistent with a valid run, NOT YET VALID" in files["run/verify.txt"].decode()
+    recorded = json.loads(files["run/verify.json"])
+    assert recorded["valid"] is False and recorded["valid_by_log"] is True
+    assert recorded["checked"]["reevaluated"] is False and len(recorded["checked"]["missing"]) == 2
     system = json.loads(files["run/system.json"])
     assert system["segments"][0]["provenance"]["source_sha256"] and system["segments"][0]["layout"]["groups"]
     assert verify.main([str(out)]) == 0

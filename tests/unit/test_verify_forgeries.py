@@ -23,7 +23,7 @@ from aiperf_mpi.results.graphs import append_graph, read_graph, segment_graph_fi
 from aiperf_mpi.results.hardware import STAND_IN_DEVICE, accelerator_peak, cpu_peak
 from analysis import bundle, checks, verify
 from tests.support.tarballs import members, write_members
-from tests.support.verify_runs import HOST, consistent_run, find, forge, sync_record, write_best
+from tests.support.verify_runs import HOST, as_rehearsal, consistent_run, find, forge, sync_record, write_best
 
 B200_FP16 = 2.25e15
 """the table's dense fp16 peak of one B200"""
@@ -333,7 +333,8 @@ def test_s4_a_probe_whose_one_rank_beats_its_device(run) -> None:
 
 def _rehearsal(events: list[dict]) -> None:
     """The consistent run as a rehearsal writes it: the configuration says so, the probes are the stand-in's."""
-    find(events, runlog.RUN_START)["config"].update(rehearse=True, rehearse_rate=1e13, rehearse_allreduce=1.0)
+    as_rehearsal(events)  # its stated rate: one its epochs keep, as the stand-in's do
+    find(events, runlog.RUN_START)["config"].update(rehearse_allreduce=1.0)
     for peak in (e for e in events if e["event"] == runlog.PEAK):
         peak.update(device=STAND_IN_DEVICE, matrix_size=0, seconds=0.0, per_rank=[1e15, 1e15], threads=[])
 
@@ -342,6 +343,22 @@ def test_rh0_a_rehearsal_as_written_is_unofficial(run) -> None:
     forge(run, _rehearsal)
     result = verify.verify(run)
     assert result.ok and not result.valid and "training" in result.broken_rules
+
+
+@pytest.mark.parametrize("squeeze", [1000.0, 1.01])
+def test_rh3_a_rehearsals_clocks_squeezed_are_not_its_stand_ins(run, squeeze) -> None:
+    """Issue 45: a rehearsal whose clocks were divided by 1,000 verified ("an unofficial run") at × 1,000 the score:
+    its epochs are held to its stand-in's stated rate, which waits each phase out."""
+
+    def change(events: list[dict]) -> None:
+        _rehearsal(events)
+        for epoch in _epochs(events):
+            epoch["compute"] /= squeeze
+            epoch["evaluation"] /= squeeze
+
+    forge(run, change)
+    row = _row(run, "hardware bounds")
+    assert row.verdict == checks.MISMATCH and "not the stand-in's clock" in row.problems[0], row.problems
 
 
 def _relabelled(events: list[dict]) -> None:

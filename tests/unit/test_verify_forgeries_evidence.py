@@ -317,6 +317,27 @@ def test_r3_a_repeat_claimed_discarded_in_the_same_segment_is_caught(digits) -> 
     assert verify.main([str(digits)]) == 1
 
 
+
+@pytest.mark.parametrize("field", ["data_wait", "evaluation", "compute"])
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])
+def test_n1_a_non_finite_number_anywhere_fails_the_log_row(digits, field, value) -> None:
+    """Issue 45: a NaN in an epoch's timing field switched bounds off (×1.7 to ×6.1, the audit passed one).  JSON
+    has no NaN or Infinity and the package's writer refuses them (``allow_nan=False``), so any event holding
+    one, in any field, is refused by the log row whatever rule would have read it."""
+    forge(digits, lambda ev: _epochs(ev)[0].update({field: value}))
+    assert verify.main([str(digits)]) == 1
+    row = _row(digits, "log")
+    assert any("not a finite number" in problem for problem in row.problems), row.problems
+
+
+def test_n2_a_non_finite_number_nested_in_a_record_fails_too(digits) -> None:
+    def change(events: list[dict]) -> None:
+        done = find(events, runlog.MODEL_DONE, task=0)
+        done["model"]["hparams"]["learning_rate"] = float("nan")
+
+    forge(digits, change)
+    assert any("model.hparams.learning_rate" in p for p in _row(digits, "log").problems)
+
 # ---------------------------------------------------------------- weights files and best/
 
 
@@ -355,6 +376,25 @@ def test_w4_weights_kept_without_a_logged_sha256_are_not_valid(digits) -> None:
     forge(digits, change)
     assert _row(digits, "weights files").missing
 
+
+
+def test_w5_a_sparse_terabyte_under_a_weights_name_is_refused_unread(digits) -> None:
+    """Issue 45: a 1 TiB sparse weights/*.npz (a hole, then its real arrays: a zip reader takes data before the
+    archive, so its headers still read) was hashed whole, for minutes; it is refused by its size against what its
+    graph's arrays can need, before a byte is hashed."""
+    import time
+
+    path = write_weights(digits, 0)
+    logged, archive = file_sha256(path), path.read_bytes()
+    with open(path, "wb") as handle:
+        handle.seek(1 << 40)
+        handle.write(archive)
+    began = time.monotonic()
+    row = _row(digits, "weights files")
+    assert time.monotonic() - began < 30
+    assert row.verdict == checks.MISMATCH
+    assert any("refused unread" in problem for problem in row.problems), row.problems
+    assert logged  # the log still names the file's true sha256: only its size gives it away
 
 def _keras_stand_in(run: Path, weights_sha: str) -> None:
     """best/model.keras of any bytes, best/metadata.json naming its sha256 and the logged .npz's."""

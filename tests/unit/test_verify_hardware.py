@@ -12,7 +12,7 @@ from pathlib import Path
 
 from aiperf_mpi.results import runlog
 from analysis import checks, verify
-from tests.support.verify_runs import HOST, PEAK, find, forge
+from tests.support.verify_runs import HOST, PEAK, as_rehearsal, find, forge
 
 
 def failing(run_dir) -> dict[str, list[str]]:
@@ -123,7 +123,7 @@ def test_a_resumed_segment_on_hardware_the_first_did_not_have_is_named() -> None
 
 def test_a_rehearsal_is_noted_not_bounded(run) -> None:
     def rehearsal(events: list[dict]) -> None:
-        find(events, runlog.RUN_START)["config"]["rehearse"] = True
+        as_rehearsal(events)
         for peak in (e for e in events if e["event"] == runlog.PEAK):
             peak["ops_per_second"] = 100 * PEAK
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-RULESET_VERSION = "1.1.0"
+RULESET_VERSION = "1.2.0"
 
 
 def ruleset_path(version: str = RULESET_VERSION) -> Path:

@@ -1,0 +1,215 @@
+"""The operating system's limits a large job hits at start: open files on rank 0, memory on each node.
+
+**Open files.**  Under Open MPI's ``pml ob1`` with the TCP transport (``btl tcp``, what fault tolerance
+uses: ULFM has no UCX code), a rank holds one socket for every peer it has exchanged a message with, opened
+on the first message and kept to the end.  Rank 0 talks to every group's leader (each ``Work`` and ``Stop``
+goes to the leader itself, relays or not; without relays every leader's messages come to it too), to each
+relay, and to the few partners of the collectives' trees: at 4,096 ranks in groups of 1 that is ≈ 4,100
+sockets, against a soft limit of 1,024 on many systems.  A socket past the limit is not an error the job
+survives: measured here (33 ranks over TCP, each launched under ``prlimit --nofile=40:4096``), rank 0's TCP
+transport fails to accept the leaders' connections ("accept failed: Too many open files", thousands of
+times) and the job hangs until its launcher's time limit.  So every rank raises its soft limit to its hard
+limit (which an unprivileged process may do) before its first collective, and rank 0 says in one line
+when even the hard limit is below what it needs.
+
+**Memory.**  A rehearsal of 128 ranks in groups of 2 under fault tolerance on a 24 GiB machine lost 28
+groups to the kernel's OOM killer before any fault was injected, and nothing had warned.  What a rank holds
+depends on its role and, for a group's leader (the search parses and morphs the seed's graphs), on the seed
+model: :data:`REHEARSAL_MIB`, measured by ``benchmarks/memory.py``.  At start every rank reports its node's
+``MemAvailable`` and its own anonymous memory so far; rank 0 adds up, per node of the layout, what its ranks
+will hold at their peak, and says in one line when a node's available memory (plus what its ranks already
+hold) falls short.  A run that trains adds TensorFlow to every training rank (:data:`TENSORFLOW_MIB`, its
+import alone: the model, the optimizer and the input pipeline come on top, so the line is a floor there).
+
+Each rank calls :func:`raise_open_files` first thing (``aiperf_mpi/__main__.py``: before the first collective, since
+the start's broadcasts and gathers already connected rank 0 to enough ranks to fail under a soft limit of 40
+at 33 ranks), and :func:`say_limits` once the layout is known.  The rules are pure and unit-tested
+(tests/unit/test_limits.py); the launch under ``prlimit`` is tests/mpi/test_limits.py.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import resource
+from collections.abc import Mapping
+
+from aiperf_mpi.mpi.plan import LayoutPlan
+
+FILES_BESIDE_PEERS = 64
+"""rank 0's open files that are not a socket to a peer: stdin/out/err, the event log, MLLOG, the graphs file and
+the run's lock, the launcher's PMIx connection, the TCP transport's listening sockets, Open MPI's eventfds,
+pipes and shared-memory files, Python's own.  Measured: 18 of them on rank 0 of a 33-rank rehearsal over TCP
+(53 open files, 35 sockets: 32 leaders, the PMIx server, two listening); the rest is headroom for the
+monitor, the report's fonts and libraries opened later"""
+
+
+REHEARSAL_MIB = {"master": 130, "relay": 40, "other": 50, "leader": {"tiny": 100, "resnet50": 230}}
+"""a rehearsing rank's peak anonymous memory (``RssAnon``, MiB) by role, a leader's by seed model.  Measured by
+``benchmarks/memory.py`` (8 ranks in groups of 2 with a relay, 40 s, after the stand-in's all-reduce went in
+4 MiB pieces, job/rehearsal.py; before, a ResNet-50 group's ranks held 129–184 MiB each there, and up to 490 MB
+in longer runs): the master, the relay 38, another training rank 38 (tiny) and 46 (resnet50), a leader 66 and
+72 MiB.  What grows with the run is added from the master bench (BENCHMARKS.md, the master): rank 0 ≈ 127 MB
+at 100,000 models, a ResNet-50 leader's search 183 MB resident (peak 258 MB) at 100,000 models.  The shared
+libraries' pages (≈ 30 MiB of each rank's VmRSS) are left out.  A seed not named here counts as the largest"""
+TENSORFLOW_MIB = 530
+"""what ``import tensorflow`` (2.18, CPU) adds to a training rank's resident memory (BENCHMARKS.md)"""
+
+
+def rank_need_mib(role: str, seed: str, rehearse: bool) -> float:
+    """A rank's peak anonymous memory (MiB) by role (master, relay, leader, other), seed model and run kind."""
+    figure = REHEARSAL_MIB[role]
+    if isinstance(figure, dict):
+        figure = figure.get(seed, max(figure.values()))
+    trains = role in ("leader", "other")
+    return figure + (0 if rehearse or not trains else TENSORFLOW_MIB)
+
+
+def role_of(plan: LayoutPlan, rank: int) -> str:
+    if rank == plan.master_rank:
+        return "master"
+    if rank in plan.relay_ranks:
+        return "relay"
+    group = plan.group_of(rank)
+    return "leader" if group is not None and group.leader == rank else "other"
+
+
+def memory_line(plan: LayoutPlan, reports: list[tuple[int, int]], seed: str, rehearse: bool) -> str | None:
+    """Rank 0's one line when a node cannot hold its ranks (None when every node can).
+
+    ``reports[rank]``: (the node's ``MemAvailable``, the rank's ``RssAnon``), in KiB, as each rank read them at
+    start (0 where it could not).  A node's room is its least ``MemAvailable`` reading plus what its ranks
+    already hold (counted in neither); its need is its ranks' peak figures (:func:`rank_need_mib`).
+    """
+    room: dict[int, float] = {}
+    need: dict[int, float] = {}
+    readings: dict[int, list[int]] = {}
+    for rank, (available, anonymous) in enumerate(reports):
+        node = plan.nodes[rank]
+        readings.setdefault(node, []).append(available)
+        room[node] = room.get(node, 0.0) + anonymous / 1024
+        need[node] = need.get(node, 0.0) + rank_need_mib(role_of(plan, rank), seed, rehearse)
+    short = []
+    for node, values in readings.items():
+        if not all(values):
+            continue  # a node that could not say (no /proc/meminfo): nothing to hold it to
+        have = min(values) / 1024 + room[node]
+        if need[node] > have:
+            short.append((need[node] - have, node, need[node], have))
+    if not short:
+        return None
+    gap, node, wanted, have = max(short)
+    host = plan.hosts[plan.nodes.index(node)]
+    ranks = plan.nodes.count(node)
+    kind = "a rehearsal's" if rehearse else "at least (TensorFlow's import; the model and data come on top)"
+    return (f"aiperf_mpi: warning: {len(short)} node(s) may not hold their ranks' memory: e.g. {host}'s {ranks} "
+            f"ranks need ≈ {wanted / 1024:.1f} GiB ({kind}, seed {seed}) and it has {have / 1024:.1f} GiB; the "
+            "kernel's OOM killer may take ranks, each costing its group (docs/cluster.md, \"Open files and "
+            "memory\")")
+
+
+def memory_report() -> tuple[int, int]:
+    """(``MemAvailable`` of this node, ``RssAnon`` of this process), KiB; 0 for what cannot be read."""
+    def field(path: str, name: str) -> int:
+        try:
+            with open(path, encoding="ascii") as handle:
+                for line in handle:
+                    if line.startswith(name):
+                        return int(line.split()[1])
+        except (OSError, ValueError, IndexError):
+            pass
+        return 0
+
+    return field("/proc/meminfo", "MemAvailable:"), field("/proc/self/status", "RssAnon:")
+
+
+def collective_partners(world_size: int) -> int:
+    """The peers a rank meets in the world's collectives (binomial and recursive-doubling trees): ⌈log₂ P⌉."""
+    return max(1, math.ceil(math.log2(max(world_size, 2))))
+
+
+def rank0_peers(plan: LayoutPlan) -> int:
+    """The ranks rank 0 holds a connection to by the end of the run: every leader, every relay, the collectives'.
+
+    A group's other ranks talk only to their group and the world's collective trees; a relay to its own
+    leaders and rank 0: each fewer than rank 0, so rank 0's need is the job's largest.
+    """
+    leaders = {group.leader for group in plan.groups}
+    return len(leaders | set(plan.relay_ranks)) + collective_partners(plan.world_size)
+
+
+def open_files_needed(plan: LayoutPlan) -> int:
+    """Rank 0's open files at the end of a run over TCP: a socket per peer (:func:`rank0_peers`) and the rest."""
+    return rank0_peers(plan) + FILES_BESIDE_PEERS
+
+
+def talks_tcp(environ: Mapping[str, str]) -> bool:
+    """Whether this job's ranks may reach each other by TCP sockets (Open MPI's ``--mca`` settings, as each rank
+    reads them from its environment): not when the point-to-point layer is UCX (sockets only to connect) or the
+    transports named exclude ``tcp``.  Unset (Open MPI's choice at run time): TCP where nothing faster exists."""
+    pml = environ.get("OMPI_MCA_pml", "").strip().lower()
+    if pml and not pml.startswith("^") and "ob1" not in pml.split(","):
+        return False  # ucx, cm: no TCP transport of their own per peer
+    btl = environ.get("OMPI_MCA_btl", "").strip().lower()
+    if not btl:
+        return True
+    if btl.startswith("^"):
+        return "tcp" not in btl[1:].split(",")
+    return "tcp" in btl.split(",")
+
+
+def raised_soft_limit(soft: int, hard: int, nr_open: int | None) -> int:
+    """The soft limit to ask for: the hard limit; when that is unlimited, the kernel's ceiling (``fs.nr_open``:
+    Linux refuses an unlimited ``RLIMIT_NOFILE``), or the soft limit as it is when that cannot be read."""
+    if hard == resource.RLIM_INFINITY:
+        return soft if nr_open is None or (soft != resource.RLIM_INFINITY and soft >= nr_open) else nr_open
+    return hard
+
+
+def _nr_open() -> int | None:
+    try:
+        with open("/proc/sys/fs/nr_open", encoding="ascii") as handle:
+            return int(handle.read())
+    except (OSError, ValueError):
+        return None
+
+
+def raise_open_files() -> tuple[int, int]:
+    """This process's ``RLIMIT_NOFILE`` soft limit raised to its hard limit; (soft, hard) as they are after."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = raised_soft_limit(soft, hard, _nr_open())
+    if wanted != soft:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+        except (ValueError, OSError):
+            pass  # left as it was; rank 0's line says so when it matters
+    return resource.getrlimit(resource.RLIMIT_NOFILE)
+
+
+def open_files_line(plan: LayoutPlan, soft: int, hard: int, tcp: bool) -> str | None:
+    """Rank 0's one line when its limit cannot cover its sockets over TCP (None when it can, or off TCP)."""
+    needed = open_files_needed(plan)
+    if not tcp or soft == resource.RLIM_INFINITY or soft >= needed:
+        return None
+    shown = "unlimited" if hard == resource.RLIM_INFINITY else f"{hard:,}"
+    return (f"aiperf_mpi: warning: rank 0 may open ≈ {needed:,} files over TCP (a socket to each of "
+            f"{len(plan.groups):,} group leaders and {len(plan.relay_ranks)} relay(s), ⌈log₂ "
+            f"{plan.world_size:,}⌉ collective partners, {FILES_BESIDE_PEERS} other files) but its open-file limit "
+            f"is {soft:,} (hard {shown}): past it the job hangs; raise the hard limit (`ulimit -Hn`, limits.conf, "
+            "Slurm's PropagateResourceLimits) or use fewer groups (docs/cluster.md, \"Open files and memory\")")
+
+
+def say_limits(comm, plan: LayoutPlan, seed: str, rehearse: bool) -> None:
+    """Collective, once the layout is known (``mpi/run.py``): rank 0 says in one line each limit that cannot
+    hold the job — its open files over TCP, a node's memory.
+
+    ``comm`` is the world communicator (mpi4py's ``gather`` and ``Get_rank``): one gather of two numbers a
+    rank.  The open-file limits are read as :func:`raise_open_files` left them.
+    """
+    reports = comm.gather(memory_report(), root=plan.master_rank)
+    if comm.Get_rank() != plan.master_rank:
+        return
+    lines = [open_files_line(plan, *resource.getrlimit(resource.RLIMIT_NOFILE), talks_tcp(os.environ)),
+             memory_line(plan, reports, seed, rehearse)]  # fmt: skip
+    for line in filter(None, lines):
+        print(line, flush=True)

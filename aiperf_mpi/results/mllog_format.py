@@ -1,0 +1,86 @@
+"""The ``:::MLLOG`` line, written and read: one home for mlperf-logging's line format as this project uses it.
+
+The master writes ``mllog.log`` (:mod:`aiperf_mpi.job.mllog`, which takes
+mlperf-logging's key names and event types) and verify reads it back
+against the event log (``analysis/side_files.py``); both take the file's
+name, the line's shape and its times from here, so a change to one is a
+change to the other.  A line is ``:::MLLOG`` and one JSON object, as
+``json.dumps`` writes ``{"namespace": "", "time_ms": …, "event_type": …,
+"key": …, "value": …, "metadata": {…}}`` (mlperf-logging's spacing: its
+parser and the compliance checker read it).  ``time_ms`` never goes back: a
+line written after a later one carries its own time in
+``metadata.event_time_ms``.  Pure, and light: a relay rank composes epoch
+lines with it.
+"""
+
+from __future__ import annotations
+
+import math
+
+from aiperf_mpi.results.jsonline import loads
+
+MLLOG_FILE = "mllog.log"
+PREFIX = ":::MLLOG "
+FLUSH_SECONDS = 1.0
+"""the writer flushes its lines to the OS at most this often: a segment killed without ``run_stop`` may lack
+the lines of its last second (the reader tolerates that much, no more)"""
+LINE_START = PREFIX + '{"namespace": "", "time_ms": '
+EVENT_TIME_MS = "event_time_ms"
+EVENT_TIME = f'"{EVENT_TIME_MS}": '
+"""a late line's metadata member with its true time, as its JSON text and separator"""
+
+
+def time_ms(seconds: float) -> int:
+    """A Unix time in seconds as a line's milliseconds (truncated, as mlperf-logging's ``time_ms``)."""
+    return int(seconds * 1000)
+
+
+def line_middle(event_type_text: str, key_text: str) -> str:
+    """The constant middle of a line of one event type and key, given as their JSON texts: what lies between its
+    ``time_ms`` and its value (a writer makes it once per kind and key)."""
+    return f', "event_type": {event_type_text}, "key": {key_text}, "value": '
+
+
+def line(ms: int, middle: str, value: str, members: str) -> str:
+    """One line, newline included: its ``time_ms``, its :func:`line_middle`, its value's JSON text and its
+    metadata's members' text (``"a": 1, "b": 2``)."""
+    return f'{LINE_START}{ms}{middle}{value}, "metadata": {{{members}}}}}\n'
+
+
+def late_members(members: str, event_ms: int) -> str:
+    """A late line's metadata members: its own, then its true time (``json.dumps`` of ``{**metadata,
+    "event_time_ms": …}``)."""
+    return f"{members}, {EVENT_TIME}{event_ms}" if members else f"{EVENT_TIME}{event_ms}"
+
+
+class NotAnMLLogLine(ValueError):
+    """A line of ``mllog.log`` that is not an MLLOG line; its text says how."""
+
+
+def read_line(text: str) -> dict:
+    """One line's record: the JSON object after :data:`PREFIX`, with a text ``key``; :class:`NotAnMLLogLine`
+    otherwise."""
+    if not text.startswith(PREFIX):
+        raise NotAnMLLogLine("not a ':::MLLOG' line")
+    try:
+        record = loads(text[len(PREFIX):])
+    except (ValueError, RecursionError):
+        record = None
+    if not isinstance(record, dict) or not isinstance(record.get("key"), str):
+        raise NotAnMLLogLine("not an MLLOG JSON object")
+    return record
+
+
+def true_time_ms(record: dict) -> int | None:
+    """A read line's true time: ``metadata.event_time_ms`` on a late line, else ``time_ms`` (None: neither is an
+    integer)."""
+    meta = record.get("metadata") if isinstance(record.get("metadata"), dict) else {}
+    value = meta.get(EVENT_TIME_MS, record.get("time_ms"))
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def logged_ms(seconds: object) -> int | None:
+    """The milliseconds a line logs for a time in the event log (:func:`time_ms`); None for what is not a time."""
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not math.isfinite(seconds):
+        return None
+    return time_ms(seconds)

@@ -1,0 +1,141 @@
+"""What a verdict rests on: the claims verify cannot hold to anything outside the run, each with what a lie could buy.
+
+Verify holds every rate to the hardware table's bound for the hardware the
+``system`` event names (``analysis/verify_hardware.py``), and every count to the
+split tables.  What it cannot check is the naming itself: a log that claims a
+bigger processor, more hosts, more logical processors or a faster precision
+raises its own bound, and a file-read set relabelled ImageNet keeps its
+accuracy.  TOP500 and MLPerf take such claims on a system description that
+others can check; what they never do is print "valid" over one without saying
+so.  So each verdict lists them (issue 45), with the largest factor by which a
+false claim could have raised the score *within verify's bounds*, measured
+against the hardware this verify runs on (:func:`aiperf_mpi.results.machine.local_description`),
+and what would check it (the audit, the re-evaluation).  The factors are the
+hardware table's ratios: an honest claim of a bigger machine gets the same
+factor, which is the point: the score then rests on that claim.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from aiperf_mpi.results.hardware import host_bound
+from aiperf_mpi.results.inventory import training_ranks_by_host
+from aiperf_mpi.results.logmodel import RunModel
+from aiperf_mpi.results.precisions import logged_precision
+
+FILE_READ_SETS = ("imagenet", "cifar10", "hdf5")
+"""data sets read from files the reviewer does not hold (digits and synthetic are built in and counted here)"""
+
+
+@dataclass(frozen=True)
+class TrustedClaim:
+    """One claim the verdict rests on."""
+
+    name: str
+    said: str
+    """what the log claims, in words"""
+    factor: float | None
+    """the most a false claim could have raised the score within verify's bounds (None: no bound verify holds)"""
+    check: str
+    """what checks it, and whether that was done"""
+
+    def line(self) -> str:
+        bound = "no bound verify can hold" if self.factor is None else f"up to ×{_fmt(self.factor)}"
+        return f"trusted: {self.name}: {self.said}; {bound}; {self.check}"
+
+    def to_dict(self) -> dict:
+        return {"claim": self.name, "said": self.said, "factor": self.factor, "check": self.check}
+
+
+def _fmt(factor: float) -> str:
+    return f"{factor:.3g}" if factor < 1000 else f"{factor:,.0f}"
+
+
+def _kind(host: Mapping) -> str:
+    devices = host.get("accelerators") if isinstance(host.get("accelerators"), list) else []
+    if devices:
+        names = sorted(map(str, devices))
+        return " + ".join(f"{names.count(name)} × {name}" for name in dict.fromkeys(names))
+    return f"{host.get('cpu')} ({host.get('cores')} logical processors, no accelerator)"
+
+
+def trusted_claims(model: RunModel, here: Mapping, audited: bool, reevaluated: bool,
+                   score: float | None) -> list[TrustedClaim]:  # fmt: skip
+    """The claims of ``model``'s log that verify takes on trust (see the module), worst segment first.
+
+    ``here``: this verifier's machine (``local_description()``); ``audited``/``reevaluated``: whether a passing
+    audit record of this log was found and the best model re-evaluated in this verify; ``score``: the run's score
+    in operations per second (None: none), for the headroom its clocks had under the table's bound.
+    """
+    here_host = {**here, "host": here.get("host", "this machine")}
+    mine = host_bound(here_host, 1, "fp32").ops_per_second
+    audit = "audited on the claimed kind (passed)" if audited else "not audited (python -m analysis.audit --record)"
+    claims: list[TrustedClaim] = []
+    hardware: dict[str, tuple[float | None, str]] = {}
+    total_bound, most_hosts, precisions, threads = 0.0, 0, set(), set()
+    for segment in model.segment_records:
+        system, layout = segment.system, segment.layout
+        if not isinstance(system, Mapping) or not isinstance(layout, Mapping):
+            continue
+        precision = str(logged_precision(segment.config if isinstance(segment.config, Mapping) else {}))
+        precisions.add(precision)
+        hosts = [h for h in system.get("hosts") or [] if isinstance(h, Mapping)]
+        most_hosts = max(most_hosts, len(hosts))
+        training = training_ranks_by_host(layout, system)
+        segment_bound = 0.0
+        for host in hosts:
+            ranks = training.get(str(host.get("host")), 0)
+            bound = host_bound(host, max(ranks, 1), precision).ops_per_second
+            if ranks and bound is not None:
+                segment_bound += bound
+                at_fp32 = host_bound(host, max(ranks, 1), "fp32").ops_per_second
+                factor = at_fp32 / mine if at_fp32 and mine else None
+                kind = _kind(host)
+                if kind not in hardware or (factor or 0) > (hardware[kind][0] or 0):
+                    hardware[kind] = (factor, precision)
+        total_bound = max(total_bound, segment_bound)
+        for peak in segment.peaks:
+            for entry in peak.get("threads") or [] if isinstance(peak.get("threads"), list) else []:
+                if isinstance(entry, Mapping) and isinstance(entry.get("intra"), int):
+                    threads.add(entry["intra"])
+    where = _kind(here_host)
+    for kind, (factor, _) in sorted(hardware.items(), key=lambda item: -(item[1][0] or 0)):
+        claims.append(TrustedClaim("hardware named", f"{kind} claimed", factor,
+                                   f"the table's fp32 bound over this verifier's {where}; {audit}"))  # fmt: skip
+    if most_hosts > 1:
+        claims.append(TrustedClaim("host list", f"{most_hosts} hosts listed", float(most_hosts),
+                                   "a made-up host of a listed kind adds its whole bound; no file proves a host "
+                                   "existed: the site's system description and the audit on that kind"))  # fmt: skip
+    for precision in sorted(precisions - {"fp32"}):
+        ratios = []
+        for segment in model.segment_records:
+            for host in (segment.system or {}).get("hosts") or []:
+                if isinstance(host, Mapping):
+                    low = host_bound(host, 1, "fp32").ops_per_second
+                    high = host_bound(host, 1, precision).ops_per_second
+                    if low and high:
+                        ratios.append(high / low)
+        claims.append(TrustedClaim("precision", f"{precision} claimed", max(ratios, default=None),
+                                   f"the table's {precision} bound over its fp32 one; {audit}"))  # fmt: skip
+    if threads:
+        claims.append(TrustedClaim("threads a rank", f"{', '.join(map(str, sorted(threads)))} TensorFlow thread(s) a "
+                                   "rank (the probe's)", None,
+                                   "changes no bound; the audit cannot judge a task whose rank claims more threads "
+                                   "than the audit's machine has cores"))  # fmt: skip
+    if score and total_bound and math.isfinite(score):
+        claims.append(TrustedClaim("timings", f"every epoch's clock (score {score / 1e9:,.4g} GOPS)",
+                                   total_bound / score,
+                                   "a squeeze of every clock stays within the table's bound up to this factor; "
+                                   + ("a sampled task's epochs within the audit's tolerance (audited)" if audited
+                                      else "not audited: only the hardware table bounds it")))  # fmt: skip
+    dataset = str((model.config or {}).get("dataset", "")) if isinstance(model.config, Mapping) else ""
+    if dataset in FILE_READ_SETS:
+        claims.append(TrustedClaim("the data", f"which images the {dataset} files hold", None,
+                                   "the accuracy, and so the regulated score's −ln E, rests on it; "
+                                   + ("re-evaluated on the reviewer's data in this verify" if reevaluated else
+                                      "not re-evaluated: python -m analysis.verify RUN_DIR --reevaluate --data-path "
+                                      "YOUR_COPY")))  # fmt: skip
+    return claims

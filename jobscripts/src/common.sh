@@ -1,0 +1,112 @@
+
+# Fault tolerance (opt-in, AIPERF_FAULT_TOLERANCE=1): a dead rank costs its group, not the run.  It needs the
+# launch Open MPI documents for it on Slurm, mpirun inside the allocation: its launcher (PRRTE) tells the
+# other ranks (ULFM) and keeps them alive.  A direct srun does neither (measured: Slurm's PMIx plugin reports
+# nothing to the ranks and ends the step; docs/cluster.md, "When a node fails"), so fault tolerance picks
+# mpirun, and an explicit AIPERF_LAUNCHER=srun runs fail-fast, saying so.  The settings (from
+# aiperf_mpi/mpi/launch_settings.py, which says why each): ULFM without its heartbeat detector (its start-up
+# race crashed starts of 32 ranks and more, issue 38), the ob1 messaging layer (UCX's has no ULFM code; set
+# here because a site's OMPI_MCA_pml would win over Open MPI's ft-mpi parameter set), no HAN collectives
+# (not fault-tolerant across nodes: open-mpi/ompi#13915), a non-zero exit counted once by the launcher
+# (PRRTE 3.0.x miscounts it and can end the job early), and --no-kill on the step that starts the launcher's
+# daemons, so a failed node does not end the others.  MPICH ignores OMPI_MCA_* and runs as before.
+LAUNCHER=${AIPERF_LAUNCHER:-srun} FT_MPIRUN=()
+if [ "${AIPERF_FAULT_TOLERANCE:-0}" = 1 ]; then
+    LAUNCHER=${AIPERF_LAUNCHER:-mpirun}
+    if [ "$LAUNCHER" = mpirun ]; then
+        @FT_OMPI_EXPORTS@
+        @FT_PRTE_EXPORTS@
+        FT_MPIRUN=(@FT_MPIRUN_OPTIONS@)
+        echo "aiperf_mpi job $SLURM_JOB_ID: fault tolerance asked for (AIPERF_FAULT_TOLERANCE=1): launching with" \
+             "mpirun inside the allocation, Open MPI's fault-tolerant launch on Slurm (rank 0's start line says" \
+             "what a failure costs)"
+    else
+        echo "aiperf_mpi job $SLURM_JOB_ID: fault tolerance asked for (AIPERF_FAULT_TOLERANCE=1) but" \
+             "AIPERF_LAUNCHER=$LAUNCHER: a direct srun reports no failure to the ranks, so this job runs" \
+             "fail-fast (a dead rank ends it); leave AIPERF_LAUNCHER unset for mpirun" >&2
+    fi
+fi
+
+if [ -n "${AIPERF_VENV:-}" ] && [ -n "${AIPERF_VENV_LOCAL:-}" ]; then
+    # The venv onto every node's own disk: at thousands of ranks, each rank's imports from a parallel file
+    # system are ≈ 33,000 metadata calls (TensorFlow's; BENCHMARKS.md, the rehearsals), all at once.  Here the
+    # venv is packed once on this node, sbcast copies the one file to every node (Slurm's tree, not the file
+    # system), and one task per node unpacks it into this job's own directory and deletes the file: at most
+    # twice the venv's size on a node, for the moment of the unpacking.  The copy stays after the job
+    # (jobscripts/README.md).
+    milliseconds() { echo $(($(date +%s%N) / 1000000)); }
+    seconds_since() { local ms=$(($(milliseconds) - $1)); echo "$((ms / 1000)).$((ms % 1000 / 100)) s"; }
+    copy_began=$(milliseconds)
+    VIRTUAL_ENV=$AIPERF_VENV_LOCAL/aiperf-venv-$SLURM_JOB_ID   # this job's own: never an older venv's files
+    packed=$VIRTUAL_ENV.tar
+    mkdir -p "$AIPERF_VENV_LOCAL"
+    tar -C "$AIPERF_VENV/" -cf "$packed.src" .   # the venv's contents: AIPERF_VENV may be a symbolic link
+    packed_bytes=$(stat -c %s "$packed.src")
+    packing=$(seconds_since "$copy_began") sending_began=$(milliseconds)
+    sbcast --force "$packed.src" "$packed"
+    rm -f "$packed.src"
+    sending=$(seconds_since "$sending_began") unpacking_began=$(milliseconds)
+    srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --ntasks="$SLURM_JOB_NUM_NODES" bash -c \
+        'mkdir -p "$1" && tar -C "$1" -xf "$1.tar" && rm -f "$1.tar" && echo "aiperf_mpi: the venv unpacked on $SLURMD_NODENAME"' \
+        unpack "$VIRTUAL_ENV"
+    # not bin/activate: it names the venv's original path; python -m reads the copy's pyvenv.cfg
+    export VIRTUAL_ENV
+    export PATH=$VIRTUAL_ENV/bin:$PATH
+    echo "aiperf_mpi: the venv ($((packed_bytes / 1000000)) MB) copied to $VIRTUAL_ENV on $SLURM_JOB_NUM_NODES" \
+         "node(s) in $(seconds_since "$copy_began"): packed $packing, sbcast $sending," \
+         "unpacked $(seconds_since "$unpacking_began")"
+elif [ -n "${AIPERF_VENV:-}" ]; then
+    # shellcheck disable=SC1091
+    source "$AIPERF_VENV/bin/activate"
+fi
+RUN_DIR=${AIPERF_RUN_DIR:-$SLURM_SUBMIT_DIR/runs/aiperf-$SLURM_JOB_ID}
+GRACE=${AIPERF_GRACE:-120}
+TIME_LIMIT=${AIPERF_TIME_LIMIT:-}
+if [ -z "$TIME_LIMIT" ]; then
+    # the job's time left ([D-]HH:MM:SS or MM:SS) in seconds, minus the warning and the start-up
+    left=$(squeue -h -j "$SLURM_JOB_ID" -o %L 2>/dev/null || true)
+    if [[ $left =~ ^([0-9]+-)?[0-9:]+$ ]]; then
+        days=0
+        if [[ $left == *-* ]]; then days=${left%%-*}; left=${left#*-}; fi
+        seconds=0
+        IFS=: read -ra parts <<<"$left"
+        for part in "${parts[@]}"; do seconds=$((seconds * 60 + 10#$part)); done
+        left=$((days * 86400 + seconds))
+        TIME_LIMIT=$((left - WARN - START))
+        if ((TIME_LIMIT < left / 2)); then TIME_LIMIT=$((left / 2)); fi  # a short test job: half of it
+    else
+        TIME_LIMIT=$((3600 - WARN))  # no squeue here, or no time limit: one hour
+    fi
+fi
+
+# TensorFlow's threads: the cores of this task.  Slurm 22.05's srun no longer inherits
+# --cpus-per-task from sbatch; SRUN_CPUS_PER_TASK passes it on.
+export OMP_NUM_THREADS=${SLURM_CPUS_PER_TASK:-1}
+export SRUN_CPUS_PER_TASK=${SLURM_CPUS_PER_TASK:-1}
+export PYTHONUNBUFFERED=1
+
+mkdir -p "$(dirname "$RUN_DIR")"
+echo "aiperf_mpi job $SLURM_JOB_ID: $SLURM_NTASKS tasks on $SLURM_JOB_NUM_NODES node(s), time limit ${TIME_LIMIT} s," \
+     "grace ${GRACE} s, run directory $RUN_DIR"
+# AIPERF_ARGS is a list of options: split on spaces on purpose
+# shellcheck disable=SC2206
+RUN=(--time-limit "$TIME_LIMIT" --grace "$GRACE" --run-dir "$RUN_DIR")
+case " ${AIPERF_ARGS:-} " in *" --layout "*) RUN=() ;; esac  # --layout runs nothing: run options would be refused
+ARGS=("${RUN[@]}" "${SHAPE[@]}" ${AIPERF_ARGS:-})
+
+# exec: the launcher replaces this shell, so the --signal warning reaches it.
+case $LAUNCHER in
+    srun)
+        # --mpi=pmix for Open MPI; pmi2 for MPICH / Intel MPI.  Without the right --mpi every task
+        # would start as a world of one: aiperf_mpi refuses that launch with one line.  --kill-on-bad-exit=1:
+        # when a rank dies, srun sends the others SIGTERM at once (0.1 s, measured) and rank 0 writes the score;
+        # without it Slurm's PMIx plugin ends the step by SIGKILL within a second, no score (docs/cluster.md).
+        exec srun --mpi=pmix --kill-on-bad-exit=1 python -m aiperf_mpi "${ARGS[@]}" ;;
+    mpirun)
+        # Open MPI or MPICH mpirun read the allocation.  mpirun answers SIGTERM by killing the ranks at
+        # once, so with mpirun the warning above is what lets the run write its score.
+        exec mpirun -n "$SLURM_NTASKS" --bind-to none "${FT_MPIRUN[@]}" python -m aiperf_mpi "${ARGS[@]}" ;;
+    *)
+        echo "AIPERF_LAUNCHER must be srun or mpirun, not '$AIPERF_LAUNCHER'" >&2
+        exit 2 ;;
+esac

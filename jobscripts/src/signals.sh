@@ -1,0 +1,11 @@
+# The warning: WARN (below) seconds before the time limit Slurm sends SIGUSR1 to the batch step's
+# process, which is the launcher (exec'd below: not bash, which would die of it); srun and mpirun
+# forward it to every rank, and the run stops as at its time limit and writes its score.  Slurm checks
+# every 30 s and sends the warning up to 30 s early.
+#SBATCH --signal=B:USR1@300
+#SBATCH --output=aiperf-%j.out
+# --no-kill: when a node fails, Slurm keeps the allocation (its default ends the whole job at once).  With
+# fault tolerance the ranks on the other nodes then train on and the run scores; without it the launch still
+# ends (the step loses a node; mpirun's ranks are ended) and rank 0, if its node lives, writes the score.
+# Projected, not measured: the test machine has one node (docs/cluster.md, "When a node fails").
+#SBATCH --no-kill

@@ -1,0 +1,94 @@
+""""Valid" only when checked (issue 45): the audit's record tied to the log by its sha256, and the verdict's words.
+
+The record itself is written by ``python -m analysis.audit RUN_DIR --sample K --record`` (its real run, with a real
+re-evaluation beside it, is ``tests/integration/test_audit.py``, marked long); here verify's reading of it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from aiperf_mpi.results import runlog
+from analysis import verify
+from analysis.audit_record import AUDIT_RECORD, EVENTS_SHA256, audit_standing, events_sha256
+from tests.support.verify_runs import consistent_run, write_best
+
+
+@pytest.fixture
+def run(tmp_path) -> Path:
+    run_dir = consistent_run(tmp_path / "run")  # ImageNet: valid by its log's rules once its best model is there
+    write_best(run_dir)
+    return run_dir
+
+
+def _record(run_dir: Path, **fields: object) -> None:
+    record = {"verdict": "pass", "seed": 7, "tolerance": 0.25, "machine": {"cpu": "AMD EPYC 7B13"},
+              "tasks": [{"task": 0}, {"task": 1}], EVENTS_SHA256: events_sha256(run_dir), **fields}  # fmt: skip
+    (run_dir / AUDIT_RECORD).write_text(json.dumps(record))
+
+
+def test_no_record_is_named_and_does_not_count(run) -> None:
+    standing = audit_standing(run)
+    assert not standing.counts and standing.line.startswith("no audit record (python -m analysis.audit")
+
+
+def test_a_passing_record_of_this_log_counts(run) -> None:
+    _record(run)
+    standing = audit_standing(run)
+    assert standing.counts and standing.line == ("audited: 2 task(s) timed on AMD EPYC 7B13 (seed 7, tolerance 0.25), "
+                                                 "passed")  # fmt: skip
+
+
+@pytest.mark.parametrize(("fields", "said"), [
+    ({EVENTS_SHA256: "0" * 64}, "judged another log"),
+    ({"verdict": "fail"}, "did not pass"),
+    ({"verdict": "not judged"}, "did not pass"),
+])  # fmt: skip
+def test_a_record_of_another_log_or_a_failed_audit_does_not_count(run, fields, said) -> None:
+    _record(run, **fields)
+    standing = audit_standing(run)
+    assert not standing.counts and said in standing.line
+
+
+def test_a_log_changed_after_its_audit_is_no_longer_audited(run) -> None:
+    _record(run)
+    log = run / runlog.EVENTS_FILE
+    log.write_bytes(log.read_bytes() + b"\n")  # one byte more: another log
+    assert not audit_standing(run).counts
+
+
+def test_an_unreadable_or_huge_record_is_named(run) -> None:
+    (run / AUDIT_RECORD).write_text("[1, 2")
+    assert "is not readable" in audit_standing(run).line
+    with open(run / AUDIT_RECORD, "wb") as handle:
+        handle.truncate(1 << 40)  # sparse: refused by its size, never read
+    assert "is not readable" in audit_standing(run).line
+
+
+def test_the_verdict_says_valid_only_when_reevaluated_and_audited(run) -> None:
+    result = verify.verify(run)
+    assert result.ok and result.valid
+    assert result.verdict_line().startswith("verdict: VERIFIED, consistent with a valid run, NOT YET VALID: missing "
+                                            "the best model re-evaluated")  # fmt: skip
+    assert "no audit record" in result.verdict_line() and not result.to_dict()["valid"]
+    result.reevaluated = True  # what --reevaluate sets when its row passes (tests/integration/test_audit.py)
+    assert "NOT YET VALID: missing no audit record" in result.verdict_line()
+    _record(run)
+    result = verify.verify(run)
+    assert "NOT YET VALID: missing the best model re-evaluated" in result.verdict_line()  # audited, not re-evaluated
+    result.reevaluated = True
+    assert result.verdict_line() == ("verdict: VERIFIED, a valid run (best model re-evaluated; audited: 2 task(s) "
+                                     "timed on AMD EPYC 7B13 (seed 7, tolerance 0.25), passed)")  # fmt: skip
+    said = result.to_dict()
+    assert said["valid"] and said["valid_by_log"] and said["checked"]["missing"] == []
+
+
+def test_an_unofficial_run_is_unofficial_whatever_was_checked(tmp_path) -> None:
+    run_dir = consistent_run(tmp_path / "run", dataset="digits")  # digits: unofficial by the rules
+    _record(run_dir)
+    result = verify.verify(run_dir)
+    result.reevaluated = True
+    assert result.verdict_line().startswith("verdict: VERIFIED, an unofficial run") and not result.to_dict()["valid"]

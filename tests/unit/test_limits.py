@@ -1,0 +1,96 @@
+"""The limits a large job hits at start (aiperf_mpi/mpi/limits.py): rank 0's open files, pure rules."""
+
+from __future__ import annotations
+
+import resource
+
+from aiperf_mpi.mpi.limits import (
+    FILES_BESIDE_PEERS,
+    open_files_line,
+    open_files_needed,
+    raised_soft_limit,
+    rank0_peers,
+    talks_tcp,
+)
+from aiperf_mpi.mpi.plan import plan_layout
+
+
+def nodes_of(ranks: int, per_node: int) -> tuple[list[str], list[int]]:
+    nodes = [rank // per_node for rank in range(ranks)]
+    return [f"node{n}" for n in nodes], nodes
+
+
+def test_rank_0_needs_a_socket_per_leader_and_relay_and_the_collectives_trees() -> None:
+    # the issue's case: 4,096 ranks in groups of 1 — 4,095 leaders and 12 tree partners, ≈ 4,100 sockets
+    plan = plan_layout(*nodes_of(4096, 64), group_size=1)
+    assert rank0_peers(plan) == 4095 + 12
+    assert open_files_needed(plan) == 4095 + 12 + FILES_BESIDE_PEERS
+    # groups of 8 with 4 relays on rank 0's node: leaders and relays, not every rank
+    plan = plan_layout(*nodes_of(4096, 64), group_size=8, relays=4)
+    assert len(plan.groups) == 512 and rank0_peers(plan) == 512 + 4 + 12  # node 0: 59 workers, 8 groups
+    assert rank0_peers(plan_layout(*nodes_of(2, 2))) == 1 + 1  # one leader, which is also its tree partner
+
+
+def test_the_need_grows_with_groups_not_ranks() -> None:
+    small = rank0_peers(plan_layout(*nodes_of(1024, 8)))  # a group per node: 128 leaders
+    large = rank0_peers(plan_layout(*nodes_of(8192, 64)))  # a group per node: 128 leaders, 8× the ranks
+    assert large - small == 3  # only the trees' ⌈log₂ P⌉ grew (10 → 13)
+
+
+def test_the_soft_limit_goes_to_the_hard_one_or_the_kernels_ceiling_when_unlimited() -> None:
+    infinity = resource.RLIM_INFINITY
+    assert raised_soft_limit(1024, 4096, 1 << 20) == 4096
+    assert raised_soft_limit(4096, 4096, None) == 4096
+    assert raised_soft_limit(1024, infinity, 1 << 20) == 1 << 20  # Linux refuses an unlimited RLIMIT_NOFILE
+    assert raised_soft_limit(1024, infinity, None) == 1024  # no ceiling known: left as it is
+
+
+def test_one_line_when_the_hard_limit_cannot_cover_rank_0s_sockets_over_tcp() -> None:
+    plan = plan_layout(*nodes_of(4096, 64), group_size=1)
+    needed = open_files_needed(plan)
+    line = open_files_line(plan, 1024, 1024, tcp=True)
+    assert line is not None and "\n" not in line and line.startswith("aiperf_mpi: warning: rank 0 may open")
+    assert f"≈ {needed:,} files" in line and "4,095 group leaders" in line and "limit is 1,024 (hard 1,024)" in line
+    assert open_files_line(plan, needed, needed, tcp=True) is None  # enough
+    assert open_files_line(plan, 1024, 1024, tcp=False) is None  # UCX, shared memory: no socket per peer
+    assert open_files_line(plan, resource.RLIM_INFINITY, resource.RLIM_INFINITY, tcp=True) is None
+
+
+def test_tcp_is_read_from_open_mpis_settings() -> None:
+    assert talks_tcp({})  # Open MPI picks TCP where nothing faster exists
+    assert talks_tcp({"OMPI_MCA_pml": "ob1", "OMPI_MCA_btl": "tcp,self"})
+    assert talks_tcp({"OMPI_MCA_btl": "^sm"})
+    assert not talks_tcp({"OMPI_MCA_btl": "self,sm"})
+    assert not talks_tcp({"OMPI_MCA_btl": "^tcp"})
+    assert not talks_tcp({"OMPI_MCA_pml": "ucx"})
+
+
+def test_one_line_when_a_nodes_memory_cannot_hold_its_ranks() -> None:
+    """The issue's case: 128 rehearsing ranks in groups of 2 with a relay on one node (63 leaders of ResNet-50
+    children, 63 other training ranks): ≈ 17 GiB at the measured figures."""
+    from aiperf_mpi.mpi.limits import REHEARSAL_MIB, memory_line, rank_need_mib
+
+    plan = plan_layout(*nodes_of(128, 128), group_size=2, relays=1)
+    need = (REHEARSAL_MIB["master"] + REHEARSAL_MIB["relay"] + 63 * REHEARSAL_MIB["leader"]["resnet50"]
+            + 63 * REHEARSAL_MIB["other"])  # fmt: skip
+    assert sum(rank_need_mib(role, "resnet50", True) for role in ["master", "relay"] + ["leader", "other"] * 63) == need
+    gib = 1024 * 1024  # KiB
+    held = 60 * 1024  # what each rank holds already at start (its imports), KiB
+    short = memory_line(plan, [(6 * gib, held)] * 128, "resnet50", rehearse=True)
+    assert short is not None and "\n" not in short and short.startswith("aiperf_mpi: warning: 1 node(s) may not hold")
+    assert f"node0's 128 ranks need ≈ {need / 1024:.1f} GiB" in short and "it has 13.5 GiB" in short
+    assert memory_line(plan, [(24 * gib, held)] * 128, "resnet50", rehearse=True) is None
+    assert memory_line(plan, [(6 * gib, held)] * 128, "tiny", rehearse=True) is None  # tiny leaders: ≈ 9 GiB
+    assert memory_line(plan, [(0, 0)] * 128, "resnet50", rehearse=True) is None  # no /proc/meminfo: no verdict
+    real = memory_line(plan, [(24 * gib, held)] * 128, "resnet50", rehearse=False)  # TensorFlow on 126 ranks
+    assert real is not None and "at least" in real
+
+
+def test_the_node_short_of_memory_is_the_one_named() -> None:
+    from aiperf_mpi.mpi.limits import memory_line
+
+    plan = plan_layout(*nodes_of(16, 8), group_size=2)
+    gib = 1024 * 1024
+    reports = [(4 * gib, 0)] * 8 + [(gib // 4, 0)] * 8  # node1 has 0.25 GiB for 4 leaders and 4 others
+    line = memory_line(plan, reports, "resnet50", rehearse=True)
+    assert line is not None and "1 node(s)" in line and "node1's 8 ranks" in line

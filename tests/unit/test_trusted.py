@@ -1,0 +1,67 @@
+"""Every verdict lists what it rests on (issue 45): the claims verify takes on trust, each with its factor."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from analysis import verify
+from analysis.trusted import trusted_claims
+from tests.support.verify_runs import consistent_run, find, forge, write_best
+
+HERE = {"host": "reviewer", "cpu": "AMD EPYC 7B13", "cpu_vendor": "AuthenticAMD",
+        "cpu_flags": ["sse2", "avx", "fma", "avx2"], "cores": 2, "accelerators": []}  # fmt: skip
+"""a reviewer's 2-core machine, so the factors do not depend on the machine the tests run on"""
+
+
+@pytest.fixture
+def run(tmp_path):
+    run_dir = consistent_run(tmp_path / "run")  # 4 ranks of NVIDIA B200 on one host, fp16, ImageNet
+    write_best(run_dir)
+    return run_dir
+
+
+def _model(run_dir):
+    from aiperf_mpi.results.logmodel import read_model
+
+    return read_model(run_dir)
+
+
+def test_the_verdict_names_each_trusted_claim_with_its_factor(run, capsys) -> None:
+    assert verify.main([str(run), "--json", str(run.parent / "v.json")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    at = next(i for i, line in enumerate(out) if line.startswith("verdict: "))
+    under = out[at + 1:]
+    assert under and all(line.startswith("trusted: ") for line in under), under
+    named = {line.split(":")[1].strip() for line in under}
+    assert {"hardware named", "precision", "timings", "the data"} <= named, named
+    assert any("4 × NVIDIA B200 claimed; up to ×" in line and "not audited" in line for line in under)
+    recorded = json.loads((run.parent / "v.json").read_text())["trusted"]
+    assert [c["claim"] for c in recorded] == [line.split(":")[1].strip() for line in under]
+
+
+def test_the_factors_are_the_tables_ratios_against_the_reviewers_machine(run) -> None:
+    claims = {c.name: c for c in trusted_claims(_model(run), HERE, False, False, 1e12)}
+    gpus = claims["hardware named"]
+    # 4 × B200 at fp32 over 2 AMD cores × 5 GHz × 32 fp32 operations a cycle (the table's ceiling): thousands
+    assert gpus.factor is not None and gpus.factor > 1000
+    assert claims["precision"].factor == pytest.approx(2.0, rel=0.5)  # the table's fp16 over fp32 for the B200
+    assert claims["timings"].factor is not None and claims["timings"].factor > 1
+    assert claims["the data"].factor is None and "not re-evaluated" in claims["the data"].check
+    checked = {c.name: c for c in trusted_claims(_model(run), HERE, True, True, 1e12)}
+    assert "audited on the claimed kind" in checked["hardware named"].check
+    assert "re-evaluated on the reviewer's data" in checked["the data"].check
+
+
+def test_a_made_up_second_host_is_named_with_its_factor(run) -> None:
+    def add_host(events):
+        system = find(events, "system")
+        copy = json.loads(json.dumps(system["hosts"][0]))
+        copy["host"] = "invented"
+        copy["ranks"] = []
+        system["hosts"].append(copy)
+
+    forge(run, add_host)
+    claims = {c.name: c for c in trusted_claims(_model(run), HERE, False, False, None)}
+    assert claims["host list"].factor == 2.0 and "2 hosts listed" in claims["host list"].said
