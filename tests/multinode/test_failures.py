@@ -272,6 +272,11 @@ def test_a_failure_is_detected_in_bounded_time_and_the_run_scores_once(case: Cas
         job.sweep()
     text = end.text
     assert "Segmentation fault" not in text, f"a crash at start: no case launches again\n{text[-4000:]}"
+    if case.phase != "start-up":  # the start line says whether fault tolerance is on, and under srun it never is
+        on = case.fault_tolerance and case.launcher == "mpirun"
+        assert f"aiperf_mpi: fault tolerance {'on' if on else 'off'} (" in text, text[-4000:]
+        if case.launcher == "srun" and case.fault_tolerance:  # the template refuses it, in one line
+            assert "AIPERF_LAUNCHER=srun: a direct srun reports no failure to the ranks" in text, text[-4000:]
     lost = end.of(runlog.GROUP_LOST)
     detected = lost[0][runlog.TIME] - struck.time if lost else end.ended_after
     summary = (f"failure: {case.id}: victims {struck.victims}, detected by {case.detector} after {detected:.1f} s "
@@ -296,8 +301,11 @@ def test_a_failure_is_detected_in_bounded_time_and_the_run_scores_once(case: Cas
     else:  # a score may be written on the way out (srun's SIGTERM to every rank: the master scores at once)
         assert not lost and len(end.of(runlog.SCORE)) <= 1, summary
         assert end.ended_after < case.bound_s, summary
-        if case.detector == "slurm":  # the job requeued (Slurm's default for a batch job), or ended NODE_FAIL
-            assert end.state.endswith("(requeued)") or end.state == "NODE_FAIL", summary
+        if case.detector == "slurm":  # slurmctld declared the node DOWN: without --no-kill the batch job is
+            # requeued (Slurm's default) or ends NODE_FAIL; with the templates' --no-kill srun ends the step (FAILED)
+            assert end.state.endswith("(requeued)") or end.state in ("NODE_FAIL", "FAILED"), summary
+            assert "Nodes node2 not responding, setting DOWN" in (job.hosts.scratch / "log" / "slurmctld.log"
+                                                                   ).read_text(), summary  # fmt: skip
         elif case.detector == "launcher":
             assert end.state in ("FAILED", "exited") and end.returncode != 0, summary
     before = runlog.read_events(job.run_dir)
