@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.multihost import MARKER, SUBNET, live_namespaces, start_cluster
-from tests.support.procs import marked_pids
+from tests.support.procs import command_name, gone, marked_pids
 
 pytestmark = [pytest.mark.multinode, pytest.mark.mpi]
 
@@ -166,3 +166,34 @@ def test_a_killed_session_leaves_no_host_and_no_job(tmp_path: Path) -> None:
         session.send_signal(signal.SIGKILL)
         session.wait(timeout=10)
     assert_gone(made["scratch"], set(made["namespaces"]), within=20)
+
+
+def test_a_lost_node_goes_silent_and_everything_on_it_dies(tmp_path: Path) -> None:
+    """``lose_node`` (a real node loss, issue 43): the link down on both ends, the daemon and the ranks killed.
+
+    Before: node1 reaches node2 (a connection to a closed port is refused: the stack answers).  After: node2 is
+    silent (the connection times out, no refusal), ``eth0`` is down, no process is left on node2 — its
+    ``prted`` among those killed — while node1's half of the job (mpirun, its ranks) lives on, for the launcher
+    to notice (or not: tests/multinode/test_failures.py measures that), and the cluster's stop ends it all.
+    """
+    cluster = start_cluster(2)
+    namespaces = cluster.namespaces()
+    try:
+        assert cluster.reachable("node1", "node2", port=9)
+        job = cluster.launch(["-c", "from mpi4py import MPI; import time; MPI.COMM_WORLD.Barrier(); time.sleep(300)"],
+                             tmp_path / "job.out")  # fmt: skip
+        deadline = time.monotonic() + 60
+        while len(cluster.rank_pids()) < 4 or "prted" not in map(command_name, cluster.processes_on("node2")):
+            assert job.poll() is None and time.monotonic() < deadline, (tmp_path / "job.out").read_text()
+            time.sleep(0.1)
+        node1_ranks = [pid for pid in cluster.rank_pids().values() if cluster.host_of(pid) == "node1"]
+        loss = cluster.lose_node("node2")
+        assert "prted" in loss.killed and len(loss.killed.get("python3", loss.killed.get("python", []))) == 2, loss
+        assert cluster.processes_on("node2") == []
+        assert "state DOWN" in cluster.on_host("node2", ["ip", "-o", "link", "show", "eth0"]).stdout
+        assert not cluster.reachable("node1", "node2", port=9, timeout=2)
+        assert job.poll() is None and not any(map(gone, node1_ranks)), "node1's half ended at once: not silent"
+    finally:
+        left = cluster.stop()
+    assert len(left) >= 3, left  # mpirun and node1's two ranks, still waiting for node2
+    assert not marked_pids(MARKER, cluster.scratch) and not live_namespaces(namespaces)

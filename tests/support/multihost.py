@@ -47,6 +47,7 @@ from __future__ import annotations
 import os
 import select
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -106,8 +107,19 @@ case "$host" in
 {cases}
   *) echo "launch-agent: no host '$host' in this test cluster" >&2; exit 255 ;;
 esac
-exec /usr/bin/env -i HOME="{home}" PATH=/usr/local/bin:/usr/bin:/bin USER="{user}" LOGNAME="{user}" \\
-  {marker}="{scratch}" nsenter -t "$pid" --net --uts --mount --wd="{home}" -- /bin/sh -c "$*"
+# The agent stays on the calling host while the command runs, as an ssh client does, and passes on the
+# signals the launcher sends it.  When the host was lost (tests.support.multihost, lose_node: its network
+# down, everything on it killed) an ssh client would learn nothing until TCP gave up (hours: ssh sets no
+# keepalive of its own): so does the agent, which then waits for ever instead of exiting.
+exec 3<&0
+/usr/bin/env -i HOME="{home}" PATH=/usr/local/bin:/usr/bin:/bin USER="{user}" LOGNAME="{user}" \\
+  {marker}="{scratch}" nsenter -t "$pid" --net --uts --mount --wd="{home}" -- /bin/sh -c "$*" <&3 3<&- &
+child=$!
+trap 'kill -TERM $child 2>/dev/null' TERM INT HUP
+status=0
+while kill -0 "$child" 2>/dev/null; do wait "$child"; status=$?; done
+[ -e "{scratch}/lost-$host" ] && exec sleep infinity
+exit "$status"
 """
 
 
@@ -126,6 +138,17 @@ class Host:
     def namespace(self, kind: str) -> int:
         """The inode of the host's ``net``, ``uts`` or ``mnt`` namespace (what ``/proc/PID/ns/KIND`` names)."""
         return os.stat(f"/proc/{self.pid}/ns/{kind}").st_ino
+
+
+@dataclass(frozen=True)
+class NodeLoss:
+    """What :meth:`VirtualCluster.lose_node` did: the host, when its link went down, what it killed there."""
+
+    host: str
+    time: float
+    """``time.time()`` when the link went down (the run log's clock)"""
+    killed: dict[str, list[int]]
+    """command name → PIDs killed on the host (``prted``, ``slurmd``, ``slurmstepd``, ``python``, …)"""
 
 
 @dataclass
@@ -200,16 +223,21 @@ class VirtualCluster:
         return [pid for pid in self.marked() if pid not in holders and not procs.gone(pid)]
 
     def rank_pids(self) -> dict[int, int]:
-        """``{world rank: PID}`` of the MPI processes running now (from ``OMPI_COMM_WORLD_RANK``)."""
+        """``{world rank: PID}`` of the MPI processes running now.
+
+        The rank is ``OMPI_COMM_WORLD_RANK`` (mpirun's daemons set it), else ``PMIX_RANK`` (what Slurm's PMIx
+        plugin gives a task of ``srun --mpi=pmix``): either is in the process's environment from its start.
+        """
         found: dict[int, list[int]] = {}
         for pid in self.job_pids():
             try:
-                environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+                environ = dict(e.split(b"=", 1) for e in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+                               if b"=" in e)  # fmt: skip
             except OSError:
                 continue
-            for entry in environ:
-                if entry.startswith(b"OMPI_COMM_WORLD_RANK="):
-                    found.setdefault(int(entry.split(b"=", 1)[1]), []).append(pid)
+            rank = environ.get(b"OMPI_COMM_WORLD_RANK", environ.get(b"PMIX_RANK"))
+            if rank is not None and rank.isdigit():
+                found.setdefault(int(rank), []).append(pid)
         # a rank's own children inherit its variables: the rank is the one whose parent is not of its rank
         return {rank: next(p for p in pids if procs.parent_pid(p) not in pids) for rank, pids in found.items()}
 
@@ -302,6 +330,61 @@ class VirtualCluster:
         left = self.job_pids()
         procs.terminate(left)
         return left
+
+    # -- failures ---------------------------------------------------------------------------------
+
+    def processes_on(self, name: str) -> list[int]:
+        """Every live process on host ``name`` (by its UTS namespace) but the one that holds its namespaces."""
+        host = self.host(name)
+        uts = host.namespace("uts")
+        return sorted(int(entry.name) for entry in Path("/proc").iterdir()
+                      if entry.name.isdigit() and int(entry.name) != host.pid
+                      and namespace_of(int(entry.name), "uts") == uts and not procs.gone(int(entry.name)))  # fmt: skip
+
+    def lose_node(self, name: str) -> NodeLoss:
+        """Take host ``name`` off the cluster as a node that loses power or its network does: silently.
+
+        First its link goes down, on both ends of its veth pair (``eth0``
+        inside the host, its port on the switch), so nothing it does from then
+        on reaches anyone: no FIN, no RST, no "connection refused" — the peers'
+        packets vanish, as towards a dead node.  Then every process on it is
+        killed with SIGKILL: the launcher's daemon (``prted`` under mpirun,
+        ``slurmstepd`` under srun), ``slurmd``, ``munged`` and the ranks.
+        The host's namespaces stay (their holder lives), so the fixture's stop
+        still finds and ends everything; the host is not brought back.
+
+        Returns when it happened (``time.time()``, the log's clock) and what
+        was killed, by command name.
+        """
+        host = self.host(name)
+        (self.scratch / f"lost-{name}").touch()  # the launch agent's "ssh" to it now hangs, as ssh would
+        when = time.time()
+        _ip(host.pid, "link", "set", "eth0", "down")
+        _ip(self.switch, "link", "set", f"v-{name}"[:15], "down")
+        killed: dict[str, list[int]] = {}
+        for _ in range(5):  # a daemon may fork while the first round is killed
+            for pid in self.processes_on(name):
+                command = procs.command_name(pid)
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    continue
+                if pid not in killed.get(command or "?", []):
+                    killed.setdefault(command or "?", []).append(pid)
+            time.sleep(0.2)
+            if not self.processes_on(name):
+                break
+        return NodeLoss(name, when, killed)
+
+    def reachable(self, source: str, target: str, port: int, timeout: float = 2.0) -> bool:
+        """Whether a TCP connection from host ``source`` to ``target``:``port`` is answered within ``timeout`` s
+        (accepted or refused: either way the target's network stack is there)."""
+        probe = ("import socket,sys\ntry:\n socket.create_connection((sys.argv[1],int(sys.argv[2])),"
+                 "timeout=float(sys.argv[3]))\nexcept ConnectionRefusedError: pass\n"
+                 "except OSError: sys.exit(1)\n")  # fmt: skip
+        done = self.on_host(source, [sys.executable, "-c", probe, self.host(target).address, str(port), str(timeout)],
+                            timeout=timeout + 30, check=False)  # fmt: skip
+        return done.returncode == 0
 
     # -- life cycle -------------------------------------------------------------------------------
 

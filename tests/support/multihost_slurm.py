@@ -37,8 +37,13 @@ CPUS = 4
 """CPUs each node announces (2 cores here; ``config_overrides`` lets slurmd accept more)"""
 
 
-def two_node_conf(cluster: VirtualCluster, ctld_port: int = 6817, slurmd_port: int = 6818) -> str:
-    """The single-node configuration with the controller on node1, one NodeName per host, node-local paths."""
+def two_node_conf(cluster: VirtualCluster, ctld_port: int = 6817, slurmd_port: int = 6818,
+                  slurmd_timeout: int | None = None) -> str:  # fmt: skip
+    """The single-node configuration with the controller on node1, one NodeName per host, node-local paths.
+
+    ``slurmd_timeout``: Slurm's ``SlurmdTimeout`` (default 300 s), how long slurmctld waits for a silent slurmd
+    before it sets the node DOWN and ends the jobs on it; a test of a lost node shortens it.
+    """
     scratch, head = cluster.scratch, cluster.head
     text = slurm.SLURM_CONF.format(s=scratch, node=head.name, ctld_port=ctld_port, slurmd_port=slurmd_port,
                                    kill_wait=slurm.KILL_WAIT, gpus=0, ctld_debug="info")  # fmt: skip
@@ -61,7 +66,8 @@ def two_node_conf(cluster: VirtualCluster, ctld_port: int = 6817, slurmd_port: i
     nodes = [f"NodeName={h.name} NodeAddr={h.address} CPUs={CPUS} RealMemory=1000 State=UNKNOWN"
              for h in cluster.hosts]  # fmt: skip
     partition = next(i for i, line in enumerate(lines) if line.startswith("PartitionName="))
-    return "\n".join([*lines[:partition], f"TmpFS={cluster.node_local}", *nodes, *lines[partition:]]) + "\n"
+    timeout = [f"SlurmdTimeout={slurmd_timeout}"] if slurmd_timeout is not None else []
+    return "\n".join([*lines[:partition], f"TmpFS={cluster.node_local}", *timeout, *nodes, *lines[partition:]]) + "\n"
 
 
 @dataclass
@@ -152,8 +158,10 @@ def job_environment() -> dict[str, str]:
     }
 
 
-def start_slurm(count: int = 2) -> HostsSlurm:
-    """``count`` test hosts, and a Slurm with one slurmd on each; :meth:`HostsSlurm.stop` ends both."""
+def start_slurm(count: int = 2, slurmd_timeout: int | None = None) -> HostsSlurm:
+    """``count`` test hosts, and a Slurm with one slurmd on each; :meth:`HostsSlurm.stop` ends both.
+
+    ``slurmd_timeout``: see :func:`two_node_conf`."""
     timings = {"apt_install": slurm.ensure_packages()}
     hosts = start_cluster(count)
     try:
@@ -165,7 +173,8 @@ def start_slurm(count: int = 2) -> HostsSlurm:
         key.write_bytes(os.urandom(1024))
         key.chmod(0o400)
         conf = scratch / "slurm.conf"
-        conf.write_text(two_node_conf(hosts))  # Slurm's own ports: each host's network stack is the cluster's own
+        # Slurm's own ports: each host's network stack is the cluster's own
+        conf.write_text(two_node_conf(hosts, slurmd_timeout=slurmd_timeout))
         (scratch / "mpi.conf").write_text(f"PMIxCliTmpDirBase={hosts.node_local}\n")
         env = {**hosts.env(job_environment()), "SLURM_CONF": str(conf), slurm.MARKER: str(scratch)}
         for name in list(env):  # a test session inside a Slurm job must not talk to that job's Slurm

@@ -121,6 +121,14 @@ def gone(pid: int) -> bool:
         return True
 
 
+def command_name(pid: int) -> str | None:
+    """The process's command name (``/proc/PID/comm``: ``prted``, ``slurmd``, ``python``; None when it is gone)."""
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return None
+
+
 def parent_pid(pid: int) -> int | None:
     """The parent of ``pid`` (None when it is gone)."""
     try:

@@ -1,0 +1,324 @@
+"""Failures as users meet them (issue 43, item 3): each row of tests/support/failure_matrix.py, as a test.
+
+A row names a failure (``kill -9`` of a training rank, of a leader, of rank 0; SIGSTOP; a real node loss), the
+phase it strikes in, the launcher (``srun --mpi=pmix``, the templates' default, or ``mpirun``), and what must
+follow: who detects it (MPI through the launcher's report, the launcher ending the job, Slurm setting the node
+DOWN, the master's deadline) and within how many seconds, then either the group lost and the run scoring in
+the same job, or the job ended with its log intact.  Every case then resumes the run where it ended
+(``--resume``, a short rehearsal segment on node1) and the log, both segments, must pass ``analysis.verify``
+with exactly one score.  No case launches again after a crash at start: such a crash fails it.
+
+The Slurm cases submit ``jobscripts/scale-out.sbatch`` as a site would (2 nodes × 2 tasks, ``--group-size 2``:
+rank 0 and group 0 on node1, group 1 — ranks 2 and 3, leader 2 — on node2) to the two-node Slurm of
+tests/support/multihost_slurm.py with ``SlurmdTimeout`` shortened to
+:data:`~tests.support.failure_matrix.SLURMD_TIMEOUT`; the multi-host cases run ``mpirun`` of
+tests/support/multihost.py.  Most rows are rehearsals (no TensorFlow: they start in seconds on 2 shared
+cores).  Each case prints one ``failure:`` line with what it measured (``-s`` shows it; docs/cluster.md,
+"Failures, phase by phase", records them).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from aiperf_mpi.mpi.tolerance import OPEN_MPI_LAUNCH
+from aiperf_mpi.results import runlog
+from tests.support import slurm as slurm_support
+from tests.support.failure_matrix import CASES, SLURMD_TIMEOUT, Case
+from tests.support.lost_groups import events_so_far, only_rates_of_freed_cores
+from tests.support.mpirun import REPO_ROOT, mpi_vendor, run_command
+from tests.support.multihost import MARKER, VirtualCluster, live_namespaces, start_cluster
+from tests.support.multihost_slurm import HostsSlurm, start_slurm
+from tests.support.procs import marked_pids, terminate
+from tests.support.slurm import STILL_RUNNING, job_pids
+
+pytestmark = [pytest.mark.multinode, pytest.mark.mpi, pytest.mark.slow,
+              pytest.mark.skipif(mpi_vendor() != "openmpi", reason="launchers, ULFM: Open MPI")]  # fmt: skip
+
+JOBSCRIPTS = Path(__file__).resolve().parents[2] / "jobscripts"
+TIME_LIMIT = 240
+"""the run's clock: long enough that every detection bound of the matrix falls inside it"""
+GRACE = 60
+REHEARSAL = ["--rehearse", "--rehearse-rate", "2e10", "--seed-model", "tiny", "--group-size", "2",
+             "--score-step", "10", "--progress-interval", "10"]  # fmt: skip
+TRAINING = ["--seed-model", "tiny", "--group-size", "2", "--max-epochs", "2", "--score-step", "10",
+            "--progress-interval", "10", "--monitor-interval", "5", "--peak-seconds", "1", "--no-xla"]  # fmt: skip
+OUTER_TIMEOUT = TIME_LIMIT + GRACE + 300
+"""the most one job may take, start to end, before the test ends it and fails"""
+LOST, SURVIVOR = 1, 0
+"""node2's group (the one every failure but rank 0's hits) and node1's"""
+
+
+@pytest.fixture(scope="module")
+def slurm2() -> Iterator[HostsSlurm]:
+    """The two-node Slurm, with a ``SlurmdTimeout`` short enough for a lost node to be declared within a test."""
+    cluster = start_slurm(2, slurmd_timeout=SLURMD_TIMEOUT)
+    namespaces = cluster.hosts.namespaces()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+        assert not marked_pids(MARKER, cluster.scratch), "processes of the two-node Slurm outlived it"
+        assert not live_namespaces(namespaces)
+
+
+# -- one job under test, whichever fixture runs it ---------------------------------------------------------------
+
+
+@dataclass
+class Job:
+    """A benchmark job being run: how to tell whether it runs, find its ranks, and end it."""
+
+    hosts: VirtualCluster
+    run_dir: Path
+    output: Path
+    running: Callable[[], bool]
+    ended: Callable[[], tuple[int, str]]
+    """(exit status, Slurm's state or "exited") once it is over"""
+    cancel: Callable[[], None]
+    sweep: Callable[[], list[int]]
+    """wait a little for the job's processes to end, kill the rest, return their PIDs (none: a clean end); never
+    the Slurm daemons, which carry the hosts' marker too"""
+    started: float = field(default_factory=time.time)
+
+    def rank_pids(self) -> dict[int, int]:
+        return self.hosts.rank_pids()
+
+    def text(self) -> str:
+        return self.output.read_text(errors="replace") if self.output.exists() else ""
+
+
+def own(request: pytest.FixtureRequest, cluster: VirtualCluster | HostsSlurm):
+    """A cluster of the test's own, stopped at its end: a lost node does not come back for the next test."""
+    request.addfinalizer(cluster.stop)
+    return cluster
+
+
+def start_job(case: Case, request: pytest.FixtureRequest, tmp_path: Path) -> Job:
+    """Launch the case's job; a node-loss case on a cluster of its own (the session's keeps both nodes)."""
+    run_dir, output = tmp_path / "run", tmp_path / "job.out"
+    lost = case.failure == "node-loss"
+    args = REHEARSAL if case.rehearse else TRAINING
+    if case.fixture == "multihost":
+        cluster: VirtualCluster = own(request, start_cluster(2)) if lost else request.getfixturevalue("multihost")
+        options = OPEN_MPI_LAUNCH.split() if case.fault_tolerance else []
+        argv = ["-m", "aiperf_mpi", *args, "--time-limit", str(TIME_LIMIT), "--grace", str(GRACE),
+                "--run-dir", str(run_dir)]  # fmt: skip
+        process = cluster.launch(argv, output, options=options)
+
+        def cancel() -> None:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+
+        return Job(cluster, run_dir, output, lambda: process.poll() is None,
+                   lambda: (process.wait(), "exited"), cancel, lambda: cluster.settle(grace=15))  # fmt: skip
+    slurm: HostsSlurm = own(request, start_slurm(2, SLURMD_TIMEOUT)) if lost else request.getfixturevalue("slurm2")
+    env = {"AIPERF_RUN_DIR": str(run_dir), "AIPERF_TIME_LIMIT": str(TIME_LIMIT), "AIPERF_GRACE": str(GRACE),
+           "AIPERF_ARGS": " ".join(args), "AIPERF_LAUNCHER": case.launcher,
+           "AIPERF_FAULT_TOLERANCE": "1" if case.fault_tolerance else "0"}  # fmt: skip
+    job_id = slurm.submit(JOBSCRIPTS / "scale-out.sbatch",
+                          ["--nodes=2", "--ntasks-per-node=2", "--cpus-per-task=1", "--time=15"], env=env,
+                          output=output)  # fmt: skip
+
+    def running() -> bool:
+        """Still on, and not requeued: Slurm requeues a batch job whose node failed (``JobRequeue=1``, the
+        default), which ends this run's job as surely as a cancel (the requeued job waits for nodes)."""
+        info = slurm.job(job_id)
+        return info.get("JobState", "UNKNOWN") in STILL_RUNNING and info.get("Restarts", "0") == "0"
+
+    def ended() -> tuple[int, str]:
+        info = slurm.job(job_id)
+        requeued = " (requeued)" if info.get("Restarts", "0") != "0" else ""
+        return int(info.get("ExitCode", "0:0").split(":")[0]), info.get("JobState", "UNKNOWN") + requeued
+
+    def sweep() -> list[int]:
+        deadline = time.monotonic() + slurm_support.KILL_WAIT + 10  # SIGTERM, then SIGKILL at KillWait
+        while job_pids(slurm.scratch, job_id) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        left = job_pids(slurm.scratch, job_id)
+        terminate(left)
+        return left
+
+    return Job(slurm.hosts, run_dir, output, running, ended, lambda: slurm.command(["scancel", job_id], check=False),
+               sweep)  # fmt: skip
+
+
+# -- the phases: when the failure strikes ------------------------------------------------------------------------
+
+
+def layout_of(events: list[dict]) -> dict | None:
+    return next((e for e in events if e[runlog.EVENT] == runlog.LAYOUT), None)
+
+
+def reached(phase: str, job: Job, events: list[dict]) -> bool:
+    """Whether the run is in ``phase`` now (see tests/support/failure_matrix.py)."""
+    kinds = {(e[runlog.EVENT], e.get("group")) for e in events}
+    if phase == "start-up":
+        return not events and len(job.rank_pids()) == 4
+    if phase == "first-model":
+        return (runlog.MODEL_PROPOSED, LOST) in kinds and (runlog.EPOCH, LOST) not in kinds
+    if phase == "mid-run":
+        return {(runlog.EPOCH, SURVIVOR), (runlog.EPOCH, LOST)} <= kinds
+    if phase == "end":
+        return any(kind == runlog.RUN_STOP for kind, _ in kinds)
+    raise ValueError(phase)
+
+
+def victims(case: Case, layout: dict | None) -> list[int]:
+    """World ranks the failure hits: node2's group (ranks 2 and 3, leader 2) unless it is rank 0's."""
+    if case.failure.endswith("rank0"):
+        return [0]
+    group = next((g for g in layout["groups"] if g["index"] == LOST), None) if layout else None
+    ranks, leader = (group["ranks"], group["leader"]) if group else ([2, 3], 2)
+    if case.failure == "kill-9-leader":
+        return [leader]
+    return [next(r for r in ranks if r != leader)]
+
+
+@dataclass
+class Struck:
+    """The failure, done: when (the log's clock), to whom, and what the node loss killed."""
+
+    time: float
+    victims: list[int]
+    killed: dict[str, list[int]] = field(default_factory=dict)
+
+
+def strike(case: Case, job: Job) -> Struck:
+    """Wait for the case's phase, then cause its failure."""
+    deadline = time.monotonic() + OUTER_TIMEOUT
+    while True:
+        assert job.running(), f"the job ended before {case.phase}:\n{job.text()[-4000:]}"
+        assert time.monotonic() < deadline, f"no {case.phase} within {OUTER_TIMEOUT} s\n{job.text()[-4000:]}"
+        events = events_so_far(job.run_dir)
+        if reached(case.phase, job, events):
+            break
+        time.sleep(0.1 if case.phase == "start-up" else 0.25)
+    if case.failure == "node-loss":
+        loss = job.hosts.lose_node("node2")
+        return Struck(loss.time, [r for r, p in job.rank_pids().items() if r >= 2] or [2, 3], loss.killed)
+    chosen = victims(case, layout_of(events))
+    pids = job.rank_pids()
+    signum = signal.SIGSTOP if case.failure.startswith("sigstop") else signal.SIGKILL
+    when = time.time()
+    for rank in chosen:
+        os.kill(pids[rank], signum)
+    return Struck(when, chosen)
+
+
+# -- what followed ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    returncode: int
+    state: str
+    ended_after: float
+    """seconds from the failure to the job's end"""
+    text: str
+    events: list[dict]
+
+    def of(self, kind: str) -> list[dict]:
+        return [e for e in self.events if e[runlog.EVENT] == kind]
+
+
+def await_end(job: Job, struck: Struck) -> Outcome:
+    deadline = time.monotonic() + OUTER_TIMEOUT
+    while job.running():
+        if time.monotonic() > deadline:
+            text = job.text()
+            job.cancel()
+            pytest.fail(f"the job outlived {OUTER_TIMEOUT} s after the failure: nobody detected it\n{text[-4000:]}")
+        time.sleep(0.5)
+    ended_after = time.time() - struck.time
+    returncode, state = job.ended()
+    left = job.sweep()  # what the job's ranks still do on their way out (a score on SIGTERM) ends first
+    assert not left, f"processes of the job outlived it: {left}\n{job.text()[-4000:]}"
+    return Outcome(returncode, state, ended_after, job.text(), runlog.read_events(job.run_dir).events)
+
+
+def resume(case: Case, job: Job) -> None:
+    """``--resume`` where the run ended: a 20 s rehearsal segment with 3 ranks on node1 (node2 may be gone)."""
+    command = job.hosts.mpirun_command(["-m", "aiperf_mpi", "--resume", str(job.run_dir), "--time-limit", "20"],
+                                       slots={"node1": 3})  # fmt: skip
+    # run_command, not VirtualCluster.mpirun: its sweep of the hosts' processes would take Slurm's daemons too
+    result = run_command(command, 300, env=job.hosts.env(), cwd=REPO_ROOT)
+    assert result.returncode == 0, result.output[-4000:]
+
+
+@pytest.mark.timeout(2 * OUTER_TIMEOUT + 400)
+@pytest.mark.parametrize(
+    "case",
+    [pytest.param(c, id=c.id, marks=[pytest.mark.skip(reason=c.pending)] if c.pending else
+                  [pytest.mark.xfail(strict=True, reason=c.xfail_today)] if c.xfail_today else [])
+     for c in CASES],
+)  # fmt: skip
+def test_a_failure_is_detected_in_bounded_time_and_the_run_scores_once(case: Case, request, tmp_path) -> None:
+    job = start_job(case, request, tmp_path)
+    try:
+        struck = strike(case, job)
+        end = await_end(job, struck)
+    finally:
+        job.cancel()  # a requeued Slurm job too
+        job.sweep()
+    text = end.text
+    assert "Segmentation fault" not in text, f"a crash at start: no case launches again\n{text[-4000:]}"
+    if case.phase != "start-up":  # the start line says whether fault tolerance is on, and under srun it never is
+        on = case.fault_tolerance and case.launcher == "mpirun"
+        assert f"aiperf_mpi: fault tolerance {'on' if on else 'off'} (" in text, text[-4000:]
+        if case.launcher == "srun" and case.fault_tolerance:  # the template refuses it, in one line
+            assert "AIPERF_LAUNCHER=srun: a direct srun reports no failure to the ranks" in text, text[-4000:]
+    lost = end.of(runlog.GROUP_LOST)
+    detected = lost[0][runlog.TIME] - struck.time if lost else end.ended_after
+    summary = (f"failure: {case.id}: victims {struck.victims}, detected by {case.detector} after {detected:.1f} s "
+               f"(group_lost: {[(g['group'], g['ranks'], g['reason'][:50]) for g in lost]}), job ended "
+               f"{end.ended_after:.1f} s after the failure, {end.state} {end.returncode}, "
+               f"scores {len(end.of(runlog.SCORE))}{', killed ' + str(sorted(struck.killed)) if struck.killed else ''}")
+    print(summary)
+
+    if case.outcome == "group-lost":
+        [group] = lost
+        assert group["group"] == LOST and group["host"] == "node2", (group, summary)
+        if case.detector == "mpi":
+            assert group["ranks"] and set(group["ranks"]) <= set(struck.victims), (group, summary)
+            assert "past its deadline" not in group["reason"], summary
+        else:
+            assert case.detector == "deadline" and "past its deadline" in group["reason"], summary
+        assert detected < case.bound_s, summary
+        assert [e["reason"] for e in end.of(runlog.RUN_STOP)] == ["time limit"], summary
+        assert len(end.of(runlog.SCORE)) == 1 and "the score above is final" in text, summary
+        after = [e for e in end.of(runlog.EPOCH) if e["group"] == SURVIVOR and e["start"] > struck.time]
+        assert after, f"node1's group did not train on\n{summary}"
+    else:  # a score may be written on the way out (srun's SIGTERM to every rank: the master scores at once)
+        assert not lost and len(end.of(runlog.SCORE)) <= 1, summary
+        assert end.ended_after < case.bound_s, summary
+        if case.detector == "slurm":  # slurmctld declared the node DOWN, and the job ended: without --no-kill
+            # requeued (Slurm's default) or NODE_FAIL; with the templates' --no-kill the step on the lost node
+            # ends, and with it srun's step (FAILED) or mpirun, which SIGTERMs its ranks (COMPLETED: rank 0 scored)
+            assert "Nodes node2 not responding, setting DOWN" in (job.hosts.scratch / "log" / "slurmctld.log"
+                                                                   ).read_text(), summary  # fmt: skip
+        elif case.detector == "launcher":
+            assert end.state in ("FAILED", "exited") and end.returncode != 0, summary
+    before = runlog.read_events(job.run_dir)
+    assert not before.truncated_tail, summary
+
+    resume(case, job)
+    from analysis.verify import verify
+
+    events = runlog.read_events(job.run_dir).events
+    assert events[: len(before.events)] == before.events, "the resume rewrote the first segment"
+    scores = [e for e in events if e[runlog.EVENT] == runlog.SCORE]
+    assert len(scores) == len(end.of(runlog.SCORE)) + 1 and scores[-1]["segments"] == 2, summary
+    result = verify(job.run_dir)
+    assert result.ok or only_rates_of_freed_cores(result, {SURVIVOR}), result.text()
+    print(f"failure: {case.id}: resumed; verify {'ok' if result.ok else 'ok but for the freed cores'}; score "
+          f"{json.loads((job.run_dir / 'score.json').read_text())['score']:.4g}")

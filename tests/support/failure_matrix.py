@@ -1,0 +1,104 @@
+"""Failures as users meet them (issue 43): one row per (failure, phase, launcher), with who must detect it and how soon.
+
+Pure data, no MPI: ``tests/multinode/test_failures.py`` runs each row that is a test in the two-node Slurm
+fixture or the multi-host fixture; ``docs/cluster.md`` ("Failures, phase by phase") is the same table in words,
+with the figures measured here.  A row whose outcome depends on work not on this branch yet (fault tolerance
+decided from the launcher, issue 43 item 1; a deadline at every phase, item 2) says so in ``pending``: the test
+is then skipped with that reason (never run, so nothing is claimed), or ``xfail_today`` names what happens
+instead when it was run and failed.
+
+The words:
+
+- ``failure``: ``kill-9-rank`` (a training rank of node2's group that is not its leader), ``kill-9-leader``,
+  ``kill-9-rank0`` (the master), ``sigstop-rank`` (the same training rank, stopped), ``node-loss`` (node2's link
+  down and everything on it killed: ``VirtualCluster.lose_node``), ``fsync-stall-rank0``;
+- ``phase``: ``start-up`` (before the start line: every rank started, nothing logged yet), ``first-model`` (the
+  victim's group has a model but no epoch), ``mid-run`` (both groups have logged an epoch), ``end`` (the run
+  has logged ``run_stop``: drain, score, report, agreement);
+- ``launcher``: ``srun`` (the templates' default, ``srun --mpi=pmix``, Slurm's PMIx and no PRRTE) or
+  ``mpirun`` (Open MPI's, PRRTE daemons; under Slurm the template's ``AIPERF_LAUNCHER=mpirun``);
+- ``detector``: ``mpi`` (the launcher's report reaches the master through ULFM: ``group_lost`` naming the dead
+  ranks), ``launcher`` (srun or mpirun ends the job: a rank exited badly), ``slurm`` (slurmctld sets the node
+  DOWN after ``SlurmdTimeout`` and ends the job), ``deadline`` (the master's: ``group_lost`` "past its
+  deadline"), ``nobody`` (the job is held until the test's own limit: the failure is not detected);
+- ``outcome``: ``group-lost`` (the run goes on and scores in the same job) or ``job-ends`` (no score in this
+  job: the log is intact and ``--resume`` scores it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+SLURMD_TIMEOUT = 30
+"""the two-node Slurm's ``SlurmdTimeout`` in these tests (Slurm's default: 300 s; a site's bound scales with it)"""
+
+DEADLINE_BOUND = 3 * 30 + 60 + 30
+"""seconds: the master's deadline (3 × the group's longest epoch, a rehearsal's under 30 s here, + 60 s), plus the
+once-a-second check and the load of a shared 2-core machine"""
+
+
+@dataclass(frozen=True)
+class Case:
+    """One row of the matrix: a failure at a phase under a launcher, and what must happen."""
+
+    failure: str
+    phase: str
+    launcher: str
+    fault_tolerance: bool
+    detector: str
+    bound_s: float
+    """seconds from the failure to its detection (``group_lost`` logged, or the job's end) that the test allows"""
+    outcome: str
+    fixture: str = "slurm"
+    """``slurm`` (tests/support/multihost_slurm.py, the template) or ``multihost`` (mpirun of the fixture)"""
+    rehearse: bool = True
+    """a rehearsal (no TensorFlow, starts in seconds) unless the failure needs real training"""
+    pending: str | None = None
+    """why the row is not run here yet (its outcome depends on unmerged work, or nothing here can cause it)"""
+    xfail_today: str | None = None
+    """what happens today instead, for a row that was run and fails: the test is ``xfail(strict=True)``"""
+
+    @property
+    def id(self) -> str:
+        ft = "-ft" if self.fault_tolerance else ""
+        return f"{self.failure}@{self.phase}/{self.launcher}{ft}/{self.fixture}"
+
+
+NEEDS_DEADLINE = "issue 43 item 2 (h-deadline): a deadline at this phase"
+NO_FSYNC_STALL = ("nothing here can stall an fsync: it needs a file system that blocks it (FUSE, dm-delay, NFS with "
+                  "its server gone), none of which this machine's container offers")  # fmt: skip
+
+PRTERUN_HANGS = ("mpirun (PRRTE 3.0.14, ssh launch) never ends after a silent node loss: the master's deadline "
+                 "loses the group (67 s), the run scores at its time limit and rank 0 calls MPI_Abort, and prterun, "
+                 "which has no daemon heartbeat, waits for node2's daemon for good (still running 1,000 s after the "
+                 "loss, measured 2026-12-04): the job holds its allocation until the wall-clock limit")  # fmt: skip
+
+CASES: tuple[Case, ...] = (
+    # -- srun, the templates' default: Slurm's PMIx reports no death; --kill-on-bad-exit=1 ends the step ---------
+    Case("kill-9-rank", "mid-run", "srun", False, "launcher", 30, "job-ends"),
+    Case("kill-9-leader", "mid-run", "srun", False, "launcher", 30, "job-ends"),
+    Case("kill-9-rank0", "mid-run", "srun", False, "launcher", 30, "job-ends"),
+    Case("kill-9-rank", "mid-run", "srun", True, "launcher", 30, "job-ends"),  # FT asked, off under srun (h-srun)
+    Case("sigstop-rank", "start-up", "srun", False, "deadline", DEADLINE_BOUND, "job-ends", pending=NEEDS_DEADLINE),
+    Case("sigstop-rank", "first-model", "srun", False, "deadline", DEADLINE_BOUND, "job-ends",
+         pending=NEEDS_DEADLINE),  # fmt: skip
+    Case("sigstop-rank", "mid-run", "srun", False, "deadline", DEADLINE_BOUND, "job-ends", pending=NEEDS_DEADLINE),
+    Case("sigstop-rank", "end", "srun", False, "deadline", DEADLINE_BOUND, "job-ends", pending=NEEDS_DEADLINE),
+    Case("node-loss", "mid-run", "srun", False, "slurm", SLURMD_TIMEOUT + 60, "job-ends"),
+    Case("fsync-stall-rank0", "end", "srun", False, "deadline", DEADLINE_BOUND, "job-ends", pending=NO_FSYNC_STALL),
+    # -- mpirun with fault tolerance (the template's AIPERF_LAUNCHER=mpirun AIPERF_FAULT_TOLERANCE=1) -----------
+    Case("kill-9-rank", "mid-run", "mpirun", True, "mpi", 30, "group-lost"),
+    Case("kill-9-leader", "mid-run", "mpirun", True, "mpi", 30, "group-lost"),
+    Case("kill-9-rank0", "mid-run", "mpirun", True, "launcher", 30, "job-ends"),
+    Case("sigstop-rank", "start-up", "mpirun", True, "deadline", DEADLINE_BOUND, "job-ends", pending=NEEDS_DEADLINE),
+    Case("sigstop-rank", "first-model", "mpirun", True, "deadline", DEADLINE_BOUND, "group-lost",
+         pending=NEEDS_DEADLINE),  # fmt: skip
+    Case("sigstop-rank", "mid-run", "mpirun", True, "deadline", DEADLINE_BOUND, "group-lost"),
+    Case("sigstop-rank", "end", "mpirun", True, "deadline", DEADLINE_BOUND, "job-ends", pending=NEEDS_DEADLINE),
+    Case("node-loss", "mid-run", "mpirun", True, "slurm", SLURMD_TIMEOUT + 60, "job-ends"),
+    Case("fsync-stall-rank0", "end", "mpirun", True, "deadline", DEADLINE_BOUND, "job-ends", pending=NO_FSYNC_STALL),
+    # -- mpirun of the multi-host fixture (ssh launch, no Slurm): a lost node is PRRTE's and TCP's alone --------
+    Case("node-loss", "mid-run", "mpirun", True, "deadline", DEADLINE_BOUND, "group-lost", fixture="multihost",
+         xfail_today=PRTERUN_HANGS),
+)
+"""every row; ``tests/multinode/test_failures.py`` runs each one whose ``pending`` is None"""
