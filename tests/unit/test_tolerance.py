@@ -81,7 +81,10 @@ def test_the_start_line_says_what_a_failure_costs() -> None:
     why = fault_tolerance({**SRUN, **FT}, OPEN_MPI)[1]
     srun = start_line(False, why, "srun", hang)
     assert srun.startswith("aiperf_mpi: fault tolerance off (direct srun: ")
-    assert "Slurm ends the step within about a second" in srun and "rank 0 writes the score" in srun
+    assert "Slurm ends the step within seconds" in srun and "rank 0 scores on it if it gets to it" in srun
+    assert "a hung rank ends the run with its score at its group's deadline" in srun  # the deadlines of issue 43
+    first = start_line(False, why, "srun", HangPolicy(first_model=3600.0, tolerant=False))
+    assert "3600 s in its first model, then 3 × the group's longest epoch" in first
     assert "mpirun ends every rank within about a second" in start_line(False, "x", "mpirun", hang)
     for line in (on, srun, start_line(False, "x", "unknown")):
         assert "\n" not in line and "--resume" in line
