@@ -67,8 +67,7 @@ from aiperf_mpi.results.inventory import host_of_rank
 from aiperf_mpi.results.logmodel import RunModel, read_model
 from aiperf_mpi.results.machine import local_description
 from aiperf_mpi.results.precisions import PRECISIONS, logged_precision
-from analysis.audit_record import AUDIT_RECORD, EVENTS_SHA256, events_sha256
-from analysis.checks import BadInput, is_regular_file
+from analysis.checks import AUDIT_RECORD, EVENTS_SHA256, BadInput, events_sha256, is_regular_file
 from analysis.guard import guarded
 from analysis.lineage_check import ERRORS as LINEAGE_ERRORS
 

@@ -19,15 +19,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from aiperf_mpi.results import runlog
-from aiperf_mpi.results.stored_weights import file_sha256
+from aiperf_mpi.results.logmodel import RunModel, read_model
+from analysis.checks import AUDIT_RECORD, EVENTS_SHA256, MAX_RECORD_BYTES, events_sha256
 
-AUDIT_RECORD = "audit.json"
-"""the audit's record, in the run directory (``python -m analysis.audit RUN_DIR --sample K --record``)"""
-EVENTS_SHA256 = "events_sha256"
-"""the record's field: the sha256 of the ``events.jsonl`` the audit judged"""
-MAX_RECORD_BYTES = 16 << 20
-"""the most an audit record may hold (a few kB a sampled task): larger is refused unread"""
 HOW = "python -m analysis.audit RUN_DIR --sample K --record, on the claimed kind of hardware"
 """how a site or a reviewer makes the record, for the lines that say it is missing"""
 
@@ -42,13 +36,14 @@ class AuditStanding:
     """what it says (counts) or why it does not count, in words"""
 
 
-def events_sha256(run_dir: Path) -> str:
-    """The sha256 of a run directory's event log: what ties an audit record to the log it judged."""
-    return file_sha256(runlog.log_path(Path(run_dir)))
+def audit_standing(run_dir: Path, draw_too: bool = True) -> AuditStanding:
+    """Whether ``run_dir/audit.json`` is a passing audit of this log (see the module's doc).
 
-
-def audit_standing(run_dir: Path) -> AuditStanding:
-    """Whether ``run_dir/audit.json`` is a passing audit of this log (see the module's doc)."""
+    ``draw_too``: the record's tasks must also be the draw its ``seed`` and ``sample`` make from this log (the
+    log is read once more, for the audit's own model of it; :func:`analysis.audit.sample_tasks`).  A record is the
+    site's word, which only a rerun checks (the verdict's ``trusted: audit record`` line says so), but it cannot
+    name tasks the audit would not have drawn.
+    """
     path = Path(run_dir) / AUDIT_RECORD
     if not path.is_file() or path.is_symlink():
         return AuditStanding(False, f"no audit record ({HOW})")
@@ -68,7 +63,24 @@ def audit_standing(run_dir: Path) -> AuditStanding:
     if verdict != "pass":
         return AuditStanding(False, f"{AUDIT_RECORD}'s audit did not pass (verdict {str(verdict)[:20]!r})")
     tasks = record.get("tasks") if isinstance(record.get("tasks"), list) else []
+    if draw_too:
+        drawn = _the_draw(read_model(Path(run_dir)), record)
+        listed = sorted(t.get("task") for t in tasks if isinstance(t, dict) and isinstance(t.get("task"), int))
+        if drawn is None or listed != drawn:
+            return AuditStanding(False, f"{AUDIT_RECORD}'s tasks {listed[:8]} are not the draw its seed and sample "
+                                        f"make from this log ({(drawn or [])[:8]}): not an audit of it")  # fmt: skip
     machine = record.get("machine") if isinstance(record.get("machine"), dict) else {}
     where = ", ".join(str(a) for a in machine.get("accelerators") or []) or str(machine.get("cpu", "?"))
     return AuditStanding(True, f"audited: {len(tasks)} task(s) timed on {where[:80]} (seed {record.get('seed')}, "
                                f"tolerance {record.get('tolerance')}), passed")  # fmt: skip
+
+
+def _the_draw(model: RunModel, record: dict) -> list[int] | None:
+    """The tasks ``analysis.audit`` draws from this log with the record's seed and sample (None: not numbers)."""
+    from analysis.audit import candidates, sample_tasks, task_strata  # the audit imports this module
+
+    seed, sample = record.get("seed"), record.get("sample")
+    if not isinstance(seed, int) or not isinstance(sample, int) or isinstance(seed, bool) or sample < 1:
+        return None
+    weights = candidates(model)
+    return sample_tasks(weights, sample, seed, task_strata(model, sorted(weights)))

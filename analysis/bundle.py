@@ -42,8 +42,7 @@ from pathlib import Path
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.logmodel import read_model
 from aiperf_mpi.results.mllog_format import MLLOG_FILE
-from analysis.audit_record import AUDIT_RECORD
-from analysis.checks import BadInput, Verification
+from analysis.checks import AUDIT_RECORD, BadInput, Verification
 from analysis.guard import guarded
 from analysis.side_files import system_segments
 from analysis.verify import MANIFEST, verify_dir

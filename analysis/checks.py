@@ -15,7 +15,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from aiperf_mpi.results import runlog
 from aiperf_mpi.results.logmodel import RunModel
+from aiperf_mpi.results.stored_weights import file_sha256
 
 OK, MISMATCH, NOT_RECORDED = "ok", "MISMATCH", "not recorded"
 REHEARSAL_RULE = "training"
@@ -239,3 +241,18 @@ class Run:
     judges: dict[str, object] = field(default_factory=dict)
     truncated: bool = False
     model: RunModel | None = None
+
+
+# ----------------------------------------------------------------------- the audit's record (analysis/audit_record.py)
+
+AUDIT_RECORD = "audit.json"
+"""the audit's record, in the run directory (``python -m analysis.audit RUN_DIR --sample K --record``)"""
+EVENTS_SHA256 = "events_sha256"
+"""the record's field: the sha256 of the ``events.jsonl`` the audit judged"""
+MAX_RECORD_BYTES = 16 << 20
+"""the most an audit record may hold (a few kB a sampled task): larger is refused unread"""
+
+
+def events_sha256(run_dir: Path) -> str:
+    """The sha256 of a run directory's event log: what ties an audit record to the log it judged."""
+    return file_sha256(runlog.log_path(Path(run_dir)))

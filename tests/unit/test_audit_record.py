@@ -12,8 +12,11 @@ from pathlib import Path
 import pytest
 
 from aiperf_mpi.results import runlog
+from aiperf_mpi.results.logmodel import read_model
 from analysis import verify
-from analysis.audit_record import AUDIT_RECORD, EVENTS_SHA256, audit_standing, events_sha256
+from analysis.audit import candidates, sample_tasks, task_strata
+from analysis.audit_record import audit_standing
+from analysis.checks import AUDIT_RECORD, EVENTS_SHA256, events_sha256
 from tests.support.verify_runs import consistent_run, write_best
 
 
@@ -25,9 +28,25 @@ def run(tmp_path) -> Path:
 
 
 def _record(run_dir: Path, **fields: object) -> None:
-    record = {"verdict": "pass", "seed": 7, "tolerance": 0.25, "machine": {"cpu": "AMD EPYC 7B13"},
-              "tasks": [{"task": 0}, {"task": 1}], EVENTS_SHA256: events_sha256(run_dir), **fields}  # fmt: skip
+    """An audit record as ``analysis.audit --record`` writes it: the draw of seed 7, sample 2 from this log."""
+    model = read_model(run_dir)
+    weights = candidates(model)
+    drawn = sample_tasks(weights, 2, 7, task_strata(model, sorted(weights)))
+    record = {"verdict": "pass", "seed": 7, "sample": 2, "tolerance": 0.25, "machine": {"cpu": "AMD EPYC 7B13"},
+              "tasks": [{"task": t} for t in drawn], EVENTS_SHA256: events_sha256(run_dir), **fields}  # fmt: skip
     (run_dir / AUDIT_RECORD).write_text(json.dumps(record))
+
+
+def test_a_record_whose_tasks_are_not_its_seeds_draw_does_not_count(run) -> None:
+    """A record written by hand must at least name the tasks the audit would draw; what it says of their timings
+    stays the site's word, which the verdict's trusted line says (a rerun checks it)."""
+    _record(run, tasks=[{"task": 99}, {"task": 98}])
+    result = verify.verify(run)
+    assert not result.audit[0] and "are not the draw its seed and sample make" in result.audit[1]
+    _record(run)
+    result = verify.verify(run)
+    assert result.audit[0]
+    assert any(c.name == "audit record" and "rerun" in c.check for c in result.trusted)
 
 
 def test_no_record_is_named_and_does_not_count(run) -> None:
