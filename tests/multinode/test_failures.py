@@ -32,7 +32,7 @@ import pytest
 from aiperf_mpi.mpi.tolerance import OPEN_MPI_LAUNCH
 from aiperf_mpi.results import runlog
 from tests.support import slurm as slurm_support
-from tests.support.failure_matrix import CASES, SLURMD_TIMEOUT, Case
+from tests.support.failure_matrix import CASES, ONE_NODE, SLURMD_TIMEOUT, Case
 from tests.support.lost_groups import events_so_far, only_rates_of_freed_cores
 from tests.support.mpirun import REPO_ROOT, mpi_vendor, run_command
 from tests.support.multihost import MARKER, VirtualCluster, live_namespaces, start_cluster
@@ -260,7 +260,7 @@ def resume(case: Case, job: Job) -> None:
     "case",
     [pytest.param(c, id=c.id, marks=[pytest.mark.skip(reason=c.pending)] if c.pending else
                   [pytest.mark.xfail(strict=True, reason=c.xfail_today)] if c.xfail_today else [])
-     for c in CASES],
+     for c in CASES if c.fixture != ONE_NODE],
 )  # fmt: skip
 def test_a_failure_is_detected_in_bounded_time_and_the_run_scores_once(case: Case, request, tmp_path) -> None:
     job = start_job(case, request, tmp_path)

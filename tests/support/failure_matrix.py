@@ -50,7 +50,9 @@ class Case:
     """seconds from the failure to its detection (``group_lost`` logged, or the job's end) that the test allows"""
     outcome: str
     fixture: str = "slurm"
-    """``slurm`` (tests/support/multihost_slurm.py, the template) or ``multihost`` (mpirun of the fixture)"""
+    """``slurm`` (tests/support/multihost_slurm.py, the template), ``multihost`` (mpirun of the fixture), or
+    :data:`ONE_NODE` (the template in the one-node Slurm of tests/support/slurm.py: tests/slurm/, not
+    tests/multinode/test_failures.py)"""
     rehearse: bool = True
     """a rehearsal (no TensorFlow, starts in seconds) unless the failure needs real training"""
     pending: str | None = None
@@ -64,10 +66,15 @@ class Case:
         return f"{self.failure}@{self.phase}/{self.launcher}{ft}/{self.fixture}"
 
 
+ONE_NODE = "slurm-one-node"
+"""the fixture of the rows that tests/slurm/test_deadlines.py runs (``make test-long``); the two-node test skips them"""
+
 NEEDS_DEADLINE = ("not written for the two-node fixtures yet: the deadline at this phase (issue 43) is tested on one "
                   "host under mpirun (tests/mpi/test_deadlines.py); its injection here is still to write")  # fmt: skip
 NO_FSYNC_STALL = ("not written for the two-node fixtures yet: a real stalled fsync (tests/support/stall_fs.py, a FUSE "
                   "pass-through) is tested on one host under mpirun (tests/mpi/test_deadlines.py)")  # fmt: skip
+
+UNTRIED = "written (tests/slurm/test_deadlines.py) but not yet run to a pass here"
 
 PRTERUN_HANGS = ("mpirun (PRRTE 3.0.14, ssh launch) never ends after a silent node loss: the master's deadline "
                  "loses the group (67 s), the run scores at its time limit and rank 0 calls MPI_Abort, and prterun, "
@@ -87,6 +94,14 @@ CASES: tuple[Case, ...] = (
     Case("sigstop-rank", "end", "srun", False, "deadline", DEADLINE_BOUND, "job-ends", pending=NEEDS_DEADLINE),
     Case("node-loss", "mid-run", "srun", False, "slurm", SLURMD_TIMEOUT + 60, "job-ends"),
     Case("fsync-stall-rank0", "end", "srun", False, "deadline", DEADLINE_BOUND, "job-ends", pending=NO_FSYNC_STALL),
+    # -- srun on one node (tests/slurm/test_deadlines.py): a stopped rank at each phase, the phase's deadline ------
+    Case("sigstop-rank", "mid-run", "srun", False, "deadline", DEADLINE_BOUND, "job-ends", fixture=ONE_NODE),
+    Case("sigstop-rank", "first-model", "srun", False, "deadline", 40 + 40, "job-ends", fixture=ONE_NODE,
+         pending=UNTRIED),  # fmt: skip
+    Case("sigstop-rank", "start-up", "srun", False, "deadline", 40 + 20, "job-ends", fixture=ONE_NODE,
+         pending=UNTRIED),  # fmt: skip
+    Case("sigstop-rank", "end", "srun", False, "deadline", 30 + 20, "job-ends", fixture=ONE_NODE,
+         pending=UNTRIED),  # fmt: skip
     # -- mpirun with fault tolerance (the template's AIPERF_LAUNCHER=mpirun AIPERF_FAULT_TOLERANCE=1) -----------
     Case("kill-9-rank", "mid-run", "mpirun", True, "mpi", 30, "group-lost"),
     Case("kill-9-leader", "mid-run", "mpirun", True, "mpi", 30, "group-lost"),
