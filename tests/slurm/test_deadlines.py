@@ -133,6 +133,7 @@ def test_a_rank_stopped_in_start_up_under_srun_ends_the_job_within_the_start_up_
     bound = 40
     run_dir, end, _, took = stopped_in(slurm, tmp_path, f"--startup-deadline {bound}", 3, Path.is_dir)
     lines = deadline_lines(end.output)
+    print(f"deadline lines (rank, phase, bound): {lines}")
     assert lines and {phase for _, phase, _ in lines} == {"start-up"} and lines[0][0] != 3, end.output[-4000:]
     assert all(b == bound for _, _, b in lines), lines
     assert end.state == "FAILED" and end.exit_code != 0, (end.state, end.exit_code, end.output[-4000:])

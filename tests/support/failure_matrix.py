@@ -99,8 +99,7 @@ CASES: tuple[Case, ...] = (
     # -- srun on one node (tests/slurm/test_deadlines.py): a stopped rank at each phase, the phase's deadline ------
     Case("sigstop-rank", "mid-run", "srun", False, "deadline", DEADLINE_BOUND, "job-ends", fixture=ONE_NODE),
     Case("sigstop-rank", "first-model", "srun", False, "deadline", 40 + 40, "job-ends", fixture=ONE_NODE),
-    Case("sigstop-rank", "start-up", "srun", False, "deadline", 40 + 20, "job-ends", fixture=ONE_NODE,
-         pending=UNTRIED),  # fmt: skip
+    Case("sigstop-rank", "start-up", "srun", False, "deadline", 40 + 20, "job-ends", fixture=ONE_NODE),
     Case("sigstop-rank", "end", "srun", False, "deadline", 30 + 20, "job-ends", fixture=ONE_NODE,
          pending=UNTRIED),  # fmt: skip
     # -- mpirun with fault tolerance (the template's AIPERF_LAUNCHER=mpirun AIPERF_FAULT_TOLERANCE=1) -----------
