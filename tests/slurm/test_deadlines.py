@@ -151,6 +151,7 @@ def test_a_rank_stopped_in_the_end_under_srun_ends_the_job_within_the_end_bound_
     stopping = lambda run_dir: bool(of(run_dir, runlog.RUN_STOP))  # noqa: E731
     run_dir, end, _, took = stopped_in(slurm, tmp_path, f"--end-deadline {bound} --time-limit 15", 2, stopping)
     alarm = 128 + signal.SIGALRM  # inside MPI_Finalize no line can be printed (tests/mpi/test_deadlines.py)
+    print(f"deadline lines (rank, phase, bound): {deadline_lines(end.output)}")
     assert (0, "the end", bound) in deadline_lines(end.output) or end.exit_code == alarm, end.output[-4000:]
     assert end.state == "FAILED" and end.exit_code != 0, (end.state, end.exit_code, end.output[-4000:])
     assert took < bound_of("end"), end.output[-4000:]

@@ -100,8 +100,7 @@ CASES: tuple[Case, ...] = (
     Case("sigstop-rank", "mid-run", "srun", False, "deadline", DEADLINE_BOUND, "job-ends", fixture=ONE_NODE),
     Case("sigstop-rank", "first-model", "srun", False, "deadline", 40 + 40, "job-ends", fixture=ONE_NODE),
     Case("sigstop-rank", "start-up", "srun", False, "deadline", 40 + 20, "job-ends", fixture=ONE_NODE),
-    Case("sigstop-rank", "end", "srun", False, "deadline", 30 + 20, "job-ends", fixture=ONE_NODE,
-         pending=UNTRIED),  # fmt: skip
+    Case("sigstop-rank", "end", "srun", False, "deadline", 30 + 20, "job-ends", fixture=ONE_NODE),
     # -- mpirun with fault tolerance (the template's AIPERF_LAUNCHER=mpirun AIPERF_FAULT_TOLERANCE=1) -----------
     Case("kill-9-rank", "mid-run", "mpirun", True, "mpi", 30, "group-lost"),
     Case("kill-9-leader", "mid-run", "mpirun", True, "mpi", 30, "group-lost"),
