@@ -35,18 +35,21 @@ WAIT = 180
 """seconds the test waits for the phase to strike in"""
 
 
-def bound_of(phase: str) -> float:
+def bound_of(phase: str, fault_tolerance: bool = False) -> float:
     """The matrix's bound (seconds from the stop to the job's end) of this phase's srun row on one node."""
     [row] = [c for c in CASES if (c.failure, c.phase, c.launcher, c.fault_tolerance, c.fixture) ==
-             ("sigstop-rank", phase, "srun", False, ONE_NODE)]  # fmt: skip
+             ("sigstop-rank", phase, "srun", fault_tolerance, ONE_NODE)]  # fmt: skip
     if row.pending:
         pytest.skip(row.pending)
     return row.bound_s
 
 
 def stopped_in(slurm: SlurmCluster, tmp_path: Path, options: str, victim: int,
-               ready: Callable[[Path], bool]) -> tuple[Path, JobEnd, float, float]:  # fmt: skip
+               ready: Callable[[Path], bool], fault_tolerance: bool = False) -> tuple[Path, JobEnd, float, float]:
     """Submit the run, SIGSTOP world rank ``victim`` once ``ready(run_dir)``, wait for the job's end.
+
+    With ``fault_tolerance`` the site asks for it (``AIPERF_FAULT_TOLERANCE=1``) and keeps srun
+    (``AIPERF_LAUNCHER=srun``): the template then runs fail-fast and says so in one line.
 
     The run directory, how the job ended, the stop's wall-clock time (the log's clock) and the seconds from the stop
     to the job's end."""
@@ -54,7 +57,8 @@ def stopped_in(slurm: SlurmCluster, tmp_path: Path, options: str, victim: int,
     job = slurm.submit(JOBSCRIPTS / "scale-out.sbatch", ["--nodes=1", "--ntasks-per-node=4", "--cpus-per-task=1",
                                                           "--time=15"],  # fmt: skip
                        env={"AIPERF_RUN_DIR": str(run_dir), "AIPERF_TIME_LIMIT": "60", "AIPERF_GRACE": "30",
-                            "AIPERF_ARGS": f"{ARGS} {options}", "AIPERF_LAUNCHER": "srun"},
+                            "AIPERF_ARGS": f"{ARGS} {options}", "AIPERF_LAUNCHER": "srun",
+                            "AIPERF_FAULT_TOLERANCE": "1" if fault_tolerance else "0"},
                        output=tmp_path / "job-%j.out")  # fmt: skip
     deadline = time.monotonic() + WAIT
     while True:
@@ -70,6 +74,7 @@ def stopped_in(slurm: SlurmCluster, tmp_path: Path, options: str, victim: int,
     took = time.monotonic() - stopped_at
     print(f"srun, one node: rank {victim} stopped; the job ended {took:.1f} s later, {end.state} {end.exit_code}")
     assert_no_process_left(slurm, job)  # the stopped rank too
+    assert ("runs fail-fast" in end.output) == fault_tolerance, end.output[:2000]
     return run_dir, end, stopped_wall, took
 
 
@@ -93,17 +98,18 @@ def ended_by_the_hang_deadline(run_dir: Path, end: JobEnd, stopped_wall: float, 
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.parametrize("fault_tolerance", [False, True], ids=["srun", "srun-ft-asked"])
 def test_a_training_rank_stopped_mid_run_under_srun_ends_the_run_by_the_masters_deadline_with_its_score(
-    slurm: SlurmCluster, tmp_path: Path
+    slurm: SlurmCluster, tmp_path: Path, fault_tolerance: bool
 ) -> None:
     """Rank 2 stopped once both groups logged an epoch: its leader waits for it in the group's all-reduce, the group
     goes silent, and the master's hang deadline (3 × the group's longest epoch + 60 s) loses it; fault tolerance
     off, the run then ends at once with its score (the hung rank cannot be left behind) and rank 0's MPI_Abort
-    ends the step."""
+    ends the step.  The same when the site asks for fault tolerance and keeps srun: the template runs fail-fast."""
     both = lambda run_dir: {e["group"] for e in of(run_dir, runlog.EPOCH)} == {0, 1}  # noqa: E731
-    run_dir, end, stopped_wall, took = stopped_in(slurm, tmp_path, "--time-limit 240", 2, both)
+    run_dir, end, stopped_wall, took = stopped_in(slurm, tmp_path, "--time-limit 240", 2, both, fault_tolerance)
     ended_by_the_hang_deadline(run_dir, end, stopped_wall, "past its deadline")
-    assert took < bound_of("mid-run"), end.output[-4000:]
+    assert took < bound_of("mid-run", fault_tolerance), end.output[-4000:]
     resumed_once_more(run_dir, False)
 
 

@@ -98,6 +98,7 @@ CASES: tuple[Case, ...] = (
     Case("fsync-stall-rank0", "end", "srun", False, "deadline", DEADLINE_BOUND, "job-ends", pending=NO_FSYNC_STALL),
     # -- srun on one node (tests/slurm/test_deadlines.py): a stopped rank at each phase, the phase's deadline ------
     Case("sigstop-rank", "mid-run", "srun", False, "deadline", DEADLINE_BOUND, "job-ends", fixture=ONE_NODE),
+    Case("sigstop-rank", "mid-run", "srun", True, "deadline", DEADLINE_BOUND, "job-ends", fixture=ONE_NODE),
     Case("sigstop-rank", "first-model", "srun", False, "deadline", 40 + 40, "job-ends", fixture=ONE_NODE),
     Case("sigstop-rank", "start-up", "srun", False, "deadline", 40 + 20, "job-ends", fixture=ONE_NODE),
     Case("sigstop-rank", "end", "srun", False, "deadline", 30 + 20, "job-ends", fixture=ONE_NODE),
