@@ -298,6 +298,12 @@ def test_a_failure_is_detected_in_bounded_time_and_the_run_scores_once(case: Cas
         assert len(end.of(runlog.SCORE)) == 1 and "the score above is final" in text, summary
         after = [e for e in end.of(runlog.EPOCH) if e["group"] == SURVIVOR and e["start"] > struck.time]
         assert after, f"node1's group did not train on\n{summary}"
+    elif case.detector == "deadline":  # fault tolerance off: the master's deadline loses the hung group, and the
+        # run then ends at once with its score (a hung rank cannot be left behind), rank 0's MPI_Abort ends the job
+        assert [g["group"] for g in lost] == [LOST] and "past its deadline" in lost[0]["reason"], summary
+        assert [e["reason"] for e in end.of(runlog.RUN_STOP)] == [runlog.HANG_REASON], summary
+        assert len(end.of(runlog.SCORE)) == 1 and "the score above is final" in text, summary
+        assert end.ended_after < case.bound_s, summary
     else:  # a score may be written on the way out (srun's SIGTERM to every rank: the master scores at once)
         assert not lost and len(end.of(runlog.SCORE)) <= 1, summary
         assert end.ended_after < case.bound_s, summary

@@ -92,7 +92,7 @@ CASES: tuple[Case, ...] = (
     Case("sigstop-rank", "start-up", "srun", False, "deadline", DEADLINE_BOUND, "job-ends", pending=NEEDS_DEADLINE),
     Case("sigstop-rank", "first-model", "srun", False, "deadline", DEADLINE_BOUND, "job-ends",
          pending=NEEDS_DEADLINE),  # fmt: skip
-    Case("sigstop-rank", "mid-run", "srun", False, "deadline", DEADLINE_BOUND, "job-ends", pending=NEEDS_DEADLINE),
+    Case("sigstop-rank", "mid-run", "srun", False, "deadline", DEADLINE_BOUND, "job-ends"),
     Case("sigstop-rank", "end", "srun", False, "deadline", DEADLINE_BOUND, "job-ends", pending=NEEDS_DEADLINE),
     Case("node-loss", "mid-run", "srun", False, "slurm", SLURMD_TIMEOUT + 60, "job-ends"),
     Case("fsync-stall-rank0", "end", "srun", False, "deadline", DEADLINE_BOUND, "job-ends", pending=NO_FSYNC_STALL),
