@@ -22,11 +22,10 @@ from pathlib import Path
 import pytest
 
 from aiperf_mpi.results import runlog
-from tests.mpi.test_deadlines import deadline_lines, resumed_once_more, verified
-from tests.slurm.test_failures import JOBSCRIPTS, rank_pids
+from tests.support.deadline_runs import deadline_lines, resumed_once_more, verified
 from tests.support.failure_matrix import CASES, ONE_NODE
 from tests.support.lost_groups import events_so_far
-from tests.support.slurm import STILL_RUNNING, JobEnd, SlurmCluster, assert_no_process_left
+from tests.support.slurm import JOBSCRIPTS, STILL_RUNNING, JobEnd, SlurmCluster, assert_no_process_left, rank_pids
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.long, pytest.mark.mpi]
 ARGS = ("--rehearse --rehearse-rate 1e10 --seed-model tiny --group-size 2 --score-step 5 --progress-interval 5 "

@@ -24,31 +24,15 @@ from aiperf_mpi.results import runlog
 from tests.support.failure_matrix import CASES
 from tests.support.lost_groups import events_so_far
 from tests.support.mpirun import run_mpi
-from tests.support.slurm import STILL_RUNNING, SlurmCluster, assert_no_process_left, job_pids
+from tests.support.slurm import JOBSCRIPTS, STILL_RUNNING, SlurmCluster, assert_no_process_left, rank_pids
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.mpi]
-JOBSCRIPTS = Path(__file__).resolve().parents[2] / "jobscripts"
 [ROW] = [c for c in CASES if (c.failure, c.phase, c.launcher, c.fault_tolerance) == ("kill-9-rank", "mid-run", "srun",
                                                                                      False)]  # fmt: skip
 BOUND = ROW.bound_s
 """seconds from the kill to the job's end: the matrix's bound for this row (3.7 s measured on two nodes, 18.5 s on
 one where the master scored and wrote its report first)"""
 ARGS = "--rehearse --rehearse-rate 2e10 --seed-model tiny --group-size 2 --score-step 10 --progress-interval 10"
-
-
-def rank_pids(slurm: SlurmCluster, job: str) -> dict[int, int]:
-    """``{rank: PID}`` of the job's benchmark processes, by ``PMIX_RANK`` (Slurm's PMIx sets it in each task)."""
-    found = {}
-    for pid in job_pids(slurm.scratch, job):
-        try:
-            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-            entries = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-            environ = dict(e.split(b"=", 1) for e in entries if b"=" in e)
-        except OSError:
-            continue
-        if argv[1:3] == [b"-m", b"aiperf_mpi"] and environ.get(b"PMIX_RANK", b"").isdigit():
-            found[int(environ[b"PMIX_RANK"])] = pid
-    return found
 
 
 @pytest.mark.timeout(420)

@@ -417,3 +417,22 @@ def start_cluster(extra_env: Mapping[str, str] | None = None) -> SlurmCluster:
 
 if __name__ == "__main__" and sys.argv[1:2] == ["--watchdog"]:
     procs.watch(MARKER, sys.argv[2])
+
+
+JOBSCRIPTS = Path(__file__).resolve().parents[2] / "jobscripts"
+"""the sbatch templates"""
+
+
+def rank_pids(slurm: SlurmCluster, job: str) -> dict[int, int]:
+    """``{rank: PID}`` of the job's benchmark processes, by ``PMIX_RANK`` (Slurm's PMIx sets it in each task)."""
+    found = {}
+    for pid in job_pids(slurm.scratch, job):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            entries = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            environ = dict(e.split(b"=", 1) for e in entries if b"=" in e)
+        except OSError:
+            continue
+        if argv[1:3] == [b"-m", b"aiperf_mpi"] and environ.get(b"PMIX_RANK", b"").isdigit():
+            found[int(environ[b"PMIX_RANK"])] = pid
+    return found
