@@ -108,3 +108,51 @@ def test_a_rule_is_one_entry_and_the_method_that_checks_it(run) -> None:
     rewrite_log(run, longer)
     row = verify.verify_dir(run, families=families).checks[-1]
     assert row.verdict == checks.MISMATCH and row.problems[0].endswith("epoch 1 of task 0 ran 4010 s"), row.problems
+
+
+RULE_MODULES = ("analysis/verify_registry.py", "analysis/verify.py", "analysis/verify_rules.py", "analysis/verify_log.py",
+                "analysis/verify_data.py", "analysis/verify_hardware.py", "analysis/verify_search.py",
+                "analysis/weights_check.py", "analysis/lineage_check.py", "analysis/side_files.py", "analysis/checks.py",
+                "analysis/reevaluation.py", "analysis/audit_record.py", "analysis/trusted.py",
+                "aiperf_mpi/results/schema.py")  # fmt: skip
+"""the modules whose code decides a verdict (docstrings and comments aside)"""
+RULES_FINGERPRINTS = {
+    ("2026.12-5", "3.11"): "7e7ca07e",
+}
+"""(VERIFY_RULES_VERSION, Python minor) → the first 8 hex digits of :func:`_rules_fingerprint`: a change of the rules'
+code records its new fingerprint here together with a new version (issue 44)"""
+
+
+def _rules_fingerprint() -> str:
+    """The sha256 of the rule modules' syntax trees without their docstrings: their code, not their prose."""
+    import ast
+    import hashlib
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    digest = hashlib.sha256(f"{sys.version_info.major}.{sys.version_info.minor}".encode())
+    for name in RULE_MODULES:
+        tree = ast.parse((root / name).read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            body = getattr(node, "body", None)
+            if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
+                    and isinstance(getattr(body[0], "value", None), ast.Constant) \
+                    and isinstance(body[0].value.value, str):  # fmt: skip
+                body[0] = ast.Pass()
+        digest.update(name.encode() + ast.dump(tree, annotate_fields=False).encode())
+    return digest.hexdigest()[:8]
+
+
+def test_a_rule_changed_without_a_new_rules_version_is_caught() -> None:
+    """Issue 44: VERIFY_RULES_VERSION changes when any rule changes.  The rules' code (not their docstrings) is
+    fingerprinted; a fingerprint this version has not recorded means a rule changed under an old version."""
+    import sys
+
+    key = (VERIFY_RULES_VERSION, f"{sys.version_info.major}.{sys.version_info.minor}")
+    if not any(minor == key[1] for _, minor in RULES_FINGERPRINTS):
+        pytest.skip(f"no fingerprint recorded for Python {key[1]} (the trees differ between Python versions)")
+    found = _rules_fingerprint()
+    assert RULES_FINGERPRINTS.get(key) == found, (
+        f"the rules' code changed (fingerprint {found}) under VERIFY_RULES_VERSION {VERIFY_RULES_VERSION}: give "
+        f"analysis/verify_registry.py a new version and record {found} for it in RULES_FINGERPRINTS")
