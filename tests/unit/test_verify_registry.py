@@ -110,11 +110,11 @@ def test_a_rule_is_one_entry_and_the_method_that_checks_it(run) -> None:
     assert row.verdict == checks.MISMATCH and row.problems[0].endswith("epoch 1 of task 0 ran 4010 s"), row.problems
 
 
-RULE_MODULES = ("analysis/verify_registry.py", "analysis/verify.py", "analysis/verify_rules.py", "analysis/verify_log.py",
-                "analysis/verify_data.py", "analysis/verify_hardware.py", "analysis/verify_search.py",
-                "analysis/weights_check.py", "analysis/lineage_check.py", "analysis/side_files.py", "analysis/checks.py",
-                "analysis/reevaluation.py", "analysis/audit_record.py", "analysis/trusted.py",
-                "aiperf_mpi/results/schema.py")  # fmt: skip
+RULE_MODULES = ("analysis/verify_registry.py", "analysis/verify.py", "analysis/verify_rules.py",
+                "analysis/verify_log.py", "analysis/verify_data.py", "analysis/verify_hardware.py",
+                "analysis/verify_search.py", "analysis/weights_check.py", "analysis/lineage_check.py",
+                "analysis/side_files.py", "analysis/checks.py", "analysis/reevaluation.py", "analysis/audit_record.py",
+                "analysis/trusted.py", "aiperf_mpi/results/schema.py")  # fmt: skip
 """the modules whose code decides a verdict (docstrings and comments aside)"""
 RULES_FINGERPRINTS = {
     ("2026.12-5", "3.11"): "7e7ca07e",
