@@ -35,9 +35,9 @@ from tests.support import slurm as slurm_support
 from tests.support.failure_matrix import CASES, ONE_NODE, SLURMD_TIMEOUT, Case
 from tests.support.lost_groups import events_so_far, only_rates_of_freed_cores
 from tests.support.mpirun import REPO_ROOT, mpi_vendor, run_command
-from tests.support.multihost import MARKER, VirtualCluster, live_namespaces, start_cluster
-from tests.support.multihost_slurm import HostsSlurm, start_slurm
-from tests.support.procs import marked_pids, terminate
+from tests.support.multihost import VirtualCluster, start_cluster
+from tests.support.multihost_slurm import HostsSlurm, start_slurm, two_node_slurm
+from tests.support.procs import terminate
 from tests.support.slurm import STILL_RUNNING, job_pids
 
 pytestmark = [pytest.mark.multinode, pytest.mark.mpi, pytest.mark.slow,
@@ -60,14 +60,8 @@ LOST, SURVIVOR = 1, 0
 @pytest.fixture(scope="module")
 def slurm2() -> Iterator[HostsSlurm]:
     """The two-node Slurm, with a ``SlurmdTimeout`` short enough for a lost node to be declared within a test."""
-    cluster = start_slurm(2, slurmd_timeout=SLURMD_TIMEOUT)
-    namespaces = cluster.hosts.namespaces()
-    try:
+    with two_node_slurm(slurmd_timeout=SLURMD_TIMEOUT) as cluster:
         yield cluster
-    finally:
-        cluster.stop()
-        assert not marked_pids(MARKER, cluster.scratch), "processes of the two-node Slurm outlived it"
-        assert not live_namespaces(namespaces)
 
 
 # -- one job under test, whichever fixture runs it ---------------------------------------------------------------

@@ -33,9 +33,7 @@ from aiperf_mpi.errors import EXIT_GROUPS_LOST
 from aiperf_mpi.results import runlog
 from tests.support.lost_groups import START_CRASH, events_so_far, only_rates_of_freed_cores
 from tests.support.mpirun import mpi_vendor
-from tests.support.multihost import MARKER, live_namespaces
-from tests.support.multihost_slurm import HostsSlurm, start_slurm
-from tests.support.procs import marked_pids
+from tests.support.multihost_slurm import HostsSlurm, two_node_slurm
 from tests.support.slurm import STILL_RUNNING, JobEnd, assert_no_process_left
 
 pytestmark = [pytest.mark.multinode, pytest.mark.slurm, pytest.mark.slow, pytest.mark.tf, pytest.mark.horovod]
@@ -55,14 +53,8 @@ START_CRASH_RESUBMITS = 2
 
 @pytest.fixture(scope="module")
 def slurm2() -> Iterator[HostsSlurm]:
-    cluster = start_slurm(2)
-    namespaces = cluster.hosts.namespaces()
-    try:
+    with two_node_slurm() as cluster:
         yield cluster
-    finally:
-        cluster.stop()
-        assert not marked_pids(MARKER, cluster.scratch), "processes of the two-node Slurm outlived it"
-        assert not live_namespaces(namespaces)
 
 
 def test_two_slurmd_register_as_two_nodes(slurm2) -> None:

@@ -21,12 +21,13 @@ stops the hosts, which sweeps whatever is left.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from tests.support import slurm
@@ -186,3 +187,20 @@ def start_slurm(count: int = 2, slurmd_timeout: int | None = None) -> HostsSlurm
         hosts.stop()
         raise
     return cluster
+
+
+@contextlib.contextmanager
+def two_node_slurm(**options: object) -> Iterator[HostsSlurm]:
+    """:func:`start_slurm` with two hosts, for a module's fixture: stopped at the end, and then nothing of it may
+    be left, neither a marked process nor a namespace of its hosts."""
+    from tests.support.multihost import MARKER, live_namespaces
+    from tests.support.procs import marked_pids
+
+    cluster = start_slurm(2, **options)
+    namespaces = cluster.hosts.namespaces()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+        assert not marked_pids(MARKER, cluster.scratch), "processes of the two-node Slurm outlived it"
+        assert not live_namespaces(namespaces)
