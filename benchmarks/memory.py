@@ -1,13 +1,16 @@
-"""Memory per rank of a rehearsal (``--rehearse``), by seed model and by role: what a node needs.
+"""Memory per rank of a rehearsal (``--rehearse``) or of a real run, by seed model and by role: what a node needs.
 
 A rehearsal loads no TensorFlow, so what a rank holds is the package, its role's imports and the stand-in's
-own buffers.  Each size here launches a real rehearsal (``mpirun``, groups of 2, one relay, synthetic data)
+own buffers; a real run (``--real``) trains with TensorFlow and Horovod on the embedded digits, so a training
+rank holds TensorFlow, its graph, its weights and its batches.  Each size here launches a real job (``mpirun``,
+groups of 2, one relay; synthetic data for a rehearsal)
 and reads every rank's ``/proc/PID/status`` twice a second while it runs: ``VmRSS`` (resident, shared pages
 of the libraries included) and ``RssAnon`` (the process's own anonymous memory, what the kernel's OOM killer
 weighs).  A rank's figure is its peak over the run; its role comes from the run's ``layout`` event: the master
 (rank 0), the relay, a group's leader (which also runs the search and the tuner), another training rank.
 
-Usage: ``python -m benchmarks.memory [SEED ...]`` (default: tiny and resnet50), or ``make bench``'s runner.
+Usage: ``python -m benchmarks.memory [--real] [SEED ...]`` (default: tiny and resnet50), or ``make bench``'s
+runner (the rehearsal).
 """
 
 from __future__ import annotations
@@ -26,6 +29,9 @@ RANKS = 8
 GROUP_SIZE = 2
 TIME_LIMIT = 40.0
 SAMPLE_SECONDS = 0.5
+REAL_RANKS = 6
+"""a real run's job: the master, the relay and two groups of 2 (TensorFlow in each training rank: ≈ 0.5 GiB before
+any model, so a 2-core machine holds a few)"""
 TIMEOUT = 900.0
 ROLES = ("master", "relay", "leader", "other training rank")
 
@@ -66,13 +72,19 @@ def role_of(rank: int, layout: dict) -> str:
     return "leader" if any(rank == group["leader"] for group in layout["groups"]) else "other training rank"
 
 
-def measure(seed: str, ranks: int = RANKS, group_size: int = GROUP_SIZE, time_limit: float = TIME_LIMIT) -> dict:
-    """One rehearsal: each role's ranks' peak VmRSS and RssAnon (MiB), and the run's own figures."""
+def job_options(seed: str, group_size: int, time_limit: float, real: bool) -> list[str]:
+    """The benchmark's options for one measured job: a rehearsal on synthetic data, or a real run on digits."""
+    kind = ["--dataset", "digits"] if real else ["--rehearse", "--rehearse-rate", "2e10", "--dataset", "synthetic"]
+    return [*kind, "--group-size", str(group_size), "--relays", "1", "--seed-model", seed, "--time-limit",
+            str(time_limit), "--score-step", "10", "--monitor-interval", "0", "--no-report"]  # fmt: skip
+
+
+def measure(seed: str, ranks: int = RANKS, group_size: int = GROUP_SIZE, time_limit: float = TIME_LIMIT,
+            real: bool = False) -> dict:  # fmt: skip
+    """One job: each role's ranks' peak VmRSS and RssAnon (MiB), and the run's own figures."""
     with tempfile.TemporaryDirectory(prefix="bench-memory-") as scratch:
         run_dir = Path(scratch) / "run"
-        argv = [sys.executable, "-m", "aiperf_mpi", "--rehearse", "--rehearse-rate", "2e10", "--group-size",
-                str(group_size), "--relays", "1", "--dataset", "synthetic", "--seed-model", seed, "--time-limit",
-                str(time_limit), "--score-step", "10", "--monitor-interval", "0", "--no-report", "--run-dir",
+        argv = [sys.executable, "-m", "aiperf_mpi", *job_options(seed, group_size, time_limit, real), "--run-dir",
                 str(run_dir)]  # fmt: skip
         job = start_in_background(mpirun_command(ranks, argv), Path(scratch) / "output.txt")
         peaks: dict[int, tuple[float, float]] = {}
@@ -87,7 +99,7 @@ def measure(seed: str, ranks: int = RANKS, group_size: int = GROUP_SIZE, time_li
             time.sleep(SAMPLE_SECONDS)
         output = job.finish(max(1.0, deadline - time.monotonic()))
         if job.process.returncode != 0:
-            raise RuntimeError(f"the rehearsal failed ({job.process.returncode}): {output[-3000:]}")
+            raise RuntimeError(f"the job failed ({job.process.returncode}): {output[-3000:]}")
         events = runlog.read_events(run_dir).events
         [layout] = [e for e in events if e[runlog.EVENT] == runlog.LAYOUT]
         models = sum(1 for e in events if e[runlog.EVENT] == runlog.MODEL_DONE)
@@ -95,7 +107,7 @@ def measure(seed: str, ranks: int = RANKS, group_size: int = GROUP_SIZE, time_li
     for rank, peak in peaks.items():
         by_role.setdefault(role_of(rank, layout), []).append(peak)
     return {"seed": seed, "ranks": ranks, "group_size": group_size, "models": models, "sampled": len(peaks),
-            "roles": by_role, "load": os.getloadavg()[0]}  # fmt: skip
+            "roles": by_role, "load": os.getloadavg()[0], "real": real}  # fmt: skip
 
 
 def span(values: list[float]) -> str:
@@ -114,15 +126,16 @@ def table(results: list[dict]) -> str:
     return "\n".join(rows)
 
 
-def run(seeds: tuple[str, ...] = SEEDS) -> str:
-    results = [measure(seed) for seed in seeds]
+def run(seeds: tuple[str, ...] = SEEDS, real: bool = False) -> str:
+    results = [measure(seed, ranks=REAL_RANKS if real else RANKS, real=real) for seed in seeds]
+    ranks = REAL_RANKS if real else RANKS
     runs = "; ".join(f"{r['seed']}: {r['models']} models, {r['sampled']} ranks sampled, load {r['load']:.0f}"
                      for r in results)  # fmt: skip
     return "\n".join([
         table(results),
         "",
-        f"Each: `mpirun -n {RANKS} python -m aiperf_mpi --rehearse --rehearse-rate 2e10 --group-size {GROUP_SIZE} "
-        f"--relays 1 --dataset synthetic --seed-model SEED --time-limit {TIME_LIMIT:.0f}`, every rank's "
+        f"Each: `mpirun -n {ranks} python -m aiperf_mpi {' '.join(job_options('SEED', GROUP_SIZE, TIME_LIMIT, real))}`"
+        ", every rank's "
         f"/proc/PID/status read every {SAMPLE_SECONDS} s, its peak kept ({runs}). RssAnon is what the rank "
         "holds itself (the OOM killer's measure); VmRSS adds the shared libraries' resident pages, counted once "
         "per node in fact. A node holding k ranks of a role needs about k × that role's RssAnon, plus the "
@@ -131,4 +144,5 @@ def run(seeds: tuple[str, ...] = SEEDS) -> str:
 
 
 if __name__ == "__main__":
-    print(run(tuple(sys.argv[1:]) or SEEDS))
+    real = "--real" in sys.argv[1:]
+    print(run(tuple(a for a in sys.argv[1:] if a != "--real") or SEEDS, real=real))

@@ -18,8 +18,9 @@ depends on its role and, for a group's leader (the search parses and morphs the 
 model: :data:`REHEARSAL_MIB`, measured by ``benchmarks/memory.py``.  At start every rank reports its node's
 ``MemAvailable`` and its own anonymous memory so far; rank 0 adds up, per node of the layout, what its ranks
 will hold at their peak, and says in one line when a node's available memory (plus what its ranks already
-hold) falls short.  A run that trains adds TensorFlow to every training rank (:data:`TENSORFLOW_MIB`, its
-import alone: the model, the optimizer and the input pipeline come on top, so the line is a floor there).
+hold) falls short.  A run that trains holds TensorFlow, its model, optimizer and batches in every training rank:
+:data:`TRAINING_MIB`, measured on the embedded digits (32×32 images); larger images hold more, so for them the
+line is a floor.
 
 Each rank calls :func:`raise_open_files` first thing (``aiperf_mpi/__main__.py``: before the first collective, since
 the start's broadcasts and gathers already connected rank 0 to enough ranks to fail under a soft limit of 40
@@ -52,17 +53,23 @@ in longer runs): the master, the relay 38, another training rank 38 (tiny) and 4
 72 MiB.  What grows with the run is added from the master bench (BENCHMARKS.md, the master): rank 0 ≈ 127 MB
 at 100,000 models, a ResNet-50 leader's search 183 MB resident (peak 258 MB) at 100,000 models.  The shared
 libraries' pages (≈ 30 MiB of each rank's VmRSS) are left out.  A seed not named here counts as the largest"""
-TENSORFLOW_MIB = 530
-"""what ``import tensorflow`` (2.18, CPU) adds to a training rank's resident memory (BENCHMARKS.md)"""
+TRAINING_MIB = {"master": 130, "relay": 40, "other": {"tiny": 360, "resnet50": 1110},
+                "leader": {"tiny": 360, "resnet50": 1160}}  # fmt: skip
+"""a rank's peak anonymous memory (``RssAnon``, MiB) in a run that trains, by role and seed model.  Measured by
+``python -m benchmarks.memory --real tiny resnet50`` (6 ranks: the master, a relay, two groups of 2; the embedded
+digits at 32×32, 40 s; AMD EPYC, 2026-12-05): the master 112–113, the relay 38, a training rank 349–355 (tiny)
+and 1,087–1,150 (ResNet-50: TensorFlow, Horovod, the model's weights, gradients and optimizer slots, and a
+batch's activations).  Before this was measured a training rank counted the rehearsal's figure plus
+``import tensorflow``'s 530 MiB: 580–630 MiB, too much for the tiny seed and too little by half for ResNet-50.
+Larger images hold more (activations grow with the image's area): not measured here"""
 
 
 def rank_need_mib(role: str, seed: str, rehearse: bool) -> float:
     """A rank's peak anonymous memory (MiB) by role (master, relay, leader, other), seed model and run kind."""
-    figure = REHEARSAL_MIB[role]
+    figure = (REHEARSAL_MIB if rehearse else TRAINING_MIB)[role]
     if isinstance(figure, dict):
         figure = figure.get(seed, max(figure.values()))
-    trains = role in ("leader", "other")
-    return figure + (0 if rehearse or not trains else TENSORFLOW_MIB)
+    return figure
 
 
 def role_of(plan: LayoutPlan, rank: int) -> str:
@@ -101,7 +108,7 @@ def memory_line(plan: LayoutPlan, reports: list[tuple[int, int]], seed: str, reh
     gap, node, wanted, have = max(short)
     host = plan.hosts[plan.nodes.index(node)]
     ranks = plan.nodes.count(node)
-    kind = "a rehearsal's" if rehearse else "at least (TensorFlow's import; the model and data come on top)"
+    kind = "a rehearsal's" if rehearse else "at least: a training rank's on 32×32 images; larger images need more"
     return (f"aiperf_mpi: warning: {len(short)} node(s) may not hold their ranks' memory: e.g. {host}'s {ranks} "
             f"ranks need ≈ {wanted / 1024:.1f} GiB ({kind}, seed {seed}) and it has {have / 1024:.1f} GiB; the "
             "kernel's OOM killer may take ranks, each costing its group (docs/cluster.md, \"Open files and "
