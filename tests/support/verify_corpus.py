@@ -11,9 +11,10 @@ Moving or reshaping verify's rules (issue 44) must not change one verdict.  This
     sha256 of its contents, so the same run verified twice is kept once.  Test-side only: the product knows
     nothing of it.  ``python -m tests.support.verify_corpus record FOLDER [PYTEST ARGS...]`` does this.
 
-    Symlinks are kept as symlinks (their targets unchanged, so one pointing into a test's temporary folder
-    dangles in the copy: the copy is still the same input before and after), FIFOs are made again as FIFOs,
-    device files and sockets are left out.
+    Symlinks are kept as symlinks: one whose absolute target lies inside the run directory points to the same
+    place in the copy (relatively), any other target is kept as it is (one into another temporary folder of a
+    test dangles once pytest removes it: the copy is still the same input before and after). FIFOs are made
+    again as FIFOs, device files and sockets are left out.
 
     Real runs are added by hand: copy a run directory (or a bundle) into ``FOLDER/real/``.
 
@@ -21,7 +22,8 @@ Moving or reshaping verify's rules (issue 44) must not change one verdict.  This
     Verify every entry of ``FOLDER`` (and ``FOLDER/real``) with the code importable now, in this process
     (``analysis.verify.verify``: a directory or a bundle), and write one JSON line per entry: its name, the
     verdict's text (``Verification.text()``) and ``to_dict()``, or the error (``BadInput`` and its message, or
-    any other exception's type and message).
+    any other exception's type and message).  The temporary folder a bundle was unpacked into is written
+    ``<unpacked bundle>/``: its name differs each time.
 
 ``compare BEFORE.jsonl AFTER.jsonl``
     The entries whose line differs, with a unified diff of their text and dicts; exit status 1 when any does.
@@ -36,6 +38,7 @@ import difflib
 import hashlib
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -48,6 +51,8 @@ ENV = "AIPERF_VERIFY_CORPUS"
 MAX_RUN_BYTES = 64 << 20
 """the largest run directory (or bundle) kept: a test's run is a few kB to a few MB"""
 EVENTS = "events.jsonl"
+UNPACKED = re.compile(r"/tmp/aiperf-verify-[A-Za-z0-9_]+/")
+"""the temporary folder a bundle is unpacked into, whose name differs each time (a problem line may name it)"""
 REAL = "real"
 """the corpus's sub-folder of real runs, added by hand"""
 
@@ -80,6 +85,16 @@ def _digest(run_dir: Path, entries: list[tuple[Path, os.stat_result]]) -> str:
     return digest.hexdigest()[:20]
 
 
+def _link_target(link: Path, run_dir: Path) -> str:
+    """A symlink's target for the copy: one that names a place inside the run directory by its absolute path
+    (a test's link into its own temporary folder) names the same place in the copy, relatively; any other is
+    kept as it is."""
+    target = os.readlink(link)
+    if os.path.isabs(target) and Path(target).is_relative_to(run_dir):
+        return os.path.relpath(target, link.parent)
+    return target
+
+
 def keep_run(run_dir: Path, corpus: Path) -> Path | None:
     """Copy ``run_dir`` into ``corpus`` under its contents' hash (None: not a run, too large, or unreadable)."""
     run_dir = Path(run_dir)
@@ -98,7 +113,7 @@ def keep_run(run_dir: Path, corpus: Path) -> Path | None:
             if stat.S_ISDIR(info.st_mode):
                 copy.mkdir()
             elif stat.S_ISLNK(info.st_mode):
-                copy.symlink_to(os.readlink(path))
+                copy.symlink_to(_link_target(path, run_dir))
             elif stat.S_ISREG(info.st_mode):
                 shutil.copyfile(path, copy)
             elif stat.S_ISFIFO(info.st_mode):
@@ -174,7 +189,8 @@ def snapshot(corpus: Path, out: Path) -> int:
                 line["bad_input"] = str(exc)
             except Exception as exc:  # noqa: BLE001 - a crash is a verdict too, and must not change either
                 line["error"] = f"{type(exc).__name__}: {exc}"
-            handle.write(json.dumps(line, sort_keys=True, default=str) + "\n")
+            text = json.dumps(line, sort_keys=True, default=str)
+            handle.write(UNPACKED.sub("<unpacked bundle>/", text) + "\n")
     return len(entries)
 
 
