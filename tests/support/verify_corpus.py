@@ -23,7 +23,9 @@ Moving or reshaping verify's rules (issue 44) must not change one verdict.  This
     (``analysis.verify.verify``: a directory or a bundle), and write one JSON line per entry: its name, the
     verdict's text (``Verification.text()``) and ``to_dict()``, or the error (``BadInput`` and its message, or
     any other exception's type and message).  The temporary folder a bundle was unpacked into is written
-    ``<unpacked bundle>/``: its name differs each time.
+    ``<unpacked bundle>/``: its name differs each time; the provenance row's note on the verifier's own source
+    (the same as the run's or other) is written ``<its own aiperf_mpi source>``: an edit anywhere in
+    ``aiperf_mpi/`` (a docstring) changes that hash, and with it the note, without changing a rule.
 
 ``compare BEFORE.jsonl AFTER.jsonl``
     The entries whose line differs, with a unified diff of their text and dicts; exit status 1 when any does.
@@ -53,6 +55,10 @@ MAX_RUN_BYTES = 64 << 20
 EVENTS = "events.jsonl"
 UNPACKED = re.compile(r"/tmp/aiperf-verify-[A-Za-z0-9_]+/")
 """the temporary folder a bundle is unpacked into, whose name differs each time (a problem line may name it)"""
+OWN_SOURCE = re.compile(r"this verifier runs (?:the same aiperf_mpi source as the run|other aiperf_mpi source "
+                        r"\([0-9a-f]+\\u2026\): its counter may differ from the run's)")
+"""the provenance row's note on the verifier's own source (``aiperf_mpi/``'s sha256 against the run's): any edit of
+the package changes it, a moved rule does not; the snapshot writes it as one placeholder"""
 REAL = "real"
 """the corpus's sub-folder of real runs, added by hand"""
 
@@ -190,6 +196,7 @@ def snapshot(corpus: Path, out: Path) -> int:
             except Exception as exc:  # noqa: BLE001 - a crash is a verdict too, and must not change either
                 line["error"] = f"{type(exc).__name__}: {exc}"
             text = json.dumps(line, sort_keys=True, default=str)
+            text = OWN_SOURCE.sub("this verifier runs <its own aiperf_mpi source>", text)
             handle.write(UNPACKED.sub("<unpacked bundle>/", text) + "\n")
     return len(entries)
 
