@@ -1,7 +1,7 @@
 """The verdict's types, shared by every rule family of ``analysis.verify``: a row, the verdict, the comparisons.
 
 A module of their own so that the rule families, the registry that lists
-them (``analysis.verify_registry``) and the command (``analysis.verify``)
+them (``analysis.verify.registry``) and the command (``analysis.verify``)
 import them from below, and never each other in a circle.
 """
 
@@ -117,7 +117,7 @@ class Verification:
     """the run's validity as recomputed (None: no score could be computed)"""
     broken_rules: list[str] = field(default_factory=list)
     rules_version: str = ""
-    """the version of verify's rules that judged it (``analysis.verify_registry.VERIFY_RULES_VERSION``)"""
+    """the version of verify's rules that judged it (``analysis.verify.registry.VERIFY_RULES_VERSION``)"""
     reevaluated: bool = False
     """the claimed best model was re-evaluated in this verify (``--reevaluate``) and its row passed"""
     audit: tuple[bool, str] = (False, "")

@@ -28,7 +28,7 @@ from aiperf_mpi.results.datasets import (
 )
 from aiperf_mpi.results.epochs import rank_batches
 from analysis.checks import Check, Run
-from analysis.verify_rules import images, is_int, split_counts
+from analysis.verify.evidence import images, is_int, split_counts
 
 
 @dataclass

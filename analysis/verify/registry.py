@@ -36,13 +36,16 @@ from aiperf_mpi.results import runlog
 from aiperf_mpi.results.logmodel import RunModel, read_model
 from aiperf_mpi.results.schema import REQUIRED, SCHEMA_VERSION, check_event, non_finite_problems
 from analysis.checks import Check, Run
-from analysis.side_files import BestCheck, MLLogCheck
-from analysis.verify_data import DataRules
-from analysis.verify_hardware import HardwareRules
-from analysis.verify_log import Provenance, Record, ScoreRules
-from analysis.verify_rules import EvidenceRules
-from analysis.verify_search import SearchRules
-from analysis.weights_check import KeptWeights
+from analysis.verify.best import BestCheck
+from analysis.verify.data import DataRules
+from analysis.verify.evidence import EvidenceRules
+from analysis.verify.hardware import HardwareRules
+from analysis.verify.mllog import MLLogCheck
+from analysis.verify.provenance import Provenance
+from analysis.verify.record import Record
+from analysis.verify.score import ScoreRules
+from analysis.verify.search import SearchRules
+from analysis.verify.weights import KeptWeights
 
 VERIFY_RULES_VERSION = "2026.12-5"
 """the version of :data:`FAMILIES`: what verify checks, and how (a new one for any change of a row's rule).
@@ -256,7 +259,7 @@ FAMILIES = (
     Family("mllog", MLLogCheck, events=("run_start", "epoch", "model_done", "model_failed", "group_lost", "run_stop"),
            files=("mllog.log",), rows=(
         Row("mllog.log",
-            "read streaming beside the event walk (`analysis/side_files.py`): each epoch event has its "
+            "read streaming beside the event walk (`analysis/verify/mllog.py`): each epoch event has its "
             "`epoch_start` (time = the epoch's `start`), `epoch_stop` (time = its `end`, `ops`, `train_samples`) "
             "and `eval_accuracy` (`val_accuracy`, `eval_samples` = `validation_samples`), times in whole ms as "
             "the writer rounds them (`int(s × 1000)`; a late line's true time is its `metadata.event_time_ms`); "
@@ -423,7 +426,7 @@ def walk(run: Run, families: tuple[Family, ...] = FAMILIES) -> list[Check]:
 
 def markdown(families: tuple[Family, ...] = FAMILIES) -> str:
     """The rules as Markdown (``docs/verify.md``): each row and what must hold, then what each family reads."""
-    lines = [f"verify's rules, version {VERIFY_RULES_VERSION} (`analysis/verify_registry.py`), in the verdict's "
+    lines = [f"verify's rules, version {VERIFY_RULES_VERSION} (`analysis/verify/registry.py`), in the verdict's "
              "order:", "", "| check | what must hold |", "|---|---|"]  # fmt: skip
     lines += [f"| {row.name} | {row.holds} |" for entry in families for row in entry.rows]
     lines += ["", "| family | reads events | reads files | rows |", "|---|---|---|---|"]
