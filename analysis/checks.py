@@ -14,10 +14,14 @@ import stat
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.logmodel import RunModel
 from aiperf_mpi.results.stored_weights import file_sha256
+
+if TYPE_CHECKING:
+    from analysis.verify.view import RunView
 
 OK, MISMATCH, NOT_RECORDED = "ok", "MISMATCH", "not recorded"
 REHEARSAL_RULE = "training"
@@ -234,13 +238,15 @@ def is_hex(text: object, length: int) -> bool:
 @dataclass
 class Run:
     """What the rule families of one verification share: the run directory, whether its log ends in a cut line,
-    each other, by family name (a family asks another for what only that one reads), and the run's model as the
-    walk has read it (:mod:`aiperf_mpi.results.logmodel`; None before its first event)."""
+    each other, by family name (a family asks another for what only that one reads), the run's model as the
+    walk has read it (:mod:`aiperf_mpi.results.logmodel`; None before its first event) and the shared view the
+    walk keeps beside it (:mod:`analysis.verify.view`; None until the walk starts)."""
 
     run_dir: Path
     judges: dict[str, object] = field(default_factory=dict)
     truncated: bool = False
     model: RunModel | None = None
+    view: RunView | None = None
 
 
 # ----------------------------------------------------------------------- the audit's record (analysis/audit_record.py)

@@ -90,7 +90,6 @@ class Record:
         """the segments with a score event"""
         self.score_events = 0
         self.next_model_id = 0
-        self.strategies: dict[str, int] = {}
         self.count_cache: OrderedDict[tuple[str, str], tuple] = OrderedDict()
         """(graph file sha256, kernel size) → (graph, counts, stored kernels, passed the graph rules), last used last"""
 
@@ -161,8 +160,6 @@ class Record:
             return
         state = _Task(task, event["group"], segment.number, event["hparams"], graph_place(event))
         self.tasks[task] = state
-        strategy = str((event.get("search") or {}).get("strategy", "?"))
-        self.strategies[strategy] = self.strategies.get(strategy, 0) + 1
         self.graph_count += 1
         name = event.get("graph_file")
         if isinstance(name, str) and name and not Path(name).is_absolute() and ".." not in Path(name).parts:

@@ -45,6 +45,7 @@ from analysis.verify.provenance import Provenance
 from analysis.verify.record import Record
 from analysis.verify.score import ScoreRules
 from analysis.verify.search import SearchRules
+from analysis.verify.view import RunView
 from analysis.verify.weights import KeptWeights
 
 VERIFY_RULES_VERSION = "2026.12-5"
@@ -403,8 +404,11 @@ def walk(run: Run, families: tuple[Family, ...] = FAMILIES) -> list[Check]:
             log.problems.append(f"event {events} ({event.get('event')}): {'; '.join(problems)}")
         return not problems
 
+    run.view = view = RunView()
+
     def judge(event: dict, model: RunModel) -> None:
         run.model = model  # the model so far: the bundle's rows read its segments, even of a log cut short
+        view.see(event, model)  # what several rules share, before any of them sees the event
         for call in table.get(event[runlog.EVENT], table[ANY]):
             call(event, events)
 

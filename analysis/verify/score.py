@@ -92,7 +92,7 @@ class ScoreRules:
                             f"{', '.join(sorted(probed))}")  # fmt: skip
         search = config.get("search", "bayesian")
         allowed = STRATEGIES.get(search) if isinstance(search, str) else None
-        strategies = self.run.judges["record"].strategies
+        strategies = self.run.view.strategies if self.run.view is not None else {}
         foreign = {s: n for s, n in strategies.items() if allowed is not None and s not in allowed}
         if foreign:
             evidence.append(f"algorithms: the configuration says {search}, proposals name "
