@@ -13,8 +13,10 @@ the run's model (:func:`aiperf_mpi.results.logmodel.read_model`), and
 gives each event that keeps to the schema to the families that declare it,
 in :data:`WALK_ORDER`: to the judge's ``each(event, number)`` first when it
 has one (a false answer keeps the event from it), then to its method named
-after the event (``epoch(event, number)``); a family that declares
-:data:`ANY` has ``each`` called for every event. A judge that defines
+after the event (``epoch(event, number)``; an event a family reads only
+through the shared view, :mod:`analysis.verify.view`, its ``through_view``,
+has no method); a family that declares :data:`ANY` has ``each`` called for
+every event. A judge that defines
 ``unreadable`` is handed what its methods raise when a number cannot be
 computed with (ArithmeticError, ValueError) instead of the verification
 ending. After the walk each judge's ``finish()`` gives its rows, in order.
@@ -79,6 +81,9 @@ class Family:
     rows: tuple[Row, ...]
     events: tuple[str, ...] = ()
     files: tuple[str, ...] = ()
+    through_view: tuple[str, ...] = ()
+    """those of ``events`` it reads only through the shared view (:mod:`analysis.verify.view`): it has no method
+    for them"""
 
 
 FAMILIES = (
@@ -193,7 +198,8 @@ FAMILIES = (
             "rehearsal's epochs are its stand-in's: each phase no shorter than its operations take at the stated "
             "`rehearse_rate` × the group's ranks (the stand-in waits them out)"),
     )),
-    Family("data", DataRules, events=("run_start", "layout", "model_proposed", "epoch"), rows=(
+    Family("data", DataRules, events=("run_start", "layout", "model_proposed", "epoch"), through_view=("layout",),
+           rows=(
         Row("data splits",
             "a data set the versioned table of `aiperf_mpi/results/datasets.py` names, which the run does not write "
             "(digits 1,437 / 360 of 10 classes at 32×32×3; synthetic 2,048 / 512 of 10 at `image_size` or 32; "
@@ -349,7 +355,8 @@ def handlers(entry: Family, judge: object) -> dict[str, Callable[[dict, int], No
     calls = {}
     for name in (*EVENT_NAMES, ANY):
         if name in entry.events or ANY in entry.events:
-            call = _call(each, getattr(judge, name) if name in entry.events and name != ANY else None, unreadable)
+            named = name in entry.events and name != ANY and name not in entry.through_view
+            call = _call(each, getattr(judge, name) if named else None, unreadable)
             if call is not None:
                 calls[name] = call
     return calls
