@@ -14,14 +14,11 @@ import stat
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.logmodel import RunModel
 from aiperf_mpi.results.stored_weights import file_sha256
-
-if TYPE_CHECKING:
-    from analysis.verify.view import RunView
 
 OK, MISMATCH, NOT_RECORDED = "ok", "MISMATCH", "not recorded"
 REHEARSAL_RULE = "training"
@@ -246,7 +243,9 @@ class Run:
     judges: dict[str, object] = field(default_factory=dict)
     truncated: bool = False
     model: RunModel | None = None
-    view: RunView | None = None
+    view: Any = None
+    """the walk's :class:`analysis.verify.view.RunView` (typed loosely: this module sits below the room that
+    defines it, which imports it)"""
 
 
 # ----------------------------------------------------------------------- the audit's record (analysis/audit_record.py)

@@ -21,17 +21,15 @@ import os
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from aiperf_mpi.graph.model import GraphError, from_json, with_kernel_size
 from aiperf_mpi.graph.ops import ModelOps, count_ops, epoch_ops
 from aiperf_mpi.results import runlog
-from aiperf_mpi.results.graphs import OFFSET, GraphFileError, graph_place, read_graph
+from aiperf_mpi.results.graphs import OFFSET, graph_place
 from aiperf_mpi.results.logmodel import Segment
 from aiperf_mpi.results.resumable import RESUME_MAY_CHANGE, current_names
-from analysis.checks import BadInput, Check, Run, differences, is_regular_file, same, short
-from analysis.verify.lineage import LineageCheck
+from analysis.checks import BadInput, Check, Run, differences, same, short
 
 if TYPE_CHECKING:
     from analysis.verify.evidence import EvidenceRules
@@ -72,7 +70,6 @@ class Record:
         self.segments_check = Check("segments")
         self.epochs_check = Check("epochs in segments")
         self.graphs = Check("graph files")
-        self.lineage = LineageCheck(run.run_dir, Check("lineage"))
         self.ops = Check("ops recount")
         self.records = Check("model records")
         self.tasks: dict[int, _Task] = {}
@@ -161,18 +158,12 @@ class Record:
         state = _Task(task, event["group"], segment.number, event["hparams"], graph_place(event))
         self.tasks[task] = state
         self.graph_count += 1
-        name = event.get("graph_file")
-        if isinstance(name, str) and name and not Path(name).is_absolute() and ".." not in Path(name).parts:
-            is_regular_file(self.run_dir / name)  # a FIFO is bad input, not a missing graph (outside: named below)
-        try:
-            data = read_graph(self.run_dir, event)
-        except GraphFileError as exc:
-            self.graphs.problems.append(f"task {task}: {exc}")
-            data = None
-        if data is not None:
-            self._graph_bytes(event, state, data)
+        graph = self.run.view.graph  # type: ignore[union-attr]  # read by the walk's view, for this proposal
+        if graph.error:
+            self.graphs.problems.append(f"task {task}: {graph.error}")
+        if graph.data is not None:
+            self._graph_bytes(event, state, graph.data)
             self._duplicate(event, state, segment.number)
-        self.lineage.proposed(event, state.graph_text, segment.config)
 
     def _duplicate(self, event: dict, state: _Task, segment: int) -> None:
         """A child must be a graph the master had not seen: it answers Duplicate to any it holds the hash of.
@@ -367,7 +358,6 @@ class Record:
         self._end(event["task"], event, "model_failed")
 
     def _model_id(self, model_id: object, task: int) -> None:
-        self.lineage.ended(task, model_id)
         if model_id != self.next_model_id:
             self.records.problems.append(f"task {task}: model id {model_id}, the next id is {self.next_model_id}")
         self.next_model_id = (model_id if isinstance(model_id, int) else self.next_model_id) + 1
@@ -419,8 +409,9 @@ class Record:
         self.records.summary = (f"{self.records_checked} model_done records equal their epochs, hparams and counts"
                                 + (f"; {self.graph_cross_checked} carry their graph too (an older log: compared "
                                    "in the graphs row)" if self.graph_cross_checked else ""))  # fmt: skip
-        self.lineage.finish()
-        return [self.segments_check, self.epochs_check, self.graphs, self.lineage.check, self.ops, self.records]
+        lineage = self.run.view.lineage  # type: ignore[union-attr]  # the view rebuilt the graphs as they came
+        lineage.finish()
+        return [self.segments_check, self.epochs_check, self.graphs, lineage.check, self.ops, self.records]
 
 
 def _task_of(event: Mapping) -> str:

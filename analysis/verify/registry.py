@@ -411,7 +411,7 @@ def walk(run: Run, families: tuple[Family, ...] = FAMILIES) -> list[Check]:
             log.problems.append(f"event {events} ({event.get('event')}): {'; '.join(problems)}")
         return not problems
 
-    run.view = view = RunView()
+    run.view = view = RunView(run.run_dir)
 
     def judge(event: dict, model: RunModel) -> None:
         run.model = model  # the model so far: the bundle's rows read its segments, even of a log cut short

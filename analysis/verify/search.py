@@ -248,8 +248,7 @@ class SearchRules:
         if not is_hex(digest, 64):
             self.unhashed += 1
             return
-        record = self.run.judges.get("record")
-        lineage = getattr(record, "lineage", None)
+        lineage = self.run.view.lineage if self.run.view is not None else None
         digest = (lineage.take_identity(task) if lineage is not None else None) or digest  # other bytes, one graph
         earlier = self.graphs.get(digest)
         self.graphs[digest] = (task, self.segment, seed)

@@ -8,6 +8,13 @@ model does not and more than one family reads, so that no family reaches into an
 - ``strategies``: how many tasks' first proposals name each search strategy (the ``record`` family's
   ``proposed twice`` is not counted again), which the ``score`` family's rule ``algorithms`` holds to the
   configured search;
+- ``graph`` (:class:`ProposedGraph`): the stored graph of the task just proposed (its first proposal), read
+  once, which the ``record`` family's ``graph files`` row judges; only the latest is kept (a task's later
+  readers read its file again, by the logged place), so the view's memory does not grow with the models;
+- ``lineage`` (:class:`analysis.verify.lineage.LineageCheck`): each proposed graph rebuilt from its seed or
+  its parent's stored graph (read back from the graph files by its logged place, never kept) and the logged
+  morphisms, its problems the ``lineage`` row's; the ``search`` family's ``repeated graphs`` asks it for a
+  graph's identity when its file holds it in other bytes;
 - ``segment`` (:class:`SegmentView`), since the last ``run_start`` event: each layout group's ranks and each
   proposed task's batch size, as logged (a second ``layout`` in a segment replaces the groups it lists: the
   ``inventory`` row names the second one), which the ``data`` family holds an epoch's steps to.
@@ -20,9 +27,25 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from aiperf_mpi.results import runlog
+from aiperf_mpi.results.graphs import GraphFileError, read_graph
 from aiperf_mpi.results.logmodel import RunModel
+from analysis.checks import Check, is_regular_file
+from analysis.verify.lineage import LineageCheck
+
+
+@dataclass
+class ProposedGraph:
+    """The stored graph of the task just proposed, as read for its first ``model_proposed``."""
+
+    task: object
+    data: bytes | None
+    """the graph's bytes (None: it could not be read, ``error`` says why)"""
+    error: str = ""
+    """why it could not be read (:class:`~aiperf_mpi.results.graphs.GraphFileError`), as the graph files row
+    names it"""
 
 
 @dataclass
@@ -48,6 +71,7 @@ class SegmentView:
 class RunView:
     """The shared facts of one verification, as of the event being judged."""
 
+    run_dir: Path
     strategies: dict[str, int] = field(default_factory=dict)
     """search strategy → the tasks whose first proposal names it (``?``: a proposal that names none)"""
     seen_tasks: set[int] = field(default_factory=set)
@@ -55,6 +79,13 @@ class RunView:
     is the record family's problem, never a second strategy"""
     segment: SegmentView | None = None
     """the segment the last ``run_start`` event opened (None before the first)"""
+    graph: ProposedGraph | None = None
+    """the stored graph of the latest first proposal (None before one)"""
+    lineage: LineageCheck = field(init=False)
+    """the graphs rebuilt from their proposals: the ``lineage`` row"""
+
+    def __post_init__(self) -> None:
+        self.lineage = LineageCheck(self.run_dir, Check("lineage"))
 
     def see(self, event: dict, model: RunModel) -> None:
         """Take ``event`` (one that keeps to the schema; ``model`` has read it) into the view."""
@@ -71,5 +102,26 @@ class RunView:
             self.seen_tasks.add(task)
             strategy = str((event.get("search") or {}).get("strategy", "?"))
             self.strategies[strategy] = self.strategies.get(strategy, 0) + 1
+            self._proposed(event, model)
         elif name == runlog.MODEL_FAILED:
             self.seen_tasks.add(task)
+            self.lineage.ended(task, event["model"])
+        elif name == runlog.MODEL_DONE:
+            self.lineage.ended(task, event["model"].get("id"))
+
+    def _proposed(self, event: dict, model: RunModel) -> None:
+        """A task's first proposal: its stored graph read, and rebuilt from what the proposal logs."""
+        name = event.get("graph_file")
+        if isinstance(name, str) and name and not Path(name).is_absolute() and ".." not in Path(name).parts:
+            is_regular_file(self.run_dir / name)  # a FIFO is bad input, not a missing graph (outside: named later)
+        try:
+            self.graph = ProposedGraph(event["task"], read_graph(self.run_dir, event))
+        except GraphFileError as exc:
+            self.graph = ProposedGraph(event["task"], None, str(exc))
+        text = None
+        if self.graph.data is not None:
+            try:
+                text = self.graph.data.decode("utf-8")
+            except UnicodeDecodeError:
+                text = None  # the graph files row names it
+        self.lineage.proposed(event, text, model.segment_records[-1].config)
