@@ -69,7 +69,7 @@ from aiperf_mpi.results.machine import local_description
 from aiperf_mpi.results.precisions import PRECISIONS, logged_precision
 from analysis.checks import AUDIT_RECORD, EVENTS_SHA256, BadInput, events_sha256, is_regular_file
 from analysis.guard import guarded
-from analysis.lineage_check import ERRORS as LINEAGE_ERRORS
+from analysis.verify.lineage import ERRORS as LINEAGE_ERRORS
 
 PROG = "analysis.audit"
 CHILD = "aiperf_mpi.export.audit"

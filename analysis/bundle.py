@@ -44,9 +44,9 @@ from aiperf_mpi.results.logmodel import read_model
 from aiperf_mpi.results.mllog_format import MLLOG_FILE
 from analysis.checks import AUDIT_RECORD, BadInput, Verification
 from analysis.guard import guarded
-from analysis.side_files import system_segments
 from analysis.verify import MANIFEST, verify_dir
-from analysis.verify_log import SCORE_FILE
+from analysis.verify.bundle import system_segments
+from analysis.verify.score import SCORE_FILE
 
 BEST_SUFFIXES = (".json", ".md", ".txt", ".csv")
 """what of ``best/`` goes in: descriptions of the model, not the model (``.keras`` and other weights stay out)"""

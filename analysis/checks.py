@@ -1,7 +1,7 @@
 """The verdict's types, shared by every rule family of ``analysis.verify``: a row, the verdict, the comparisons.
 
 A module of their own so that the rule families, the registry that lists
-them (``analysis.verify_registry``) and the command (``analysis.verify``)
+them (``analysis.verify.registry``) and the command (``analysis.verify``)
 import them from below, and never each other in a circle.
 """
 
@@ -14,6 +14,7 @@ import stat
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.logmodel import RunModel
@@ -117,7 +118,7 @@ class Verification:
     """the run's validity as recomputed (None: no score could be computed)"""
     broken_rules: list[str] = field(default_factory=list)
     rules_version: str = ""
-    """the version of verify's rules that judged it (``analysis.verify_registry.VERIFY_RULES_VERSION``)"""
+    """the version of verify's rules that judged it (``analysis.verify.registry.VERIFY_RULES_VERSION``)"""
     reevaluated: bool = False
     """the claimed best model was re-evaluated in this verify (``--reevaluate``) and its row passed"""
     audit: tuple[bool, str] = (False, "")
@@ -234,13 +235,18 @@ def is_hex(text: object, length: int) -> bool:
 @dataclass
 class Run:
     """What the rule families of one verification share: the run directory, whether its log ends in a cut line,
-    each other, by family name (a family asks another for what only that one reads), and the run's model as the
-    walk has read it (:mod:`aiperf_mpi.results.logmodel`; None before its first event)."""
+    the judges by family name (the command reads the score family's score from it; one reach between families
+    is left, issue 44: the record family hands each graph it parses to the evidence family's configuration row),
+    the run's model as the walk has read it (:mod:`aiperf_mpi.results.logmodel`; None before its first event)
+    and the shared view the walk keeps beside it (:mod:`analysis.verify.view`; None until the walk starts)."""
 
     run_dir: Path
     judges: dict[str, object] = field(default_factory=dict)
     truncated: bool = False
     model: RunModel | None = None
+    view: Any = None
+    """the walk's :class:`analysis.verify.view.RunView` (typed loosely: this module sits below the room that
+    defines it, which imports it)"""
 
 
 # ----------------------------------------------------------------------- the audit's record (analysis/audit_record.py)

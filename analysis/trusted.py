@@ -1,7 +1,7 @@
 """What a verdict rests on: the claims verify cannot hold to anything outside the run, each with what a lie could buy.
 
 Verify holds every rate to the hardware table's bound for the hardware the
-``system`` event names (``analysis/verify_hardware.py``), and every count to the
+``system`` event names (``analysis/verify/hardware.py``), and every count to the
 split tables.  What it cannot check is the naming itself: a log that claims a
 bigger processor, more hosts, more logical processors or a faster precision
 raises its own bound, and a file-read set relabelled ImageNet keeps its

@@ -4,7 +4,7 @@ A run logs what its data check counted (``run_start``'s ``data``), and a
 log can say anything: a validation split inflated a hundredfold makes
 evaluation a hundred times the work, and digits relabelled as ImageNet claim
 ImageNet's passes.  The verifier therefore holds every run of a data set this
-table names to the table's counts (``analysis/verify_data.py``), and only a
+table names to the table's counts (``analysis/verify/data.py``), and only a
 user's own data — an HDF5 file, an ImageNet-format set whose counts are no
 documented split — keeps the counts its log gives.  The data room cuts the
 built-in sets by the same numbers (``aiperf_mpi/data/sources.py`` reads them

@@ -2,7 +2,7 @@
 
 The master writes ``mllog.log`` (:mod:`aiperf_mpi.job.mllog`, which takes
 mlperf-logging's key names and event types) and verify reads it back
-against the event log (``analysis/side_files.py``); both take the file's
+against the event log (``analysis/verify/mllog.py``); both take the file's
 name, the line's shape and its times from here, so a change to one is a
 change to the other.  A line is ``:::MLLOG`` and one JSON object, as
 ``json.dumps`` writes ``{"namespace": "", "time_ms": …, "event_type": …,

@@ -4,7 +4,7 @@ One list, read by the three places that decide it: the command line refuses
 any other run option beside ``--resume`` (``cli.check_mode``), the session
 takes these from the new segment and the rest from the log
 (``job.session.prepare``), and verify holds every later segment's logged
-configuration to the first's but for these (``analysis/verify.py``).  Here,
+configuration to the first's but for these (``analysis/verify/__init__.py``).  Here,
 in the results room, because verify may import nothing higher.
 """
 

@@ -70,7 +70,7 @@ ALLOWANCES = design_table("the allowances")
 def room_files(room: str) -> list[Path]:
     """The modules of a room, ``__main__.py`` included: a folder of the package, a root module, or analysis/."""
     if room == "analysis":
-        return sorted((REPO / "analysis").glob("*.py"))
+        return sorted((REPO / "analysis").rglob("*.py"))
     if (PACKAGE / f"{room}.py").is_file():
         return [PACKAGE / f"{room}.py"]
     return sorted((PACKAGE / room).glob("*.py"))
@@ -263,14 +263,14 @@ def test_the_event_docs_are_generated_from_the_schema() -> None:
 
 def test_the_verify_docs_list_the_rules_from_the_registry() -> None:
     """docs/verify.md's table of checks is the registry's own listing, between its markers, and nothing else."""
-    from analysis.verify_registry import markdown
+    from analysis.verify.registry import markdown
 
     text = (REPO / "docs" / "verify.md").read_text()
-    marker = "<!-- generated from analysis/verify_registry.py: "
+    marker = "<!-- generated from analysis/verify/registry.py: "
     begin, end = marker + "begin -->\n", marker + "end -->"
     assert text.count(begin) == 1 and text.count(end) == 1, "docs/verify.md has lost its generated section's markers"
     generated = text[text.index(begin) + len(begin):text.index(end)]
-    assert generated == markdown(), "docs/verify.md is stale: regenerate its rules from analysis/verify_registry.py"
+    assert generated == markdown(), "docs/verify.md is stale: regenerate its rules from analysis/verify/registry.py"
 
 
 # --------------------------------------------------------------------------- issue 24: arrows that ran up
@@ -334,13 +334,17 @@ def test_the_design_names_every_role_a_rank_can_take() -> None:
 
 
 def _analysis_import_graph() -> dict[str, set[str]]:
-    """analysis module → the analysis modules it imports, anywhere in it (in functions, under TYPE_CHECKING)."""
+    """analysis module → the analysis modules it imports, anywhere in it (in functions, under TYPE_CHECKING), by
+    their names under ``analysis`` (``verify`` is the package ``analysis/verify/``, ``verify.registry`` a module
+    of it)."""
     graph = {}
-    for path in sorted((REPO / "analysis").glob("*.py")):
-        if path.name == "__init__.py":
+    for path in sorted((REPO / "analysis").rglob("*.py")):
+        if path == REPO / "analysis" / "__init__.py":
             continue
         targets = {module_path(name) for name in _imported_modules(path)}
-        graph[path.stem] = {t.stem for t in targets if t is not None and t.parent == path.parent} - {"__init__"}
+        graph[module_name(path).removeprefix("analysis.")] = {
+            module_name(t).removeprefix("analysis.") for t in targets
+            if t is not None and REPO / "analysis" in t.parents and t != REPO / "analysis" / "__init__.py"}
     return graph
 
 
@@ -374,11 +378,11 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
 
 
 def test_the_analysis_modules_import_each_other_in_no_circle() -> None:
-    """The verifier's modules (verify, verify_rules, side_files, lineage_check, their types and registry) and the
-    rest of analysis/ import one another one way: the shared types (analysis/checks.py) sit below the rule
+    """The verifier's modules (the package analysis/verify/: its families, registry and command; their types,
+    analysis/checks.py) and the rest of analysis/ import one another one way: the shared types sit below the rule
     families, the registry above them, the command on top; no module imports one that imports it back."""
     graph = _analysis_import_graph()
-    assert {"verify", "verify_rules", "side_files", "lineage_check"} <= set(graph)
+    assert {"verify", "verify.registry", "verify.evidence", "verify.mllog", "verify.lineage", "checks"} <= set(graph)
     assert not _cycle(graph), f"analysis/ modules import each other in a circle: {' → '.join(_cycle(graph))}"
 
 
@@ -423,7 +427,7 @@ def log_line_reads(path: Path) -> list[str]:
 def _log_reading_modules() -> list[Path]:
     """Every module of the package outside ``results/``, and of ``analysis/``."""
     package = [p for p in sorted(PACKAGE.rglob("*.py")) if (PACKAGE / "results") not in p.parents]
-    return package + sorted((REPO / "analysis").glob("*.py"))
+    return package + sorted((REPO / "analysis").rglob("*.py"))
 
 
 def test_only_results_parses_the_event_log() -> None:

@@ -25,7 +25,8 @@ import pytest
 
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.score import MAX_GRID_SAMPLES
-from analysis import bundle, report, verify, verify_log
+from analysis import bundle, report, verify
+from analysis.verify import score as verify_score
 from tests.support.event_logs import write_log
 from tests.support.verify_runs import consistent_run, find, read_log, write_best
 
@@ -118,7 +119,7 @@ def test_a_time_limit_past_the_floats_range_is_a_number_too_large_to_read(run, c
 
 
 def test_a_deeply_nested_score_file(run, capsys) -> None:
-    (run / verify_log.SCORE_FILE).write_text("[" * 100_000 + "]" * 100_000)
+    (run / verify_score.SCORE_FILE).write_text("[" * 100_000 + "]" * 100_000)
     one_line_exit_2(lambda: verify.main([str(run)]), capsys, "nested too deeply")
 
 
@@ -170,7 +171,7 @@ def test_a_tiny_step_or_a_clock_jump_runs_in_bounded_time_and_says_grid_capped(r
         if tool == "verify":
             assert "grid capped" in done.stdout, done.stdout
     assert "grid capped" in (tmp_path / "r" / "report.md").read_text()
-    score = json.loads((run / verify_log.SCORE_FILE).read_text())  # the run's own file: not rewritten by the tools
+    score = json.loads((run / verify_score.SCORE_FILE).read_text())  # the run's own file: not rewritten by the tools
     assert len(score["grid"]) < MAX_GRID_SAMPLES
 
 
@@ -235,7 +236,7 @@ def test_a_fifo_through_the_command_line(tmp_path) -> None:
 
 
 SPECIAL = {"fifo": lambda path: os.mkfifo(path), "device": lambda path: os.symlink("/dev/zero", path)}
-INSIDE = [runlog.EVENTS_FILE, verify_log.SCORE_FILE, "mllog.log", "graphs/segment-1.jsonl", "best/metadata.json",
+INSIDE = [runlog.EVENTS_FILE, verify_score.SCORE_FILE, "mllog.log", "graphs/segment-1.jsonl", "best/metadata.json",
           "best/ops.json"]  # fmt: skip
 
 

@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 
 from aiperf_mpi.results import mllog_format, runlog
-from analysis import bundle, checks, side_files, verify
+from analysis import bundle, checks, verify
+from analysis.verify import best, mllog
+from analysis.verify import bundle as bundle_rows
 from tests.support.tarballs import members, write_members
 from tests.support.verify_runs import (
     consistent_run,
@@ -77,7 +79,7 @@ def test_a_forged_log_against_its_honest_mllog(run) -> None:
 
     forge(run, inflate, mllog=False)
     assert_named(run, "mllog.log", "task 0 epoch 1", "ops ", f"train_samples {honest}, the epoch event {honest * 10}",
-                 side_files.MLLOG_RULE)  # fmt: skip
+                 mllog.MLLOG_RULE)  # fmt: skip
 
 
 def test_a_forged_accuracy_against_its_honest_mllog(run) -> None:
@@ -86,7 +88,7 @@ def test_a_forged_accuracy_against_its_honest_mllog(run) -> None:
         sync_record(events, 1)
 
     forge(run, better, mllog=False)
-    assert_named(run, "mllog.log", "task 1 epoch 2", "eval_accuracy 0.7, the epoch event 0.99", side_files.MLLOG_RULE)
+    assert_named(run, "mllog.log", "task 1 epoch 2", "eval_accuracy 0.7, the epoch event 0.99", mllog.MLLOG_RULE)
 
 
 def test_squeezed_epoch_times_against_the_honest_mllog(run) -> None:
@@ -96,14 +98,14 @@ def test_squeezed_epoch_times_against_the_honest_mllog(run) -> None:
 
     forge(run, squeeze, mllog=False)
     assert_named(run, "mllog.log", "task 0 epoch 2", "epoch_start time 1060000, the epoch event 1065000",
-                 side_files.MLLOG_RULE)  # fmt: skip
+                 mllog.MLLOG_RULE)  # fmt: skip
 
 
 def test_an_edited_mllog_under_an_honest_log(run) -> None:
     records = mllog_lines(run)
     line_of(records, "epoch_stop", 1, 1)["metadata"]["ops"] += 1
     write_mllog_lines(run, records)
-    assert_named(run, "mllog.log", "task 1 epoch 1: ops", side_files.MLLOG_RULE)
+    assert_named(run, "mllog.log", "task 1 epoch 1: ops", mllog.MLLOG_RULE)
 
 
 def test_an_invented_epoch_in_the_log_has_no_mllog_lines(run) -> None:
@@ -131,12 +133,12 @@ def test_an_mllog_epoch_without_its_event(run) -> None:
     at = records.index(line_of(records, "eval_accuracy", 0, 2)) + 1
     records[at:at] = extra
     write_mllog_lines(run, records)
-    assert_named(run, "mllog.log", "task 0 epoch 3", "without an epoch event", side_files.MLLOG_RULE)
+    assert_named(run, "mllog.log", "task 0 epoch 3", "without an epoch event", mllog.MLLOG_RULE)
 
 
 def test_a_missing_mllog_fails(run) -> None:
     (run / "mllog.log").unlink()
-    assert_named(run, "mllog.log", "mllog.log is missing", side_files.MLLOG_RULE)
+    assert_named(run, "mllog.log", "mllog.log is missing", mllog.MLLOG_RULE)
 
 
 def test_a_run_stop_at_another_time(run) -> None:
@@ -215,7 +217,7 @@ def test_a_raised_accuracy_in_the_log_against_the_honest_best(exported) -> None:
 
     forge(exported, better)  # mllog.log rewritten to match: only best/ still tells the truth
     lines = assert_named(exported, "best/ (exported model)", "best/metadata.json: task 0: accuracy.best_epoch 0.75, "
-                                                            "its model_done 0.95", side_files.BEST_RULE)  # fmt: skip
+                                                            "its model_done 0.95", best.BEST_RULE)  # fmt: skip
     assert row(verify.verify(exported), "mllog.log").verdict == checks.OK, lines
 
 
@@ -232,7 +234,7 @@ def test_an_edited_metadata_json(exported, edit, fragments) -> None:
     meta = json.loads(path.read_text())
     edit(meta)
     path.write_text(json.dumps(meta))
-    assert_named(exported, "best/ (exported model)", "best/metadata.json", *fragments, side_files.BEST_RULE)
+    assert_named(exported, "best/ (exported model)", "best/metadata.json", *fragments, best.BEST_RULE)
 
 
 def test_an_edited_ops_json_or_graph_json(exported) -> None:
@@ -277,7 +279,7 @@ def test_a_bundle_of_a_forged_run_relabelled_verified(run, tmp_path) -> None:
     assert any("verify.json: verified true, recomputed false" in line for line in lines), lines
     assert any("verify.json: row 'ops recount' says \"ok\", recomputed MISMATCH" in line for line in lines), lines
     assert any(line.startswith("verify.txt: \"verdict: VERIFIED") for line in lines), lines
-    assert all(side_files.BUNDLE_RULE in line for line in lines)
+    assert all(bundle_rows.BUNDLE_RULE in line for line in lines)
 
 
 def test_a_bundle_with_an_edited_system_json(pristine, tmp_path) -> None:
@@ -293,7 +295,7 @@ def test_a_bundle_with_an_edited_system_json(pristine, tmp_path) -> None:
 
     forged = _repack(archive, tmp_path / "forged.tar.gz", faster)
     lines = row(verify.verify(forged), "bundle system.json").problems
-    assert lines == [f"system.json: segment 1: peak differ from the log's events ({side_files.SYSTEM_RULE})"]
+    assert lines == [f"system.json: segment 1: peak differ from the log's events ({bundle_rows.SYSTEM_RULE})"]
     assert verify.main([str(forged)]) == 1
 
 

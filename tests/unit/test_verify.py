@@ -517,3 +517,20 @@ def test_a_task_whose_search_found_no_child_fails_without_a_proposal_and_verifie
 
     forge(run, no_child)
     assert verify.main([str(run)]) == 0, capsys.readouterr().out
+
+
+def test_a_task_proposed_twice_names_its_strategy_once(run) -> None:
+    """The rule ``algorithms`` counts the strategy of each task's first proposal: a second ``model_proposed`` of a
+    task is the ``epochs in segments`` row's problem, not a second strategy (the shared view, issue 44, counts as
+    the record family did)."""
+
+    def twice(events: list[dict]) -> None:
+        first = find(events, runlog.MODEL_PROPOSED, task=1)
+        again = json.loads(json.dumps(first))
+        again["search"]["strategy"] = "random"
+        events.insert(events.index(first) + 1, again)
+
+    rewrite_log(run, twice)
+    result = verify.verify(run)
+    assert "task 1 proposed twice" in problems(result, "epochs in segments")
+    assert not any("proposals name" in line for line in problems(result, "rule algorithms")), result.text()

@@ -1,4 +1,4 @@
-"""Bounds from outside the run (analysis/verify_hardware.py): each forgery class is named, rescored consistently.
+"""Bounds from outside the run (analysis/verify/hardware.py): each forgery class is named, rescored consistently.
 
 Every forgery here rescores the log with the package's own score code (``forge``), as a careful forger would;
 before the ``hardware`` family, verify passed each of these with exit 0 (a raised probe raised the physics
@@ -107,7 +107,7 @@ def test_a_segment_on_other_hardware_than_the_first_is_named(run) -> None:
 
 def test_a_resumed_segment_on_hardware_the_first_did_not_have_is_named() -> None:
     from analysis.checks import Run
-    from analysis.verify_hardware import HardwareRules
+    from analysis.verify.hardware import HardwareRules
 
     rules = HardwareRules(Run(Path(".")))
     layout = {"world_size": 5, "master_rank": 0, "hosts": ["h0"] * 5, "groups": [{"index": 0, "ranks": [1, 2]},

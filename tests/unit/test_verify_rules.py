@@ -3,7 +3,7 @@
 Every forgery here rescores the log with the package's own score code
 (:func:`tests.support.verify_runs.forge`), so the recount, the records and
 the score agree with it; each test asserts that only the rule classes of
-:mod:`analysis.verify_rules` fail, that the rule is named on the event's
+:mod:`analysis.verify.evidence` fail, that the rule is named on the event's
 line, and that the verdict is exit 1.  Before those rules the verifier
 passed every one of these logs with exit 0.
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.graphs import append_graph, segment_graph_file
 from analysis import checks, verify
-from analysis.verify_rules import PEAK_MULTIPLE
+from analysis.verify.evidence import PEAK_MULTIPLE
 from tests.support.verify_runs import (
     PEAK,
     consistent_run,

@@ -1,4 +1,4 @@
-"""What the data and the search allow (analysis/verify_data.py, analysis/verify_search.py): each forgery is named.
+"""What the data and the search allow (analysis/verify/data.py, analysis/verify/search.py): each forgery is named.
 
 Every forgery here is made consistent as a careful forger would make it — the epochs' op counts recounted,
 the model records, the score event and ``score.json`` rescored with the package's own code — so the rows
@@ -24,8 +24,8 @@ from aiperf_mpi.results.datasets import CIFAR10, DIGITS, DOCUMENTED_SPLITS, ILSV
 from aiperf_mpi.results.graphs import append_graph, read_graph
 from analysis import checks, verify
 from analysis.checks import Run
-from analysis.verify_data import DataRules
-from analysis.verify_search import STRATEGY_CHAINS, SearchRules
+from analysis.verify.data import DataRules
+from analysis.verify.search import STRATEGY_CHAINS, SearchRules
 from tests.support import lineage_runs
 from tests.support.lineage_runs import CHILD, lineage_run, rescore
 from tests.support.verify_runs import RANKS, _done, _epoch, consistent_run, find, forge, read_log, recount, sync_record

@@ -14,7 +14,8 @@ import pytest
 
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.score import compute_score
-from analysis import checks, verify, verify_log
+from analysis import checks, verify
+from analysis.verify import score as verify_score
 from tests.support.event_logs import write_log
 from tests.support.verify_runs import consistent_run, find, read_log, write_mllog
 
@@ -30,7 +31,7 @@ def rescore(run: Path, events: list[dict], forged: dict | None = None) -> None:
     events.append({"event": runlog.SCORE, "time": EARLY_STOP + 0.1, **{k: v for k, v in score.items() if k != "grid"}})
     write_log(run, events)
     write_mllog(run, events)  # the side file agrees: only the window is under test
-    (run / verify_log.SCORE_FILE).write_text(json.dumps(score, indent=2))
+    (run / verify_score.SCORE_FILE).write_text(json.dumps(score, indent=2))
 
 
 def early_run(tmp_path: Path, reason: str = "time limit", **stop_fields: object) -> tuple[Path, list[dict]]:
@@ -48,7 +49,7 @@ def window_problems(result: checks.Verification) -> list[str]:
 def test_a_run_that_ended_itself_early_verifies_over_its_time_limit(tmp_path, capsys) -> None:
     run, events = early_run(tmp_path)
     rescore(run, events)
-    assert json.loads((run / verify_log.SCORE_FILE).read_text())["active_time"] == 100.0
+    assert json.loads((run / verify_score.SCORE_FILE).read_text())["active_time"] == 100.0
     assert verify.main([str(run)]) == 0
     out = capsys.readouterr().out
     assert "scored window" in out and "segment 1 100.0 s (ran 95.0 s of its 100 s limit, ended itself" in out
@@ -61,7 +62,7 @@ def test_a_score_over_the_shorter_window_fails_naming_the_rule(tmp_path) -> None
     result = verify.verify(run)
     assert not result.ok
     assert window_problems(result) == [f"score.json is scored over 95 s, the run's window is 100 s "
-                                       f"({verify_log.WINDOW_RULE})"]  # fmt: skip
+                                       f"({verify_score.WINDOW_RULE})"]  # fmt: skip
 
 
 @pytest.mark.parametrize(("reason", "fields", "line"), [
@@ -75,13 +76,13 @@ def test_a_forged_run_stop_reason_fails_naming_the_rule(tmp_path, reason, fields
     rescore(run, events)  # score and score.json agree with the forged reason: only the window rule is left
     result = verify.verify(run)
     found = window_problems(result)
-    assert not result.ok and len(found) == 1 and found[0].startswith(line) and verify_log.WINDOW_RULE in found[0]
+    assert not result.ok and len(found) == 1 and found[0].startswith(line) and verify_score.WINDOW_RULE in found[0]
 
 
 def test_a_signal_stop_is_scored_over_the_declared_time_limit_and_verifies(tmp_path, capsys) -> None:
     run, events = early_run(tmp_path, "signal SIGTERM", groups_stopped_early=0)
     rescore(run, events)
-    assert json.loads((run / verify_log.SCORE_FILE).read_text())["active_time"] == 100.0
+    assert json.loads((run / verify_score.SCORE_FILE).read_text())["active_time"] == 100.0
     assert verify.main([str(run)]) == 0
     out = capsys.readouterr().out
     assert "the run 100.0 s, what its segments declared (they ran 95.0 s" in out, out
@@ -93,7 +94,7 @@ def test_a_signal_stop_scored_as_it_ran_fails_naming_the_rule(tmp_path) -> None:
     ops = sum(e["ops"] for e in events if e["event"] == runlog.EPOCH)
     rescore(run, events, {"active_time": 95.0, "score": ops / 95.0})
     assert window_problems(verify.verify(run)) == [f"score.json is scored over 95 s, the run's window is 100 s "
-                                                   f"({verify_log.WINDOW_RULE})"]  # fmt: skip
+                                                   f"({verify_score.WINDOW_RULE})"]  # fmt: skip
 
 
 def test_a_run_start_without_a_time_limit_fails(tmp_path) -> None:

@@ -8,10 +8,10 @@ times in order and inside their segments, one model at a time per group;
 training rates under :data:`PEAK_MULTIPLE` × the measured peak; samples
 that are steps × global batch and one pass over the counted splits; graphs
 and data of the configured data set — each row's rule in full beside its
-name in :data:`analysis.verify_registry.FAMILIES`.
+name in :data:`analysis.verify.registry.FAMILIES`.
 
 :class:`EvidenceRules` is fed the events its entry in
-:data:`analysis.verify_registry.FAMILIES` names, once each, in log order, and
+:data:`analysis.verify.registry.FAMILIES` names, once each, in log order, and
 keeps per-group and per-open-task state only: the walk stays linear in the
 log and streamed.  Each problem is one line naming the event (its number in
 the log), the task and the rule.
@@ -110,7 +110,7 @@ class _SegmentTimes:
 
 
 class EvidenceRules:
-    """The four rule classes, fed the events :data:`analysis.verify_registry.FAMILIES` names; a row each."""
+    """The four rule classes, fed the events :data:`analysis.verify.registry.FAMILIES` names; a row each."""
 
     def __init__(self, run: Run) -> None:
         self.run = run

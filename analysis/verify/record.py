@@ -1,21 +1,15 @@
-"""The rule families that judge the run's own record (their rows: :data:`analysis.verify_registry.FAMILIES`).
+"""The family ``record``: the run's own record (its rows: :data:`analysis.verify.registry.FAMILIES`).
 
 :class:`Record`: the segments, each task's epochs, graph file and lineage
-(:mod:`analysis.lineage_check`), every epoch's operations recounted by the
+(:mod:`analysis.verify.lineage`), every epoch's operations recounted by the
 package's own counter (:func:`aiperf_mpi.graph.ops.epoch_ops`) and the model
-records; :class:`ScoreRules`: the score recomputed by
-:mod:`aiperf_mpi.results.score` against ``score.json`` and each ``score``
-event, the scored window and the validity rules; :class:`Provenance`: the
-code and software stack each segment records.  Each is fed, in log order,
-the events its registry entry names (a method named after each) and gives
-its rows at the end (``finish``).
+records. It is fed, in log order, the events its registry entry names (a method named after each) and
+gives its rows at the end (``finish``).
 
-The segments, their windows and the score's columns are the run's model's
-(``run.model``: an event is in it before it is judged), so the score is the
-one the run's own scorer makes of the same log: events before the first
-``run_start`` count in it as the scorer counts them (the segments row fails
-each), and a segment ends at its first ``run_stop``, whose reason the scored
-window row judges (a second is a problem of the segments row, read no further).
+The segments and their windows are the run's model's (``run.model``: an event is in it before it is
+judged): events before the first ``run_start`` count in it as the scorer counts them (the segments row
+fails each), and a segment ends at its first ``run_stop`` (a second is a problem of the segments row,
+read no further).
 """
 
 from __future__ import annotations
@@ -27,43 +21,24 @@ import os
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from aiperf_mpi.graph.model import GraphError, from_json, with_kernel_size
 from aiperf_mpi.graph.ops import ModelOps, count_ops, epoch_ops
-from aiperf_mpi.results import provenance as provenance_module
 from aiperf_mpi.results import runlog
-from aiperf_mpi.results.graphs import OFFSET, GraphFileError, graph_place, read_graph
-from aiperf_mpi.results.logmodel import Segment, Timeline, epoch_values, time_limit
-from aiperf_mpi.results.precisions import logged_precision
+from aiperf_mpi.results.graphs import OFFSET, graph_place
+from aiperf_mpi.results.logmodel import Segment
 from aiperf_mpi.results.resumable import RESUME_MAY_CHANGE, current_names
-from aiperf_mpi.results.rules import shown_value
-from aiperf_mpi.results.score import MAX_GRID_SAMPLES, Score, run_step, score_inputs, stopped_by_signal
-from analysis.checks import BadInput, Check, Run, differences, is_hex, is_regular_file, read_json, same, short
-from analysis.lineage_check import LineageCheck
+from analysis.checks import BadInput, Check, Run, differences, same, short
 
 if TYPE_CHECKING:
-    from analysis.verify_rules import EvidenceRules
+    from analysis.verify.evidence import EvidenceRules
 
-SCORE_FILE = "score.json"
 EPOCH_OPS_FIELDS = ("ops", "ops_train", "ops_update", "ops_validation", "steps")
-SCORE_FIELDS = ("score", "regulated_score", "active_time", "total_ops", "best_accuracy", "models_trained",
-                "models_failed", "epochs", "segments", "valid", "rules", "truncated_log")  # fmt: skip
-STABILITY_FIELDS = ("ops_cv_last_half", "ops_change_last_quarter")
-"""how settled the score is (:mod:`aiperf_mpi.results.stability`): compared wherever the record has them (a run
-older than these figures has not)"""
 AFTER_STOP = (runlog.RUN_START, runlog.SCORE)
 """what may follow a segment's run_stop: its score, then the next segment"""
-STRATEGIES = {"bayesian": {"seed", "explore", "gp-ucb"}, "random": {"seed", "random"}}
-"""the search strategies a proposal may name under each ``--search``"""
-STOP_REASONS = ("time limit", "max models", "done", "all groups lost", runlog.SIGNAL_REASON + "SIGTERM",
-                runlog.SIGNAL_REASON + "SIGUSR1", runlog.HANG_REASON)
-"""the reasons the master writes in a ``run_stop`` (job/master.py, signals.py)"""
-WINDOW_RULE = "rule: the scored window is the time limit"
 COUNT_CACHE = 64
 """distinct graphs whose counts the walk keeps (a real run's graphs all differ; a bound, not a hope)"""
-
 
 
 @dataclass
@@ -85,7 +60,7 @@ class _Task:
 
 class Record:
     """The run's own record, one event at a time: its segments, each task's epochs, graph file and lineage, the
-    ops recount and the model records (their rows in :data:`analysis.verify_registry.FAMILIES`); of its own it
+    ops recount and the model records (their rows in :data:`analysis.verify.registry.FAMILIES`); of its own it
     keeps what only verify needs: each open task's graph, counts and epoch events, the ended tasks, the scored
     segments."""
 
@@ -95,7 +70,6 @@ class Record:
         self.segments_check = Check("segments")
         self.epochs_check = Check("epochs in segments")
         self.graphs = Check("graph files")
-        self.lineage = LineageCheck(run.run_dir, Check("lineage"))
         self.ops = Check("ops recount")
         self.records = Check("model records")
         self.tasks: dict[int, _Task] = {}
@@ -113,7 +87,6 @@ class Record:
         """the segments with a score event"""
         self.score_events = 0
         self.next_model_id = 0
-        self.strategies: dict[str, int] = {}
         self.count_cache: OrderedDict[tuple[str, str], tuple] = OrderedDict()
         """(graph file sha256, kernel size) → (graph, counts, stored kernels, passed the graph rules), last used last"""
 
@@ -184,21 +157,13 @@ class Record:
             return
         state = _Task(task, event["group"], segment.number, event["hparams"], graph_place(event))
         self.tasks[task] = state
-        strategy = str((event.get("search") or {}).get("strategy", "?"))
-        self.strategies[strategy] = self.strategies.get(strategy, 0) + 1
         self.graph_count += 1
-        name = event.get("graph_file")
-        if isinstance(name, str) and name and not Path(name).is_absolute() and ".." not in Path(name).parts:
-            is_regular_file(self.run_dir / name)  # a FIFO is bad input, not a missing graph (outside: named below)
-        try:
-            data = read_graph(self.run_dir, event)
-        except GraphFileError as exc:
-            self.graphs.problems.append(f"task {task}: {exc}")
-            data = None
-        if data is not None:
-            self._graph_bytes(event, state, data)
+        graph = self.run.view.graph  # type: ignore[union-attr]  # read by the walk's view, for this proposal
+        if graph.error:
+            self.graphs.problems.append(f"task {task}: {graph.error}")
+        if graph.data is not None:
+            self._graph_bytes(event, state, graph.data)
             self._duplicate(event, state, segment.number)
-        self.lineage.proposed(event, state.graph_text, segment.config)
 
     def _duplicate(self, event: dict, state: _Task, segment: int) -> None:
         """A child must be a graph the master had not seen: it answers Duplicate to any it holds the hash of.
@@ -393,7 +358,6 @@ class Record:
         self._end(event["task"], event, "model_failed")
 
     def _model_id(self, model_id: object, task: int) -> None:
-        self.lineage.ended(task, model_id)
         if model_id != self.next_model_id:
             self.records.problems.append(f"task {task}: model id {model_id}, the next id is {self.next_model_id}")
         self.next_model_id = (model_id if isinstance(model_id, int) else self.next_model_id) + 1
@@ -445,272 +409,10 @@ class Record:
         self.records.summary = (f"{self.records_checked} model_done records equal their epochs, hparams and counts"
                                 + (f"; {self.graph_cross_checked} carry their graph too (an older log: compared "
                                    "in the graphs row)" if self.graph_cross_checked else ""))  # fmt: skip
-        self.lineage.finish()
-        return [self.segments_check, self.epochs_check, self.graphs, self.lineage.check, self.ops, self.records]
-
-
-class Provenance:
-    """Each segment's provenance (its run_start's), against its system event (its last, as the model keeps it) and
-    the first segment's: judged once the segment is whole, at the next run_start or the end of the log."""
-
-    def __init__(self, run: Run) -> None:
-        self.run = run
-        self.check = Check("provenance")
-        self.first: Mapping | None = None
-        """the first segment's provenance that was recorded"""
-
-    def run_start(self, _: dict, __: int) -> None:
-        segments = self.run.model.segment_records  # type: ignore[union-attr]
-        if len(segments) > 1:
-            self._judge(segments[-2])
-
-    def _judge(self, segment: Segment) -> None:
-        check, record, system, name = self.check, segment.logged_provenance, segment.system, f"segment {segment.number}"
-        if record is None:
-            check.missing.append(f"{name}'s run_start has no provenance (a log older than the field): a "
-                                 "submission must record its code and software stack")  # fmt: skip
-            return
-        absent = [k for k in provenance_module.REQUIRED if record.get(k) is None]
-        if absent:
-            check.problems.append(f"{name}: provenance lacks {', '.join(absent)}")
-        if not is_hex(record.get("source_sha256"), 64):
-            check.problems.append(f"{name}: source_sha256 {record.get('source_sha256')!r} is not a sha256")
-        commit = record.get("git_commit")
-        if commit != provenance_module.UNKNOWN and not is_hex(commit, 40):
-            check.problems.append(f"{name}: git_commit {commit!r} is neither a commit nor 'unknown'")
-        system = system or {}
-        for key in ("python", "tensorflow", "horovod", "mpi", "aiperf_mpi"):
-            if key in system and system[key] is not None and not same(system[key], record.get(key)):
-                check.problems.append(f"{name}: provenance {key} {short(record.get(key))}, its system event "
-                                      f"{short(system[key])}")  # fmt: skip
-        if record.get("git_dirty"):
-            check.notes.append(f"{name}: the git checkout had local changes (the source hash says which "
-                               "code ran)")  # fmt: skip
-        if self.first is None:
-            self.first = record
-        elif record.get("source_sha256") != self.first.get("source_sha256"):
-            check.problems.append(f"{name} ran other source code than segment 1 (source_sha256 differs)")
-
-    def finish(self) -> list[Check]:
-        check = self.check
-        if self.run.model is not None and self.run.model.segment_records:
-            self._judge(self.run.model.segment_records[-1])
-        first = self.first
-        if first is None:
-            check.summary = "none recorded"
-            return [check]
-        commit = first.get("git_commit")
-        check.summary = (f"aiperf_mpi {first.get('aiperf_mpi')}, commit {str(commit)[:12]}, source "
-                         f"{str(first.get('source_sha256'))[:12]}…, Python {first.get('python')}, "
-                         f"TensorFlow {first.get('tensorflow')}, Horovod {first.get('horovod')}, "
-                         f"MPI {_mpi_name(first.get('mpi'))}")  # fmt: skip
-        mine, _ = provenance_module.source_sha256()
-        if mine == first.get("source_sha256"):
-            check.notes.append("this verifier runs the same aiperf_mpi source as the run")
-        else:
-            check.notes.append(f"this verifier runs other aiperf_mpi source ({mine[:12]}…): its counter may "
-                               "differ from the run's")  # fmt: skip
-        return [check]
+        lineage = self.run.view.lineage  # type: ignore[union-attr]  # the view rebuilt the graphs as they came
+        lineage.finish()
+        return [self.segments_check, self.epochs_check, self.graphs, lineage.check, self.ops, self.records]
 
 
 def _task_of(event: Mapping) -> str:
     return f" of task {event['task']}" if "task" in event else ""
-
-
-def _mpi_name(mpi: object) -> str:
-    if isinstance(mpi, Mapping):
-        return f"{mpi.get('vendor', '?')} {mpi.get('version', '?')}"
-    return str(mpi)
-
-
-# --------------------------------------------------------------------------- the score file and the rules
-
-
-class ScoreRules:
-    """The score recomputed from the log, against ``score.json`` and each ``score`` event; the scored window; one
-    row per validity rule, with what the log's evidence says against its claims (precision, search): all of
-    it from the run's model (:mod:`aiperf_mpi.results.score` of its :class:`~aiperf_mpi.results.logmodel.Timeline`).
-    """
-
-    def __init__(self, run: Run) -> None:
-        self.run = run
-        self.check = Check("score")
-        self.open_end = math.nan
-        """the open segment's end in the model as of the event before (what a score event there is compared at)"""
-        self.score: Score | None = None
-        """the recomputed score, once the walk has ended (None: the log cannot be scored)"""
-
-    @property
-    def model(self) -> Timeline:
-        return self.run.model if self.run.model is not None else Timeline()
-
-    def each(self, event: dict, _: int) -> bool:
-        """Every event of a segment is in the score; a score event is compared with the events before it, an epoch
-        must be one the score can add up (else the log cannot be scored: :class:`runlog.UnreadableLog`)."""
-        name, segments = event[runlog.EVENT], self.model.segment_records
-        if name == runlog.RUN_START:  # a limit past the floats' range: a number too large to read, as the scorer says
-            time_limit(event.get("config", {}))
-        if not segments:
-            return False
-        if name == runlog.EPOCH:
-            epoch_values(event["end"], event["ops"], event.get("val_accuracy"))
-        elif name == runlog.SCORE:
-            self._score_event(event, segments[-1])
-        self.open_end = segments[-1].end
-        return True
-
-    def _score_event(self, event: dict, segment: Segment) -> None:
-        """The score as of the event before: in a segment still open, the model moved its end to this event."""
-        moved, segment.end = segment.end, (segment.end if segment.stop is not None else self.open_end)
-        try:
-            score = score_inputs(self.model, run_step(self.model.config))
-        except ValueError as exc:
-            self.check.problems.append(f"segment {segment.number}'s score event: {exc}")
-            return
-        finally:
-            segment.end = max(segment.end, moved)
-        fields = tuple(f for f in SCORE_FIELDS if f != "truncated_log")  # added to the event later than the score
-        fields += tuple(f for f in STABILITY_FIELDS if f in event)
-        for line in differences(event, score.to_dict(), fields):
-            self.check.problems.append(f"segment {segment.number}'s score event: {line}")
-
-    def _evidence(self) -> list[str]:
-        """What the log says against its own validity claims: the precision the probe ran at, the searches named."""
-        evidence = []
-        config = self.model.config or {}
-        precision = logged_precision(config)
-        precision = precision if isinstance(precision, str) else short(precision)
-        probed = {peak["precision"] for segment in self.model.segment_records for peak in segment.peaks}
-        if probed - {precision}:
-            evidence.append(f"precision: the configuration says {precision}, the peak probe ran at "
-                            f"{', '.join(sorted(probed))}")  # fmt: skip
-        search = config.get("search", "bayesian")
-        allowed = STRATEGIES.get(search) if isinstance(search, str) else None
-        strategies = self.run.judges["record"].strategies
-        foreign = {s: n for s, n in strategies.items() if allowed is not None and s not in allowed}
-        if foreign:
-            evidence.append(f"algorithms: the configuration says {search}, proposals name "
-                            + ", ".join(f"{s} ({n})" for s, n in sorted(foreign.items())))  # fmt: skip
-        return evidence
-
-    def finish(self) -> list[Check]:
-        """The score against score.json, the scored window, then one row per validity rule."""
-        check = self.check
-        score = None
-        try:
-            score = score_inputs(self.model, run_step(self.model.config), self.run.truncated)
-        except ValueError as exc:
-            check.problems.append(f"the log cannot be scored: {exc}")
-        self.score = score
-        path = self.run.run_dir / SCORE_FILE
-        recorded: dict | None = None
-        if not is_regular_file(path):
-            check.problems.append(f"{SCORE_FILE} is missing (a run that did not finish has no score to submit)")
-        else:
-            try:
-                recorded = read_json(path)
-                if not isinstance(recorded, dict):
-                    raise ValueError("not a JSON object")
-            except (ValueError, UnicodeDecodeError) as exc:
-                check.problems.append(f"{SCORE_FILE} is not readable: {' '.join(str(exc).split())[:200]}")
-                recorded = None
-        if score is not None and recorded is not None:
-            recomputed = score.to_dict()
-            fields = tuple(f for f in SCORE_FIELDS if f != "rules")  # the rules have a row each
-            fields += tuple(f for f in STABILITY_FIELDS if f in recorded)
-            check.problems += [f"{SCORE_FILE}: {line}" for line in differences(recorded, recomputed, fields)]
-            grid = recorded.get("grid")
-            if not isinstance(grid, list) or len(grid) != len(recomputed["grid"]):
-                check.problems.append(f"{SCORE_FILE}: its grid has {len(grid) if isinstance(grid, list) else 'no'} "
-                                      f"samples, recomputed {len(recomputed['grid'])}")  # fmt: skip
-            else:  # one line for the grid: a changed epoch moves every sample after it
-                pairs = enumerate(zip(recomputed["grid"], grid, strict=True))
-                wrong = [(index, differences(theirs, mine, tuple(mine)) if isinstance(theirs, dict)
-                          else ["not an object"]) for index, (mine, theirs) in pairs]  # fmt: skip
-                wrong = [(index, lines) for index, lines in wrong if lines]
-                if wrong:
-                    index, lines = wrong[0]
-                    check.problems.append(f"{SCORE_FILE}: {len(wrong)} of {len(grid)} grid samples differ, the "
-                                          f"first at t = {recomputed['grid'][index]['active_time']:.1f} s: "
-                                          f"{'; '.join(lines)}")  # fmt: skip
-        if score is not None:
-            regulated = "–" if score.regulated_score is None else f"{score.regulated_score / 1e9:.4f} GOPS"
-            check.summary = (f"recomputed: {score.score / 1e9:.4f} GOPS, regulated {regulated}, {score.total_ops:,} "
-                             f"operations in {score.active_time:.1f} s; compared with {SCORE_FILE} and the log's "
-                             "score event(s)")  # fmt: skip
-        rows = [check, self._window(score, recorded)]
-        evidence = {line.split(":", 1)[0]: line for line in self._evidence()}
-        for name, rule in (score.rules if score is not None else {}).items():
-            row = Check(f"rule {name}")
-            met = "met" if rule["ok"] else "not met"
-            row.summary = f"{shown_value(rule['value'])} (needs {rule['need']}): {met}"
-            rules = (recorded or {}).get("rules")
-            theirs = rules.get(name) if isinstance(rules, dict) else None
-            if recorded is not None and not same(theirs, rule):
-                row.problems.append(f"{SCORE_FILE} says {short(theirs)}, recomputed {short(rule)}")
-            if name in evidence:
-                row.problems.append(evidence.pop(name))
-            rows.append(row)
-        for line in evidence.values():  # a rule the score no longer has: still a problem
-            check.problems.append(line)
-        return rows
-
-    def _window(self, score: Score | None, recorded: Mapping | None) -> Check:
-        """The scored window: each segment the run ended itself counts its whole time limit (one line per breach).
-
-        A ``run_stop`` reason decides whether a segment's window is its time
-        limit (the run ended it: the limit, every group stopped because no new
-        model fits, the model budget) or its wall span (a signal); so the reason
-        must be one the master writes and agree with what else the log says.
-        The run's window is never less than the latest end a segment declared
-        (its start on the active axis plus its time limit: results/score.py), so
-        a signal shortens no run; ``score.json`` must be over that window.
-        """
-        check = Check("scored window")
-        windows = self.model.windows
-        parts = []
-        for segment, window in zip(self.model.segment_records, windows, strict=True):
-            name, limit = f"segment {segment.number}", segment.limit
-            if limit is None:
-                check.problems.append(f"{name}: its run_start's configuration has no positive time_limit, so its "
-                                      f"scored window cannot be known ({WINDOW_RULE})")  # fmt: skip
-            stop = segment.stop
-            if stop is None:
-                parts.append(f"{name} {window:.1f} s (killed: on the axis as it ran)")
-                continue
-            reason = stop.get("reason")
-            groups, early = len(segment.group_sizes), stop.get("groups_stopped_early")
-            if reason not in STOP_REASONS:
-                check.problems.append(f"{name}: run_stop reason {short(reason)} is none the run writes "
-                                      f"({', '.join(STOP_REASONS)}) ({WINDOW_RULE})")  # fmt: skip
-            elif stopped_by_signal(reason) and isinstance(early, int) and groups and early >= groups:
-                check.problems.append(f"{name}: run_stop says {reason!r}, but all {groups} group(s) had stopped "
-                                      f"because no new model fit before the time limit: the run ended itself "
-                                      f"({WINDOW_RULE})")  # fmt: skip
-            elif reason == "max models" and not segment.config.get("max_models"):
-                check.problems.append(f"{name}: run_stop says 'max models', but the configuration sets no "
-                                      f"max_models ({WINDOW_RULE})")  # fmt: skip
-            how = (f"{'a hang' if reason == runlog.HANG_REASON else 'a signal'}: on the axis as it ran"
-                   if stopped_by_signal(reason) else f"ended itself: {reason}")  # fmt: skip
-            parts.append(f"{name} {window:.1f} s (ran {segment.end - segment.start:.1f} s of its {_limit(limit)} "
-                         f"limit, {how})")
-        if score is not None and score.active_time > sum(windows) and not same(score.active_time, sum(windows)):
-            parts.insert(0, f"the run {score.active_time:.1f} s, what its segments declared (they ran "
-                            f"{sum(windows):.1f} s: a signal or a kill shortens no run)")  # fmt: skip
-        if score is not None and recorded is not None:
-            theirs = recorded.get("active_time")
-            if isinstance(theirs, int | float) and not isinstance(theirs, bool) and theirs < score.active_time and \
-                    not same(theirs, score.active_time):  # fmt: skip
-                check.problems.append(f"{SCORE_FILE} is scored over {theirs:g} s, the run's window is "
-                                      f"{score.active_time:g} s ({WINDOW_RULE})")  # fmt: skip
-        if score is not None and score.grid_capped:
-            check.notes.append(f"grid capped: the step {run_step(self.model.config):g} s would give more than "
-                               f"{MAX_GRID_SAMPLES:,} samples; sampled every {score.grid_step:g} s (the score is "
-                               "the same)")  # fmt: skip
-        check.summary = "; ".join(parts[:4]) + (f"; … and {len(parts) - 4} more" if len(parts) > 4 else "")
-        return check
-
-
-def _limit(limit: float | None) -> str:
-    return "unrecorded" if limit is None else f"{limit:g} s"
-

@@ -41,7 +41,7 @@ from aiperf_mpi.graph.morph import MAX_CHAINED, MORPH_KINDS, is_candidate, repla
 from aiperf_mpi.graph.seeds import seed_model
 from aiperf_mpi.results.graphs import GraphFileError, read_graph
 from analysis.checks import Check, Run, is_hex
-from analysis.verify_rules import is_int
+from analysis.verify.evidence import is_int
 
 STRATEGY_CHAINS = {"explore": 1, "random": 1, "gp-ucb": MAX_CHAINED}
 """how many morphisms a child of each search strategy chains (the ``strategy`` of its proposal's ``search``):
@@ -248,8 +248,7 @@ class SearchRules:
         if not is_hex(digest, 64):
             self.unhashed += 1
             return
-        record = self.run.judges.get("record")
-        lineage = getattr(record, "lineage", None)
+        lineage = self.run.view.lineage if self.run.view is not None else None
         digest = (lineage.take_identity(task) if lineage is not None else None) or digest  # other bytes, one graph
         earlier = self.graphs.get(digest)
         self.graphs[digest] = (task, self.segment, seed)

@@ -13,8 +13,10 @@ the run's model (:func:`aiperf_mpi.results.logmodel.read_model`), and
 gives each event that keeps to the schema to the families that declare it,
 in :data:`WALK_ORDER`: to the judge's ``each(event, number)`` first when it
 has one (a false answer keeps the event from it), then to its method named
-after the event (``epoch(event, number)``); a family that declares
-:data:`ANY` has ``each`` called for every event. A judge that defines
+after the event (``epoch(event, number)``; an event a family reads only
+through the shared view, :mod:`analysis.verify.view`, its ``through_view``,
+has no method); a family that declares :data:`ANY` has ``each`` called for
+every event. A judge that defines
 ``unreadable`` is handed what its methods raise when a number cannot be
 computed with (ArithmeticError, ValueError) instead of the verification
 ending. After the walk each judge's ``finish()`` gives its rows, in order.
@@ -36,13 +38,17 @@ from aiperf_mpi.results import runlog
 from aiperf_mpi.results.logmodel import RunModel, read_model
 from aiperf_mpi.results.schema import REQUIRED, SCHEMA_VERSION, check_event, non_finite_problems
 from analysis.checks import Check, Run
-from analysis.side_files import BestCheck, MLLogCheck
-from analysis.verify_data import DataRules
-from analysis.verify_hardware import HardwareRules
-from analysis.verify_log import Provenance, Record, ScoreRules
-from analysis.verify_rules import EvidenceRules
-from analysis.verify_search import SearchRules
-from analysis.weights_check import KeptWeights
+from analysis.verify.best import BestCheck
+from analysis.verify.data import DataRules
+from analysis.verify.evidence import EvidenceRules
+from analysis.verify.hardware import HardwareRules
+from analysis.verify.mllog import MLLogCheck
+from analysis.verify.provenance import Provenance
+from analysis.verify.record import Record
+from analysis.verify.score import ScoreRules
+from analysis.verify.search import SearchRules
+from analysis.verify.view import RunView
+from analysis.verify.weights import KeptWeights
 
 VERIFY_RULES_VERSION = "2026.12-5"
 """the version of :data:`FAMILIES`: what verify checks, and how (a new one for any change of a row's rule).
@@ -75,6 +81,9 @@ class Family:
     rows: tuple[Row, ...]
     events: tuple[str, ...] = ()
     files: tuple[str, ...] = ()
+    through_view: tuple[str, ...] = ()
+    """those of ``events`` it reads only through the shared view (:mod:`analysis.verify.view`): it has no method
+    for them"""
 
 
 FAMILIES = (
@@ -189,7 +198,8 @@ FAMILIES = (
             "rehearsal's epochs are its stand-in's: each phase no shorter than its operations take at the stated "
             "`rehearse_rate` × the group's ranks (the stand-in waits them out)"),
     )),
-    Family("data", DataRules, events=("run_start", "layout", "model_proposed", "epoch"), rows=(
+    Family("data", DataRules, events=("run_start", "layout", "model_proposed", "epoch"), through_view=("layout",),
+           rows=(
         Row("data splits",
             "a data set the versioned table of `aiperf_mpi/results/datasets.py` names, which the run does not write "
             "(digits 1,437 / 360 of 10 classes at 32×32×3; synthetic 2,048 / 512 of 10 at `image_size` or 32; "
@@ -256,7 +266,7 @@ FAMILIES = (
     Family("mllog", MLLogCheck, events=("run_start", "epoch", "model_done", "model_failed", "group_lost", "run_stop"),
            files=("mllog.log",), rows=(
         Row("mllog.log",
-            "read streaming beside the event walk (`analysis/side_files.py`): each epoch event has its "
+            "read streaming beside the event walk (`analysis/verify/mllog.py`): each epoch event has its "
             "`epoch_start` (time = the epoch's `start`), `epoch_stop` (time = its `end`, `ops`, `train_samples`) "
             "and `eval_accuracy` (`val_accuracy`, `eval_samples` = `validation_samples`), times in whole ms as "
             "the writer rounds them (`int(s × 1000)`; a late line's true time is its `metadata.event_time_ms`); "
@@ -345,7 +355,8 @@ def handlers(entry: Family, judge: object) -> dict[str, Callable[[dict, int], No
     calls = {}
     for name in (*EVENT_NAMES, ANY):
         if name in entry.events or ANY in entry.events:
-            call = _call(each, getattr(judge, name) if name in entry.events and name != ANY else None, unreadable)
+            named = name in entry.events and name != ANY and name not in entry.through_view
+            call = _call(each, getattr(judge, name) if named else None, unreadable)
             if call is not None:
                 calls[name] = call
     return calls
@@ -400,8 +411,11 @@ def walk(run: Run, families: tuple[Family, ...] = FAMILIES) -> list[Check]:
             log.problems.append(f"event {events} ({event.get('event')}): {'; '.join(problems)}")
         return not problems
 
+    run.view = view = RunView(run.run_dir)
+
     def judge(event: dict, model: RunModel) -> None:
         run.model = model  # the model so far: the bundle's rows read its segments, even of a log cut short
+        view.see(event, model)  # what several rules share, before any of them sees the event
         for call in table.get(event[runlog.EVENT], table[ANY]):
             call(event, events)
 
@@ -423,7 +437,7 @@ def walk(run: Run, families: tuple[Family, ...] = FAMILIES) -> list[Check]:
 
 def markdown(families: tuple[Family, ...] = FAMILIES) -> str:
     """The rules as Markdown (``docs/verify.md``): each row and what must hold, then what each family reads."""
-    lines = [f"verify's rules, version {VERIFY_RULES_VERSION} (`analysis/verify_registry.py`), in the verdict's "
+    lines = [f"verify's rules, version {VERIFY_RULES_VERSION} (`analysis/verify/registry.py`), in the verdict's "
              "order:", "", "| check | what must hold |", "|---|---|"]  # fmt: skip
     lines += [f"| {row.name} | {row.holds} |" for entry in families for row in entry.rows]
     lines += ["", "| family | reads events | reads files | rows |", "|---|---|---|---|"]

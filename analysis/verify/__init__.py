@@ -4,7 +4,7 @@ A score is a claim; this recomputes it from what the run left behind — the
 event log, the graph files and ``score.json`` — without rerunning anything
 and without trusting any number that can be derived.  What it checks, row
 by row, and what each rule reads, is one list under a version:
-:data:`analysis.verify_registry.FAMILIES` (``docs/verify.md`` shows it);
+:data:`analysis.verify.registry.FAMILIES` (``docs/verify.md`` shows it);
 this module reads the argument (a directory or a bundle), runs the walk and
 prints the verdict.
 
@@ -19,6 +19,14 @@ The argument may also be a bundle (``python -m analysis.bundle``): its
 ``MANIFEST`` is checked first — every file listed with its sha256, nothing
 unlisted — and the run inside it is then verified like a directory.
 Nothing here imports TensorFlow or MPI.
+
+The room ``analysis/verify/``: this module (the command, the bundle's
+reading), ``registry.py`` (the families, their rows, the walk) and one module
+per family, named for it: ``record``, ``evidence``, ``hardware``, ``data``,
+``search``, ``score``, ``provenance``, ``mllog``, ``best``, ``weights``
+(``lineage``: the record family's graph rebuilds), ``bundle`` (a bundle's own
+files).  The verdict's types are one floor down, in ``analysis/checks.py``,
+which the audit and the bundle writer share.
 """
 
 from __future__ import annotations
@@ -45,9 +53,9 @@ from analysis import reevaluation
 from analysis.audit_record import audit_standing
 from analysis.checks import MAX_JSON_BYTES, OK, BadInput, Check, Run, Verification, is_hex, is_regular_file
 from analysis.guard import guarded
-from analysis.side_files import bundle_checks, system_segments
 from analysis.trusted import trusted_claims
-from analysis.verify_registry import FAMILIES, VERIFY_RULES_VERSION, Family, walk
+from analysis.verify.bundle import bundle_checks, system_segments
+from analysis.verify.registry import FAMILIES, VERIFY_RULES_VERSION, Family, walk
 
 MANIFEST = "MANIFEST"
 """the bundle's list of files: ``sha256sum`` lines, so ``sha256sum -c MANIFEST`` checks it too"""
@@ -90,7 +98,7 @@ re-evaluated)"""
 def verify_dir(run_dir: Path, source: str | None = None, before: list[Check] | None = None,
                bundle: bool = False, families: tuple[Family, ...] = FAMILIES) -> Verification:  # fmt: skip
     """Every check of a run directory (``bundle``: an unpacked bundle, whose verify.* and system.json are checked),
-    by the rules of ``families`` (:mod:`analysis.verify_registry`)."""
+    by the rules of ``families`` (:mod:`analysis.verify.registry`)."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise BadInput(f"{run_dir}: no such run directory")
@@ -374,6 +382,3 @@ def _main(options: argparse.Namespace) -> int:
         options.json.write_text(json.dumps(result.to_dict(), indent=2, ensure_ascii=False), encoding="utf-8")
     return 0 if result.ok else 1
 
-
-if __name__ == "__main__":
-    sys.exit(main())

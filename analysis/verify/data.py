@@ -16,7 +16,6 @@ the row says they are taken from the log.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.datasets import (
@@ -28,27 +27,21 @@ from aiperf_mpi.results.datasets import (
 )
 from aiperf_mpi.results.epochs import rank_batches
 from analysis.checks import Check, Run
-from analysis.verify_rules import images, is_int, split_counts
-
-
-@dataclass
-class _Segment:
-    split: DataSplit | None
-    image_size: int | None
-    """the side the table allows the run's images (a resizable set: the configured one)"""
-    ranks: dict[int, int] = field(default_factory=dict)
-    """each layout group's ranks"""
-    batches: dict[int, object] = field(default_factory=dict)
-    """each open task's per-rank batch size"""
+from analysis.verify.evidence import images, is_int, split_counts
 
 
 class DataRules:
     """The ``data splits`` row, fed ``run_start``, ``layout``, ``model_proposed`` and ``epoch``."""
 
     def __init__(self, run: Run) -> None:
-        del run
+        self.run = run
         self.check = Check("data splits")
-        self.segment: _Segment | None = None
+        self.started = False
+        """whether a run_start has come (the rules hold nothing before it)"""
+        self.split: DataSplit | None = None
+        """the open segment's split by the table (None: a user's own set)"""
+        self.image_size: int | None = None
+        """the side the table allows the open segment's images (a resizable set: the configured one)"""
         self.dataset: object = None
         self.epochs = self.held = 0
         self.from_log = ""
@@ -56,7 +49,7 @@ class DataRules:
 
     def run_start(self, event: dict, number: int) -> None:
         config = event["config"]
-        if self.segment is None:
+        if not self.started:
             self.dataset = config.get("dataset")
         data = event.get("data")
         label = f"event {number} (run_start of segment {event.get(runlog.SEGMENT, number)})"
@@ -65,7 +58,7 @@ class DataRules:
         size = None
         if split is not None:
             size = split.side(configured if is_int(configured) and configured > 0 else None)
-        self.segment = _Segment(split, size)
+        self.started, self.split, self.image_size = True, split, size
         if split is None:
             self._users_own(data, label)
         elif data is None:
@@ -108,40 +101,29 @@ class DataRules:
             self.check.problems.append(f"{label}: data check: {self.dataset} is {split.name}, but the log counted "
                                        f"{'; '.join(wrong)}")  # fmt: skip
 
-    def layout(self, event: dict, _: int) -> None:
-        if self.segment is None:
-            return
-        for group in event["groups"]:
-            if isinstance(group, Mapping) and is_int(group.get("index")) and isinstance(group.get("ranks"), list):
-                self.segment.ranks[group["index"]] = len(group["ranks"])
-
     def model_proposed(self, event: dict, number: int) -> None:
-        segment = self.segment
-        if segment is None:
-            return
-        segment.batches[event["task"]] = event["hparams"].get("batch_size")
-        seed = event.get("seed")
-        if segment.split is None or event["parent"] is not None or not isinstance(seed, Mapping):
+        split, seed = self.split, event.get("seed")
+        if split is None or event["parent"] is not None or not isinstance(seed, Mapping):
             return
         found = (seed.get("image_size"), seed.get("channels"), seed.get("classes"))
-        expected = (segment.image_size, segment.split.channels, segment.split.classes)
+        expected = (self.image_size, split.channels, split.classes)
         if found != expected:
             self.check.problems.append(f"event {number} (model_proposed of task {event['task']}): seed: a seed of "
-                                       f"{images((found[0], *found))}, {self.dataset} ({segment.split.name}) has "
+                                       f"{images((found[0], *found))}, {self.dataset} ({split.name}) has "
                                        f"{images((expected[0], *expected))} by the table")  # fmt: skip
 
     def epoch(self, event: dict, number: int) -> None:
-        segment = self.segment
         self.epochs += 1
-        if segment is None or segment.split is None:
+        split, segment = self.split, self.run.view.segment if self.run.view is not None else None
+        if split is None or segment is None:
             return
         self.held += 1
-        split, label = segment.split, f"event {number} (epoch {event['epoch']} of task {event['task']})"
+        label = f"event {number} (epoch {event['epoch']} of task {event['task']})"
         if event["validation_samples"] != split.validation:
             self.check.problems.append(f"{label}: validation: {event['validation_samples']:,} samples, "
                                        f"{split.name}'s validation split is {split.validation:,} by the table "
                                        "(an epoch validates all of it)")  # fmt: skip
-        ranks, batch = segment.ranks.get(event["group"]), segment.batches.get(event["task"])
+        ranks, batch = segment.group_ranks.get(event["group"]), segment.task_batches.get(event["task"])
         if event["train_samples"] > split.train:
             self.check.problems.append(f"{label}: one pass: {event['train_samples']:,} train samples, "
                                        f"{split.name}'s train split is {split.train:,} by the table")

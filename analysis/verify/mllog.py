@@ -1,0 +1,355 @@
+"""The family ``mllog``: ``mllog.log`` against the event log (its row: :data:`analysis.verify.registry.FAMILIES`).
+
+``events.jsonl`` is the record verify recomputes everything from; the side
+files repeat parts of it for other readers (mlcommons' tools, a person
+loading the best model, a reviewer opening a bundle).  A forger who edits
+the log and rescores it consistently leaves them telling the old story, and
+one who edits a side file leaves it disagreeing with the log; either way a
+row here names the file, the event or task, and the rule (``best/``:
+:mod:`analysis.verify.best`; a bundle's files: :mod:`analysis.verify.bundle`).
+
+What the rule cannot say: ``mllog.log`` (:mod:`aiperf_mpi.job.mllog`) is read streaming, line by line,
+beside the event walk, and its writer flushes at most once a second, so a
+segment killed without ``run_stop`` may lack the lines written after its
+last flush.  Missing epochs are tolerated then, and only then, when they
+are the segment's last epochs (no epoch after the first missing one has its
+lines) and were logged within :data:`FLUSH_WINDOW` seconds of each other;
+they are noted, not failed: a forger can hide at most that last second.
+Memory: the lines read ahead of the event walk are kept until their epoch
+event comes, at most :data:`LOOKAHEAD_SECONDS` of log time, plus the
+begun-and-cut epochs until their segment ends.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from aiperf_mpi.results import runlog
+from aiperf_mpi.results.mllog_format import (
+    FLUSH_SECONDS,
+    MLLOG_FILE,
+    NotAnMLLogLine,
+    logged_ms,
+    read_line,
+    true_time_ms,
+)
+from analysis.checks import Check, Lines, Run, is_regular_file, same, short
+
+FLUSH_WINDOW = FLUSH_SECONDS + 0.25
+"""seconds of a killed segment's last epochs that may lack their mllog lines: the writer's flush interval, and
+0.25 s for the two clocks that time it (``time.monotonic`` for the flush, ``time.time`` for the events)"""
+LOOKAHEAD_SECONDS = 60.0
+"""how far (in the lines' time) mllog is read ahead of the event walk looking for an epoch's lines"""
+MLLOG_RULE = "rule: mllog.log repeats the events"
+
+
+# --------------------------------------------------------------------------- mllog.log
+
+
+@dataclass
+class _MLEpoch:
+    """What mllog says of one epoch (only what is compared)."""
+
+    line: int
+    start_ms: int | None = None
+    stop_ms: int | None = None
+    ops: object = None
+    train_samples: object = None
+    has_eval: bool = False
+    accuracy: object = None
+    eval_samples: object = None
+
+    @property
+    def complete(self) -> bool:
+        return self.stop_ms is not None and self.has_eval
+
+
+class _MLLogReader:
+    """``mllog.log`` one line at a time, read ahead of the event walk only as far as a question needs."""
+
+    def __init__(self, path: Path, problems: Lines) -> None:
+        self.path = path
+        self.problems = problems
+        self.lines = self._records(path)
+        self.number = 0
+        self.held: tuple[int, dict] | None = None
+        """a ``run_start`` line read ahead: it opens the next segment, not the one being read"""
+        self.pending: dict[tuple[int, int], _MLEpoch] = {}
+        self.stop_line: tuple[int, dict] | None = None
+        """the current segment's ``run_stop`` line"""
+        self.ended = False
+        self.cut_tail = 0
+        self.count = 0
+
+    def _records(self, path: Path) -> Iterator[tuple[int, dict]]:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            number = 0
+            for text in handle:
+                number += 1
+                if not text.endswith("\n"):  # the last line, cut by a kill mid-write
+                    self.cut_tail = len(text)
+                    return
+                if not text.strip():
+                    continue
+                try:
+                    record = read_line(text)
+                except NotAnMLLogLine as exc:
+                    self.problems.append(f"mllog.log line {number}: {exc} ({MLLOG_RULE})")
+                    continue
+                yield number, record
+
+    def _next(self) -> tuple[int, dict] | None:
+        """The next line of the current segment; None at its end (the next run_start, held) or the file's."""
+        if self.held is not None or self.ended:
+            return None
+        found = next(self.lines, None)
+        if found is None:
+            self.ended = True
+            return None
+        self.count += 1
+        if found[1]["key"] == "run_start":
+            self.held = found
+            return None
+        return found
+
+    def _absorb(self, number: int, record: dict) -> None:
+        key = record["key"]
+        meta = record.get("metadata") if isinstance(record.get("metadata"), dict) else {}
+        if key == "run_stop":
+            if self.stop_line is not None:
+                self.problems.append(f"mllog.log line {number}: a second run_stop in one segment ({MLLOG_RULE})")
+            self.stop_line = (number, record)
+            return
+        if key not in ("epoch_start", "epoch_stop", "eval_accuracy"):
+            return
+        task, epoch = meta.get("task"), meta.get("epoch_num")
+        if not isinstance(task, int) or not isinstance(epoch, int):
+            self.problems.append(f"mllog.log line {number}: {key} without its task and epoch_num ({MLLOG_RULE})")
+            return
+        entry = self.pending.get((task, epoch))
+        if entry is None:
+            entry = self.pending[(task, epoch)] = _MLEpoch(number)
+        if key == "epoch_start":
+            entry.start_ms = true_time_ms(record)
+        elif key == "epoch_stop":
+            entry.stop_ms = true_time_ms(record)
+            entry.ops, entry.train_samples = meta.get("ops"), meta.get("train_samples")
+        elif key == "eval_accuracy":
+            entry.has_eval, entry.accuracy, entry.eval_samples = True, record.get("value"), meta.get("eval_samples")
+
+    def read_until(self, done, limit_ms: float = math.inf) -> None:
+        """Read lines of the current segment until ``done()``, a line later than ``limit_ms``, or its end."""
+        while not done():
+            found = self._next()
+            if found is None:
+                return
+            self._absorb(*found)
+            time_ms = found[1].get("time_ms")
+            if isinstance(time_ms, int | float) and time_ms > limit_ms:
+                return
+
+    def enter_segment(self) -> tuple[int, dict] | None:
+        """Skip to the next segment's ``run_start`` line (its staging and description lines before it)."""
+        while self.held is None and not self.ended:
+            found = self._next()
+            if found is not None:
+                self._absorb(*found)
+        opened, self.held = self.held, None
+        self.stop_line = None
+        return opened
+
+
+@dataclass
+class _Missing:
+    """The epochs of one segment whose mllog lines are absent: a killed segment may lack its last second."""
+
+    lines: Lines
+    count: int = 0
+    first_time: float = math.inf
+    last_time: float = -math.inf
+    matched_after: bool = False
+    """an epoch after the first missing one has its lines: not a lost tail"""
+
+
+class MLLogCheck:
+    """``mllog.log`` against the events, streamed beside the verifier's walk (see the module's doc)."""
+
+    def __init__(self, run: Run) -> None:
+        self.check = Check("mllog.log")
+        self.path = run.run_dir / MLLOG_FILE
+        self.reader: _MLLogReader | None = None
+        if is_regular_file(self.path):
+            self.reader = _MLLogReader(self.path, self.check.problems)
+        else:
+            self.check.problems.append(f"mllog.log is missing: every run writes one ({MLLOG_RULE})")
+        self.segment = 0
+        self.stopped = False
+        self.discarded: set[int] = set()
+        self.open_epochs: dict[int, int] = {}
+        """task → epochs logged, for the tasks still training in this segment"""
+        self.cut_allowed: dict[int, int] = {}
+        """task → the one epoch number that may have begun and been cut (no epoch event)"""
+        self.missing = _Missing(Lines())
+        self.compared = self.epochs = 0
+        self.tolerated = 0
+
+    def each(self, event: dict, _: int) -> bool:
+        """Its events while mllog.log is open, those of a segment after its run_start."""
+        return self.reader is not None and (self.segment > 0 or event[runlog.EVENT] == runlog.RUN_START)
+
+    def run_start(self, event: dict, _: int) -> None:
+        self._end_segment()
+        self._start_segment(event)
+
+    def model_done(self, event: dict, _: int) -> None:
+        """A model's end: the epoch after its last may have begun and been cut if it failed or trained none."""
+        task = event.get("task")
+        done = self.open_epochs.pop(task, 0)
+        model = event.get("model") if isinstance(event.get("model"), dict) else {}
+        if event[runlog.EVENT] == runlog.MODEL_FAILED or model.get("status") == "failed" or not done:
+            self.cut_allowed[task] = done + 1
+
+    model_failed = model_done
+
+    def group_lost(self, event: dict, _: int) -> None:
+        if isinstance(event.get("task"), int):
+            task = event["task"]  # its running epoch, begun and never ended, went with the group
+            self.cut_allowed[task] = self.open_epochs.pop(task, 0) + 1
+
+    def _start_segment(self, event: dict) -> None:
+        self.segment += 1
+        self.stopped = False
+        self.discarded, self.open_epochs, self.cut_allowed = set(), {}, {}
+        self.missing = _Missing(Lines())
+        opened = self.reader.enter_segment()
+        where = f"segment {self.segment}'s run_start"
+        if opened is None:
+            self.check.problems.append(f"mllog.log: no run_start line for {where} ({MLLOG_RULE})")
+            return
+        number, record = opened
+        meta = record.get("metadata") if isinstance(record.get("metadata"), dict) else {}
+        if meta.get("segment") != event.get("segment"):
+            self.check.problems.append(f"mllog.log line {number}: run_start of segment {short(meta.get('segment'))}"
+                                       f", the event log's {where} is segment {event.get('segment')} "
+                                       f"({MLLOG_RULE})")  # fmt: skip
+        if true_time_ms(record) != logged_ms(event.get(runlog.TIME)):
+            self.check.problems.append(f"mllog.log line {number}: run_start at {true_time_ms(record)} ms, {where} at "
+                                       f"{logged_ms(event.get(runlog.TIME))} ms ({MLLOG_RULE})")  # fmt: skip
+
+    def epoch(self, event: dict, _: int) -> None:
+        self.epochs += 1
+        task, number = event.get("task"), event.get("epoch")
+        self.open_epochs[task] = self.open_epochs.get(task, 0) + 1
+        key = (task, number)
+        pending = self.reader.pending
+        logged = event.get(runlog.TIME)
+        times = [t for t in (logged, event.get("end")) if isinstance(t, int | float) and not isinstance(t, bool)]
+        limit = (max(times) + LOOKAHEAD_SECONDS) * 1000 if times else math.inf
+        self.reader.read_until(lambda: key in pending and pending[key].complete, limit)
+        entry = pending.pop(key, None)
+        where = f"task {task} epoch {number}"
+        if entry is None or not entry.complete:
+            what = "no lines" if entry is None else ("no epoch_stop" if entry.stop_ms is None else "no eval_accuracy")
+            missing = self.missing
+            missing.count += 1
+            missing.lines.append(f"mllog.log: {where} (event logged at {short(logged)}): {what} ({MLLOG_RULE}: "
+                                 "every epoch event has its mllog lines)")  # fmt: skip
+            if isinstance(logged, int | float):
+                missing.first_time = min(missing.first_time, logged)
+                missing.last_time = max(missing.last_time, logged)
+            return
+        if self.missing.count:
+            self.missing.matched_after = True
+        wrong = []
+        for label, theirs, mine in (
+            ("epoch_start time", entry.start_ms, logged_ms(event.get("start"))),
+            ("epoch_stop time", entry.stop_ms, logged_ms(event.get("end"))),
+            ("ops", entry.ops, event.get("ops")),
+            ("train_samples", entry.train_samples, event.get("train_samples")),
+            ("eval_accuracy", entry.accuracy, event.get("val_accuracy")),
+            ("eval_samples", entry.eval_samples, event.get("validation_samples")),
+        ):
+            if not same(theirs, mine):
+                wrong.append(f"{label} {short(theirs)}, the epoch event {short(mine)}")
+        if wrong:
+            self.check.problems.append(f"mllog.log line {entry.line}: {where}: {'; '.join(wrong)} ({MLLOG_RULE})")
+        else:
+            self.compared += 1
+
+    def run_stop(self, event: dict, _: int) -> None:
+        self.stopped = True
+        tasks = event.get("discarded_tasks")
+        for task in tasks if isinstance(tasks, list) else ():
+            self.cut_allowed[task] = self.open_epochs.get(task, 0) + 1
+        reader = self.reader
+        reader.read_until(lambda: reader.stop_line is not None)
+        where = f"segment {self.segment}'s run_stop"
+        if reader.stop_line is None:
+            self.check.problems.append(f"mllog.log: no run_stop line for {where} ({MLLOG_RULE})")
+            return
+        number, record = reader.stop_line
+        meta = record.get("metadata") if isinstance(record.get("metadata"), dict) else {}
+        if true_time_ms(record) != logged_ms(event.get(runlog.TIME)):
+            self.check.problems.append(f"mllog.log line {number}: run_stop at {true_time_ms(record)} ms, {where} at "
+                                       f"{logged_ms(event.get(runlog.TIME))} ms ({MLLOG_RULE})")  # fmt: skip
+        if meta.get("reason") != event.get("reason"):
+            self.check.problems.append(f"mllog.log line {number}: run_stop reason {short(meta.get('reason'))}, "
+                                       f"{where} {short(event.get('reason'))} ({MLLOG_RULE})")  # fmt: skip
+
+    def _end_segment(self) -> None:
+        """The segment's remaining lines: epochs of mllog without their event, and the lost tail of a kill."""
+        if self.segment == 0:
+            return
+        reader = self.reader
+        reader.read_until(lambda: False)
+        if not self.stopped and reader.stop_line is not None:
+            self.check.problems.append(f"mllog.log line {reader.stop_line[0]}: a run_stop for segment {self.segment},"
+                                       f" which the event log does not stop ({MLLOG_RULE})")  # fmt: skip
+        for (task, number), entry in sorted(reader.pending.items()):
+            where = f"mllog.log line {entry.line}: task {task} epoch {number}"
+            if entry.stop_ms is not None or entry.has_eval:
+                self.check.problems.append(f"{where}: an epoch_stop/eval_accuracy without an epoch event "
+                                           f"({MLLOG_RULE}: no mllog epoch without its event)")  # fmt: skip
+            elif self.cut_allowed.get(task) == number or (not self.stopped and
+                                                          self.open_epochs.get(task, 0) + 1 == number):  # fmt: skip
+                continue  # begun and cut: discarded at run_stop, failed, given up, lost, or killed while training
+            else:
+                self.check.problems.append(f"{where}: an epoch_start without an epoch event, and its task was "
+                                           "neither discarded at run_stop, failed, given up at the time limit, "
+                                           "lost with its group nor training when its segment was killed "
+                                           f"({MLLOG_RULE})")  # fmt: skip
+        reader.pending.clear()
+        missing = self.missing
+        if missing.count:
+            lost_tail = (not self.stopped and not missing.matched_after
+                         and missing.last_time - missing.first_time <= FLUSH_WINDOW)  # fmt: skip
+            if lost_tail:
+                self.tolerated += missing.count
+                self.check.notes.append(f"segment {self.segment} was killed (no run_stop): its last "
+                                        f"{missing.count} epoch(s), logged within {FLUSH_WINDOW:g} s, have no mllog "
+                                        "lines (mllog.log is flushed once a second)")  # fmt: skip
+            else:
+                self.check.problems += missing.lines
+                if missing.lines.dropped:
+                    self.check.problems.dropped += missing.lines.dropped
+
+    def finish(self) -> list[Check]:
+        if self.reader is None:
+            return [self.check]
+        self._end_segment()
+        reader = self.reader
+        if reader.held is not None:
+            self.check.problems.append(f"mllog.log line {reader.held[0]}: a run_start of a segment the event log "
+                                       f"does not have ({MLLOG_RULE})")  # fmt: skip
+        elif not reader.ended:
+            reader.read_until(lambda: False)
+        if reader.cut_tail:
+            self.check.notes.append(f"mllog.log ends in a cut line ({reader.cut_tail} bytes): the run was killed "
+                                    "while writing")  # fmt: skip
+        tolerated = f", {self.tolerated} lost with a killed segment's last second" if self.tolerated else ""
+        self.check.summary = (f"{reader.count} lines; {self.compared} of {self.epochs} epochs equal their events "
+                              f"(start, stop, ops, samples, accuracy){tolerated}; {self.segment} segment(s)")
+        return [self.check]
