@@ -36,6 +36,7 @@ from aiperf_mpi.results import runlog
 from aiperf_mpi.results.logmodel import RunModel, read_model
 from aiperf_mpi.results.schema import REQUIRED, SCHEMA_VERSION, check_event, non_finite_problems
 from analysis.checks import Check, Run
+from analysis.field_audit import FAMILY_ROW_HOLDS, ROW, FieldRules
 from analysis.side_files import BestCheck, MLLogCheck
 from analysis.verify_data import DataRules
 from analysis.verify_hardware import HardwareRules
@@ -294,6 +295,7 @@ FAMILIES = (
             "than its graph's arrays can need (8 bytes an element, 64 KiB an array, 64 MiB besides) is refused "
             "before it is hashed"),
     )),
+    Family("fields", FieldRules, rows=(Row(ROW, FAMILY_ROW_HOLDS),)),
     Family("bundle", None, events=("run_start", "system", "layout", "peak"),
            files=("verify.txt", "verify.json", "system.json"), rows=(
         Row("bundle verify.txt/json",
@@ -316,7 +318,8 @@ FAMILIES = (
     )),
 )  # fmt: skip
 """every rule of verify, in the verdict's order"""
-WALK_ORDER = ("evidence", "mllog", "best", "score", "record", "provenance", "hardware", "data", "search", "weights")
+WALK_ORDER = ("evidence", "mllog", "best", "score", "record", "provenance", "hardware", "data", "search", "weights",
+              "fields")
 """the order in which the walk gives an event to the families that read it: the side files' readers before the
 score and the record, so a file that cannot be read fails in the same reader, with the same line, as before the
 registry (a family not named here comes last)"""
