@@ -138,7 +138,8 @@ FIELDS: tuple[Field, ...] = (
     _c("layout.master_rank", "inventory", "a rank of the world, in no group"),
     _c("layout.relay_ranks", "inventory", "ranks of the world, in no group"),
     _c("layout.hosts", "inventory", "each rank's host, the `system` event's"),
-    _c("layout.nodes", ROW, "one node number a host: ranks on one host share it, ranks on two do not"),
+    _c("layout.nodes", ROW, "a node (shared memory: one machine) on one host; the bounds read the `system` "
+                            "event's hosts, not these numbers"),
     _c("layout.node_count", ROW, "the number of node numbers `nodes` holds"),
     _n("layout.group_size", "the size asked for (`--group-size`); every bound reads each group's `ranks`"),
     _c("layout.groups", "inventory", "the groups, the master and the relays partition the world"),
@@ -146,8 +147,8 @@ FIELDS: tuple[Field, ...] = (
     _c("layout.groups[].ranks", "inventory", "no rank in two groups; bounds and batches count them"),
     _c("layout.groups[].horovod_size", "counts", "the length of its `ranks`"),
     _c("layout.groups[].leader", ROW, "its first rank"),
-    _c("layout.groups[].host", ROW, "the `system` event's host of its ranks"),
-    _c("layout.groups[].node", ROW, "the `nodes` number of its ranks"),
+    _c("layout.groups[].host", ROW, "the `system` event's host of its first rank"),
+    _c("layout.groups[].node", ROW, "the `nodes` number of its first rank"),
     # -- run_start: what bounds the score, and where the code came from
     _c("run_start.event", "log", "the schema's event name"),
     _c("run_start.time", "times", "a segment's first event; a resumed one after the previous segment's claims"),
@@ -306,18 +307,16 @@ def segment_field_problems(number: int, system: Mapping | None, layout: Mapping 
     if isinstance(provenance, Mapping) and "mpi4py" in system and system["mpi4py"] != provenance.get("mpi4py"):
         problems.append(f"{label}: system: mpi4py {system['mpi4py']!r}, its provenance {provenance.get('mpi4py')!r}")
     nodes = layout.get("nodes")
-    node_of_host: dict[str, set] = {}
     host_of_node: dict[object, set] = {}
     if isinstance(nodes, list):
         for rank, node in enumerate(nodes):
             if rank in where:
-                node_of_host.setdefault(where[rank], set()).add(node)
-                host_of_node.setdefault(node, set()).add(where[rank])
-        split = sorted(h for h, n in node_of_host.items() if len(n) > 1)
+                host_of_node.setdefault(repr(node), set()).add(where[rank])
+        # a shared-memory node is one machine, so one host name; one name on several nodes is left alone (the
+        # planner trusts COMM_TYPE_SHARED over names, which containers may repeat)
         shared = sorted(str(n) for n, h in host_of_node.items() if len(h) > 1)
-        if split or shared:
-            problems.append(f"{label}: layout: nodes is not one number a host (host(s) {split[:3]} on several, "
-                            f"node(s) {shared[:3]} on several hosts)")  # fmt: skip
+        if shared:
+            problems.append(f"{label}: layout: node(s) {shared[:3]} span several hosts of the system event")
         if "node_count" in layout and layout["node_count"] != len(set(map(repr, nodes))):
             problems.append(f"{label}: layout: node_count {layout['node_count']!r}, nodes holds "
                             f"{len(set(map(repr, nodes)))}")  # fmt: skip
@@ -330,13 +329,14 @@ def segment_field_problems(number: int, system: Mapping | None, layout: Mapping 
         if "leader" in group and group["leader"] != ranks[0]:
             problems.append(f"{label}: layout: group {index}'s leader {group['leader']!r} is not its first rank "
                             f"{ranks[0]!r}")  # fmt: skip
-        if "host" in group and any(where.get(r, group["host"]) != group["host"] for r in ranks):
+        first = ranks[0] if isinstance(ranks[0], int) and not isinstance(ranks[0], bool) else None
+        if "host" in group and first in where and where[first] != group["host"]:
             problems.append(f"{label}: layout: group {index} on host {group['host']!r}, the system event puts its "
-                            f"ranks on {sorted({where.get(r, '?') for r in ranks})}")  # fmt: skip
-        if "node" in group and isinstance(nodes, list) and any(
-                0 <= r < len(nodes) and nodes[r] != group["node"] for r in ranks if isinstance(r, int)):
-            problems.append(f"{label}: layout: group {index} on node {group['node']!r}, nodes puts its ranks "
-                            "elsewhere")  # fmt: skip
+                            f"first rank on {where[first]!r}")  # fmt: skip
+        if "node" in group and isinstance(nodes, list) and first is not None and 0 <= first < len(nodes) \
+                and nodes[first] != group["node"]:  # fmt: skip
+            problems.append(f"{label}: layout: group {index} on node {group['node']!r}, nodes puts its first rank "
+                            f"on {nodes[first]!r}")  # fmt: skip
     for peak in peaks:
         group = peak.get("group")
         what = f"{label}: peak of group {group}"
@@ -380,8 +380,8 @@ FAMILY_ROW_HOLDS = (
     "integers a rank of its group (none: a rehearsal's stand-in or an older log), a rank's intra-op threads counted "
     "as at most its share of its host's logical processors, ⌈cores ÷ its group's ranks there⌉ (more is noted, not "
     "failed: the user may set them; the audit times the rank with that share); each probe's `host` its group "
-    "leader's; each layout group's `leader` its first rank, its `host` and `node` its ranks'; `nodes` one number a "
-    "host and `node_count` how many; `accelerators_per_node` the most accelerators a host lists; the `system` "
+    "leader's; each layout group's `leader`, `host` and `node` its first rank's; no node of `nodes` on two "
+    "hosts, and `node_count` how many; `accelerators_per_node` the most accelerators a host lists; the `system` "
     "event's `mpi4py` its provenance's"
 )
 """the registry row's text (:data:`analysis.verify_registry.FAMILIES`: ``Row(ROW, FAMILY_ROW_HOLDS)``)"""

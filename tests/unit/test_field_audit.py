@@ -214,6 +214,9 @@ def test_the_fields_rule_passes_what_the_writers_write_and_notes_threads_above_t
     layout["node_count"] = 1
     peaks = [_peak(0, 2, 1), _peak(1, 1, 2), {"group": 0, "host": "h0", "ranks": 2, "threads": []}]
     assert segment_field_problems(1, system, layout, peaks, {"mpi4py": "4.1.2"}) == ([], [])
+    layout = {**layout, "nodes": [0, 0, 0, 3], "node_count": 2}  # one host name on two nodes: containers may
+    layout["groups"][1] = {**layout["groups"][1], "node": 3}  # repeat a name, and the planner trusts the nodes
+    assert segment_field_problems(1, system, layout, peaks, None) == ([], [])
     problems, notes = segment_field_problems(1, system, layout, [_peak(0, 2, 8)], None)
     assert problems == [] and notes == ["segment 1: peak of group 0: 8 threads a rank claimed, counted as 1 (its "
                                         "share of its host's logical processors: what the audit times it with)"]
@@ -229,7 +232,8 @@ def test_the_fields_rule_passes_what_the_writers_write_and_notes_threads_above_t
     (lambda s, lay, p: lay["groups"][0].update(leader=2), "group 0's leader 2 is not its first rank 1"),
     (lambda s, lay, p: lay["groups"][1].update(host="h1"), "group 1 on host 'h1'"),
     (lambda s, lay, p: lay["groups"][1].update(node=1), "group 1 on node 1"),
-    (lambda s, lay, p: lay.update(nodes=[0, 0, 0, 1]), "nodes is not one number a host"),
+    (lambda s, lay, p: (s["hosts"][0].update(ranks=[0, 1, 2]), s["hosts"].append({**HOST, "host": "h1", "ranks": [3]}),
+                        lay["hosts"].__setitem__(3, "h1"), lay["groups"][1].update(host="h1")), "node(s) ['0'] span"),
     (lambda s, lay, p: lay.update(node_count=4), "node_count 4, nodes holds 1"),
 ])  # fmt: skip
 def test_the_fields_rule_refuses_each_field_forged(change, words) -> None:
