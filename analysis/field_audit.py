@@ -320,12 +320,13 @@ def segment_field_problems(number: int, system: Mapping | None, layout: Mapping 
         if "node_count" in layout and layout["node_count"] != len(set(map(repr, nodes))):
             problems.append(f"{label}: layout: node_count {layout['node_count']!r}, nodes holds "
                             f"{len(set(map(repr, nodes)))}")  # fmt: skip
-    leaders: dict[object, int] = {}
+    leaders: dict[int, object] = {}
     for group in layout.get("groups") or []:
         if not isinstance(group, Mapping) or not isinstance(group.get("ranks"), list) or not group["ranks"]:
             continue  # the inventory row names it
         index, ranks = group.get("index"), group["ranks"]
-        leaders[index] = ranks[0]
+        if isinstance(index, int) and not isinstance(index, bool):  # else the inventory row names it
+            leaders[index] = ranks[0]
         if "leader" in group and group["leader"] != ranks[0]:
             problems.append(f"{label}: layout: group {index}'s leader {group['leader']!r} is not its first rank "
                             f"{ranks[0]!r}")  # fmt: skip
@@ -341,8 +342,8 @@ def segment_field_problems(number: int, system: Mapping | None, layout: Mapping 
         group = peak.get("group")
         what = f"{label}: peak of group {group}"
         problems += [f"{what}: {p}" for p in _thread_problems(peak)]
-        leader = leaders.get(group)
-        if leader is not None and "host" in peak and where.get(leader, peak["host"]) != peak["host"]:
+        leader = leaders.get(group) if isinstance(group, int) else None
+        if isinstance(leader, int) and leader in where and "host" in peak and where[leader] != peak["host"]:
             problems.append(f"{what}: logged on host {peak['host']!r}, its leader (rank {leader}) is on "
                             f"{where[leader]!r}")  # fmt: skip
         claimed, share = claimed_threads(peak), host_share(system, layout, group)

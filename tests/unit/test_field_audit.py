@@ -244,6 +244,15 @@ def test_the_fields_rule_refuses_each_field_forged(change, words) -> None:
     assert problems and words in problems[0], problems
 
 
+def test_hostile_values_are_named_by_the_inventory_not_a_traceback_here() -> None:
+    system, layout = _system(2, [0, 1, 2, 3]), _layout([1, 2], [3])
+    layout["groups"][0].update(index=[0], ranks=[{"a": 1}, 2], leader={"b": 2}, node=[1], host=None)
+    layout["nodes"] = [[0], {"n": 1}, 0, 0]
+    peaks = [{**_peak(0, 2, 1), "threads": {"intra": 1}}, {**_peak(1, 1, 1), "host": None}]
+    problems = _problems({**system, "accelerators_per_node": "x"}, layout, peaks, ["not", "a", "record"])
+    assert any("threads lists" in p for p in problems) and any("accelerators_per_node 'x'" in p for p in problems)
+
+
 def test_verify_fills_the_row_and_a_forged_probe_host_fails_it(tmp_path) -> None:
     honest = verify.verify_dir(consistent_run(tmp_path / "honest"))
     row = next(c for c in honest.checks if c.name == ROW)
