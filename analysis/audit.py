@@ -69,6 +69,7 @@ from aiperf_mpi.results.machine import local_description
 from aiperf_mpi.results.precisions import PRECISIONS, logged_precision
 from analysis.checks import AUDIT_RECORD, EVENTS_SHA256, BadInput, events_sha256, is_regular_file
 from analysis.guard import guarded
+from analysis.verify.fields import rank_threads
 from analysis.verify.lineage import ERRORS as LINEAGE_ERRORS
 
 PROG = "analysis.audit"
@@ -250,7 +251,9 @@ class Hardware:
     """the accelerator's or the processor's model"""
     cores: int | None = None
     threads: int | None = None
-    """TensorFlow's intra-op threads of a rank on the CPU (the group's ``peak`` event), None when not logged"""
+    """TensorFlow's intra-op threads a rank of the group can have kept busy on the CPU: its probe's claim, at most
+    its share of its host's logical processors (:func:`analysis.verify.fields.rank_threads`: a claim of 64 threads
+    on a 2-core host is timed with 2, not left unjudged); None when neither is known"""
     hosts: list[str] = field(default_factory=list)
 
     def text(self) -> str:
@@ -277,15 +280,14 @@ def claimed_hardware(model: RunModel, task: int) -> Hardware:
     hosts = [h for h in system.get("hosts") or [] if isinstance(h, Mapping) and h.get("host") in names]
     if not hosts:
         return Hardware("unknown", f"group {record.group}'s ranks are on no host of the system event")
-    peak = model.peaks.get(record.group) or {}
-    threads = peak.get("threads") if isinstance(peak.get("threads"), list) and peak["threads"] else [{}]
-    intra = threads[0].get("intra") if isinstance(threads[0], Mapping) else None
+    peaks = segment.peaks if segment else list(model.peaks.values())  # the task's segment's probe of its group
+    peak = next((p for p in reversed(peaks) if p.get("group") == record.group), None) or {}
     accelerators = sorted({str(a) for h in hosts for a in _listed(h.get("accelerators"))})
     if accelerators:
         return Hardware("gpu", " + ".join(accelerators), hosts=names)
     cpus = sorted({str(h.get("cpu")) for h in hosts})
     cores = min((h.get("cores") for h in hosts if isinstance(h.get("cores"), int)), default=None)
-    return Hardware("cpu", " + ".join(cpus), cores, intra if isinstance(intra, int) else None, names)
+    return Hardware("cpu", " + ".join(cpus), cores, rank_threads(system, layout, peak, record.group), names)
 
 
 def _listed(value: object) -> list:
@@ -313,7 +315,8 @@ def cannot_judge(claim: Hardware, here: Mapping) -> str:
         return f"the run trained on {claim.name} processors, this machine has {here.get('cpu')}"
     wanted = claim.threads or claim.cores
     if isinstance(wanted, int) and isinstance(here.get("cores"), int) and here["cores"] < wanted:
-        return f"a rank of the run used {wanted} cores' threads, this machine has {here['cores']} cores"
+        return (f"a rank of the run could keep {wanted} threads busy (its probe's, at most its share of its host's "
+                f"logical processors), this machine has {here['cores']} cores")  # fmt: skip
     return ""
 
 

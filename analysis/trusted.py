@@ -22,10 +22,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from aiperf_mpi.results.hardware import host_bound
-from aiperf_mpi.results.inventory import training_ranks_by_host
+from aiperf_mpi.results.inventory import group_ranks_by_host, training_ranks_by_host
 from aiperf_mpi.results.logmodel import RunModel
 from aiperf_mpi.results.precisions import logged_precision
+from analysis.verify.fields import claimed_threads, rank_threads
 
+CLAIM_NAMES = ("hardware named", "host list", "precision", "threads a rank", "timings", "audit record", "the data")
+"""every claim a verdict can list, in its order: the table of every logged field (:mod:`analysis.verify.fields`)
+names a trusted field by one of these"""
 FILE_READ_SETS = ("imagenet", "cifar10", "hdf5")
 """data sets read from files the reviewer does not hold (digits and synthetic are built in and counted here)"""
 
@@ -75,7 +79,9 @@ def trusted_claims(model: RunModel, here: Mapping, audited: bool, reevaluated: b
     audit = "audited on the claimed kind (passed)" if audited else "not audited (python -m analysis.audit --record)"
     claims: list[TrustedClaim] = []
     hardware: dict[str, tuple[float | None, str]] = {}
-    total_bound, most_hosts, precisions, threads = 0.0, 0, set(), set()
+    total_bound, most_hosts, precisions = 0.0, 0, set()
+    threads: dict[int, int] = {}
+    """each count of threads a CPU rank's probe claims → the most it is counted as (its share of its host)"""
     for segment in model.segment_records:
         system, layout = segment.system, segment.layout
         if not isinstance(system, Mapping) or not isinstance(layout, Mapping):
@@ -97,10 +103,15 @@ def trusted_claims(model: RunModel, here: Mapping, audited: bool, reevaluated: b
                 if kind not in hardware or (factor or 0) > (hardware[kind][0] or 0):
                     hardware[kind] = (factor, precision)
         total_bound = max(total_bound, segment_bound)
+        by_name = {str(h.get("host")): h for h in hosts}
         for peak in segment.peaks:
-            for entry in peak.get("threads") or [] if isinstance(peak.get("threads"), list) else []:
-                if isinstance(entry, Mapping) and isinstance(entry.get("intra"), int):
-                    threads.add(entry["intra"])
+            group = peak.get("group")
+            on = group_ranks_by_host(layout, system).get(group, {}) if isinstance(group, int) else {}
+            if any(by_name.get(name, {}).get("accelerators") for name in on):
+                continue  # a GPU rank: the audit times it on its accelerator, whatever its CPU threads
+            claimed, counted = claimed_threads(peak), rank_threads(system, layout, peak, group)
+            if claimed is not None and counted is not None:
+                threads[claimed] = max(threads.get(claimed, 0), counted)
     where = _kind(here_host)
     for kind, (factor, _) in sorted(hardware.items(), key=lambda item: -(item[1][0] or 0)):
         claims.append(TrustedClaim("hardware named", f"{kind} claimed", factor,
@@ -121,10 +132,14 @@ def trusted_claims(model: RunModel, here: Mapping, audited: bool, reevaluated: b
         claims.append(TrustedClaim("precision", f"{precision} claimed", max(ratios, default=None),
                                    f"the table's {precision} bound over its fp32 one; {audit}"))  # fmt: skip
     if threads:
-        claims.append(TrustedClaim("threads a rank", f"{', '.join(map(str, sorted(threads)))} TensorFlow thread(s) a "
-                                   "rank (the probe's)", None,
-                                   "changes no bound; the audit cannot judge a task whose rank claims more threads "
-                                   "than the audit's machine has cores"))  # fmt: skip
+        said = ", ".join(f"{claimed}" + (f" (counted as {counted})" if counted < claimed else "")
+                         for claimed, counted in sorted(threads.items()))  # fmt: skip
+        most = float(max(threads.values()))
+        claims.append(TrustedClaim("threads a rank", f"{said} TensorFlow thread(s) a rank (the probes'), each counted "
+                                   "as at most its share of its host's logical processors", most,
+                                   "verify's bounds do not read it; the audit times a rank with the threads counted, "
+                                   "so a claim above what ran raises the audit's ceiling by at most this factor (a "
+                                   "rank's rate grows at most linearly with its threads)"))  # fmt: skip
     if score and total_bound and math.isfinite(score):
         claims.append(TrustedClaim("timings", f"every epoch's clock (score {score / 1e9:,.4g} GOPS)",
                                    total_bound / score,

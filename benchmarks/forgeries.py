@@ -173,6 +173,16 @@ def _threads(intra: int) -> Callable[[list[dict]], None]:
     return change
 
 
+def _fields(change: Callable[[dict, dict, list[dict]], None]) -> Callable[[list[dict]], None]:
+    """A field of the system, layout or peak events changed (``change(system, layout, peaks)``), nothing else."""
+
+    def forged(events: list[dict]) -> None:
+        change(find(events, runlog.SYSTEM), find(events, runlog.LAYOUT),
+               [e for e in events if e["event"] == runlog.PEAK])  # fmt: skip
+
+    return forged
+
+
 def _nan(fields: tuple[str, ...]) -> Callable[[list[dict]], None]:
     def change(events: list[dict]) -> None:
         for epoch in (e for e in events if e["event"] == runlog.EPOCH):
@@ -288,6 +298,7 @@ CPU_FP32 = _group_rate(CPU_HOST, "fp32")
 BIG_CPU = {**CPU_HOST, "cpu": "AMD EPYC 9965 192-Core Processor", "cores": 384}
 MANY_LP = {**CPU_HOST, "cores": 1024}
 TWO_CORES = {**CPU_HOST, "cores": 2}
+SIXTY_FOUR = {**CPU_HOST, "cores": 64}
 B200_4 = SHARE * 4 * B200_FP16 / 2
 B200_8 = SHARE * 8 * B200_FP16 / 2
 
@@ -340,6 +351,36 @@ def campaign() -> list[Forgery]:
             "64 threads a rank claimed, clocks ÷ 1.2 (a run at half the bound)",
             honest_half,
             _plain(_then(_cpu(CPU_HOST, "fp32", CPU_FP32 / 2 * 1.2), _threads(64))),
+        ),
+        Forgery(
+            "unread fields",
+            "64 threads a rank claimed on a 2-core host, its processor count raised to 64 (groups at 0.9 of that)",
+            _plain(_cpu(TWO_CORES, "fp32", _group_rate(TWO_CORES, "fp32"), limit=400_000)),
+            _plain(_then(_cpu(SIXTY_FOUR, "fp32", _group_rate(SIXTY_FOUR, "fp32"), limit=400_000), _threads(64))),
+        ),
+        Forgery(
+            "unread fields",
+            "a probe's threads: one entry, a string, for a group of 2 ranks",
+            _nothing,
+            _plain(_fields(lambda s, lay, p: p[0].update(threads=[{"intra": "64", "inter": 2}]))),
+        ),
+        Forgery(
+            "unread fields",
+            "group 0's probe logged on a made-up host h9",
+            _nothing,
+            _plain(_fields(lambda s, lay, p: p[0].update(host="h9"))),
+        ),
+        Forgery(
+            "unread fields",
+            "accelerators_per_node 4 → 64 (the mllog description's bound)",
+            _nothing,
+            _plain(_fields(lambda s, lay, p: s.update(accelerators_per_node=64))),
+        ),
+        Forgery(
+            "unread fields",
+            "layout: group 1's host and node a made-up second node (the system event untouched)",
+            _nothing,
+            _plain(_fields(lambda s, lay, p: lay["groups"][1].update(host="h1", node=1))),
         ),
         Forgery(
             "non-finite fields",
@@ -504,6 +545,25 @@ def audit_draw() -> Outcome:
     )
 
 
+def audit_threads(where: Path) -> Outcome:
+    """Whether ``analysis.audit`` (this checkout's) can judge a run whose probes claim 64 threads a rank on the
+    submitter's own processor: a 2-core CPU host, audited on a machine of the same processor and cores."""
+    from analysis import audit
+
+    run = consistent_run(where / "run")
+    rewrite = _then(_fields(lambda s, lay, p: s.update(hosts=[{**TWO_CORES, "host": "h0", "ranks": [0, 1, 2, 3, 4]}])),
+                    _threads(64))  # fmt: skip
+    forge(run, rewrite)
+    model, _ = audit.read_run(run)
+    here = {"host": "here", "cpu": TWO_CORES["cpu"], "cores": 2, "accelerators": []}
+    claim = audit.claimed_hardware(model, 0)
+    why = audit.cannot_judge(claim, here)
+    verdict = f"audit: not judged: {why}" if why else f"audit: judged, timed with {claim.threads} thread(s) a rank"
+    return Outcome("unread fields", "64 threads a rank claimed; audited on the submitter's own 2-core processor",
+                   None, None, audit.EXIT_NOT_JUDGED if why else None, verdict,
+                   note="analysis.audit.claimed_hardware and cannot_judge, no timing")  # fmt: skip
+
+
 def sparse_file(where: Path, which: str) -> Outcome:
     """A 1 TiB sparse file under a kept weights name or best/model.keras; how long verify takes."""
     run = consistent_run(where / "run")
@@ -589,6 +649,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{forgery.klass}: {outcomes[-1].verdict[:100]}", file=sys.stderr)
         outcomes.append(error_floor())
         outcomes.append(audit_draw())
+        outcomes.append(audit_threads(Path(folder) / "audit-threads"))
         for which in ("weights", "best"):
             outcomes.append(sparse_file(Path(folder) / f"sparse-{which}", which))
         outcomes += malformed_compare(Path(folder) / "compare")

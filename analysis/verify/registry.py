@@ -41,6 +41,7 @@ from analysis.checks import Check, Run
 from analysis.verify.best import BestCheck
 from analysis.verify.data import DataRules
 from analysis.verify.evidence import EvidenceRules
+from analysis.verify.fields import FAMILY_ROW_HOLDS, ROW, FieldRules
 from analysis.verify.hardware import HardwareRules
 from analysis.verify.mllog import MLLogCheck
 from analysis.verify.provenance import Provenance
@@ -50,8 +51,12 @@ from analysis.verify.search import SearchRules
 from analysis.verify.view import RunView
 from analysis.verify.weights import KeptWeights
 
-VERIFY_RULES_VERSION = "2026.12-5"
+VERIFY_RULES_VERSION = "2026.12-6"
 """the version of :data:`FAMILIES`: what verify checks, and how (a new one for any change of a row's rule).
+2026.12-6: a new row, ``probe and layout fields`` (``analysis/verify/fields.py``): the fields of the ``system``,
+``peak`` and ``layout`` events that no row read (a probe's ``threads`` and ``host``, a layout group's ``leader``,
+``host`` and ``node``, the layout's ``nodes`` and ``node_count``, ``accelerators_per_node``, ``mpi4py``) are checked;
+the package moved into ``analysis/verify/`` (verdicts compared equal over the corpus).
 2026.12-5: ``segments`` reads a logged configuration under today's option names (the search's warm-up cap
 ``warmup_epochs`` became ``search_warmup_epochs``, told apart from the learning rate's warm-up that ``mllog.log``
 now logs truly), so a run resumed across the rename is one configuration; the ``log`` row refuses a NaN or an
@@ -304,6 +309,7 @@ FAMILIES = (
             "than its graph's arrays can need (8 bytes an element, 64 KiB an array, 64 MiB besides) is refused "
             "before it is hashed"),
     )),
+    Family("fields", FieldRules, rows=(Row(ROW, FAMILY_ROW_HOLDS),)),
     Family("bundle", None, events=("run_start", "system", "layout", "peak"),
            files=("verify.txt", "verify.json", "system.json"), rows=(
         Row("bundle verify.txt/json",
@@ -326,7 +332,8 @@ FAMILIES = (
     )),
 )  # fmt: skip
 """every rule of verify, in the verdict's order"""
-WALK_ORDER = ("evidence", "mllog", "best", "score", "record", "provenance", "hardware", "data", "search", "weights")
+WALK_ORDER = ("evidence", "mllog", "best", "score", "record", "provenance", "hardware", "data", "search", "weights",
+              "fields")
 """the order in which the walk gives an event to the families that read it: the side files' readers before the
 score and the record, so a file that cannot be read fails in the same reader, with the same line, as before the
 registry (a family not named here comes last)"""
