@@ -149,6 +149,10 @@ class Watchdog:
         self.fired: _Deadline | None = None
         self.started = clock()
         """when the watchdog began (a rank's start, for its start-up bound)"""
+        self.after_meeting: float | None = None
+        """seconds MPI's own end may take once every rank has met at the job's end (the end's bound, set once the
+        configuration is known; None: what is left of the current phase): the meeting means rank 0's end is done,
+        so a training rank's longer margin no longer applies (:func:`aiperf_mpi.mpi.deadline.meet_then_finalize`)"""
         self._thread = threading.Thread(target=self._watch, name="aiperf-deadlines", daemon=True)
         self._thread.start()
 
