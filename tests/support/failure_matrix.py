@@ -98,7 +98,8 @@ CASES: tuple[Case, ...] = (
     Case("sigstop-rank", "end", "srun", False, "deadline", 30 + 20, "job-ends",
          options=("--end-deadline", "30", "--time-limit", "30")),  # fmt: skip
     Case("node-loss", "mid-run", "srun", False, "slurm", SLURMD_TIMEOUT + 60, "job-ends"),
-    Case("fsync-stall-rank0", "end", "srun", False, "deadline", DEADLINE_BOUND, "job-ends", pending=NO_FSYNC_STALL),
+    Case("fsync-stall-rank0", "mid-run", "srun", False, "deadline", 10 + 20, "job-ends",
+         options=("--io-deadline", "10")),  # fmt: skip
     # -- srun on one node (tests/slurm/test_deadlines.py): a stopped rank at each phase, the phase's deadline ------
     Case("sigstop-rank", "mid-run", "srun", False, "deadline", DEADLINE_BOUND, "job-ends", fixture=ONE_NODE),
     Case("sigstop-rank", "mid-run", "srun", True, "deadline", DEADLINE_BOUND, "job-ends", fixture=ONE_NODE),
