@@ -181,6 +181,12 @@ class Watchdog:
         current = self._phase
         return None if current is None else current.due - self._clock()
 
+    def finalize_bound(self, default: float) -> float:
+        """Seconds MPI's own end may take once the ranks met: what is left of the phase, at most
+        :attr:`after_meeting`; ``default`` when neither is set."""
+        bounds = [b for b in (self.remaining(), self.after_meeting) if b is not None]
+        return min(bounds) if bounds else default
+
     @property
     def phase(self) -> str:
         """The current phase's name ('' when none)."""

@@ -70,5 +70,4 @@ def meet_then_finalize(comm: MPI.Comm, watchdog: Watchdog) -> None:
             time.sleep(0.01)
     sys.stdout.flush()
     sys.stderr.flush()
-    bounds = [b for b in (watchdog.remaining(), watchdog.after_meeting) if b is not None]
-    finalize_with_a_backstop(min(bounds) if bounds else FINALIZE_ALARM)
+    finalize_with_a_backstop(watchdog.finalize_bound(FINALIZE_ALARM))

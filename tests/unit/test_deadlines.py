@@ -202,3 +202,20 @@ def test_when_the_drain_ends_a_group_silent_through_it_is_lost_and_a_speaking_on
 def test_the_start_up_bound_is_read_from_the_command_line_before_mpi_exists(argv: list[str], bound: float) -> None:
     """main's SIGALRM inside MPI_Init takes it: a bad value falls back to the default, reported later by the parser."""
     assert startup_bound_from_argv(argv) == bound
+
+
+def test_once_the_ranks_met_mpi_finalize_gets_what_is_left_of_the_phase_at_most_the_ends_bound() -> None:
+    """A training rank's end bound (grace + end + 120 s) no longer applies once every rank met: rank 0's end is
+    done, and a node-mate of a rank stopped after its part of the meeting must not wait 210 s in MPI_Finalize."""
+    now = [100.0]
+    watchdog = Watchdog(2, "node2", Recorder(), clock=lambda: now[0], tick=0.05)
+    assert watchdog.finalize_bound(120.0) == 120.0  # no phase, no configuration: the default
+    watchdog.enter("the end", DEFAULT_BOUNDS.training_rank_end(60.0), "a training rank's end", 5)
+    now[0] += 10.0
+    assert watchdog.finalize_bound(120.0) == 60.0 + 900.0 + END_MARGIN - 10.0
+    watchdog.after_meeting = 30.0
+    assert watchdog.finalize_bound(120.0) == 30.0
+    now[0] += DEFAULT_BOUNDS.training_rank_end(60.0) - 15.0  # 5 s left of the phase: less than the end's bound
+    assert watchdog.finalize_bound(120.0) == 5.0
+    watchdog.leave()
+    assert watchdog.finalize_bound(120.0) == 30.0
