@@ -9,6 +9,7 @@ which imports neither (``tests/unit/test_architecture.py``).
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import sys
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from aiperf_mpi.cli import check_mode, parse_on_root, run_overrides
 from aiperf_mpi.errors import EXIT_DEADLINE
-from aiperf_mpi.job.deadlines import DEFAULT_BOUNDS, STARTUP, Watchdog
+from aiperf_mpi.job.deadlines import STARTUP, Watchdog, startup_bound_from_argv
 from aiperf_mpi.signals import StopFlag
 
 if TYPE_CHECKING:
@@ -155,8 +156,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     stop_flag = StopFlag().install()  # first: a signal during start-up must not kill the rank unscored
     # MPI_Init (mpi4py's import) holds the interpreter lock, so no watchdog thread runs in it: a peer that
     # hangs there (its fence waits for every rank) ends this rank by SIGALRM's default action instead, after the
-    # default start-up bound; the launcher then ends the job as for any rank that died
-    signal.alarm(int(DEFAULT_BOUNDS.startup))
+    # start-up bound the command line gives (read before MPI exists); the launcher then ends the job as for any
+    # rank that died (under srun --kill-on-bad-exit=1: the step, the stopped rank by SIGKILL at KillWait)
+    startup_bound = startup_bound_from_argv(sys.argv[1:] if argv is None else argv)
+    signal.alarm(max(1, math.ceil(startup_bound)))
     from mpi4py import MPI
 
     from aiperf_mpi.mpi.deadline import meet_then_finalize, rank_watchdog
@@ -166,7 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     signal.alarm(0)
     watchdog = rank_watchdog()  # then the deadlines: a hang in any collective of start-up ends the job
-    watchdog.enter(STARTUP, DEFAULT_BOUNDS.startup, "a rank hangs before the run's configuration is agreed",
+    watchdog.enter(STARTUP, startup_bound, "a rank hangs before the run's configuration is agreed",
                    EXIT_DEADLINE)  # the configured bound replaces it once the configuration is known  # fmt: skip
     comm = MPI.COMM_WORLD
     status = run_guarded(comm, lambda: rank_main(comm, argv, stop_flag, watchdog))

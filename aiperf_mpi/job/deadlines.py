@@ -20,7 +20,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -72,6 +72,40 @@ DEFAULT_BOUNDS = PhaseBounds()
 """the defaults (frozen, so one instance serves every default argument)"""
 
 
+STARTUP_OPTION = "--startup-deadline"
+"""the command-line option of the start-up bound (cli.py's ``DEADLINE_HELP``)"""
+LONGEST_BOUND = 31 * 86400.0
+"""the largest bound the configuration accepts (config.py's ``NUMERIC_RANGES``)"""
+
+
+def startup_bound_from_argv(argv: Sequence[str], default: float = DEFAULT_BOUNDS.startup) -> float:
+    """The start-up bound the command line gives (``--startup-deadline S`` or ``--startup-deadline=S``), read
+    before MPI_Init, or ``default``.
+
+    ``main`` needs it before MPI exists: mpi4py's import runs ``MPI_Init`` with the interpreter lock held, so no
+    watchdog thread runs there and SIGALRM's default action is the only deadline; without this the alarm was the
+    1,800 s default whatever the option said (a rank stopped inside MPI_Init on another node held a two-node job
+    ≈ 500 s and more).  Only the exact option counts (the last one, as argparse takes it; nothing after
+    ``--``); an abbreviation, a config file's or a resumed run's logged value take effect once the configuration
+    is agreed, after MPI_Init.  A value that is no number, not positive or out of range gives ``default``: the
+    parser reports it, in its one line, once MPI is up.
+    """
+    found: str | None = None
+    args = list(argv)
+    for index, arg in enumerate(args):
+        if arg == "--":
+            break
+        if arg == STARTUP_OPTION and index + 1 < len(args):
+            found = args[index + 1]
+        elif arg.startswith(STARTUP_OPTION + "="):
+            found = arg.split("=", 1)[1]
+    try:
+        bound = float(found) if found is not None else default
+    except ValueError:
+        return default
+    return bound if 0 < bound <= LONGEST_BOUND else default  # a NaN is neither: the default
+
+
 def bounds_of(config: object) -> PhaseBounds:
     """The run configuration's bounds (``startup_deadline``, ``first_model_deadline``, ``end_deadline``,
     ``io_deadline``: :class:`~aiperf_mpi.config.RunConfig`)."""
@@ -115,6 +149,10 @@ class Watchdog:
         self.fired: _Deadline | None = None
         self.started = clock()
         """when the watchdog began (a rank's start, for its start-up bound)"""
+        self.after_meeting: float | None = None
+        """seconds MPI's own end may take once every rank has met at the job's end (the end's bound, set once the
+        configuration is known; None: what is left of the current phase): the meeting means rank 0's end is done,
+        so a training rank's longer margin no longer applies (:func:`aiperf_mpi.mpi.deadline.meet_then_finalize`)"""
         self._thread = threading.Thread(target=self._watch, name="aiperf-deadlines", daemon=True)
         self._thread.start()
 
@@ -142,6 +180,12 @@ class Watchdog:
         """Seconds left in the current phase (None: no phase is bounded)."""
         current = self._phase
         return None if current is None else current.due - self._clock()
+
+    def finalize_bound(self, default: float) -> float:
+        """Seconds MPI's own end may take once the ranks met: what is left of the phase, at most
+        :attr:`after_meeting`; ``default`` when neither is set."""
+        bounds = [b for b in (self.remaining(), self.after_meeting) if b is not None]
+        return min(bounds) if bounds else default
 
     @property
     def phase(self) -> str:

@@ -49,16 +49,25 @@ def meet_then_finalize(comm: MPI.Comm, watchdog: Watchdog) -> None:
 
     Open MPI's ``MPI_Finalize`` waits for every rank, and mpi4py holds the interpreter lock inside it, so no
     deadline could fire there (:func:`~aiperf_mpi.mpi.faults.finalize_with_a_backstop`).  The ranks first meet
-    in a non-blocking barrier polled from Python (each poll lets the watchdog's thread run: a rank stopped there
+    in non-blocking barriers polled from Python (each poll lets the watchdog's thread run: a rank stopped there
     ends the job at the end's deadline, ``MPI_Abort`` killing the stopped one too), and only then finalize,
-    SIGALRM set to what is left of the phase's bound: a rank that stopped after its part of the meeting holds
-    the others in ``MPI_Finalize`` (measured: the job then ended by the fixed 120 s alarm, not the 30 s
-    deadline, until the alarm took the deadline's remainder).
+    SIGALRM set to what is left of the phase's bound, at most the end's own bound (:attr:`Watchdog.after_meeting`).
+
+    Two barriers, not one: a rank can do its part of a barrier and be stopped before it sees the barrier
+    complete, and the others then complete it and leave.  Measured under ``srun`` across two nodes: rank 3,
+    stopped in the meeting while rank 0 wrote its report, let ranks 0 and 1 (node1) pass the barrier and
+    ``MPI_Finalize`` and exit 0, while rank 2, its node-mate, waited in ``MPI_Finalize`` until its own alarm, the
+    training rank's end bound (210 s, against rank 0's 30 s).  A rank posts the second barrier only once it saw
+    the first complete, so a rank stopped in the first holds every other in the second, where rank 0's deadline
+    ends the job.  What is left is a rank stopped in the moment between its part of the second and its own
+    completion, after which its node-mates wait in ``MPI_Finalize``: their alarm is then at most the end's bound
+    from the meeting (the meeting means rank 0's end is done: a training rank needs no longer margin), and a
+    rank stopped with no node-mate waiting is the launcher's to end (docs/cluster.md).
     """
-    request = comm.Ibarrier()
-    while not request.Test():
-        time.sleep(0.01)
+    for _ in range(2):
+        request = comm.Ibarrier()
+        while not request.Test():
+            time.sleep(0.01)
     sys.stdout.flush()
     sys.stderr.flush()
-    left = watchdog.remaining()
-    finalize_with_a_backstop(FINALIZE_ALARM if left is None else left)
+    finalize_with_a_backstop(watchdog.finalize_bound(FINALIZE_ALARM))

@@ -103,6 +103,8 @@ def run_benchmark(
     marks = [time.monotonic()]  # the start-up phases' ends, for the line and the system event (STARTUP_PHASES)
     prepared: Prepared = agree(comm, lambda: prepare(config, resume, comm.Get_size()))
     bounds = bounds_of(prepared.config)
+    if watchdog is not None:
+        watchdog.after_meeting = bounds.end
     startup = _StartupClock(watchdog, bounds)  # the start-up bound as the run configures it, from the rank's start
     startup.passed(2)
     if not isinstance(training, TrainingBackend):

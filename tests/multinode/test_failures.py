@@ -5,8 +5,9 @@ phase it strikes in, the launcher (``srun --mpi=pmix``, the templates' default, 
 follow: who detects it (MPI through the launcher's report, the launcher ending the job, Slurm setting the node
 DOWN, the master's deadline) and within how many seconds, then either the group lost and the run scoring in
 the same job, or the job ended with its log intact.  Every case then resumes the run where it ended
-(``--resume``, a short rehearsal segment on node1) and the log, both segments, must pass ``analysis.verify``
-with exactly one score.  No case launches again after a crash at start: such a crash fails it.
+(``--resume``, a short rehearsal segment on node1; a job ended in start-up logged nothing, so a new run starts in
+the same run directory instead) and the log, both segments, must pass ``analysis.verify`` with exactly one
+score.  No case launches again after a crash at start: such a crash fails it.
 
 The Slurm cases submit ``jobscripts/scale-out.sbatch`` as a site would (2 nodes × 2 tasks, ``--group-size 2``:
 rank 0 and group 0 on node1, group 1 — ranks 2 and 3, leader 2 — on node2) to the two-node Slurm of
@@ -82,6 +83,8 @@ class Job:
     """wait a little for the job's processes to end, kill the rest, return their PIDs (none: a clean end); never
     the Slurm daemons, which carry the hosts' marker too"""
     started: float = field(default_factory=time.time)
+    stall: Path | None = None
+    """the flag whose existence holds every fsync of node1's run directory (``fsync-stall-rank0``), or None"""
 
     def rank_pids(self) -> dict[int, int]:
         return self.hosts.rank_pids()
@@ -94,6 +97,49 @@ def own(request: pytest.FixtureRequest, cluster: VirtualCluster | HostsSlurm):
     """A cluster of the test's own, stopped at its end: a lost node does not come back for the next test."""
     request.addfinalizer(cluster.stop)
     return cluster
+
+
+def stalling_run_dir(request: pytest.FixtureRequest, hosts: VirtualCluster, tmp_path: Path) -> tuple[Path, Path]:
+    """A run directory whose fsyncs on node1 (rank 0's) block while a flag exists; its path, and the flag.
+
+    tests/support/stall_fs.py (a FUSE pass-through, as tests/mpi/test_deadlines.py uses it) mounted inside node1's
+    mount namespace; node2 and this test see the same files through a bind mount of its root (each host's mounts
+    are its own: ``--propagation private``).  Skipped where nothing can be mounted."""
+    import importlib.util
+    import subprocess
+    import sys
+
+    if importlib.util.find_spec("fuse") is None:
+        pytest.skip("fusepy is not installed (the test extra: pip install -e '.[test]')")
+    root, mount, flag = tmp_path / "fs-root", tmp_path / "mnt", tmp_path / "stall"
+    root.mkdir()
+    mount.mkdir()
+    enter = lambda host: ["nsenter", "-t", str(hosts.host(host).pid), "--mount", "--"]  # noqa: E731
+    server = subprocess.Popen([*enter("node1"), sys.executable, "-m", "tests.support.stall_fs", str(root), str(mount),
+                               str(flag)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              cwd=REPO_ROOT)  # fmt: skip
+    binds = [[*enter("node2"), "mount", "--bind", str(root), str(mount)], ["mount", "--bind", str(root), str(mount)]]
+    for command in binds:
+        subprocess.run(command, check=True, capture_output=True, timeout=30)
+
+    def unmount() -> None:
+        flag.unlink(missing_ok=True)  # release any held fsync first
+        for command in ([*enter("node1"), "umount", "-l", str(mount)], [*enter("node2"), "umount", "-l", str(mount)],
+                        ["umount", "-l", str(mount)]):  # fmt: skip
+            subprocess.run(command, check=False, capture_output=True, timeout=30)
+        terminate([server.pid])
+        server.wait(10)
+
+    request.addfinalizer(unmount)
+    mounted = lambda: b"fuse" in subprocess.run([*enter("node1"), "findmnt", "-n", "-o", "FSTYPE", str(mount)],  # noqa: E731
+                                               capture_output=True, timeout=30).stdout  # fmt: skip
+    deadline = time.monotonic() + 30
+    while not mounted() and server.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if not mounted():
+        pytest.skip(f"no FUSE mount on node1 (libfuse 2, /dev/fuse, the right to mount): "
+                    f"{server.communicate(timeout=10)[0][-500:] if server.poll() is not None else 'no mount in 30 s'}")
+    return mount / "run", flag
 
 
 def start_job(case: Case, request: pytest.FixtureRequest, tmp_path: Path) -> Job:
@@ -116,6 +162,9 @@ def start_job(case: Case, request: pytest.FixtureRequest, tmp_path: Path) -> Job
         return Job(cluster, run_dir, output, lambda: process.poll() is None,
                    lambda: (process.wait(), "exited"), cancel, lambda: cluster.settle(grace=15))  # fmt: skip
     slurm: HostsSlurm = own(request, start_slurm(2, SLURMD_TIMEOUT)) if lost else request.getfixturevalue("slurm2")
+    stall = None
+    if case.failure == "fsync-stall-rank0":
+        run_dir, stall = stalling_run_dir(request, slurm.hosts, tmp_path)
     env = {"AIPERF_RUN_DIR": str(run_dir), "AIPERF_TIME_LIMIT": str(TIME_LIMIT), "AIPERF_GRACE": str(GRACE),
            "AIPERF_ARGS": " ".join(args), "AIPERF_LAUNCHER": case.launcher,
            "AIPERF_FAULT_TOLERANCE": "1" if case.fault_tolerance else "0"}  # fmt: skip
@@ -143,7 +192,7 @@ def start_job(case: Case, request: pytest.FixtureRequest, tmp_path: Path) -> Job
         return left
 
     return Job(slurm.hosts, run_dir, output, running, ended, lambda: slurm.command(["scancel", job_id], check=False),
-               sweep)  # fmt: skip
+               sweep, stall=stall)  # fmt: skip
 
 
 # -- the phases: when the failure strikes ------------------------------------------------------------------------
@@ -200,6 +249,10 @@ def strike(case: Case, job: Job) -> Struck:
     if case.failure == "node-loss":
         loss = job.hosts.lose_node("node2")
         return Struck(loss.time, [r for r, p in job.rank_pids().items() if r >= 2] or [2, 3], loss.killed)
+    if case.failure == "fsync-stall-rank0":  # rank 0's next fsync of the log blocks, in the kernel
+        when = time.time()
+        job.stall.touch()
+        return Struck(when, [0])
     chosen = victims(case, layout_of(events))
     pids = job.rank_pids()
     signum = signal.SIGSTOP if case.failure.startswith("sigstop") else signal.SIGKILL
@@ -220,29 +273,41 @@ class Outcome:
     """seconds from the failure to the job's end"""
     text: str
     events: list[dict]
+    said_after: float | None = None
+    """seconds from the failure to a rank's deadline line (a stalled file system's case), None otherwise"""
 
     def of(self, kind: str) -> list[dict]:
         return [e for e in self.events if e[runlog.EVENT] == kind]
 
 
 def await_end(job: Job, struck: Struck) -> Outcome:
+    """Wait for the job's end.  A stalled file system comes back 5 s after a rank said its deadline passed: rank
+    0, in the kernel's fsync, dies of the kill only once the file system answers (tests/mpi/test_deadlines.py)."""
     deadline = time.monotonic() + OUTER_TIMEOUT
+    said: float | None = None
     while job.running():
         if time.monotonic() > deadline:
             text = job.text()
             job.cancel()
             pytest.fail(f"the job outlived {OUTER_TIMEOUT} s after the failure: nobody detected it\n{text[-4000:]}")
+        if job.stall is not None and said is None and "passed its deadline" in job.text():
+            said = time.time() - struck.time
+        if said is not None and time.time() - struck.time > said + 5:
+            job.stall.unlink(missing_ok=True)
         time.sleep(0.5)
     ended_after = time.time() - struck.time
     returncode, state = job.ended()
     left = job.sweep()  # what the job's ranks still do on their way out (a score on SIGTERM) ends first
     assert not left, f"processes of the job outlived it: {left}\n{job.text()[-4000:]}"
-    return Outcome(returncode, state, ended_after, job.text(), events_so_far(job.run_dir))
+    return Outcome(returncode, state, ended_after, job.text(), events_so_far(job.run_dir), said)
 
 
-def resume(case: Case, job: Job) -> None:
-    """``--resume`` where the run ended: a 20 s rehearsal segment with 3 ranks on node1 (node2 may be gone)."""
-    command = job.hosts.mpirun_command(["-m", "aiperf_mpi", "--resume", str(job.run_dir), "--time-limit", "20"],
+def resume(case: Case, job: Job, fresh: bool = False) -> None:
+    """``--resume`` where the run ended: a 20 s rehearsal segment with 3 ranks on node1 (node2 may be gone).
+
+    ``fresh``: a job ended in start-up logged nothing, so a new run starts in the same run directory instead."""
+    again = [*REHEARSAL, "--run-dir"] if fresh else ["--resume"]
+    command = job.hosts.mpirun_command(["-m", "aiperf_mpi", *again, str(job.run_dir), "--time-limit", "20"],
                                        slots={"node1": 3})  # fmt: skip
     # run_command, not VirtualCluster.mpirun: its sweep of the hosts' processes would take Slurm's daemons too
     result = run_command(command, 300, env=job.hosts.env(), cwd=REPO_ROOT)
@@ -272,7 +337,7 @@ def test_a_failure_is_detected_in_bounded_time_and_the_run_scores_once(case: Cas
         if case.launcher == "srun" and case.fault_tolerance:  # the template refuses it, in one line
             assert "AIPERF_LAUNCHER=srun: a direct srun reports no failure to the ranks" in text, text[-4000:]
     lost = end.of(runlog.GROUP_LOST)
-    detected = lost[0][runlog.TIME] - struck.time if lost else end.ended_after
+    detected = lost[0][runlog.TIME] - struck.time if lost else end.said_after or end.ended_after
     summary = (f"failure: {case.id}: victims {struck.victims}, detected by {case.detector} after {detected:.1f} s "
                f"(group_lost: {[(g['group'], g['ranks'], g['reason'][:50]) for g in lost]}), job ended "
                f"{end.ended_after:.1f} s after the failure, {end.state} {end.returncode}, "
@@ -292,13 +357,21 @@ def test_a_failure_is_detected_in_bounded_time_and_the_run_scores_once(case: Cas
         assert len(end.of(runlog.SCORE)) == 1 and "the score above is final" in text, summary
         after = [e for e in end.of(runlog.EPOCH) if e["group"] == SURVIVOR and e["start"] > struck.time]
         assert after, f"node1's group did not train on\n{summary}"
+    elif case.failure == "fsync-stall-rank0":  # rank 0's I/O watchdog: its line, MPI_Abort; no score (the score
+        # lives on the stalled file system), the log whole to its last fsync
+        assert end.said_after is not None and end.said_after < case.bound_s, summary
+        assert "rank 0 on node1: the run log's fsync passed its deadline" in text, summary
+        assert not lost and not end.of(runlog.SCORE) and end.returncode != 0, summary
     elif case.detector == "deadline" and case.phase in ("start-up", "end"):  # a rank's own watchdog ends the job:
         # no group is lost; at the start nothing was measured, at the end the score was on disk before the stop
         assert not lost and end.returncode != 0 and end.ended_after < case.bound_s, summary
-        if case.phase == "start-up":
-            assert "start-up passed its deadline" in text and not end.of(runlog.RUN_START), summary
-            return  # nothing to resume: launch again
-        assert len(end.of(runlog.SCORE)) == 1, summary
+        if case.phase == "start-up":  # stopped after MPI_Init: the waiting ranks' watchdog says so in its line;
+            # inside it (this fixture's stop comes as soon as 4 ranks exist) no Python runs, and SIGALRM's default
+            # action ends each waiting rank at the same bound (__main__.main): srun says "Alarm clock" for them
+            said = "start-up passed its deadline" in text or "Alarm clock" in text
+            assert said and not end.of(runlog.RUN_START), summary
+        else:
+            assert len(end.of(runlog.SCORE)) == 1, summary
     elif case.detector == "deadline":  # fault tolerance off: the master's deadline loses the hung group, and the
         # run then ends at once with its score (a hung rank cannot be left behind), rank 0's MPI_Abort ends the job
         assert [g["group"] for g in lost] == [LOST] and "past its deadline" in lost[0]["reason"], summary
@@ -315,17 +388,19 @@ def test_a_failure_is_detected_in_bounded_time_and_the_run_scores_once(case: Cas
                                                                    ).read_text(), summary  # fmt: skip
         elif case.detector == "launcher":
             assert end.state in ("FAILED", "exited") and end.returncode != 0, summary
-    before = runlog.read_events(job.run_dir)
+    fresh = case.phase == "start-up"  # nothing was logged: launch again, into the same run directory
+    before = runlog.LogContents([], False, 0) if fresh else runlog.read_events(job.run_dir)
     assert not before.truncated_tail, summary
 
-    resume(case, job)
+    resume(case, job, fresh)
     from analysis.verify import verify
 
     events = runlog.read_events(job.run_dir).events
     assert events[: len(before.events)] == before.events, "the resume rewrote the first segment"
     scores = [e for e in events if e[runlog.EVENT] == runlog.SCORE]
-    assert len(scores) == len(end.of(runlog.SCORE)) + 1 and scores[-1]["segments"] == 2, summary
+    assert len(scores) == len(end.of(runlog.SCORE)) + 1 and scores[-1]["segments"] == (1 if fresh else 2), summary
     result = verify(job.run_dir)
     assert result.ok or only_rates_of_freed_cores(result, {SURVIVOR}), result.text()
-    print(f"failure: {case.id}: resumed; verify {'ok' if result.ok else 'ok but for the freed cores'}; score "
-          f"{json.loads((job.run_dir / 'score.json').read_text())['score']:.4g}")
+    score = json.loads((job.run_dir / "score.json").read_text())["score"]
+    print(f"failure: {case.id}: {'started again' if fresh else 'resumed'}; verify "
+          f"{'ok' if result.ok else 'ok but for the freed cores'}; score {score:.4g}")

@@ -79,14 +79,6 @@ NO_FSYNC_STALL = ("not written for the two-node fixtures yet: a real stalled fsy
                   "pass-through) is tested on one host under mpirun (tests/mpi/test_deadlines.py)")  # fmt: skip
 
 UNTRIED = "written but not yet run to a pass here (no time left in the round that wrote it)"
-END_TWO_NODES = ("run once and failed its bound: the job ended 214.4 s after the stop (FAILED 5, its one score "
-                 "written) against 30 + 20 s; 214 s matches a training rank's end bound (--grace 60 + --end-deadline "
-                 "30 + 120 s), not rank 0's, read from the figures, not confirmed (2026-12-05)")  # fmt: skip
-IN_MPI_INIT = ("run once and hung: this fixture's start-up stop comes as soon as 4 ranks exist, inside MPI_Init, "
-               "before any rank's start-up watchdog runs; Slurm's PMIx fence waited for the stopped rank (its "
-               "collective timeout logged the fence's state at 300 s and ended nothing), the job still running "
-               "when the test was ended ≈ 500 s after the stop (2026-12-05): MPI_Init has no deadline")  # fmt: skip
-
 PRTERUN_HANGS = ("mpirun (PRRTE 3.0.14, ssh launch) never ends after a silent node loss: the master's deadline "
                  "loses the group (67 s), the run scores at its time limit and rank 0 calls MPI_Abort, and prterun, "
                  "which has no daemon heartbeat, waits for node2's daemon for good (still running 1,000 s after the "
@@ -99,14 +91,15 @@ CASES: tuple[Case, ...] = (
     Case("kill-9-rank0", "mid-run", "srun", False, "launcher", 30, "job-ends"),
     Case("kill-9-rank", "mid-run", "srun", True, "launcher", 30, "job-ends"),  # FT asked, off under srun (h-srun)
     Case("sigstop-rank", "start-up", "srun", False, "deadline", 40 + 20, "job-ends",
-         options=("--startup-deadline", "40"), pending=IN_MPI_INIT),  # fmt: skip
+         options=("--startup-deadline", "40")),  # fmt: skip
     Case("sigstop-rank", "first-model", "srun", False, "deadline", 40 + 40, "job-ends",
          options=("--first-model-deadline", "40", "--end-deadline", "30")),  # fmt: skip
     Case("sigstop-rank", "mid-run", "srun", False, "deadline", DEADLINE_BOUND, "job-ends"),
     Case("sigstop-rank", "end", "srun", False, "deadline", 30 + 20, "job-ends",
-         options=("--end-deadline", "30", "--time-limit", "30"), pending=END_TWO_NODES),  # fmt: skip
+         options=("--end-deadline", "30", "--time-limit", "30")),  # fmt: skip
     Case("node-loss", "mid-run", "srun", False, "slurm", SLURMD_TIMEOUT + 60, "job-ends"),
-    Case("fsync-stall-rank0", "end", "srun", False, "deadline", DEADLINE_BOUND, "job-ends", pending=NO_FSYNC_STALL),
+    Case("fsync-stall-rank0", "mid-run", "srun", False, "deadline", 10 + 20, "job-ends",
+         options=("--io-deadline", "10")),  # fmt: skip
     # -- srun on one node (tests/slurm/test_deadlines.py): a stopped rank at each phase, the phase's deadline ------
     Case("sigstop-rank", "mid-run", "srun", False, "deadline", DEADLINE_BOUND, "job-ends", fixture=ONE_NODE),
     Case("sigstop-rank", "mid-run", "srun", True, "deadline", DEADLINE_BOUND, "job-ends", fixture=ONE_NODE),

@@ -12,7 +12,15 @@ import time
 
 import pytest
 
-from aiperf_mpi.job.deadlines import DEFAULT_BOUNDS, END_MARGIN, LOG_FSYNC, STARTUP, PhaseBounds, Watchdog
+from aiperf_mpi.job.deadlines import (
+    DEFAULT_BOUNDS,
+    END_MARGIN,
+    LOG_FSYNC,
+    STARTUP,
+    PhaseBounds,
+    Watchdog,
+    startup_bound_from_argv,
+)
 from aiperf_mpi.job.faults import HangPolicy
 from aiperf_mpi.job.master import HANG_STOP
 from aiperf_mpi.job.messages import EpochDone, EpochStarted
@@ -174,3 +182,40 @@ def test_when_the_drain_ends_a_group_silent_through_it_is_lost_and_a_speaking_on
     assert master.running == (0 if lost else 1)
     master.log.close()
     assert runlog.HANG_REASON == HANG_STOP
+
+
+@pytest.mark.parametrize(("argv", "bound"), [
+    (["--startup-deadline", "40"], 40.0),
+    (["--rehearse", "--startup-deadline=12.5", "--time-limit", "60"], 12.5),
+    (["--startup-deadline", "40", "--startup-deadline", "90"], 90.0),  # the last one, as argparse takes it
+    (["--time-limit", "60"], DEFAULT_BOUNDS.startup),
+    (["--startup-deadline"], DEFAULT_BOUNDS.startup),  # no value: the parser says so later
+    (["--startup-deadline", "soon"], DEFAULT_BOUNDS.startup),
+    (["--startup-deadline=0"], DEFAULT_BOUNDS.startup),
+    (["--startup-deadline", "-5"], DEFAULT_BOUNDS.startup),
+    (["--startup-deadline", "nan"], DEFAULT_BOUNDS.startup),
+    (["--startup-deadline", "inf"], DEFAULT_BOUNDS.startup),
+    (["--startup-deadline", "1e12"], DEFAULT_BOUNDS.startup),
+    (["--", "--startup-deadline", "40"], DEFAULT_BOUNDS.startup),
+    (["--startup-deadline-x", "40"], DEFAULT_BOUNDS.startup),
+], ids=lambda value: " ".join(value) if isinstance(value, list) else None)  # fmt: skip
+def test_the_start_up_bound_is_read_from_the_command_line_before_mpi_exists(argv: list[str], bound: float) -> None:
+    """main's SIGALRM inside MPI_Init takes it: a bad value falls back to the default, reported later by the parser."""
+    assert startup_bound_from_argv(argv) == bound
+
+
+def test_once_the_ranks_met_mpi_finalize_gets_what_is_left_of_the_phase_at_most_the_ends_bound() -> None:
+    """A training rank's end bound (grace + end + 120 s) no longer applies once every rank met: rank 0's end is
+    done, and a node-mate of a rank stopped after its part of the meeting must not wait 210 s in MPI_Finalize."""
+    now = [100.0]
+    watchdog = Watchdog(2, "node2", Recorder(), clock=lambda: now[0], tick=0.05)
+    assert watchdog.finalize_bound(120.0) == 120.0  # no phase, no configuration: the default
+    watchdog.enter("the end", DEFAULT_BOUNDS.training_rank_end(60.0), "a training rank's end", 5)
+    now[0] += 10.0
+    assert watchdog.finalize_bound(120.0) == 60.0 + 900.0 + END_MARGIN - 10.0
+    watchdog.after_meeting = 30.0
+    assert watchdog.finalize_bound(120.0) == 30.0
+    now[0] += DEFAULT_BOUNDS.training_rank_end(60.0) - 15.0  # 5 s left of the phase: less than the end's bound
+    assert watchdog.finalize_bound(120.0) == 5.0
+    watchdog.leave()
+    assert watchdog.finalize_bound(120.0) == 30.0
