@@ -30,8 +30,9 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.mpi]
 [ROW] = [c for c in CASES if (c.failure, c.phase, c.launcher, c.fault_tolerance) == ("kill-9-rank", "mid-run", "srun",
                                                                                      False)]  # fmt: skip
 BOUND = ROW.bound_s
-"""seconds from the kill to the job's end: the matrix's bound for this row (3.7 s measured on two nodes, 18.5 s on
-one where the master scored and wrote its report first)"""
+"""seconds from the kill to the job's end: the matrix's bound for this row (3.3–7.5 s measured on two nodes, where
+Open MPI aborts on the lost TCP connection before srun's SIGTERM and no score is written; 18.5 s on one node, where
+the master scored on the SIGTERM and wrote its report first)"""
 ARGS = "--rehearse --rehearse-rate 2e10 --seed-model tiny --group-size 2 --score-step 10 --progress-interval 10"
 
 
