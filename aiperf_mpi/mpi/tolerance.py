@@ -153,8 +153,9 @@ def start_line(on: bool, why: str, started_by: str = "unknown", hang=None) -> st
                 f"within about a second; group_lost, the other groups train on); a hung rank costs its group {hung}; "
                 "rank 0's death ends the job, --resume continues it")  # fmt: skip
     dead = {
-        "srun": "Slurm ends the step within seconds (SIGTERM with --kill-on-bad-exit=1: rank 0 scores on it if it "
-                "gets to it, which it did on one node and not on two; SIGKILL without it: no score)",
+        "srun": "Slurm ends the step within seconds (on one node by SIGTERM with --kill-on-bad-exit=1, on which rank "
+                "0 scores; across nodes over TCP Open MPI aborts on the lost connection first and Slurm SIGKILLs the "
+                "step, no score; without --kill-on-bad-exit SIGKILL, no score)",
         "mpirun": "mpirun ends every rank within about a second (the score may be lost)",
     }.get(started_by, "the launcher ends the job")
     hung = f" ({deadline(hang)})" if hang is not None else ""

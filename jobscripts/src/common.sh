@@ -99,8 +99,10 @@ case $LAUNCHER in
     srun)
         # --mpi=pmix for Open MPI; pmi2 for MPICH / Intel MPI.  Without the right --mpi every task
         # would start as a world of one: aiperf_mpi refuses that launch with one line.  --kill-on-bad-exit=1:
-        # when a rank dies, srun sends the others SIGTERM at once (0.1 s, measured) and rank 0 writes the score;
-        # without it Slurm's PMIx plugin ends the step by SIGKILL within a second, no score (docs/cluster.md).
+        # when a rank dies, srun sends the others SIGTERM at once (0.1 s, measured), and on one node rank 0 writes
+        # the score; across nodes over TCP Open MPI aborts on the lost connection first and Slurm SIGKILLs the
+        # step (0.15 s), no score; without it Slurm's PMIx plugin SIGKILLs the step within a second, no score
+        # (docs/cluster.md, "A direct srun across nodes"); --resume scores an ended run.
         exec srun --mpi=pmix --kill-on-bad-exit=1 python -m aiperf_mpi "${ARGS[@]}" ;;
     mpirun)
         # Open MPI or MPICH mpirun read the allocation.  mpirun answers SIGTERM by killing the ranks at

@@ -4,10 +4,10 @@ The templates' default launch, ``srun --mpi=pmix`` (Slurm's PMIx, no PRRTE), of 
 one test node: 3 tasks, ``--group-size 2`` (rank 0 the master, ranks 1 and 2 one group, leader 1), a rehearsal
 (no TensorFlow).  Once the group has logged an epoch its training rank 2 is killed with SIGKILL.  Slurm's PMIx
 reports nothing to the other ranks; ``srun --kill-on-bad-exit=1`` (the template's, fault tolerance off) ends the
-step (SIGTERM to every task: the master may score at once on its way out; measured 18.5 s to the job's end
-under load, the master's score and report included), within :data:`BOUND` s: the job FAILED, no group lost, no
-process left, the log intact, and a ``--resume`` (mpirun, a 15 s segment) scores it once more with a log that
-verifies.  The same row in
+step (SIGTERM to every task 0.15 s after the kill: the master scores at once on its way out; measured 18.3–18.5 s
+to the job's end under load, the master's score and report included), within :data:`BOUND` s: the job FAILED, no
+group lost, one score, no process left, the log intact, and a ``--resume`` (mpirun, a 15 s segment) scores it
+once more with a log that verifies.  The same row in
 the two-node Slurm, and the rest of the matrix, are tests/multinode/test_failures.py (``make test-multinode``).
 """
 
@@ -30,8 +30,9 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.mpi]
 [ROW] = [c for c in CASES if (c.failure, c.phase, c.launcher, c.fault_tolerance) == ("kill-9-rank", "mid-run", "srun",
                                                                                      False)]  # fmt: skip
 BOUND = ROW.bound_s
-"""seconds from the kill to the job's end: the matrix's bound for this row (3.7 s measured on two nodes, 18.5 s on
-one where the master scored and wrote its report first)"""
+"""seconds from the kill to the job's end: the matrix's bound for this row (3.3–7.5 s measured on two nodes, where
+Open MPI aborts on the lost TCP connection before srun's SIGTERM and no score is written; 18.5 s on one node, where
+the master scored on the SIGTERM and wrote its report first)"""
 ARGS = "--rehearse --rehearse-rate 2e10 --seed-model tiny --group-size 2 --score-step 10 --progress-interval 10"
 
 
@@ -68,8 +69,10 @@ def test_kill_9_of_a_training_rank_under_srun_ends_the_job_in_seconds_and_the_ru
     assert not first.truncated_tail
     kinds = [e[runlog.EVENT] for e in first.events]
     # nothing reported the death to the master (no group_lost): srun ended the step, with SIGTERM to every task
-    # (--kill-on-bad-exit=1), which the master may have answered with a score at once before it went
-    assert runlog.GROUP_LOST not in kinds and kinds.count(runlog.SCORE) <= 1, kinds
+    # (--kill-on-bad-exit=1), which the master answers with a score at once.  On one node it always gets there: the
+    # ranks share memory and no connection closes (across nodes Open MPI's TCP transport aborts the step first, and
+    # the two-node row asserts no score: tests/support/failure_matrix.TCP_ABORT_FIRST)
+    assert runlog.GROUP_LOST not in kinds and kinds.count(runlog.SCORE) == 1, kinds
 
     second = run_mpi(3, ["-m", "aiperf_mpi", "--resume", str(run_dir), "--time-limit", "15"], timeout=180)
     assert second.returncode == 0, second.output[-4000:]

@@ -81,7 +81,8 @@ def test_the_start_line_says_what_a_failure_costs() -> None:
     why = fault_tolerance({**SRUN, **FT}, OPEN_MPI)[1]
     srun = start_line(False, why, "srun", hang)
     assert srun.startswith("aiperf_mpi: fault tolerance off (direct srun: ")
-    assert "Slurm ends the step within seconds" in srun and "rank 0 scores on it if it gets to it" in srun
+    assert "Slurm ends the step within seconds (on one node by SIGTERM" in srun and "on which rank 0 scores" in srun
+    assert "across nodes over TCP Open MPI aborts on the lost connection first" in srun  # docs/cluster.md
     assert "a hung rank ends the run with its score at its group's deadline" in srun  # the deadlines of issue 43
     first = start_line(False, why, "srun", HangPolicy(first_model=3600.0, tolerant=False))
     assert "3600 s in its first model, then 3 × the group's longest epoch" in first
