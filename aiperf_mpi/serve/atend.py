@@ -47,6 +47,7 @@ from pathlib import Path
 from aiperf_mpi.errors import EXIT_FATAL, EXIT_TERMINATED
 from aiperf_mpi.job.deadlines import THE_END
 from aiperf_mpi.job.session import ServingAtEnd
+from aiperf_mpi.serve import ServeError
 
 PROGRAM = "aiperf_mpi"
 SERVE_DIR = "serve"
@@ -59,6 +60,8 @@ LEAST_SECONDS = 20.0
 UNBOUNDED = 3600.0
 """the publish's timeout where no watchdog bounds the end (an in-process caller)"""
 OUTCOME_DONE = "done"
+VERDICT = ("check", "problems")
+"""``serve.json``'s verdict of the check run at the end: a reviewer's check runs it again rather than compare it"""
 
 
 @dataclass(frozen=True)
@@ -108,11 +111,11 @@ def time_left(remaining: float | None) -> float:
     return UNBOUNDED if remaining is None else remaining - END_MARGIN
 
 
-def serve_arguments(paths: ServePaths, batch: int, progress_interval: float) -> list[str]:
-    """The ``serve run`` command line the training ranks run: the run's validation split, offline only (the
+def serve_arguments(paths: ServePaths, data: str, batch: int, progress_interval: float) -> list[str]:
+    """The ``serve run`` command line the training ranks run: ``data`` (the run's validation split), offline only (the
     figures of a whole pass; the latency scenarios measure one device, which the standalone tool does), no peak
     probe (the run probed each group's at start-up: the ``peak`` events of its log)."""
-    return [str(paths.bundle), "--data", "run", "--out", str(paths.predictions), "--log-dir", str(paths.log_dir),
+    return [str(paths.bundle), "--data", data, "--out", str(paths.predictions), "--log-dir", str(paths.log_dir),
             "--scenarios", "offline", "--batch", str(batch), "--peak-seconds", "0",
             "--progress-interval", f"{progress_interval:g}"]  # fmt: skip
 
@@ -232,10 +235,24 @@ def plan_on_master(end: ServingAtEnd, top: int) -> dict:
     if why:
         warn(why)
         return {"skip": why}
+    try:
+        data = validation_data(paths.bundle)
+    except (OSError, ValueError, ServeError) as exc:
+        warn(str(exc))
+        return {"skip": str(exc)}
     paths.log_dir.mkdir()
     print(f"{PROGRAM}: serving at the end: published the best {top} in {paths.bundle} ({published:.1f} s); "
-          "serving the validation split on every training rank", flush=True)  # fmt: skip
-    return {"argv": serve_arguments(paths, SERVE_BATCH, config.progress_interval), "publish_seconds": published}
+          f"serving {data} on every training rank", flush=True)  # fmt: skip
+    return {"argv": serve_arguments(paths, data, SERVE_BATCH, config.progress_interval), "publish_seconds": published}
+
+
+def validation_data(bundle: Path) -> str:
+    """The ``--data`` of the run's validation split, as ``serve run --data run`` resolves it from the manifest
+    (:func:`aiperf_mpi.serve.inputs.run_data`), named so that the serving log says which data it served."""
+    from aiperf_mpi.serve.bundle import MANIFEST
+    from aiperf_mpi.serve.inputs import run_data
+
+    return run_data(json.loads((bundle / MANIFEST).read_text(encoding="utf-8")))
 
 
 SERVE_BATCH = 32
@@ -245,7 +262,6 @@ SERVE_BATCH = 32
 def record_on_master(end: ServingAtEnd, top: int, plan: dict, statuses: list[int | None]) -> None:
     """Rank 0, after the serving ranks: the reviewer's check of their log, ``serve.json`` and the figures' line."""
     from aiperf_mpi.results.runlog import write_whole
-    from aiperf_mpi.serve import ServeError
     from aiperf_mpi.serve.check import check_run
     from aiperf_mpi.serve.log import SUMMARY
 
@@ -326,3 +342,49 @@ def serve_at_end(top: int) -> Callable[[ServingAtEnd], None]:
                 end.watchdog.rename(THE_END, "the score is on disk (score.json); ending the job")
 
     return hook
+
+
+# --------------------------------------------------------------------------- the reviewer's check of serve.json
+
+
+def check_record(run_dir: Path | str) -> list[str]:
+    """``RUN_DIR/serve.json`` believed in nothing (``python -m aiperf_mpi.serve check RUN_DIR``): its serving log and
+    bundle recounted by the reviewer's check (:func:`aiperf_mpi.serve.check.check_run`), each figure of it
+    recomputed from that log, and its groups and ranks held to the run's own ``layout`` (every training rank of
+    every group served).  Every disagreement, in words (empty: it holds)."""
+    from aiperf_mpi.results.logmodel import read_model
+    from aiperf_mpi.serve.check import check_run, summary_of
+
+    run_dir = Path(run_dir)
+    path = run_dir / RECORD_FILE
+    if not path.is_file():
+        raise ServeError(f"{run_dir} has no {RECORD_FILE}: the run did not serve at its end (--serve-at-end)")
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ServeError(f"{path} is not JSON ({exc})") from None
+    if not isinstance(record, dict) or record.get("format") != RECORD_FORMAT or not isinstance(
+            record.get("segment"), int):  # fmt: skip
+        raise ServeError(f"{path} is not a {RECORD_FORMAT} record")
+    paths = ServePaths(run_dir, record["segment"])
+    problems = check_run(paths.log_dir, paths.bundle)
+    try:
+        publish = float(record["publish_seconds"])
+        recomputed = serve_record(summary_of(paths.log_dir), list(problems), paths, record.get("top"),
+                                  record.get("groups"), publish)  # fmt: skip
+    except (KeyError, TypeError, ValueError) as exc:
+        return [*problems, f"{RECORD_FILE}: {type(exc).__name__}: {exc}"]
+    for key, value in recomputed.items():
+        if key not in VERDICT and record.get(key) != value:
+            problems.append(f"{RECORD_FILE} {key}: {record.get(key)!r}; its serving log gives {value!r}")
+    segments = read_model(run_dir, require_start=False, keep_ended=False).segment_records
+    layout = segments[paths.segment - 1].layout if 0 < paths.segment <= len(segments) else None
+    groups = (layout or {}).get("groups") or []
+    ranks = sum(len(group.get("ranks", [])) for group in groups)
+    if (record.get("groups"), record.get("ranks")) != (len(groups), ranks):
+        problems.append(f"{RECORD_FILE}: served on {record.get('ranks')} rank(s) of {record.get('groups')} "
+                        f"group(s); segment {paths.segment}'s layout has {ranks} training rank(s) in {len(groups)} "
+                        "group(s)")  # fmt: skip
+    if record.get("top") != len(json.loads((paths.bundle / "manifest.json").read_text(encoding="utf-8"))["members"]):
+        problems.append(f"{RECORD_FILE}: top {record.get('top')!r} is not the bundle's number of members")
+    return problems
