@@ -135,9 +135,10 @@ def build_parser() -> argparse.ArgumentParser:
         const=1,
         default=None,
         metavar="K",
-        help="after the score, the report and the export, publish the run's K best models (default 1; an ensemble "
-        "when K > 1) and serve them over the validation split on every training rank: the inference figures go "
-        "to RUN_DIR/serve.json and RUN_DIR/serve/, never into the score; within --end-deadline (docs/serve.md)",
+        help="after the score, the report and the export, publish the run's K best models (1 if K is omitted; "
+        "an ensemble when K > 1) and serve them over the validation split on every training rank: the inference "
+        "figures go to RUN_DIR/serve.json and RUN_DIR/serve/, never into the score; within --end-deadline "
+        "(docs/serve.md)",
     )
     run = parser.add_argument_group("the run")
     run.add_argument("--config", metavar="FILE", help="a TOML file of run options (see docs/running.md)")

@@ -52,9 +52,10 @@ def _check(options: argparse.Namespace) -> int:
     if problems:
         print(f"{PROG} check: {options.log_dir}: {len(problems)} problem(s)")
         return 1
+    besides = "" if options.bundle else "; serve.json recomputed from them, its ranks held to the run's layout"
     print(
         f"{PROG} check: {options.log_dir}: PASS (bundle files and forward counts, shards, offline figures, "
-        "predictions, scenarios, mllog and summary recounted)"
+        f"predictions, scenarios, mllog and summary recounted{besides})"
     )
     return 0
 
