@@ -228,8 +228,8 @@ DEADLINE_HELP = {
                         "line: a hang in start-up",
     "first_model_deadline": "a group silent this long in its first model (search, build, trace, first epoch) is "
                             "lost, or, with fault tolerance off, ends the run with its score",
-    "end_deadline": "rank 0's end after the drain (score, report, MPI's end) may take this long; then it ends the "
-                    "job, its score on disk",
+    "end_deadline": "rank 0's end after the drain (score, report, export, --serve-at-end, MPI's end) may take this "
+                    "long; then it ends the job, its score on disk",
     "io_deadline": "an fsync of rank 0's run log that takes longer ends the job in one line: a hung file system",
 }
 """the ``--*-deadline`` options' help, by field"""

@@ -60,6 +60,8 @@ LEAST_SECONDS = 20.0
 UNBOUNDED = 3600.0
 """the publish's timeout where no watchdog bounds the end (an in-process caller)"""
 OUTCOME_DONE = "done"
+SERVED_DATA = ("digits", "hdf5")
+"""the data sets whose validation split ``serve run --data run`` reads (:func:`aiperf_mpi.serve.inputs.run_data`)"""
 VERDICT = ("check", "problems")
 """``serve.json``'s verdict of the check run at the end: a reviewer's check runs it again rather than compare it"""
 
@@ -101,6 +103,9 @@ def why_not_serve(outcome: str | None, rehearse: bool, dataset: str) -> str:
         return "a rehearsal trains no model (--rehearse)"
     if dataset == "synthetic":
         return "synthetic data has no accuracy to choose the best models by"
+    if dataset not in SERVED_DATA:
+        return (f"serving at the end reads {' and '.join(SERVED_DATA)} data, not {dataset}: publish and serve it "
+                "afterwards (python -m aiperf_mpi.serve publish, then run … --data)")  # fmt: skip
     if outcome != OUTCOME_DONE:
         return f"the run did not end normally ({outcome}): no time is left to serve"
     return ""

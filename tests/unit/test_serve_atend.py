@@ -58,7 +58,8 @@ def test_with_resume_the_option_applies_to_the_resumed_segments_end() -> None:
 
 @pytest.mark.parametrize(("outcome", "rehearse", "dataset", "why"), [
     ("done", False, "digits", ""),
-    ("done", False, "imagenet", ""),
+    ("done", False, "hdf5", ""),
+    ("done", False, "imagenet", "reads digits and hdf5 data, not imagenet"),
     ("done", True, "digits", "a rehearsal trains no model"),
     ("done", False, "synthetic", "synthetic data has no accuracy"),
     ("terminated", False, "digits", "did not end normally (terminated)"),
@@ -119,3 +120,22 @@ def test_the_figures_line_names_every_figure(tmp_path) -> None:
                   "time to solution 10.5 s (publish 7.5 s)", "check PASS",
                   "beside the score, never in it"):  # fmt: skip
         assert shown in line, (shown, line)
+
+
+def test_a_run_end_with_too_little_of_its_deadline_left_serves_nothing_and_says_so(tmp_path, capsys) -> None:
+    """The end's own watchdog (a clock the test holds still): 40 s left of --end-deadline is less than the margin
+    for MPI's end and the least serving is begun with, so nothing is published; one warning line."""
+    from aiperf_mpi.config import RunConfig
+    from aiperf_mpi.job.deadlines import THE_END, Watchdog
+    from aiperf_mpi.job.session import ServingAtEnd
+    from aiperf_mpi.serve.atend import plan_on_master
+
+    fired: list[int] = []
+    watchdog = Watchdog(0, "h0", fired.append, clock=lambda: 1000.0)
+    watchdog.enter(THE_END, END_MARGIN + LEAST_SECONDS - 10, "the score is on disk", 5)
+    end = ServingAtEnd(None, "master", tmp_path, 1, 2, RunConfig(dataset="digits"), "done", watchdog)
+    plan = plan_on_master(end, 2)
+    assert plan == {"skip": f"only {END_MARGIN + LEAST_SECONDS - 10:.0f} s of --end-deadline are left"}
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == [f"aiperf_mpi: warning: no serving at the end: {plan['skip']}"]
+    assert not (tmp_path / "serve").exists() and fired == []
