@@ -104,6 +104,8 @@ class ServingAtEnd:
     """on rank 0, how the master loop ended (``done``: normally); None on the other ranks"""
     watchdog: Watchdog | None = None
     stop_flag: object = None
+    report: Callable[[Path], None] | None = None
+    """the run's report hook (:attr:`EndOfRunHooks.report`): made again once the serving's figures are on disk"""
 
 
 NO_HOOKS = EndOfRunHooks()

@@ -217,7 +217,7 @@ def _serving_at_end(context: RankContext, role: str, config: RunConfig, outcome:
     """What this rank takes into serving at the run's end (``--serve-at-end``)."""
     return ServingAtEnd(context.comm, role, Path(context.prepared.run_dir), context.prepared.segment,
                         len(context.layout.plan.groups), config, outcome, context.watchdog,
-                        context.stop_flag)  # fmt: skip
+                        context.stop_flag, context.end.report)  # fmt: skip
 
 
 @dataclass

@@ -16,7 +16,9 @@ run that ended normally, the job goes on for a bounded while:
    group is only a set of ranks to an inference pass: no all-reduce joins them).  Each rank serves on the device
    it trained on; rank 0 (no device) and the relays wait;
 3. **rank 0 checks and records**: it runs the reviewer's check on the serving log and writes ``RUN_DIR/serve.json``
-   (the figures, the check's verdict, where the bundle and the log are) and one line of figures.
+   (the figures, the check's verdict, where the bundle and the log are) and one line of figures, then makes the
+   report again, whose section "Serving at the end" reads ``serve.json`` (the report was first made before
+   serving, so a serving that fails or outlives the deadline cannot cost it).
 
 The inference figures live in their own files — the serving run's event log ``serve_events.jsonl``, its
 ``:::MLLOG`` lines ``mllog.log`` and ``summary.json`` under ``RUN_DIR/serve/segment-N/log/``, and
@@ -286,6 +288,12 @@ def record_on_master(end: ServingAtEnd, top: int, plan: dict, statuses: list[int
     print(figures_line(record, end.run_dir), flush=True)
     for problem in problems:
         print(f"{PROGRAM}: warning: serving check: {problem}", file=sys.stderr, flush=True)
+    remaining = end.watchdog.remaining() if end.watchdog is not None else None
+    if end.report is not None and time_left(remaining) >= LEAST_SECONDS:  # its section "Serving at the end"
+        end.report(end.run_dir)  # never raises: a failure costs the report, as at the end
+    elif end.report is not None:
+        print(f"{PROGRAM}: the report lacks the serving's figures (too little of --end-deadline is left): python -m "
+              f"analysis.report {end.run_dir} adds them", flush=True)  # fmt: skip
 
 
 # --------------------------------------------------------------------------- every rank: the collectives

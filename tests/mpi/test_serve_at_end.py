@@ -71,6 +71,9 @@ def test_every_group_serves_the_published_ensemble_beside_the_score(tmp_path) ->
         record["samples"] * record["forward_ops_per_sample"] / record["offline_seconds"], rel=1e-12)
     assert 0 <= record["accuracy"]["ensemble"] <= 1 and len(record["accuracy"]["members"]) == 2
     assert record["time_to_solution"] == pytest.approx(record["publish_seconds"] + record["serve_seconds"])
+    report = (run_dir / "report" / "report.md").read_text()  # made again, with the serving's section
+    assert "## Serving at the end (inference, not part of the score)" in report
+    assert "| served on | 3 training rank(s) of 3 group(s), segment 1 |" in report
     log_dir = run_dir / record["log_dir"]
     events = [json.loads(line)["event"] for line in (log_dir / "serve_events.jsonl").read_text().splitlines()]
     assert events.count("shard") == 3 and {"serve_start", "offline", "accuracy", "serve_stop"} <= set(events)
@@ -122,4 +125,5 @@ def test_a_serving_that_cannot_publish_costs_the_serving_never_the_score(tmp_pat
     assert len(warnings) == 1 and "--top 500:" in warnings[0], done.output[-3000:]
     assert "aiperf_mpi: score " in done.output and (run_dir / "best" / "model.keras").is_file()
     assert (run_dir / "score.json").is_file() and not (run_dir / "serve.json").exists()
+    assert "Serving at the end" not in (run_dir / "report" / "report.md").read_text()
     assert verify(run_dir).ok

@@ -139,3 +139,36 @@ def test_a_run_end_with_too_little_of_its_deadline_left_serves_nothing_and_says_
     lines = capsys.readouterr().err.splitlines()
     assert lines == [f"aiperf_mpi: warning: no serving at the end: {plan['skip']}"]
     assert not (tmp_path / "serve").exists() and fired == []
+
+
+def test_the_report_has_a_serving_section_only_when_the_run_served(tmp_path) -> None:
+    """analysis.report reads serve.json beside score.json into a section of its own (the section alone is built
+    here: a whole report's plots cost seconds)."""
+    import json
+
+    from aiperf_mpi.results.logmodel import read_model
+    from analysis.metrics import run_score
+    from analysis.report import _Builder
+    from tests.support.event_logs import known_run
+
+    run_dir = known_run(tmp_path / "run")
+    run = read_model(run_dir)
+
+    def section() -> str:
+        builder = _Builder(run, run_score(run), tmp_path)
+        builder.serving()
+        return builder.doc.markdown(tmp_path)
+
+    assert "Serving at the end" not in section()
+    (run_dir / "serve.json").write_text(json.dumps(serve_record(SUMMARY, [], ServePaths(run_dir, 1), 2, 3, 7.5)))
+    text = section()
+    assert "## Serving at the end (inference, not part of the score)" in text
+    for row in ("| servable | ensemble of 2 (run-top2) |",
+                "| served on | 3 training rank(s) of 3 group(s), segment 1 |",
+                "| samples/s | 720.0 in all; per rank 230.0 – 250.0 |",
+                "| inference ops/s | 720 kOPS (1 k analytic",
+                "| accuracy | 0.5000 (members: task-7 0.4500, task-1 0.4000) |",
+                "| reviewer's check | PASS at the run's end"):  # fmt: skip
+        assert row in text, (row, text)
+    (run_dir / "serve.json").write_text("{")
+    assert "`serve.json` cannot be read: JSONDecodeError" in section()
