@@ -329,6 +329,16 @@ def serve_on_ranks(serving, argv: list[str]) -> int:
         return EXIT_FATAL
 
 
+def guarded(step: Callable[[], object], instead: object) -> object:
+    """Rank 0's steps never raise (the score is on disk; an exception would end the job with status 1): an
+    unexpected error is one warning line, and ``instead`` is what the step gives."""
+    try:
+        return step()
+    except Exception as exc:  # noqa: BLE001 - whatever went wrong is one line; the score and the log stand
+        warn(f"{type(exc).__name__}: {exc}")
+        return instead
+
+
 def serve_at_end(top: int) -> Callable[[ServingAtEnd], None]:
     """The hook ``--serve-at-end K`` injects (:class:`~aiperf_mpi.job.session.EndOfRunHooks`): collective over the
     world, called by every rank after its role's end."""
@@ -337,7 +347,7 @@ def serve_at_end(top: int) -> Callable[[ServingAtEnd], None]:
         from mpi4py import MPI
 
         comm, master = end.comm, end.role == "master"
-        plan = plan_on_master(end, top) if master else None
+        plan = guarded(lambda: plan_on_master(end, top), {"skip": "an error"}) if master else None
         meet(comm, end.stop_flag, "while rank 0 published the bundle")
         plan = comm.bcast(plan, root=0)
         if "argv" not in plan:
@@ -350,7 +360,7 @@ def serve_at_end(top: int) -> Callable[[ServingAtEnd], None]:
         meet(comm, end.stop_flag, "while the training ranks served")
         statuses = comm.gather(status, root=0)
         if master:
-            record_on_master(end, top, plan, statuses)
+            guarded(lambda: record_on_master(end, top, plan, statuses), None)
             if end.watchdog is not None:
                 end.watchdog.rename(THE_END, "the score is on disk (score.json); ending the job")
 

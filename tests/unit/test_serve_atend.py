@@ -172,3 +172,14 @@ def test_the_report_has_a_serving_section_only_when_the_run_served(tmp_path) -> 
         assert row in text, (row, text)
     (run_dir / "serve.json").write_text("{")
     assert "`serve.json` cannot be read: JSONDecodeError" in section()
+
+
+def test_an_unexpected_error_on_rank_0_is_one_warning_line_never_an_exception(capsys) -> None:
+    from aiperf_mpi.serve.atend import guarded
+
+    def broken() -> dict:
+        raise KeyError("members")
+
+    assert guarded(broken, {"skip": "an error"}) == {"skip": "an error"}
+    assert capsys.readouterr().err == "aiperf_mpi: warning: no serving at the end: KeyError: 'members'\n"
+    assert guarded(lambda: {"argv": []}, None) == {"argv": []}
