@@ -28,10 +28,14 @@ RUN_ARGS = ["--seed-model", "tiny", "--max-epochs", "1", "--time-limit", "30", "
 of the best 2 needs two models' weights; the default keeps only what the search may still inherit)"""
 
 
-def serve_check(*args: str) -> subprocess.CompletedProcess:
+def serve_cli(*args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-m", "aiperf_mpi.serve", "check", *args], capture_output=True,
-                          text=True, timeout=300, env=env)  # fmt: skip
+    return subprocess.run([sys.executable, "-m", "aiperf_mpi.serve", *args], capture_output=True, text=True,
+                          timeout=300, env=env)  # fmt: skip
+
+
+def serve_check(*args: str) -> subprocess.CompletedProcess:
+    return serve_cli("check", *args)
 
 
 def edited(source: Path, into: Path, relative: str, change) -> Path:
@@ -96,6 +100,12 @@ def test_every_group_serves_the_published_ensemble_beside_the_score(tmp_path) ->
     assert passed.returncode == 0 and "PASS" in passed.stdout, passed.stdout + passed.stderr
     bundle = run_dir / record["bundle"]
     assert serve_check(str(log_dir), str(bundle)).returncode == 0
+    # the same bundle served by one process, as on a laptop: the in-job predictions, bit for bit
+    one = serve_cli("run", str(bundle), "--data", "digits", "--out", str(tmp_path / "one.npz"), "--scenarios",
+                    "offline", "--peak-seconds", "0")  # fmt: skip
+    assert one.returncode == 0, one.stderr[-3000:]
+    same = serve_cli("compare", str(tmp_path / "one.npz"), str(log_dir / "predictions.npz"))
+    assert same.returncode == 0 and "IDENTICAL: 360 rows" in same.stdout, same.stdout
 
     def faster(event: dict) -> None:
         if event["event"] == "offline":
