@@ -52,7 +52,7 @@ def rank_main(comm: MPI.Comm, argv: Sequence[str] | None, stop_flag: StopFlag, w
     from aiperf_mpi.mpi.run import agree, run_benchmark
 
     config = agree(comm, lambda: load_config(options.config, run_overrides(options)))
-    end = end_of_run_hooks() if options.report else no_report_hooks()
+    end = end_of_run_hooks(options.serve_at_end) if options.report else no_report_hooks()
     return run_benchmark(comm, config, choose_backend, end, resume=options.resume, stop_flag=stop_flag,
                          watchdog=watchdog)  # fmt: skip
 
@@ -118,12 +118,18 @@ def _probe_peak(group_comm: MPI.Comm, precision: str, seconds: float) -> dict | 
     return group_peak(group_comm, precision, seconds)
 
 
-def end_of_run_hooks() -> EndOfRunHooks:
-    """After the score: the report, and (after a run that ended normally) the best model's export."""
+def end_of_run_hooks(serve_top: int | None = None) -> EndOfRunHooks:
+    """After the score: the report, and (after a run that ended normally) the best model's export; with
+    ``--serve-at-end K`` (``serve_top``), the K best served on every training rank (:mod:`aiperf_mpi.serve.atend`)."""
     from aiperf_mpi.job.session import EndOfRunHooks
     from analysis.after_run import export_best, write_report
 
-    return EndOfRunHooks(report=write_report, export=export_best)
+    serve = None
+    if serve_top:
+        from aiperf_mpi.serve.atend import serve_at_end
+
+        serve = serve_at_end(serve_top)
+    return EndOfRunHooks(report=write_report, export=export_best, serve=serve)
 
 
 def no_report_hooks() -> EndOfRunHooks:

@@ -128,6 +128,18 @@ def build_parser() -> argparse.ArgumentParser:
         "as soon as the score is on disk (python -m analysis.report RUN_DIR and python -m aiperf_mpi.export "
         "--single-copy RUN_DIR make them later)",
     )
+    parser.add_argument(
+        "--serve-at-end",
+        type=positive_int,
+        nargs="?",
+        const=1,
+        default=None,
+        metavar="K",
+        help="after the score, the report and the export, publish the run's K best models (1 if K is omitted; "
+        "an ensemble when K > 1) and serve them over the validation split on every training rank: the inference "
+        "figures go to RUN_DIR/serve.json and RUN_DIR/serve/, never into the score; within --end-deadline "
+        "(docs/serve.md)",
+    )
     run = parser.add_argument_group("the run")
     run.add_argument("--config", metavar="FILE", help="a TOML file of run options (see docs/running.md)")
     run.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its event log")
@@ -216,8 +228,8 @@ DEADLINE_HELP = {
                         "line: a hang in start-up",
     "first_model_deadline": "a group silent this long in its first model (search, build, trace, first epoch) is "
                             "lost, or, with fault tolerance off, ends the run with its score",
-    "end_deadline": "rank 0's end after the drain (score, report, MPI's end) may take this long; then it ends the "
-                    "job, its score on disk",
+    "end_deadline": "rank 0's end after the drain (score, report, export, --serve-at-end, MPI's end) may take this "
+                    "long; then it ends the job, its score on disk",
     "io_deadline": "an fsync of rank 0's run log that takes longer ends the job in one line: a hung file system",
 }
 """the ``--*-deadline`` options' help, by field"""
@@ -263,10 +275,14 @@ def check_mode(options: argparse.Namespace) -> None:
              if value is not None and name not in ("group_size", "relays")]  # both shape --layout too
     if options.json and not options.layout:
         raise UsageError("--json only applies to --layout")
+    if options.serve_at_end and not options.report:
+        raise UsageError("--serve-at-end does not apply with --no-report, which ends the job as soon as the score is "
+                         "on disk: serve afterwards with python -m aiperf_mpi.serve (docs/serve.md)")  # fmt: skip
     if options.layout:
         ignored = [_flag(n) for n in given] + (["--config"] if options.config else [])
         ignored += [] if options.report else ["--no-report"]
         ignored += ["--resume"] if options.resume else []
+        ignored += ["--serve-at-end"] if options.serve_at_end else []
         if ignored:
             raise UsageError(f"{_listed(ignored)} not apply to --layout, which only prints the layout")
     elif options.resume:

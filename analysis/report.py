@@ -16,6 +16,7 @@ small run (see BENCHMARKS.md for a 500,000-epoch log).
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 from pathlib import Path
@@ -44,6 +45,10 @@ from analysis.metrics import (
 
 MAX_TABLE_ROWS = 32
 """per-group, failure and staging tables list at most this many rows (then a summary line)"""
+
+
+SERVE_RECORD = "serve.json"
+"""``--serve-at-end``'s record beside ``score.json`` (:mod:`aiperf_mpi.serve.atend`, which this room may not import)"""
 
 
 def si(value: float | None, unit: str = "") -> str:
@@ -128,6 +133,7 @@ class _Builder:
         self.time_split()
         self.monitor()
         self.best_model()
+        self.serving()
         self.failures()
         self.staging()
         self.log()
@@ -387,6 +393,41 @@ class _Builder:
         path = plots.plot_op_breakdown(rows, f"Model {best.id}: operations per training sample by layer type",
                                        self.out / "op_breakdown.png", mark=self.mark)  # fmt: skip
         self.doc.image(path, "operations by layer type of the best model")
+
+    def serving(self) -> None:
+        """``--serve-at-end``'s inference figures (``RUN_DIR/serve.json``, :mod:`aiperf_mpi.serve.atend`): a section
+        of their own, beside the score and never part of it; none when the run did not serve."""
+        path = self.run.run_dir / SERVE_RECORD
+        if not path.is_file():
+            return
+        self.doc.heading("Serving at the end (inference, not part of the score)")
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+            per_rank = [float(v) for v in record["samples_per_second_per_rank"]]
+            accuracy = record.get("accuracy") or {}
+            rows = [
+                ["servable", f"{record['type']} of {record['top']} ({record['servable']})"],
+                ["served on", f"{record['ranks']} training rank(s) of {record['groups']} group(s), segment "
+                              f"{record['segment']}"],
+                ["data", f"{record['samples']:,} samples of {record['data']}, batch {record['batch']}"],
+                ["samples/s", f"{float(record['samples_per_second']):.1f} in all; per rank {min(per_rank):.1f} – "
+                              f"{max(per_rank):.1f}"],
+                ["inference ops/s", f"{si(float(record['inference_ops_per_second']), 'OPS')} "
+                                    f"({si(float(record['forward_ops_per_sample']))} analytic forward ops a sample)"],
+                ["accuracy", "–" if not accuracy else f"{accuracy['ensemble']:.4f} (members: " + ", ".join(
+                    f"{name} {value:.4f}" for name, value in accuracy["members"].items()) + ")"],
+                ["time to solution", f"{duration(record['time_to_solution'])} (publish "
+                                     f"{duration(record['publish_seconds'])}, serve "
+                                     f"{duration(record['serve_seconds'])})"],
+                ["reviewer's check", f"{record['check']} at the run's end (python -m aiperf_mpi.serve check "
+                                     f"{self.run.run_dir})"],
+            ]  # fmt: skip
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            self.doc.paragraph(f"`{SERVE_RECORD}` cannot be read: {type(exc).__name__}: {exc}")
+            return
+        self.doc.paragraph(f"The run's best models, published and served over its validation split by every training "
+                           f"rank after the score (`{SERVE_RECORD}`; the serving log in `{record.get('log_dir')}`).")
+        self.doc.table(["figure", "value"], rows)
 
     def failures(self) -> None:
         run = self.run

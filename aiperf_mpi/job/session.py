@@ -83,6 +83,29 @@ class EndOfRunHooks:
 
     report: Callable[[Path], None] | None = None
     export: Callable[[Path, str], None] | None = None
+    serve: Callable[[ServingAtEnd], None] | None = None
+    """``--serve-at-end``: called on EVERY rank once its role has ended (rank 0's after the report and the export),
+    collective over the world (:mod:`aiperf_mpi.serve.atend`); never raises on rank 0, whose score is on disk"""
+
+
+@dataclass(frozen=True)
+class ServingAtEnd:
+    """What :attr:`EndOfRunHooks.serve` is given on each rank: its part in serving at the run's end."""
+
+    comm: object
+    """the job's world (an mpi4py communicator; this room imports no MPI)"""
+    role: str
+    """``master``, ``relay`` or ``training``: only the training ranks serve"""
+    run_dir: Path
+    segment: int
+    groups: int
+    config: RunConfig
+    outcome: str | None = None
+    """on rank 0, how the master loop ended (``done``: normally); None on the other ranks"""
+    watchdog: Watchdog | None = None
+    stop_flag: object = None
+    report: Callable[[Path], None] | None = None
+    """the run's report hook (:attr:`EndOfRunHooks.report`): made again once the serving's figures are on disk"""
 
 
 NO_HOOKS = EndOfRunHooks()

@@ -31,7 +31,16 @@ from aiperf_mpi.graph.seeds import seed_model
 from aiperf_mpi.job.deadlines import DEFAULT_BOUNDS, STARTUP, TEARDOWN, THE_END, PhaseBounds, Watchdog, bounds_of
 from aiperf_mpi.job.faults import HangPolicy
 from aiperf_mpi.job.leader import Runner, leader_loop
-from aiperf_mpi.job.session import NO_HOOKS, EndOfRunHooks, Prepared, create_run_dir, open_data, prepare, run_master
+from aiperf_mpi.job.session import (
+    NO_HOOKS,
+    EndOfRunHooks,
+    Prepared,
+    ServingAtEnd,
+    create_run_dir,
+    open_data,
+    prepare,
+    run_master,
+)
 from aiperf_mpi.job.transport import FirstWorkClock
 from aiperf_mpi.mpi.deadline import abort_kind
 from aiperf_mpi.mpi.horovod import horovod_on
@@ -140,7 +149,10 @@ def run_benchmark(
         role.context.start_line = marks[-1]
         system = _startup(comm, marks, system)
         startup.over()
-        return role.run(config, system)
+        status = role.run(config, system)
+        if end.serve is not None:  # --serve-at-end: every rank takes part, after its role's end
+            end.serve(role.serving_at_end(config))
+        return status
     finally:
         layout.free()
 
@@ -203,6 +215,13 @@ def _startup(comm: MPI.Comm, marks: list[float], system: dict | None) -> dict | 
     return {**system, "startup": startup}
 
 
+def _serving_at_end(context: RankContext, role: str, config: RunConfig, outcome: str | None = None) -> ServingAtEnd:
+    """What this rank takes into serving at the run's end (``--serve-at-end``)."""
+    return ServingAtEnd(context.comm, role, Path(context.prepared.run_dir), context.prepared.segment,
+                        len(context.layout.plan.groups), config, outcome, context.watchdog,
+                        context.stop_flag, context.end.report)  # fmt: skip
+
+
 @dataclass
 class RankContext:
     """What a rank's role works with, gathered by the collectives before the split."""
@@ -239,9 +258,13 @@ class MasterRole:
 
     def __init__(self, context: RankContext) -> None:
         self.context = context
+        self.outcome: str | None = None
 
     def claim_device(self) -> None:
         return None
+
+    def serving_at_end(self, config: RunConfig) -> ServingAtEnd:
+        return _serving_at_end(self.context, "master", config, self.outcome)
 
     def preload(self, config: RunConfig) -> None:
         """The master imports nothing ahead: what it loads at the end (the report) is outside the window."""
@@ -272,6 +295,7 @@ class MasterRole:
                            staging=context.staging, stop=context.stop_flag, urgent=lambda: context.stop_flag.urgent,
                            version=__version__, end=context.end, watchdog=context.watchdog, bounds=context.bounds,
                            hang=hang)  # fmt: skip
+        self.outcome = ended.outcome
         if ended.exit_status:  # groups abandoned mid-epoch, or lost (MPI_Finalize would hang): end every rank
             context.comm.Abort(ended.exit_status)
         transport.stop_relays()
@@ -304,6 +328,9 @@ class RelayRole:
     def probe_peak(self, config: RunConfig) -> None:
         pass
 
+    def serving_at_end(self, config: RunConfig) -> ServingAtEnd:
+        return _serving_at_end(self.context, "relay", config)
+
     def run(self, config: RunConfig, system: dict | None) -> int:
         from aiperf_mpi.mpi.relay import Relay
 
@@ -335,6 +362,9 @@ class GroupRole:
         search's only on the group's leader, which alone runs it)."""
         if self.context.training.preload is not None:
             self.context.training.preload(config, self.context.layout.is_leader)
+
+    def serving_at_end(self, config: RunConfig) -> ServingAtEnd:
+        return _serving_at_end(self.context, "training", config)
 
     def probe_peak(self, config: RunConfig) -> None:
         """Collective over the group: its peak throughput at the agreed precision (``--peak-probe``)."""

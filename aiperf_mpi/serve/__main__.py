@@ -40,17 +40,22 @@ def _run(options: argparse.Namespace) -> int:
 
 
 def _check(options: argparse.Namespace) -> int:
+    from aiperf_mpi.serve.atend import check_record
     from aiperf_mpi.serve.check import check_run
 
-    problems = check_run(options.log_dir, options.bundle)
+    if options.bundle is None:  # a benchmark run that served at its end (--serve-at-end): its serve.json
+        problems = check_record(options.log_dir)
+    else:
+        problems = check_run(options.log_dir, options.bundle)
     for problem in problems:
         print(f"{PROG} check: FAIL: {problem}")
     if problems:
         print(f"{PROG} check: {options.log_dir}: {len(problems)} problem(s)")
         return 1
+    besides = "" if options.bundle else "; serve.json recomputed from them, its ranks held to the run's layout"
     print(
         f"{PROG} check: {options.log_dir}: PASS (bundle files and forward counts, shards, offline figures, "
-        "predictions, scenarios, mllog and summary recounted)"
+        f"predictions, scenarios, mllog and summary recounted{besides})"
     )
     return 0
 
@@ -93,8 +98,9 @@ def parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="serve a bundle on one process, or on every rank of mpirun/srun")
     add_arguments(run)
     check = commands.add_parser("check", help="recount a serving run's figures from its log and the bundle")
-    check.add_argument("log_dir", type=Path, help="the run's log directory (run's --log-dir)")
-    check.add_argument("bundle", type=Path)
+    check.add_argument("log_dir", type=Path, help="the run's log directory (run's --log-dir); or a benchmark run's "
+                       "directory that served at its end (--serve-at-end), without BUNDLE: its serve.json")
+    check.add_argument("bundle", type=Path, nargs="?", help="the bundle served (not given: LOG_DIR is a run directory)")
     compare = commands.add_parser("compare", help="whether two predictions files hold the same values")
     compare.add_argument("first", type=Path)
     compare.add_argument("second", type=Path)

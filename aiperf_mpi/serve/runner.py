@@ -163,13 +163,19 @@ def _checked_start(options: argparse.Namespace) -> dict:
     return {"manifest": manifest, "manifest_sha256": manifest_sha, "count": data.count, "labelled": data.labelled}
 
 
-def serve(options: argparse.Namespace) -> int:
-    """The whole serving run (module doc); returns the exit status of this rank."""
-    try:
-        world = join_world()
-    except ServeError as exc:  # a launch of N tasks that came up as N worlds of one: every task says it
-        print(f"{PROG}: error: {' '.join(str(exc).split())}", file=sys.stderr)
-        return EXIT_USAGE
+def serve(options: argparse.Namespace, world=None) -> int:
+    """The whole serving run (module doc); returns the exit status of this rank.
+
+    ``world``: the ranks that serve (a communicator of mpi4py's interface); by default the launcher's world or this
+    one process (:func:`~aiperf_mpi.serve.world.join_world`).  The benchmark's ``--serve-at-end`` passes the
+    communicator of its training ranks (:mod:`aiperf_mpi.serve.atend`): the same run, on the ranks of a job.
+    """
+    if world is None:
+        try:
+            world = join_world()
+        except ServeError as exc:  # a launch of N tasks that came up as N worlds of one: every task says it
+            print(f"{PROG}: error: {' '.join(str(exc).split())}", file=sys.stderr)
+            return EXIT_USAGE
     rank, size = world.Get_rank(), world.Get_size()
     verdict: dict = {}
     try:

@@ -27,6 +27,7 @@ CASES = [
     (["--dataset", "synthetic", "--image-size", "7"], "seed model cannot take synthetic images of 7x7"),
     (["--dataset", "synthetic", "--image-size", "3", "--seed-model", "tiny"], "images of 3x3"),
     (["--resume", "{run_dir}", "--dataset", "synthetic"], "--dataset does not apply to --resume"),
+    (["--serve-at-end", "0"], "argument --serve-at-end: must be at least 1, got 0"),  # 3 s (the refusals: unit tests)
     # a batch larger than a split
     (["--batch-size", "1000"], "batch_size 1000 is larger than the train split allows"),
     (["--dataset", "synthetic", "--image-size", "32", "--batch-size", "2048", "--seed-model", "tiny"],
