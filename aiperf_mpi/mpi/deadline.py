@@ -19,7 +19,7 @@ import time
 
 from mpi4py import MPI
 
-from aiperf_mpi.job.deadlines import Watchdog
+from aiperf_mpi.job.deadlines import END_MARGIN, Watchdog
 from aiperf_mpi.mpi.faults import FINALIZE_ALARM, finalize_with_a_backstop
 
 
@@ -62,3 +62,15 @@ def meet_then_finalize(comm: MPI.Comm, watchdog: Watchdog) -> None:
     sys.stderr.flush()
     left = watchdog.remaining()
     finalize_with_a_backstop(FINALIZE_ALARM if left is None else left)
+
+
+def after_the_deadline(watchdog: Watchdog) -> float:
+    """Seconds for the fault-tolerant end's SIGALRM backstop (:func:`~aiperf_mpi.mpi.faults.leave_together`):
+    past what is left of the phase's bound, by :data:`~aiperf_mpi.job.deadlines.END_MARGIN`.
+
+    Under fault tolerance the alarm ends a rank and not the job (the launcher keeps a job alive when a rank
+    dies, and waits for a stopped one), so it must never fire before the watchdog, whose ``MPI_Abort`` ends
+    every rank, a stopped one included.
+    """
+    left = watchdog.remaining()
+    return FINALIZE_ALARM if left is None else max(0.0, left) + END_MARGIN
