@@ -19,7 +19,9 @@ The words:
   ``mpirun`` (Open MPI's, PRRTE daemons; under Slurm the template's ``AIPERF_LAUNCHER=mpirun``);
 - ``detector``: ``mpi`` (the launcher's report reaches the master through ULFM: ``group_lost`` naming the dead
   ranks), ``launcher`` (srun or mpirun ends the job: a rank exited badly), ``slurm`` (slurmctld sets the node
-  DOWN after ``SlurmdTimeout`` and ends the job), ``deadline`` (the master's: ``group_lost`` "past its
+  DOWN after ``SlurmdTimeout`` and ends the job), ``keepalive`` (mpirun's TCP keepalive on its connection to the
+  lost node's daemon fails, PRRTE says it "lost communication with a remote daemon" and ends the job:
+  ``FT_PRTE_LIVENESS`` of aiperf_mpi/mpi/launch_settings.py), ``deadline`` (the master's: ``group_lost`` "past its
   deadline"), ``nobody`` (the job is held until the test's own limit: the failure is not detected);
 - ``outcome``: ``group-lost`` (the run goes on and scores in the same job) or ``job-ends`` (no score in this
   job: the log is intact and ``--resume`` scores it).
@@ -87,10 +89,11 @@ IN_MPI_INIT = ("run once and hung: this fixture's start-up stop comes as soon as
                "collective timeout logged the fence's state at 300 s and ended nothing), the job still running "
                "when the test was ended ≈ 500 s after the stop (2026-12-05): MPI_Init has no deadline")  # fmt: skip
 
-PRTERUN_HANGS = ("mpirun (PRRTE 3.0.14, ssh launch) never ends after a silent node loss: the master's deadline "
-                 "loses the group (67 s), the run scores at its time limit and rank 0 calls MPI_Abort, and prterun, "
-                 "which has no daemon heartbeat, waits for node2's daemon for good (still running 1,000 s after the "
-                 "loss, measured 2026-12-04): the job holds its allocation until the wall-clock limit")  # fmt: skip
+KEEPALIVE_BOUND = 20 + 4 * 5 + 30
+"""seconds: the launcher's keepalive (``FT_PRTE_LIVENESS``: 20 s idle, 4 probes 5 s apart) and the job's end under
+load.  Before it, prterun (PRRTE 3.0.14, no daemon heartbeat) never ended: the master's deadline lost the group
+(67 s), the run scored at its time limit, rank 0 called MPI_Abort, and prterun waited for node2's daemon for good
+(still running 1,000 s after the loss, measured 2026-12-04)"""
 
 CASES: tuple[Case, ...] = (
     # -- srun, the templates' default: Slurm's PMIx reports no death; --kill-on-bad-exit=1 ends the step ---------
@@ -125,7 +128,6 @@ CASES: tuple[Case, ...] = (
     Case("node-loss", "mid-run", "mpirun", True, "slurm", SLURMD_TIMEOUT + 60, "job-ends"),
     Case("fsync-stall-rank0", "end", "mpirun", True, "deadline", DEADLINE_BOUND, "job-ends", pending=NO_FSYNC_STALL),
     # -- mpirun of the multi-host fixture (ssh launch, no Slurm): a lost node is PRRTE's and TCP's alone --------
-    Case("node-loss", "mid-run", "mpirun", True, "deadline", DEADLINE_BOUND, "group-lost", fixture="multihost",
-         xfail_today=PRTERUN_HANGS),
+    Case("node-loss", "mid-run", "mpirun", True, "keepalive", KEEPALIVE_BOUND, "job-ends", fixture="multihost"),
 )
 """every row; ``tests/multinode/test_failures.py`` runs each one whose ``pending`` is None"""
