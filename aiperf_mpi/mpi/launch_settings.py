@@ -41,14 +41,15 @@ Why each fault-tolerance setting (docs/cluster.md, "When a node fails"; jobscrip
 - ``oob_tcp_keepalive_time 20``, ``oob_tcp_keepalive_intvl 5``, ``oob_tcp_keepalive_probes 4`` (the launcher's,
   ``mpirun`` outside Slurm): PRRTE 3.0.14 has no daemon heartbeat, and with its TCP keepalive at its defaults
   (300 s idle, then 9 probes 20 s apart) a node that goes silent (power, link) was never noticed: the job scored
-  at its time limit and rank 0's ``MPI_Abort`` then left ``mpirun`` waiting for the lost node's daemon for good
-  (1,000 s and more: once ``mpirun`` has sent to the dead daemon, the kernel retransmits instead of probing,
-  ``tcp_retries2``, about 15 minutes).  With these, the idle connection to the lost daemon fails within
-  20 + 4 × 5 = 40 s, PRRTE prints "PRTE has lost communication with a remote daemon" and ends the whole job
-  (its errmgr cannot keep a job whose daemon is lost, recovery or not): measured 15.8 s after the loss with
-  10/5/3 (docs/cluster.md).  The cost: the job, not the group, and no score in it (the ranks die with their
-  launcher, no SIGTERM first); ``--resume`` scores it.  Not in the templates: under Slurm, Slurm ends the job
-  when it sets the node DOWN (measured, with the score written); what these would change there is not measured.
+  at its time limit and rank 0's ``MPI_Abort`` then left ``mpirun`` waiting for the lost node's daemon past the
+  1,000 s watched (once ``mpirun`` has sent to the dead daemon the kernel retransmits instead of probing, for
+  about 15 minutes with ``tcp_retries2`` 15: read from the kernel's rules, not watched).  With these, the idle
+  connection to the lost daemon fails within 20 + 4 × 5 = 40 s, PRRTE prints "PRTE has lost communication with
+  a remote daemon" and ends the whole job (``errmgr_dvm.c``: a daemon's communication failure ends the job,
+  recovery or not): measured 31.2 s after the loss, and 15.8 s with 10/5/3 (docs/cluster.md).  The cost: the
+  job, not the group; the ranks end with the launcher, rank 0 without a line or a score, and ``mpirun`` exits
+  0; ``--resume`` scores it.  Not in the templates: under Slurm, Slurm ends the job when it sets the node DOWN
+  (measured, the score written); what these would change there is not measured.
 """
 
 from __future__ import annotations
