@@ -124,7 +124,8 @@ CASES: tuple[Case, ...] = (
     Case("sigstop-rank", "first-model", "mpirun", True, "deadline", DEADLINE_BOUND, "group-lost",
          pending=NEEDS_DEADLINE),  # fmt: skip
     Case("sigstop-rank", "mid-run", "mpirun", True, "deadline", DEADLINE_BOUND, "group-lost"),
-    Case("sigstop-rank", "end", "mpirun", True, "deadline", DEADLINE_BOUND, "job-ends", pending=NEEDS_DEADLINE),
+    Case("sigstop-rank", "end", "mpirun", True, "deadline", 30 + 20, "job-ends",
+         options=("--end-deadline", "30", "--time-limit", "30")),  # fmt: skip
     Case("node-loss", "mid-run", "mpirun", True, "slurm", SLURMD_TIMEOUT + 60, "job-ends"),
     Case("fsync-stall-rank0", "end", "mpirun", True, "deadline", DEADLINE_BOUND, "job-ends", pending=NO_FSYNC_STALL),
     # -- mpirun of the multi-host fixture (ssh launch, no Slurm): a lost node is PRRTE's and TCP's alone --------
