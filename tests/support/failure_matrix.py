@@ -121,8 +121,8 @@ CASES: tuple[Case, ...] = (
     Case("kill-9-leader", "mid-run", "mpirun", True, "mpi", 30, "group-lost"),
     Case("kill-9-rank0", "mid-run", "mpirun", True, "launcher", 30, "job-ends"),
     Case("sigstop-rank", "start-up", "mpirun", True, "deadline", DEADLINE_BOUND, "job-ends", pending=NEEDS_DEADLINE),
-    Case("sigstop-rank", "first-model", "mpirun", True, "deadline", DEADLINE_BOUND, "group-lost",
-         pending=NEEDS_DEADLINE),  # fmt: skip
+    Case("sigstop-rank", "first-model", "mpirun", True, "deadline", 40 + 40, "group-lost",
+         options=("--first-model-deadline", "40")),  # fmt: skip
     Case("sigstop-rank", "mid-run", "mpirun", True, "deadline", DEADLINE_BOUND, "group-lost"),
     Case("sigstop-rank", "end", "mpirun", True, "deadline", 30 + 20, "job-ends",
          options=("--end-deadline", "30", "--time-limit", "30")),  # fmt: skip
