@@ -75,8 +75,6 @@ ONE_NODE = "slurm-one-node"
 Its first-model row stops group 0's leader (as tests/mpi/test_deadlines.py does), the others a training rank that
 leads nothing"""
 
-NEEDS_DEADLINE = ("not written for the two-node fixtures yet: the deadline at this phase (issue 43) is tested on one "
-                  "host under mpirun (tests/mpi/test_deadlines.py); its injection here is still to write")  # fmt: skip
 NO_FSYNC_STALL = ("not written for the two-node fixtures yet: a real stalled fsync (tests/support/stall_fs.py, a FUSE "
                   "pass-through) is tested on one host under mpirun (tests/mpi/test_deadlines.py)")  # fmt: skip
 
@@ -89,6 +87,11 @@ IN_MPI_INIT = ("run once and hung: this fixture's start-up stop comes as soon as
                "collective timeout logged the fence's state at 300 s and ended nothing), the job still running "
                "when the test was ended ≈ 500 s after the stop (2026-12-05): MPI_Init has no deadline")  # fmt: skip
 
+FT_IN_MPI_INIT = ("not run: this fixture's start-up stop comes inside MPI_Init (see IN_MPI_INIT), where no watchdog "
+                  "thread runs and only SIGALRM's default action (before MPI_Init, aiperf_mpi/__main__.py) bounds a "
+                  "rank; under fault tolerance a rank's death does not end the job, and mpirun waits for a stopped "
+                  "one (measured in the end before issue 43's fix: the waiting ranks ended by their 120 s alarm, the "
+                  "job held by the stopped rank): projected not bounded")  # fmt: skip
 KEEPALIVE_BOUND = 20 + 4 * 5 + 30
 """seconds: the launcher's keepalive (``FT_PRTE_LIVENESS``: 20 s idle, 4 probes 5 s apart) and the job's end under
 load.  Before it, prterun (PRRTE 3.0.14, no daemon heartbeat) never ended: the master's deadline lost the group
@@ -120,7 +123,7 @@ CASES: tuple[Case, ...] = (
     Case("kill-9-rank", "mid-run", "mpirun", True, "mpi", 30, "group-lost"),
     Case("kill-9-leader", "mid-run", "mpirun", True, "mpi", 30, "group-lost"),
     Case("kill-9-rank0", "mid-run", "mpirun", True, "launcher", 30, "job-ends"),
-    Case("sigstop-rank", "start-up", "mpirun", True, "deadline", DEADLINE_BOUND, "job-ends", pending=NEEDS_DEADLINE),
+    Case("sigstop-rank", "start-up", "mpirun", True, "deadline", DEADLINE_BOUND, "job-ends", pending=FT_IN_MPI_INIT),
     Case("sigstop-rank", "first-model", "mpirun", True, "deadline", 40 + 40, "group-lost",
          options=("--first-model-deadline", "40")),  # fmt: skip
     Case("sigstop-rank", "mid-run", "mpirun", True, "deadline", DEADLINE_BOUND, "group-lost"),
