@@ -46,7 +46,7 @@ Why each fault-tolerance setting (docs/cluster.md, "When a node fails"; jobscrip
   about 15 minutes with ``tcp_retries2`` 15: read from the kernel's rules, not watched).  With these, the idle
   connection to the lost daemon fails within 20 + 4 × 5 = 40 s, PRRTE prints "PRTE has lost communication with
   a remote daemon" and ends the whole job (``errmgr_dvm.c``: a daemon's communication failure ends the job,
-  recovery or not): measured 31.2 s after the loss, and 15.8 s with 10/5/3 (docs/cluster.md).  The cost: the
+  recovery or not): measured 31.2 and 26.8 s after the loss, and 15.8 s with 10/5/3 (docs/cluster.md).  The cost: the
   job, not the group; the ranks end with the launcher, rank 0 without a line or a score, and ``mpirun`` exits
   0; ``--resume`` scores it.  Not in the templates: under Slurm, Slurm ends the job when it sets the node DOWN
   (measured, the score written); what these would change there is not measured.
