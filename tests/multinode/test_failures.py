@@ -2,11 +2,11 @@
 
 A row names a failure (``kill -9`` of a training rank, of a leader, of rank 0; SIGSTOP; a real node loss), the
 phase it strikes in, the launcher (``srun --mpi=pmix``, the templates' default, or ``mpirun``), and what must
-follow: who detects it (MPI through the launcher's report, the launcher ending the job, Slurm setting the node
-DOWN, the master's deadline) and within how many seconds, then either the group lost and the run scoring in
-the same job, or the job ended with its log intact.  Every case then resumes the run where it ended
-(``--resume``, a short rehearsal segment on node1) and the log, both segments, must pass ``analysis.verify``
-with exactly one score.  No case launches again after a crash at start: such a crash fails it.
+follow: who detects it (MPI through the launcher's report, the launcher ending the job, its TCP keepalive losing a
+silent node's daemon, Slurm setting the node DOWN, a deadline) and within how many seconds, then either the
+group lost and the run scoring in the same job, or the job ended with its log intact.  Every case then resumes
+the run where it ended (``--resume``, a short rehearsal segment on node1) and the log, both segments, must pass
+``analysis.verify`` with exactly one score.  No case launches again after a crash at start: such a crash fails it.
 
 The Slurm cases submit ``jobscripts/scale-out.sbatch`` as a site would (2 nodes × 2 tasks, ``--group-size 2``:
 rank 0 and group 0 on node1, group 1 — ranks 2 and 3, leader 2 — on node2) to the two-node Slurm of
