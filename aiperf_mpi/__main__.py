@@ -168,7 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.alarm(max(1, math.ceil(startup_bound)))
     from mpi4py import MPI
 
-    from aiperf_mpi.mpi.deadline import meet_then_finalize, rank_watchdog
+    from aiperf_mpi.mpi.deadline import after_the_deadline, meet_then_finalize, rank_watchdog
     from aiperf_mpi.mpi.faults import leave_together
     from aiperf_mpi.mpi.guard import fault_tolerant, run_guarded
     from aiperf_mpi.mpi.tolerance import finalize_returns
@@ -182,7 +182,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if watchdog.phase == STARTUP:  # a usage error, --layout, --help: a short end, bounded as start-up was
         watchdog.rename(STARTUP, "a rank hangs in MPI's end after start-up")
     if fault_tolerant():  # under ULFM a barrier is no safe last meeting: every live rank agrees, then leaves
-        leave_together(comm, status, finalize_returns(os.environ))
+        # (MPI_Finalize with the interpreter lock released: the watchdog's MPI_Abort ends a peer stopped in it)
+        leave_together(comm, status, finalize_returns(os.environ), lambda: after_the_deadline(watchdog))
     # MPI's end here, bounded, not at the interpreter's exit, where MPI_Finalize waits for a stopped peer with
     # the interpreter lock held and no deadline can fire (mpi/deadline.py)
     meet_then_finalize(comm, watchdog)

@@ -11,6 +11,7 @@ ranks as a failure, and a rank that hangs waiting for the dead one is left to it
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -19,22 +20,35 @@ import time
 
 from mpi4py import MPI
 
-from aiperf_mpi.job.deadlines import Watchdog
+from aiperf_mpi.job.deadlines import END_MARGIN, Watchdog
 from aiperf_mpi.mpi.faults import FINALIZE_ALARM, finalize_with_a_backstop
 
 
-def end_the_job(status: int) -> None:
-    """The watchdog's action: ``MPI_Abort(status)`` where a second thread may call MPI, else ``SIGKILL`` itself."""
+def end_the_job(status: int, thread_multiple: bool | None = None) -> None:
+    """The watchdog's action: ``MPI_Abort(status)`` where a second thread may call MPI, else ``SIGKILL`` itself.
+
+    Also once ``MPI_Finalize`` has begun: under fault tolerance the rank waits inside it for a stopped peer with
+    the interpreter lock released (:func:`~aiperf_mpi.mpi.faults.leave_together`), and only ``MPI_Abort`` ends
+    that peer.  Measured (4 ranks, the fault-tolerant launch, a rank stopped in ``MPI_Finalize``'s closing PMIx
+    fence, after ULFM's shrink): the waiting ranks' ``MPI_Finalized`` said true, and their ``MPI_Abort`` still
+    ended the job, the stopped rank included (Open MPI aborts through PMIx, which is up until the fence is
+    over).  ``thread_multiple`` is the thread level, asked once before (not inside ``MPI_Finalize``).
+    """
     sys.stdout.flush()
     sys.stderr.flush()
-    if MPI.Is_initialized() and not MPI.Is_finalized() and MPI.Query_thread() >= MPI.THREAD_MULTIPLE:
-        MPI.COMM_WORLD.Abort(status)
+    if thread_multiple is None:
+        thread_multiple = MPI.Is_initialized() and MPI.Query_thread() >= MPI.THREAD_MULTIPLE
+    if thread_multiple and MPI.Is_initialized():
+        with contextlib.suppress(MPI.Exception):
+            MPI.COMM_WORLD.Abort(status)
     os.kill(os.getpid(), signal.SIGKILL)  # no MPI from this thread, or Abort returned (MPICH may, briefly)
 
 
 def rank_watchdog() -> Watchdog:
     """This rank's watchdog, its action :func:`end_the_job` (started in ``main``, before anything collective)."""
-    return Watchdog(MPI.COMM_WORLD.Get_rank(), socket.gethostname(), end_the_job)
+    thread_multiple = MPI.Query_thread() >= MPI.THREAD_MULTIPLE
+    return Watchdog(MPI.COMM_WORLD.Get_rank(), socket.gethostname(),
+                    lambda status: end_the_job(status, thread_multiple))  # fmt: skip
 
 
 def abort_kind() -> str:
@@ -71,3 +85,15 @@ def meet_then_finalize(comm: MPI.Comm, watchdog: Watchdog) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     finalize_with_a_backstop(watchdog.finalize_bound(FINALIZE_ALARM))
+
+
+def after_the_deadline(watchdog: Watchdog) -> float:
+    """Seconds for the fault-tolerant end's SIGALRM backstop (:func:`~aiperf_mpi.mpi.faults.leave_together`):
+    past what is left of the phase's bound, by :data:`~aiperf_mpi.job.deadlines.END_MARGIN`.
+
+    Under fault tolerance the alarm ends a rank and not the job (the launcher keeps a job alive when a rank
+    dies, and waits for a stopped one), so it must never fire before the watchdog, whose ``MPI_Abort`` ends
+    every rank, a stopped one included.
+    """
+    left = watchdog.remaining()
+    return FINALIZE_ALARM if left is None else max(0.0, left) + END_MARGIN

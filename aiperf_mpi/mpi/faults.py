@@ -5,10 +5,12 @@ The settings and the start line are in :mod:`aiperf_mpi.mpi.tolerance` (no MPI t
 
 from __future__ import annotations
 
+import ctypes
 import math
 import os
 import signal
 import sys
+from collections.abc import Callable
 from typing import NoReturn
 
 from mpi4py import MPI
@@ -57,7 +59,8 @@ LEAVE_TAG = 32_000
 apart from every message tag (:data:`aiperf_mpi.job.messages.TAGS`)"""
 
 
-def leave_together(comm: MPI.Comm, status: int, finalize: bool) -> NoReturn:
+def leave_together(comm: MPI.Comm, status: int, finalize: bool,
+                   backstop: Callable[[], float] = lambda: FINALIZE_ALARM) -> NoReturn:  # fmt: skip
     """End this rank, fault tolerance on: every live rank agrees that none failed, then all leave through
     ``MPI_Finalize`` (``finalize``), or without it under the detector thread, whose ``MPI_Finalize`` never returns.
 
@@ -79,6 +82,15 @@ def leave_together(comm: MPI.Comm, status: int, finalize: bool) -> NoReturn:
     other rank waits for that here, so that none leaves while rank 0 still writes the report (a survivor that
     left early had the launcher end the job mid-report: seen).  If rank 0 is gone too, the wait fails and this
     rank ends the job.
+
+    A rank stopped (SIGSTOP, a hung node) after its part of the agreement holds the others in ``MPI_Finalize``
+    (ULFM's finalize shrinks the communicator, an agreement of its own; measured) and the launcher, which under
+    fault tolerance does not end a job when a rank dies, waits for it: only ``MPI_Abort`` ends a stopped rank.
+    So ``MPI_Finalize`` is called with the interpreter lock released
+    (:func:`finalize_releasing_the_interpreter`), and the rank's watchdog thread (:mod:`aiperf_mpi.mpi.deadline`)
+    calls ``MPI_Abort`` when the end passes its deadline.  SIGALRM's default action after ``backstop()`` seconds
+    (asked when ``MPI_Finalize`` begins; give it more than the watchdog's remaining bound) is the last resort
+    where the watchdog cannot run: it ends this rank, not the job.
     """
     try:
         comm.Agree(1)
@@ -89,21 +101,60 @@ def leave_together(comm: MPI.Comm, status: int, finalize: bool) -> NoReturn:
     sys.stdout.flush()
     sys.stderr.flush()
     if finalize:
-        finalize_with_a_backstop()
+        finalize_with_a_backstop(backstop(), release_interpreter=True)
     os._exit(status)
 
 
-def finalize_with_a_backstop(seconds: float = FINALIZE_ALARM) -> None:
+def finalize_with_a_backstop(seconds: float = FINALIZE_ALARM, release_interpreter: bool = False) -> None:
     """``MPI_Finalize``, with SIGALRM's default action as the backstop after ``seconds`` (at least one).
 
     mpi4py holds the interpreter lock inside ``MPI_Finalize`` (measured: a watchdog thread's ``MPI_Abort`` never
     ran while three ranks' ``MPI_Finalize`` waited for a stopped fourth), so a rank's watchdog
-    (:mod:`aiperf_mpi.mpi.deadline`) cannot end a hang there; the ranks meet before it, in a wait the watchdog
-    bounds (the agreement, or a polled barrier), and what is left is the alarm's.
+    (:mod:`aiperf_mpi.mpi.deadline`) cannot end a hang there; without fault tolerance the ranks meet before it,
+    in a wait the watchdog bounds (a polled barrier), and what is left is the alarm's.  ``release_interpreter``
+    (fault tolerance on: the alarm ends a rank, not the job) calls it with the lock released, so that the
+    watchdog can still end the job from inside it.
     """
     if signal.getsignal(signal.SIGALRM) == signal.SIG_DFL:  # its default action needs no Python code to run
         signal.alarm(max(1, math.ceil(seconds)))
-    MPI.Finalize()
+    if not (release_interpreter and finalize_releasing_the_interpreter()):
+        MPI.Finalize()
+
+
+def finalize_releasing_the_interpreter() -> bool:
+    """``MPI_Finalize`` called through ctypes, which releases the interpreter lock for the call; False (nothing
+    called) where the MPI library's file cannot be found among this process's mappings (not Linux).
+
+    mpi4py's ``MPI.Finalize`` holds the lock while it waits, so no other thread of the rank runs; a ctypes
+    ``CDLL`` call does not.  Measured (4 ranks, Open MPI 5.0.11, the fault-tolerant launch, one rank stopped
+    after the agreement): three ranks waited in ULFM's finalize (``ompi_comm_shrink_internal``, an agreement)
+    and a thread's ``MPI_Abort`` 5 s later ended the job, the stopped rank included, 7 s after the stop; through
+    mpi4py the thread never ran.  mpi4py then finds MPI finalized and does not finalize it again at exit.
+    """
+    path = loaded_library("/libmpi.so")
+    if path is None:
+        return False
+    try:
+        library = ctypes.CDLL(path, mode=os.RTLD_NOLOAD)  # the copy mpi4py loaded, never a second one
+    except OSError:
+        return False
+    library.MPI_Finalize.restype = ctypes.c_int
+    library.MPI_Finalize.argtypes = []
+    library.MPI_Finalize()
+    return True
+
+
+def loaded_library(name: str) -> str | None:
+    """The file of the first shared library mapped into this process whose path contains ``name`` (Linux)."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
+            for line in maps:
+                fields = line.split(maxsplit=5)
+                if len(fields) == 6 and name in fields[5]:
+                    return fields[5].strip()
+    except OSError:
+        return None
+    return None
 
 
 def known_failed(comm: MPI.Comm) -> list[int]:

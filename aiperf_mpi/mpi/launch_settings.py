@@ -38,6 +38,18 @@ Why each fault-tolerance setting (docs/cluster.md, "When a node fails"; jobscrip
   With it off a non-zero exit is an ordinary exit.  Measured here, the cost: a rank's ``os._exit(1)`` is then
   reported to no other rank (23 s of ``Iprobe`` saw nothing); a ``kill -9`` is, so the abort guard ends a
   failing rank of a fault-tolerant job by SIGKILL (:mod:`aiperf_mpi.mpi.guard`).
+- ``oob_tcp_keepalive_time 20``, ``oob_tcp_keepalive_intvl 5``, ``oob_tcp_keepalive_probes 4`` (the launcher's,
+  ``mpirun`` outside Slurm): PRRTE 3.0.14 has no daemon heartbeat, and with its TCP keepalive at its defaults
+  (300 s idle, then 9 probes 20 s apart) a node that goes silent (power, link) was never noticed: the job scored
+  at its time limit and rank 0's ``MPI_Abort`` then left ``mpirun`` waiting for the lost node's daemon past the
+  1,000 s watched (once ``mpirun`` has sent to the dead daemon the kernel retransmits instead of probing, for
+  about 15 minutes with ``tcp_retries2`` 15: read from the kernel's rules, not watched).  With these, the idle
+  connection to the lost daemon fails within 20 + 4 × 5 = 40 s, PRRTE prints "PRTE has lost communication with
+  a remote daemon" and ends the whole job (``errmgr_dvm.c``: a daemon's communication failure ends the job,
+  recovery or not): measured 31.2 and 26.8 s after the loss, and 15.8 s with 10/5/3 (docs/cluster.md).  The cost: the
+  job, not the group; the ranks end with the launcher, rank 0 without a line or a score, and ``mpirun`` exits
+  0; ``--resume`` scores it.  Not in the templates: under Slurm, Slurm ends the job when it sets the node DOWN
+  (measured, the score written); what these would change there is not measured.
 """
 
 from __future__ import annotations
@@ -53,6 +65,10 @@ FT_MCA = (("mpi_ft_enable", "true"), ("mpi_ft_detector", "false"), ("pml", "ob1"
 """Open MPI's settings of the fault-tolerant launch (``--mca``; ``OMPI_MCA_*``)"""
 FT_PRTE_MCA = (("state_base_error_non_zero_exit", "0"),)
 """the launcher's settings of the fault-tolerant launch (``--prtemca``; ``PRTE_MCA_*``)"""
+FT_PRTE_LIVENESS = (("oob_tcp_keepalive_time", "20"), ("oob_tcp_keepalive_intvl", "5"),
+                    ("oob_tcp_keepalive_probes", "4"))  # fmt: skip
+"""the launcher's liveness check on its daemons (``--prtemca``; ``mpirun`` only, not the templates): a silent node's
+daemon is lost within 40 s and the job ends, instead of never (see the module's docstring)"""
 SLURM_FT_PRTE_MCA = (("plm_slurm_args", "--no-kill"),)
 """the launcher's settings inside a Slurm allocation only (a template's): PRRTE starts its daemons on the other
 nodes with ``srun``; ``--no-kill`` keeps that step alive when one of its nodes fails (Slurm's default ends the
@@ -72,8 +88,9 @@ def mpirun_options(mca: Sequence[tuple[str, str]] = (), prte: Sequence[tuple[str
 
 
 def ft_mpirun() -> str:
-    """The fault-tolerant ``mpirun`` options (``make run FT=1``, the tests' fault-tolerant launches)."""
-    return mpirun_options(FT_MCA, FT_PRTE_MCA, FT_MPIRUN_OPTIONS)
+    """The fault-tolerant ``mpirun`` options (``make run FT=1``, the tests' fault-tolerant launches, an ``mpirun``
+    across nodes outside Slurm): the templates' settings and the launcher's liveness check."""
+    return mpirun_options(FT_MCA, (*FT_PRTE_MCA, *FT_PRTE_LIVENESS), FT_MPIRUN_OPTIONS)
 
 
 def single_node_mpirun() -> str:

@@ -18,6 +18,7 @@ import time
 
 import pytest
 
+from aiperf_mpi.errors import EXIT_DEADLINE
 from aiperf_mpi.results import runlog
 from tests.support.deadline_runs import (
     MARKER,
@@ -85,15 +86,17 @@ def test_a_group_stopped_in_its_first_model_is_lost_or_ends_the_run_with_its_sco
     resumed_once_more(run_dir, tolerant)
 
 
-# not with fault tolerance on: there a training rank is already in ULFM's agreement when the run's stop is logged,
-# its part of it done, and the others agree and leave through MPI_Finalize without it; mpirun then waits for the
-# stopped process (measured: held until the test killed it, 3 min).  No rank is left to end it: docs/cluster.md
-@pytest.mark.parametrize("tolerant", [False], ids=["mpirun"])
+@pytest.mark.parametrize("tolerant", [False, True], ids=["mpirun", "mpirun-ulfm"])
 def test_a_rank_stopped_in_the_end_ends_the_job_within_the_end_bound_with_one_score(tmp_path, tolerant: bool) -> None:
     """Rank 2 stopped once the run's stop is logged, while rank 0 scores and writes its report (seconds here):
-    rank 0 then waits for it in the job's end (the meeting before MPI_Finalize, or the agreement) until its end
-    deadline ends the job; one score, a log that verifies, a resume.  (A rank stopped after every other rank
-    has passed that meeting, inside MPI_Finalize, is the launcher's to end: docs/cluster.md.)"""
+    rank 0 then waits for it in the job's end until its end deadline ends the job; one score, a log that
+    verifies, a resume.  Without fault tolerance the wait is the meeting before MPI_Finalize (or, when the
+    stopped rank had done its part of it, MPI_Finalize under SIGALRM).  With it, rank 2 is already in ULFM's
+    agreement (a training rank reaches it right after its group's Stop), its part done: the others agree and
+    wait in ULFM's MPI_Finalize, called with the interpreter lock released, and rank 0's watchdog ends the job
+    from there with MPI_Abort, the stopped rank included (before issue 43's fix: held until killed, 3 min).
+    (A rank stopped after every other rank has passed that meeting, inside MPI_Finalize, is the launcher's to
+    end: docs/cluster.md.)"""
     run_dir = tmp_path / "run"
     bound = 30
     job = launch(run_dir, ["--end-deadline", str(bound), "--time-limit", "15"], tolerant, report=True)
@@ -101,10 +104,14 @@ def test_a_rank_stopped_in_the_end_ends_the_job_within_the_end_bound_with_one_sc
     pid, stopped_at = stop_when(job, 2, stopping)
     output, took = ended(job, pid, stopped_at)
     assert job.process.returncode != 0, output[-4000:]
-    # rank 0 detected it: its watchdog's line in the meeting before MPI_Finalize (or the agreement); or, when the
-    # stopped rank had done its part of that meeting, SIGALRM at what was left of the bound (inside MPI_Finalize,
-    # where mpi4py holds the interpreter lock and no line can be printed: status 128 + 14)
+    # rank 0 detected it: its watchdog's line in the meeting before MPI_Finalize (or the agreement, or, under
+    # fault tolerance, MPI_Finalize itself); or, without fault tolerance, when the stopped rank had done its part
+    # of that meeting, SIGALRM at what was left of the bound (inside MPI_Finalize, where mpi4py holds the
+    # interpreter lock and no line can be printed: status 128 + 14)
     alarm = 128 + signal.SIGALRM
+    if tolerant:  # the alarm ends a rank, not the job, there: the watchdog's MPI_Abort must have done it
+        assert (0, "the end", bound) in deadline_lines(output), output[-4000:]
+        assert job.process.returncode == EXIT_DEADLINE and "MPI_ABORT was invoked on rank 0" in output, output[-4000:]
     assert (0, "the end", bound) in deadline_lines(output) or job.process.returncode == alarm, output[-4000:]
     assert "the score is on disk" in output or job.process.returncode == alarm
     assert took < bound + 20, output[-4000:]  # rank 0's end began before the stop: the bound, MPI_Abort's latency

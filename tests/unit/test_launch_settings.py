@@ -13,6 +13,7 @@ from aiperf_mpi.mpi.launch_settings import (
     COMMON_MARK,
     FT_MCA,
     FT_MPIRUN_OPTIONS,
+    FT_PRTE_LIVENESS,
     FT_PRTE_MCA,
     SINGLE_NODE_MCA,
     SLURM_FT_PRTE_MCA,
@@ -54,7 +55,7 @@ def test_every_flag_appears_where_it_must() -> None:
     assert words[: len(FT_MPIRUN_OPTIONS)] == list(FT_MPIRUN_OPTIONS)
     for name, value in FT_MCA:
         assert f"--mca {name} {value}" in OPEN_MPI_LAUNCH
-    for name, value in FT_PRTE_MCA:
+    for name, value in (*FT_PRTE_MCA, *FT_PRTE_LIVENESS):
         assert f"--prtemca {name} {value}" in OPEN_MPI_LAUNCH
     for wanted in ("mpi_ft_enable true", "mpi_ft_detector false", "pml ob1", "coll ^han"):
         assert f"--mca {wanted}" in OPEN_MPI_LAUNCH
@@ -69,6 +70,7 @@ def test_every_flag_appears_where_it_must() -> None:
         assert f"FT_MPIRUN=({' '.join(FT_MPIRUN_OPTIONS)})" in block.group(0)
         assert re.search(r'^\s*exec mpirun .*"\$\{FT_MPIRUN\[@\]\}" python -m aiperf_mpi', text, re.M)
         assert re.search(r"^#SBATCH --no-kill$", text, re.M), name
+        assert "keepalive" not in text, name  # under Slurm, Slurm ends a job whose node is lost (measured)
     cpu = (JOBSCRIPTS / "cpu.sbatch").read_text()
     assert "export " + " ".join(f"OMPI_MCA_{n}=${{OMPI_MCA_{n}:-{v}}}" for n, v in SINGLE_NODE_MCA) in cpu
 
