@@ -94,6 +94,36 @@ RUN=(--time-limit "$TIME_LIMIT" --grace "$GRACE" --run-dir "$RUN_DIR")
 case " ${AIPERF_ARGS:-} " in *" --layout "*) RUN=() ;; esac  # --layout runs nothing: run options would be refused
 ARGS=("${RUN[@]}" "${SHAPE[@]}" ${AIPERF_ARGS:-})
 
+# The start's own deadline, outside MPI.  A rank stopped inside MPI_Init holds every other rank in MPI's start
+# fence, where no thread of theirs runs: each rank's SIGALRM at --startup-deadline ends the waiting ones, which
+# ends a fail-fast job, but with fault tolerance mpirun keeps a job whose ranks died and waits for the stopped
+# one.  So a child of this shell watches the run log: no new run_start within the start-up bound and
+# STARTUP_MARGIN ends the launcher (this shell's PID, once exec'd), which ends every rank, a stopped one too
+# (docs/cluster.md, the failure table's start-up rows).  It leaves as soon as the run has started or the
+# launcher is gone.
+STARTUP_MARGIN=60   # seconds past each rank's bound: the ranks' start after the launcher's
+if [ ${#RUN[@]} -gt 0 ]; then
+    run_starts() { grep -c '^{"event":"run_start"' "$RUN_DIR/events.jsonl" 2>/dev/null || true; }
+    startup_bound=$(python -c 'import sys; from aiperf_mpi.job.deadlines import startup_bound_from_argv as b
+print(int(b(sys.argv[1:])))' "${ARGS[@]}") || startup_bound=1800
+    starts_before=$(run_starts)
+    (
+        deadline=$((SECONDS + startup_bound + STARTUP_MARGIN))
+        while kill -0 $$ 2>/dev/null && [ "$(run_starts)" = "$starts_before" ]; do
+            if [ "$SECONDS" -ge "$deadline" ]; then
+                echo "aiperf_mpi job $SLURM_JOB_ID: the run did not start within its start-up deadline" \
+                     "(${startup_bound} s + ${STARTUP_MARGIN} s): a rank hangs before the run's start (inside" \
+                     "MPI_Init?); ending the launcher (nothing was measured: launch again)" >&2
+                kill -TERM $$ 2>/dev/null
+                sleep 30
+                kill -KILL $$ 2>/dev/null
+                exit 0
+            fi
+            sleep 5
+        done
+    ) &
+fi
+
 # exec: the launcher replaces this shell, so the --signal warning reaches it.
 case $LAUNCHER in
     srun)

@@ -7,5 +7,6 @@
 # --no-kill: when a node fails, Slurm keeps the allocation (its default ends the whole job at once).  With
 # fault tolerance the ranks on the other nodes then train on and the run scores; without it the launch still
 # ends (the step loses a node; mpirun's ranks are ended) and rank 0, if its node lives, writes the score.
-# Projected, not measured: the test machine has one node (docs/cluster.md, "When a node fails").
+# Measured in the two-node Slurm fixture, a node's network and its slurmd taken down (docs/cluster.md, the
+# failure table's "real node loss" rows).
 #SBATCH --no-kill
