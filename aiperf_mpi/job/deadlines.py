@@ -17,6 +17,7 @@ MPI-free (the action is injected); unit tests drive it with a real thread and re
 
 from __future__ import annotations
 
+import math
 import sys
 import threading
 import time
@@ -74,6 +75,8 @@ DEFAULT_BOUNDS = PhaseBounds()
 
 STARTUP_OPTION = "--startup-deadline"
 """the command-line option of the start-up bound (cli.py's ``DEADLINE_HELP``)"""
+END_OPTION = "--end-deadline"
+"""the command-line option of rank 0's end bound"""
 LONGEST_BOUND = 31 * 86400.0
 """the largest bound the configuration accepts (config.py's ``NUMERIC_RANGES``)"""
 
@@ -85,25 +88,47 @@ def startup_bound_from_argv(argv: Sequence[str], default: float = DEFAULT_BOUNDS
     ``main`` needs it before MPI exists: mpi4py's import runs ``MPI_Init`` with the interpreter lock held, so no
     watchdog thread runs there and SIGALRM's default action is the only deadline; without this the alarm was the
     1,800 s default whatever the option said (a rank stopped inside MPI_Init on another node held a two-node job
-    ≈ 500 s and more).  Only the exact option counts (the last one, as argparse takes it; nothing after
-    ``--``); an abbreviation, a config file's or a resumed run's logged value take effect once the configuration
-    is agreed, after MPI_Init.  A value that is no number, not positive or out of range gives ``default``: the
-    parser reports it, in its one line, once MPI is up.
+    ≈ 500 s and more).  The templates' start-up watcher reads it too (:func:`launch_bounds`).
+    """
+    return bound_from_argv(argv, STARTUP_OPTION, default)
+
+
+def bound_from_argv(argv: Sequence[str], option: str, default: float) -> float:
+    """The bound ``option`` S (or ``option=S``) gives on the command line, or ``default``.
+
+    Only the exact option counts (the last one, as argparse takes it; nothing after ``--``); an abbreviation, a
+    config file's or a resumed run's logged value take effect once the configuration is agreed, after MPI_Init.
+    A value that is no number, not positive or out of range gives ``default``: the parser reports it, in its one
+    line, once MPI is up.
     """
     found: str | None = None
     args = list(argv)
     for index, arg in enumerate(args):
         if arg == "--":
             break
-        if arg == STARTUP_OPTION and index + 1 < len(args):
+        if arg == option and index + 1 < len(args):
             found = args[index + 1]
-        elif arg.startswith(STARTUP_OPTION + "="):
+        elif arg.startswith(option + "="):
             found = arg.split("=", 1)[1]
     try:
         bound = float(found) if found is not None else default
     except ValueError:
         return default
     return bound if 0 < bound <= LONGEST_BOUND else default  # a NaN is neither: the default
+
+
+def launch_bounds(argv: Sequence[str]) -> str:
+    """``STARTUP END`` in whole seconds, as the templates' launch reads them from the benchmark's options
+    (``python -m aiperf_mpi.job.deadlines OPTIONS...``): the start-up watcher's bound, and srun's ``--wait``.
+
+    srun's ``--wait=S`` ends the step's other tasks S seconds after its first task ends.  The ranks leave
+    together, after the end's meeting (``mpi/deadline.py``), so in a healthy run the first task's end is the
+    job's; what it bounds is a rank stopped after its part of the last meeting while no rank waits for it in
+    ``MPI_Finalize`` (no rank's deadline is left to end it), at the end's own bound.
+    """
+    startup = startup_bound_from_argv(argv)
+    end = bound_from_argv(argv, END_OPTION, DEFAULT_BOUNDS.end)
+    return f"{math.ceil(startup)} {math.ceil(end)}"
 
 
 def bounds_of(config: object) -> PhaseBounds:
@@ -228,3 +253,7 @@ class Watchdog:
             sys.stdout.flush()
             self._action(overdue.status)
             return  # the action ends the process; a test's returns, and the watchdog has done its one thing
+
+
+if __name__ == "__main__":  # the templates' launch: python -m aiperf_mpi.job.deadlines OPTIONS...
+    print(launch_bounds(sys.argv[1:]))

@@ -102,10 +102,10 @@ ARGS=("${RUN[@]}" "${SHAPE[@]}" ${AIPERF_ARGS:-})
 # (docs/cluster.md, the failure table's start-up rows).  It leaves as soon as the run has started or the
 # launcher is gone.
 STARTUP_MARGIN=60   # seconds past each rank's bound: the ranks' start after the launcher's
+# the benchmark's start-up and end bounds, as its options give them (aiperf_mpi/job/deadlines.py)
+read -r startup_bound end_bound < <(python -m aiperf_mpi.job.deadlines "${ARGS[@]}" || echo 1800 900)
 if [ ${#RUN[@]} -gt 0 ]; then
     run_starts() { grep -c '^{"event":"run_start"' "$RUN_DIR/events.jsonl" 2>/dev/null || true; }
-    startup_bound=$(python -c 'import sys; from aiperf_mpi.job.deadlines import startup_bound_from_argv as b
-print(int(b(sys.argv[1:])))' "${ARGS[@]}") || startup_bound=1800
     starts_before=$(run_starts)
     (
         deadline=$((SECONDS + startup_bound + STARTUP_MARGIN))
@@ -132,8 +132,10 @@ case $LAUNCHER in
         # when a rank dies, srun sends the others SIGTERM at once (0.1 s, measured), and on one node rank 0 writes
         # the score; across nodes over TCP Open MPI aborts on the lost connection first and Slurm SIGKILLs the
         # step (0.15 s), no score; without it Slurm's PMIx plugin SIGKILLs the step within a second, no score
-        # (docs/cluster.md, "A direct srun across nodes"); --resume scores an ended run.
-        exec srun --mpi=pmix --kill-on-bad-exit=1 python -m aiperf_mpi "${ARGS[@]}" ;;
+        # (docs/cluster.md, "A direct srun across nodes"); --resume scores an ended run.  --wait: the ranks leave
+        # together after the end's meeting, so once the first has ended the others get the end's own bound (a rank
+        # stopped after its part of the last meeting, with no rank left waiting for it, would hold the step).
+        exec srun --mpi=pmix --kill-on-bad-exit=1 --wait="$end_bound" python -m aiperf_mpi "${ARGS[@]}" ;;
     mpirun)
         # Open MPI or MPICH mpirun read the allocation.  mpirun answers SIGTERM by killing the ranks at
         # once, so with mpirun the warning above is what lets the run write its score.

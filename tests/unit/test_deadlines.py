@@ -204,6 +204,21 @@ def test_the_start_up_bound_is_read_from_the_command_line_before_mpi_exists(argv
     assert startup_bound_from_argv(argv) == bound
 
 
+def test_the_templates_read_the_start_up_and_end_bounds_from_the_benchmarks_options() -> None:
+    """``python -m aiperf_mpi.job.deadlines OPTIONS``: the start-up watcher's bound and srun's ``--wait`` (the end)."""
+    import subprocess
+    import sys
+
+    from aiperf_mpi.job.deadlines import launch_bounds
+
+    assert launch_bounds(["--time-limit", "60"]) == f"{DEFAULT_BOUNDS.startup:.0f} {DEFAULT_BOUNDS.end:.0f}"
+    assert launch_bounds(["--startup-deadline=12.5", "--end-deadline", "30"]) == "13 30"
+    assert launch_bounds(["--end-deadline", "never"]) == f"{DEFAULT_BOUNDS.startup:.0f} {DEFAULT_BOUNDS.end:.0f}"
+    shown = subprocess.run([sys.executable, "-m", "aiperf_mpi.job.deadlines", "--end-deadline", "45"],
+                           capture_output=True, text=True, check=True, timeout=60)  # fmt: skip
+    assert shown.stdout == f"{DEFAULT_BOUNDS.startup:.0f} 45\n" and not shown.stderr
+
+
 def test_once_the_ranks_met_mpi_finalize_gets_what_is_left_of_the_phase_at_most_the_ends_bound() -> None:
     """A training rank's end bound (grace + end + 120 s) no longer applies once every rank met: rank 0's end is
     done, and a node-mate of a rank stopped after its part of the meeting must not wait 210 s in MPI_Finalize."""
