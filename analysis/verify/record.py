@@ -14,31 +14,22 @@ read no further).
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 import os
-from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-from aiperf_mpi.graph.model import GraphError, from_json, with_kernel_size
-from aiperf_mpi.graph.ops import ModelOps, count_ops, epoch_ops
+from aiperf_mpi.graph.ops import epoch_ops
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.graphs import OFFSET, graph_place
 from aiperf_mpi.results.logmodel import Segment
 from aiperf_mpi.results.resumable import RESUME_MAY_CHANGE, current_names
 from analysis.checks import BadInput, Check, Run, differences, same, short
-
-if TYPE_CHECKING:
-    from analysis.verify.evidence import EvidenceRules
+from analysis.verify.view import ProposedGraph, TaskGraph
 
 EPOCH_OPS_FIELDS = ("ops", "ops_train", "ops_update", "ops_validation", "steps")
 AFTER_STOP = (runlog.RUN_START, runlog.SCORE)
 """what may follow a segment's run_stop: its score, then the next segment"""
-COUNT_CACHE = 64
-"""distinct graphs whose counts the walk keeps (a real run's graphs all differ; a bound, not a hope)"""
 
 
 @dataclass
@@ -52,9 +43,9 @@ class _Task:
     graph_file: str
     graph_text: str | None = None
     graph_sha256: str = ""
-    """the sha256 of the graph file's bytes: the key of the walk's count cache"""
-    counts: ModelOps | None = None
-    count_error: str = ""
+    """the sha256 of the graph file's bytes (the view's): a duplicate's key"""
+    counted: bool = False
+    """whether its counts (the view's) have been judged: once a task"""
     epochs: list[dict] = field(default_factory=list)
 
 
@@ -87,8 +78,6 @@ class Record:
         """the segments with a score event"""
         self.score_events = 0
         self.next_model_id = 0
-        self.count_cache: OrderedDict[tuple[str, str], tuple] = OrderedDict()
-        """(graph file sha256, kernel size) → (graph, counts, stored kernels, passed the graph rules), last used last"""
 
     @property
     def segments(self) -> list[Segment]:
@@ -162,7 +151,7 @@ class Record:
         if graph.error:
             self.graphs.problems.append(f"task {task}: {graph.error}")
         if graph.data is not None:
-            self._graph_bytes(event, state, graph.data)
+            self._graph_bytes(event, state, graph)
             self._duplicate(event, state, segment.number)
 
     def _duplicate(self, event: dict, state: _Task, segment: int) -> None:
@@ -182,7 +171,7 @@ class Record:
         if not known:  # the first, or the first since a resume forgot a task that never ended
             self.graph_owners[key] = (state.task, segment)
 
-    def _graph_bytes(self, event: dict, state: _Task, data: bytes) -> None:
+    def _graph_bytes(self, event: dict, state: _Task, graph: ProposedGraph) -> None:
         """Check a graph's stored bytes against the log: its logged sha256, and its place in an appended file."""
         task = state.task
         if event.get(OFFSET) is not None:  # an appended file: one line a model, never another model's
@@ -190,8 +179,7 @@ class Record:
             other = self.graph_places.setdefault(place, task)
             if other != task:
                 self.graphs.problems.append(f"task {task}: {state.graph_file} is task {other}'s graph")
-        digest = hashlib.sha256(data).hexdigest()
-        state.graph_sha256 = digest
+        digest = state.graph_sha256 = graph.sha256
         logged = event.get("graph_sha256")
         if logged is None:
             self.graph_unhashed += 1
@@ -200,54 +188,28 @@ class Record:
                                         f"recorded {str(logged)[:16]}… (the file was changed)")  # fmt: skip
         else:
             self.graph_hashes += 1
-        try:
-            state.graph_text = data.decode("utf-8")
-        except UnicodeDecodeError:
+        state.graph_text = graph.text
+        if graph.text is None:
             self.graphs.problems.append(f"task {task}: {state.graph_file} is not UTF-8 text")
 
-    def _counts(self, state: _Task) -> ModelOps | None:
-        """The task's per-sample counts, from its graph file, as the trainer built it (once per task).
+    def _counts(self, state: _Task) -> TaskGraph:
+        """The task's graph as the walk's view counted it (at this event, or before): its problems named once.
 
-        Parsing, shape inference and counting cost ~2 ms a graph; the last :data:`COUNT_CACHE` distinct
-        (file sha256, kernel size) are kept, so tasks that share a graph file's bytes are counted once
-        (a byte-identical file parses to the identical graph, so nothing is skipped but the repetition).
+        The view parses and counts a task's graph at its first epoch, else at its model_done
+        (:meth:`analysis.verify.view.RunView.see`), before any family sees the event; this family names what
+        the counting found in its graph files row, at the same point.
         """
-        if state.counts is None and not state.count_error:
-            if state.graph_text is None:
-                state.count_error = "its graph file could not be read"
-                return None
-            kernel = state.hparams.get("kernel_size")
-            key = (state.graph_sha256, json.dumps(kernel)) if state.graph_sha256 else None
-            cached = self.count_cache.get(key) if key is not None else None
-            evidence: EvidenceRules = self.run.judges["evidence"]  # the configuration row holds each graph's shape
-            try:
-                if cached is None:
-                    graph = from_json(state.graph_text)
-                    before = len(evidence.configuration.problems)
-                    evidence.graph(state.task, graph, state.graph_file)
-                    clean = len(evidence.configuration.problems) == before
-                    counts = count_ops(graph if kernel is None else with_kernel_size(graph, kernel))
-                    stored = sorted({data.get("kernel") for _, data in graph.nodes(data=True) if data.get("tunable")})
-                    cached = (graph, counts, stored, clean)
-                    if key is not None:
-                        self.count_cache[key] = cached
-                        if len(self.count_cache) > COUNT_CACHE:
-                            self.count_cache.popitem(last=False)
-                else:
-                    self.count_cache.move_to_end(key)
-                    graph, counts, stored, clean = cached
-                    if clean:
-                        evidence.graphs += 1  # the same bytes pass the same way: counted, not redone
-                    else:  # a problem: named for this task too
-                        evidence.graph(state.task, graph, state.graph_file)
-                state.counts = counts
-                if kernel is not None and stored not in ([], [kernel]):  # the leader stores the graph it tuned
-                    self.graphs.problems.append(f"task {state.task}: the graph file's tunable kernels are "
-                                                f"{stored}, its hparams' kernel_size {kernel}")  # fmt: skip
-            except (GraphError, ValueError, KeyError, TypeError) as exc:
-                state.count_error = f"its graph cannot be counted: {' '.join(str(exc).split())[:200]}"
-                self.graphs.problems.append(f"task {state.task}: {state.count_error}")
-        return state.counts
+        graph = self.run.view.task_graph(state.task)  # type: ignore[union-attr]  # counted for this very event
+        if not state.counted:
+            state.counted = True
+            kernel, stored = graph.kernel, graph.stored_kernels
+            if graph.counts is not None and kernel is not None and stored not in ([], [kernel]):
+                # the leader stores the graph it tuned
+                self.graphs.problems.append(f"task {state.task}: the graph file's tunable kernels are "
+                                            f"{stored}, its hparams' kernel_size {kernel}")  # fmt: skip
+            elif graph.counts is None and graph.graph.text is not None:
+                self.graphs.problems.append(f"task {state.task}: {graph.count_error}")
+        return graph
 
     def epoch(self, event: dict, _: int) -> None:
         segment = self.segments[-1]
@@ -274,9 +236,10 @@ class Record:
         self.recount(event, state, segment, where)
 
     def recount(self, event: dict, state: _Task, segment: Segment, where: str) -> None:
-        counts = self._counts(state)
+        graph = self._counts(state)
+        counts = graph.counts
         if counts is None:
-            self.ops.problems.append(f"{where}: not recounted: {state.count_error}")
+            self.ops.problems.append(f"{where}: not recounted: {graph.count_error}")
             return
         batch = state.hparams.get("batch_size")
         ranks = segment.group_sizes.get(state.group)
@@ -335,7 +298,7 @@ class Record:
         if ops and not same(ops.get("total"), sum(e["ops"] for e in logged)):
             problems.append(f"ops total {ops.get('total')} is not the sum of its epochs' "
                             f"({sum(e['ops'] for e in logged)})")  # fmt: skip
-        counts = self._counts(state)
+        counts = self._counts(state).counts
         if counts is not None and ops:
             expected = {"forward_per_sample": counts.forward_eval, "backward_per_sample": counts.backward,
                         "update_per_step": counts.update, "params": counts.params}  # fmt: skip

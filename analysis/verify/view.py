@@ -17,7 +17,13 @@ model does not and more than one family reads, so that no family reaches into an
   graph's identity when its file holds it in other bytes;
 - ``segment`` (:class:`SegmentView`), since the last ``run_start`` event: each layout group's ranks and each
   proposed task's batch size, as logged (a second ``layout`` in a segment replaces the groups it lists: the
-  ``inventory`` row names the second one), which the ``data`` family holds an epoch's steps to.
+  ``inventory`` row names the second one), which the ``data`` family holds an epoch's steps to;
+- ``tasks`` (:class:`TaskGraph`): each task proposed and not yet ended, its graph parsed and counted once, at
+  its first epoch or else at its ``model_done`` (never for a task that ends without training, or fails): the
+  ``record`` family holds the epochs' operations and the model record to the counts, the ``evidence`` family's
+  ``configuration`` row the graph's input and output to the data (``parsed``: the graph parsed, or taken from
+  the count cache, for the event being judged; ``ended``: the task the event ended, still readable while it is
+  judged).
 
 The walk (:func:`analysis.verify.registry.walk`) calls :meth:`RunView.see` with each event that keeps to the
 schema, after the model has read it and before the families are given it.
@@ -25,15 +31,25 @@ schema, after the model has read it and before the families are given it.
 
 from __future__ import annotations
 
+import hashlib
+import json
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import networkx as nx
+
+from aiperf_mpi.graph.model import GraphError, from_json, with_kernel_size
+from aiperf_mpi.graph.ops import ModelOps, count_ops
 from aiperf_mpi.results import runlog
-from aiperf_mpi.results.graphs import GraphFileError, read_graph
+from aiperf_mpi.results.graphs import GraphFileError, graph_place, read_graph
 from aiperf_mpi.results.logmodel import RunModel
 from analysis.checks import Check, is_regular_file
 from analysis.verify.lineage import LineageCheck
+
+COUNT_CACHE = 64
+"""distinct graphs whose counts the view keeps (a real run's graphs all differ; a bound, not a hope)"""
 
 
 @dataclass
@@ -41,11 +57,45 @@ class ProposedGraph:
     """The stored graph of the task just proposed, as read for its first ``model_proposed``."""
 
     task: object
+    place: str
+    """where the proposal says the graph lies, as problem lines name it
+    (:func:`~aiperf_mpi.results.graphs.graph_place`)"""
     data: bytes | None
     """the graph's bytes (None: it could not be read, ``error`` says why)"""
     error: str = ""
     """why it could not be read (:class:`~aiperf_mpi.results.graphs.GraphFileError`), as the graph files row
     names it"""
+    sha256: str = ""
+    """the sha256 of ``data`` ("" when it could not be read)"""
+    text: str | None = None
+    """``data`` as UTF-8 text (None: unread, or not UTF-8: the graph files row names it)"""
+
+
+@dataclass
+class TaskGraph:
+    """A proposed task's graph until its model ends: read at its first proposal, parsed and counted once."""
+
+    task: object
+    kernel: object
+    """its hyper-parameters' ``kernel_size`` (None: none), which the trainer sets in the stored graph"""
+    graph: ProposedGraph
+    counts: ModelOps | None = None
+    """the per-sample counts (None: not counted yet, or ``count_error``)"""
+    count_error: str = ""
+    """why it has no counts, in the words of the ops recount row"""
+    stored_kernels: list = field(default_factory=list)
+    """the stored graph's tunable convolutions' kernel sizes, sorted, once counted"""
+
+
+@dataclass
+class ParsedGraph:
+    """A task's graph as parsed (or taken from the count cache) for the event being judged."""
+
+    task: object
+    graph: nx.DiGraph
+    place: str
+    sha256: str
+    """the graph file's bytes' sha256: the same bytes parse to the same graph"""
 
 
 @dataclass
@@ -83,13 +133,29 @@ class RunView:
     """the stored graph of the latest first proposal (None before one)"""
     lineage: LineageCheck = field(init=False)
     """the graphs rebuilt from their proposals: the ``lineage`` row"""
+    tasks: dict[object, TaskGraph] = field(default_factory=dict)
+    """each task proposed (its first proposal) whose model has not ended (``model_done``, ``model_failed``)"""
+    ended: TaskGraph | None = None
+    """the task the event being judged ended (None: it ended none)"""
+    parsed: ParsedGraph | None = None
+    """the graph parsed for the event being judged (None: none was)"""
+    count_cache: OrderedDict[tuple[str, str], tuple] = field(default_factory=OrderedDict)
+    """(graph file sha256, kernel size) → (graph, counts, stored kernels), last used last: tasks that share a
+    graph file's bytes are parsed and counted once (~2 ms a graph)"""
 
     def __post_init__(self) -> None:
         self.lineage = LineageCheck(self.run_dir, Check("lineage"))
 
+    def task_graph(self, task: object) -> TaskGraph | None:
+        """The open task's graph, or that of the task the event being judged ended (None: neither)."""
+        if task in self.tasks:
+            return self.tasks[task]
+        return self.ended if self.ended is not None and self.ended.task == task else None
+
     def see(self, event: dict, model: RunModel) -> None:
         """Take ``event`` (one that keeps to the schema; ``model`` has read it) into the view."""
         name, task = event[runlog.EVENT], event.get("task")
+        self.ended = self.parsed = None
         if name == runlog.RUN_START:
             self.segment = SegmentView()
         elif self.segment is not None and name == runlog.LAYOUT:
@@ -103,10 +169,16 @@ class RunView:
             strategy = str((event.get("search") or {}).get("strategy", "?"))
             self.strategies[strategy] = self.strategies.get(strategy, 0) + 1
             self._proposed(event, model)
+        elif name == runlog.EPOCH and task in self.tasks:
+            self._count(self.tasks[task])
         elif name == runlog.MODEL_FAILED:
             self.seen_tasks.add(task)
+            self.ended = self.tasks.pop(task, None)
             self.lineage.ended(task, event["model"])
         elif name == runlog.MODEL_DONE:
+            self.ended = self.tasks.pop(task, None)
+            if self.ended is not None:  # a task that never trained is counted at its end
+                self._count(self.ended)
             self.lineage.ended(task, event["model"].get("id"))
 
     def _proposed(self, event: dict, model: RunModel) -> None:
@@ -114,14 +186,50 @@ class RunView:
         name = event.get("graph_file")
         if isinstance(name, str) and name and not Path(name).is_absolute() and ".." not in Path(name).parts:
             is_regular_file(self.run_dir / name)  # a FIFO is bad input, not a missing graph (outside: named later)
+        place = graph_place(event)
         try:
-            self.graph = ProposedGraph(event["task"], read_graph(self.run_dir, event))
+            self.graph = graph = ProposedGraph(event["task"], place, read_graph(self.run_dir, event))
         except GraphFileError as exc:
-            self.graph = ProposedGraph(event["task"], None, str(exc))
-        text = None
-        if self.graph.data is not None:
+            self.graph = graph = ProposedGraph(event["task"], place, None, str(exc))
+        if graph.data is not None:
+            graph.sha256 = hashlib.sha256(graph.data).hexdigest()
             try:
-                text = self.graph.data.decode("utf-8")
+                graph.text = graph.data.decode("utf-8")
             except UnicodeDecodeError:
-                text = None  # the graph files row names it
-        self.lineage.proposed(event, text, model.segment_records[-1].config)
+                graph.text = None  # the graph files row names it
+        self.tasks[event["task"]] = TaskGraph(event["task"], event["hparams"].get("kernel_size"), graph)
+        self.lineage.proposed(event, graph.text, model.segment_records[-1].config)
+
+    def _count(self, task: TaskGraph) -> None:
+        """The task's per-sample counts, from its graph file, as the trainer built it (once per task).
+
+        The last :data:`COUNT_CACHE` distinct (file sha256, kernel size) are kept: a byte-identical file parses
+        to the identical graph, so nothing is skipped but the repetition.  A graph parsed here (or taken from
+        the cache) is ``parsed`` for the event's readers, even when its counting then fails.
+        """
+        if task.counts is not None or task.count_error:
+            return
+        graph = task.graph
+        if graph.text is None:
+            task.count_error = "its graph file could not be read"
+            return
+        kernel = task.kernel
+        key = (graph.sha256, json.dumps(kernel)) if graph.sha256 else None
+        cached = self.count_cache.get(key) if key is not None else None
+        try:
+            if cached is None:
+                parsed = from_json(graph.text)
+                self.parsed = ParsedGraph(task.task, parsed, graph.place, graph.sha256)
+                counts = count_ops(parsed if kernel is None else with_kernel_size(parsed, kernel))
+                stored = sorted({data.get("kernel") for _, data in parsed.nodes(data=True) if data.get("tunable")})
+                cached = (parsed, counts, stored)
+                if key is not None:
+                    self.count_cache[key] = cached
+                    if len(self.count_cache) > COUNT_CACHE:
+                        self.count_cache.popitem(last=False)
+            else:
+                self.count_cache.move_to_end(key)
+                self.parsed = ParsedGraph(task.task, cached[0], graph.place, graph.sha256)
+            _, task.counts, task.stored_kernels = cached
+        except (GraphError, ValueError, KeyError, TypeError) as exc:
+            task.count_error = f"its graph cannot be counted: {' '.join(str(exc).split())[:200]}"
