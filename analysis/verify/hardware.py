@@ -43,6 +43,7 @@ from aiperf_mpi.results.inventory import group_ranks_by_host, inventory_problems
 from aiperf_mpi.results.precisions import logged_precision
 from aiperf_mpi.results.resumable import HARDWARE_CHANGED
 from analysis.checks import Check, Run
+from analysis.verify.view import SegmentView
 
 HARDWARE_RULE = "rule: a resume on other hardware says why (--hardware-changed)"
 STAND_IN_SLACK = 1e-6
@@ -52,13 +53,16 @@ CLOCK_RESOLUTION = 1e-3
 
 
 @dataclass
-class _Segment:
+class _Bounds:
+    """What this family derives of the open segment; its ``system`` and ``layout`` are the shared view's (the
+    first of each, :class:`analysis.verify.view.SegmentView`)."""
+
     number: int
     precision: str
+    seen: SegmentView
+    """the view's segment: its first system and layout, and how many came"""
     hardware_changed: str = ""
     """why the segment's hardware may differ from the first's, as its resume said ('' : it may not)"""
-    system: Mapping | None = None
-    layout: Mapping | None = None
     bounds: dict[int, Bound] = field(default_factory=dict)
     """each group's bound, once both the system and the layout are read"""
     on_cpus: set[int] = field(default_factory=set)
@@ -97,9 +101,9 @@ class HardwareRules:
     """The two rows of the ``hardware`` family, fed the events the registry names."""
 
     def __init__(self, run: Run) -> None:
-        del run
+        self.run = run
         self.inventory, self.bounds = Check("inventory"), Check("hardware bounds")
-        self.segment: _Segment | None = None
+        self.segment: _Bounds | None = None
         self.first_census: dict[str, tuple[int, int]] | None = None
         self.rehearsal = False
         self.epochs = self.peaks = 0
@@ -120,8 +124,8 @@ class HardwareRules:
         self.stand_in_rate = rate if isinstance(rate, int | float) and not isinstance(rate, bool) and rate > 0 else None
         precision = logged_precision(config)
         reason = config.get(HARDWARE_CHANGED)
-        self.segment = _Segment(event.get(runlog.SEGMENT, number), str(precision),
-                                reason.strip() if isinstance(reason, str) else "")  # fmt: skip
+        self.segment = _Bounds(event.get(runlog.SEGMENT, number), str(precision), self.run.view.segment,
+                               reason.strip() if isinstance(reason, str) else "")  # fmt: skip
 
     def system(self, event: dict, number: int) -> None:
         if self.segment is None:
@@ -130,11 +134,10 @@ class HardwareRules:
         chosen = chosen.get("chosen") if isinstance(chosen, Mapping) else chosen
         if isinstance(chosen, str) and self.segment.precision == "auto":
             self.segment.precision = chosen
-        if self.segment.system is not None:
+        if self.segment.seen.systems > 1:  # the view has counted this one
             self.inventory.problems.append(f"event {number} (system): segment {self.segment.number} has a second "
                                            "system description (one a segment: the bounds read the first)")
             return
-        self.segment.system = event
         census = _census(event)
         if self.first_census is None:
             self.first_census = census
@@ -152,27 +155,27 @@ class HardwareRules:
     def layout(self, event: dict, number: int) -> None:
         if self.segment is None:
             return
-        if self.segment.layout is not None:
+        if self.segment.seen.layouts > 1:  # the view has counted this one
             self.inventory.problems.append(f"event {number} (layout): segment {self.segment.number} has a second "
                                            "layout (one a segment)")
             return
-        self.segment.layout = event
         self._ready()
 
     def _ready(self) -> None:
         """With the segment's system and layout both read: its inventory, and each group's bound."""
         segment = self.segment
-        if segment is None or segment.system is None or segment.layout is None:
+        if segment is None or segment.seen.first_system is None or segment.seen.first_layout is None:
             return
+        system, layout = segment.seen.first_system, segment.seen.first_layout
         label = f"segment {segment.number}"
         self.inventory.problems += [f"{label}: {problem}" for problem in
-                                    inventory_problems(segment.layout, segment.system)]  # fmt: skip
+                                    inventory_problems(layout, system)]  # fmt: skip
         hosts: dict[str, Mapping] = {}
-        for host in segment.system.get("hosts") if isinstance(segment.system.get("hosts"), list) else []:
+        for host in system.get("hosts") if isinstance(system.get("hosts"), list) else []:
             if isinstance(host, Mapping):
                 hosts.setdefault(str(host.get("host")), host)  # the first entry, as the ranks' hosts read it
-        training = training_ranks_by_host(segment.layout, segment.system)
-        for group, ranks in group_ranks_by_host(segment.layout, segment.system).items():
+        training = training_ranks_by_host(layout, system)
+        for group, ranks in group_ranks_by_host(layout, system).items():
             segment.bounds[group] = group_bound(hosts, ranks, segment.precision, training)
             segment.one_rank[group] = fastest_device(hosts, list(ranks), segment.precision)
             if not any(isinstance(hosts.get(name), Mapping) and hosts[name].get("accelerators") for name in ranks):
@@ -259,8 +262,9 @@ class HardwareRules:
         ranks)``), so a phase logged shorter than that was not the stand-in's."""
         segment, group = self.segment, event.get("group")
         ranks = None
-        if segment is not None and segment.system is not None and segment.layout is not None:
-            ranks = sum(group_ranks_by_host(segment.layout, segment.system).get(group, {}).values()) or None
+        seen = segment.seen if segment is not None else None
+        if seen is not None and seen.first_system is not None and seen.first_layout is not None:
+            ranks = sum(group_ranks_by_host(seen.first_layout, seen.first_system).get(group, {}).values()) or None
         if self.stand_in_rate is None or ranks is None:
             self.unbounded.add(f"a rehearsal without its stated rate (rehearse_rate) or its group {group}'s ranks: "
                                "its clocks cannot be held to its stand-in")  # fmt: skip
@@ -304,7 +308,8 @@ class HardwareRules:
                                         f"× {FAST_ALGORITHMS} for fast algorithms)")  # fmt: skip
 
     def _close(self) -> None:
-        if self.segment is not None and (self.segment.system is None or self.segment.layout is None):
+        if self.segment is not None and (self.segment.seen.first_system is None
+                                         or self.segment.seen.first_layout is None):
             self.inventory.missing.append(f"segment {self.segment.number}: no system description or no layout")
         self.segment = None
 

@@ -17,7 +17,9 @@ model does not and more than one family reads, so that no family reaches into an
   graph's identity when its file holds it in other bytes;
 - ``segment`` (:class:`SegmentView`), since the last ``run_start`` event: each layout group's ranks and each
   proposed task's batch size, as logged (a second ``layout`` in a segment replaces the groups it lists: the
-  ``inventory`` row names the second one), which the ``data`` family holds an epoch's steps to;
+  ``inventory`` row names the second one), which the ``data`` family holds an epoch's steps to; and the
+  segment's *first* ``system`` and ``layout`` events and how many of each came (the run's model keeps the last
+  of each: the ``hardware`` family bounds a segment by the first and names a second);
 - ``tasks`` (:class:`TaskGraph`): each task proposed and not yet ended, its graph parsed and counted once, at
   its first epoch or else at its ``model_done`` (never for a task that ends without training, or fails): the
   ``record`` family holds the epochs' operations and the model record to the counts, the ``evidence`` family's
@@ -107,8 +109,24 @@ class SegmentView:
     (a later layout's group replaces an earlier one's; one that is no such group changes nothing)"""
     task_batches: dict[object, object] = field(default_factory=dict)
     """each task proposed in the segment → its ``batch_size`` as logged (its hyper-parameters'; None: none)"""
+    first_system: dict | None = None
+    """the segment's first ``system`` event (None: none yet)"""
+    systems: int = 0
+    """how many ``system`` events the segment has had (one a segment)"""
+    first_layout: dict | None = None
+    """the segment's first ``layout`` event (None: none yet)"""
+    layouts: int = 0
+    """how many ``layout`` events the segment has had (one a segment)"""
+
+    def system(self, event: dict) -> None:
+        self.systems += 1
+        if self.first_system is None:
+            self.first_system = event
 
     def layout(self, event: dict) -> None:
+        self.layouts += 1
+        if self.first_layout is None:
+            self.first_layout = event
         for group in event["groups"]:
             index, ranks = group.get("index") if isinstance(group, Mapping) else None, None
             if isinstance(group, Mapping):
@@ -160,6 +178,8 @@ class RunView:
             self.segment = SegmentView()
         elif self.segment is not None and name == runlog.LAYOUT:
             self.segment.layout(event)
+        elif self.segment is not None and name == runlog.SYSTEM:
+            self.segment.system(event)
         elif self.segment is not None and name == runlog.MODEL_PROPOSED:
             self.segment.task_batches[task] = event["hparams"].get("batch_size")
         if not model.segment_records:  # before the model's first segment: the segments row names it, none counts
