@@ -17,43 +17,25 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 
 from aiperf_mpi.graph.ops import epoch_ops
 from aiperf_mpi.results import runlog
-from aiperf_mpi.results.graphs import OFFSET, graph_place
+from aiperf_mpi.results.graphs import OFFSET
 from aiperf_mpi.results.logmodel import Segment
 from aiperf_mpi.results.resumable import RESUME_MAY_CHANGE, current_names
 from analysis.checks import BadInput, Check, Run, differences, same, short
-from analysis.verify.view import ProposedGraph, TaskGraph
+from analysis.verify.view import OpenTask, ProposedGraph, RunView
 
 EPOCH_OPS_FIELDS = ("ops", "ops_train", "ops_update", "ops_validation", "steps")
 AFTER_STOP = (runlog.RUN_START, runlog.SCORE)
 """what may follow a segment's run_stop: its score, then the next segment"""
 
 
-@dataclass
-class _Task:
-    """What the walk keeps of a task until its model's record has been checked."""
-
-    task: int
-    group: int
-    segment: int
-    hparams: dict
-    graph_file: str
-    graph_text: str | None = None
-    graph_sha256: str = ""
-    """the sha256 of the graph file's bytes (the view's): a duplicate's key"""
-    counted: bool = False
-    """whether its counts (the view's) have been judged: once a task"""
-    epochs: list[dict] = field(default_factory=list)
-
-
 class Record:
     """The run's own record, one event at a time: its segments, each task's epochs, graph file and lineage, the
-    ops recount and the model records (their rows in :data:`analysis.verify.registry.FAMILIES`); of its own it
-    keeps what only verify needs: each open task's graph, counts and epoch events, the ended tasks, the scored
-    segments."""
+    ops recount and the model records (their rows in :data:`analysis.verify.registry.FAMILIES`); each open task
+    (its proposal, epochs, graph and counts) is the shared view's (:class:`analysis.verify.view.OpenTask`); of its
+    own it keeps what its rows judge by: the ended tasks, the graphs' places and owners, the scored segments."""
 
     def __init__(self, run: Run) -> None:
         self.run = run
@@ -63,7 +45,6 @@ class Record:
         self.graphs = Check("graph files")
         self.ops = Check("ops recount")
         self.records = Check("model records")
-        self.tasks: dict[int, _Task] = {}
         self.finished: set[int] = set()
         """tasks whose model record was checked (their state is dropped)"""
         self.epoch_count = self.recounted = self.records_checked = 0
@@ -78,6 +59,11 @@ class Record:
         """the segments with a score event"""
         self.score_events = 0
         self.next_model_id = 0
+
+    @property
+    def view(self) -> RunView:
+        """The walk's shared view (it has taken the event being judged)."""
+        return self.run.view  # type: ignore[no-any-return]
 
     @property
     def segments(self) -> list[Segment]:
@@ -141,20 +127,19 @@ class Record:
     def model_proposed(self, event: dict, _: int) -> None:
         segment = self.segments[-1]
         task = event["task"]
-        if task in self.tasks or task in self.finished:
+        state = self.view.tasks.get(task)
+        if state is None or state.proposal is not event:  # the view opened the task at an earlier proposal
             self.epochs_check.problems.append(f"task {task} proposed twice")
             return
-        state = _Task(task, event["group"], segment.number, event["hparams"], graph_place(event))
-        self.tasks[task] = state
         self.graph_count += 1
-        graph = self.run.view.graph  # type: ignore[union-attr]  # read by the walk's view, for this proposal
+        graph = state.graph  # read by the walk's view, for this proposal
         if graph.error:
             self.graphs.problems.append(f"task {task}: {graph.error}")
         if graph.data is not None:
             self._graph_bytes(event, state, graph)
             self._duplicate(event, state, segment.number)
 
-    def _duplicate(self, event: dict, state: _Task, segment: int) -> None:
+    def _duplicate(self, event: dict, state: OpenTask, segment: int) -> None:
         """A child must be a graph the master had not seen: it answers Duplicate to any it holds the hash of.
 
         It holds every graph accepted in its segment, and those of the models that ended before (a resume
@@ -162,7 +147,7 @@ class Record:
         digest that is not the graph's to pass a duplicate off fails the sha256 row; one who sends the true
         digest past the master's check fails here.
         """
-        key = state.graph_sha256[:20]
+        key = state.graph.sha256[:20]
         owner = self.graph_owners.get(key)
         known = owner is not None and (owner[1] == segment or owner[0] in self.finished)
         if known and event.get("parent") is not None:
@@ -171,52 +156,49 @@ class Record:
         if not known:  # the first, or the first since a resume forgot a task that never ended
             self.graph_owners[key] = (state.task, segment)
 
-    def _graph_bytes(self, event: dict, state: _Task, graph: ProposedGraph) -> None:
+    def _graph_bytes(self, event: dict, state: OpenTask, graph: ProposedGraph) -> None:
         """Check a graph's stored bytes against the log: its logged sha256, and its place in an appended file."""
         task = state.task
         if event.get(OFFSET) is not None:  # an appended file: one line a model, never another model's
             place = (os.path.normpath(str(event["graph_file"])), event[OFFSET])
             other = self.graph_places.setdefault(place, task)
             if other != task:
-                self.graphs.problems.append(f"task {task}: {state.graph_file} is task {other}'s graph")
-        digest = state.graph_sha256 = graph.sha256
+                self.graphs.problems.append(f"task {task}: {graph.place} is task {other}'s graph")
+        digest = graph.sha256
         logged = event.get("graph_sha256")
         if logged is None:
             self.graph_unhashed += 1
         elif logged != digest:
-            self.graphs.problems.append(f"task {task}: {state.graph_file} has sha256 {digest[:16]}…, the log "
+            self.graphs.problems.append(f"task {task}: {graph.place} has sha256 {digest[:16]}…, the log "
                                         f"recorded {str(logged)[:16]}… (the file was changed)")  # fmt: skip
         else:
             self.graph_hashes += 1
-        state.graph_text = graph.text
         if graph.text is None:
-            self.graphs.problems.append(f"task {task}: {state.graph_file} is not UTF-8 text")
+            self.graphs.problems.append(f"task {task}: {graph.place} is not UTF-8 text")
 
-    def _counts(self, state: _Task) -> TaskGraph:
+    def _counts(self, state: OpenTask) -> OpenTask:
         """The task's graph as the walk's view counted it (at this event, or before): its problems named once.
 
         The view parses and counts a task's graph at its first epoch, else at its model_done
         (:meth:`analysis.verify.view.RunView.see`), before any family sees the event; this family names what
         the counting found in its graph files row, at the same point.
         """
-        graph = self.run.view.task_graph(state.task)  # type: ignore[union-attr]  # counted for this very event
-        if not state.counted:
-            state.counted = True
-            kernel, stored = graph.kernel, graph.stored_kernels
-            if graph.counts is not None and kernel is not None and stored not in ([], [kernel]):
+        if self.view.counted is state:  # counted for this very event
+            kernel, stored = state.kernel, state.stored_kernels
+            if state.counts is not None and kernel is not None and stored not in ([], [kernel]):
                 # the leader stores the graph it tuned
                 self.graphs.problems.append(f"task {state.task}: the graph file's tunable kernels are "
                                             f"{stored}, its hparams' kernel_size {kernel}")  # fmt: skip
-            elif graph.counts is None and graph.graph.text is not None:
-                self.graphs.problems.append(f"task {state.task}: {graph.count_error}")
-        return graph
+            elif state.counts is None and state.graph.text is not None:
+                self.graphs.problems.append(f"task {state.task}: {state.count_error}")
+        return state
 
     def epoch(self, event: dict, _: int) -> None:
         segment = self.segments[-1]
         self.epoch_count += 1
         task, number = event["task"], event["epoch"]
         where = f"task {task} epoch {number}"
-        state = self.tasks.get(task)
+        state = self.view.tasks.get(task)  # the view has added this epoch to its epochs
         if state is None:
             ended = task in self.finished
             self.epochs_check.problems.append(f"{where}: " + ("comes after its model_done/model_failed" if ended
@@ -228,14 +210,13 @@ class Record:
         if event["group"] != state.group:
             self.epochs_check.problems.append(f"{where}: group {event['group']}, its task was given to group "
                                               f"{state.group}")  # fmt: skip
-        if number != len(state.epochs) + 1:
-            self.epochs_check.problems.append(f"{where}: follows epoch {len(state.epochs)} of its task")
+        if number != len(state.epochs):
+            self.epochs_check.problems.append(f"{where}: follows epoch {len(state.epochs) - 1} of its task")
         if event[runlog.TIME] < segment.start:
             self.epochs_check.problems.append(f"{where}: logged before its segment's run_start")
-        state.epochs.append(event)
         self.recount(event, state, segment, where)
 
-    def recount(self, event: dict, state: _Task, segment: Segment, where: str) -> None:
+    def recount(self, event: dict, state: OpenTask, segment: Segment, where: str) -> None:
         graph = self._counts(state)
         counts = graph.counts
         if counts is None:
@@ -306,10 +287,10 @@ class Record:
         graph = model.get("graph")
         if "graph" in model and not isinstance(graph, str):  # an older run's record carries its graph as text
             problems.append(f"its graph is {type(graph).__name__}, not the graph's JSON text")
-        if isinstance(graph, str) and state.graph_text is not None:
+        if isinstance(graph, str) and state.graph.text is not None:
             self.graph_cross_checked += 1
-            if graph != state.graph_text:
-                self.graphs.problems.append(f"task {task}: {state.graph_file} is not the graph its model_done "
+            if graph != state.graph.text:
+                self.graphs.problems.append(f"task {task}: {state.graph.place} is not the graph its model_done "
                                             "records")  # fmt: skip
         if problems:
             self.records.problems += [f"{where}: {p}" for p in problems]
@@ -325,8 +306,8 @@ class Record:
             self.records.problems.append(f"task {task}: model id {model_id}, the next id is {self.next_model_id}")
         self.next_model_id = (model_id if isinstance(model_id, int) else self.next_model_id) + 1
 
-    def _end(self, task: int, event: dict, name: str) -> _Task | None:
-        state = self.tasks.pop(task, None)
+    def _end(self, task: int, event: dict, name: str) -> OpenTask | None:
+        state = self.view.ended  # the task this event ended (the view no longer holds it open)
         if state is None and name == "model_failed" and task not in self.finished:
             self.finished.add(task)  # its search found no child: a task handed out, failed before any proposal
             return None
@@ -357,7 +338,7 @@ class Record:
         stops = sum(s.stop is not None for s in self.segments)
         self.segments_check.summary = (f"{len(self.segments)} segment(s), {stops} closed by run_stop, "
                                        f"{self.score_events} score event(s)")  # fmt: skip
-        self.epochs_check.summary = (f"{self.epoch_count} epochs of {len(self.finished) + len(self.tasks)} tasks: "
+        self.epochs_check.summary = (f"{self.epoch_count} epochs of {len(self.finished) + len(self.view.tasks)} tasks: "
                                      "each inside its segment, after its proposal, none after its model's end")
         # a model_done carries no graph since the graph is logged once (in its graphs file); an older run's does,
         # and it must be the graph file's
@@ -372,7 +353,7 @@ class Record:
         self.records.summary = (f"{self.records_checked} model_done records equal their epochs, hparams and counts"
                                 + (f"; {self.graph_cross_checked} carry their graph too (an older log: compared "
                                    "in the graphs row)" if self.graph_cross_checked else ""))  # fmt: skip
-        lineage = self.run.view.lineage  # type: ignore[union-attr]  # the view rebuilt the graphs as they came
+        lineage = self.view.lineage  # the view rebuilt the graphs as they came
         lineage.finish()
         return [self.segments_check, self.epochs_check, self.graphs, lineage.check, self.ops, self.records]
 

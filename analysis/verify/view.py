@@ -20,12 +20,13 @@ model does not and more than one family reads, so that no family reaches into an
   ``inventory`` row names the second one), which the ``data`` family holds an epoch's steps to; and the
   segment's *first* ``system`` and ``layout`` events and how many of each came (the run's model keeps the last
   of each: the ``hardware`` family bounds a segment by the first and names a second);
-- ``tasks`` (:class:`TaskGraph`): each task proposed and not yet ended, its graph parsed and counted once, at
-  its first epoch or else at its ``model_done`` (never for a task that ends without training, or fails): the
-  ``record`` family holds the epochs' operations and the model record to the counts, the ``evidence`` family's
+- ``tasks`` (:class:`OpenTask`): each task proposed (its first proposal) and not yet ended, with its
+  proposal's group, segment and hyper-parameters and its epoch events, its graph parsed and counted once, at its
+  first epoch or else at its ``model_done`` (never for a task that ends without training, or fails): the
+  ``record`` family holds the epochs, the operations and the model record to them, the ``evidence`` family's
   ``configuration`` row the graph's input and output to the data (``parsed``: the graph parsed, or taken from
-  the count cache, for the event being judged; ``ended``: the task the event ended, still readable while it is
-  judged).
+  the count cache, for the event being judged; ``counted``: the task whose graph was counted for it; ``ended``:
+  the task the event ended, still readable while it is judged).
 
 The walk (:func:`analysis.verify.registry.walk`) calls :meth:`RunView.see` with each event that keeps to the
 schema, after the model has read it and before the families are given it.
@@ -74,19 +75,39 @@ class ProposedGraph:
 
 
 @dataclass
-class TaskGraph:
-    """A proposed task's graph until its model ends: read at its first proposal, parsed and counted once."""
+class OpenTask:
+    """A proposed task until its model ends: its first proposal, its epochs, its graph read at the proposal, parsed
+    and counted once."""
 
     task: object
-    kernel: object
-    """its hyper-parameters' ``kernel_size`` (None: none), which the trainer sets in the stored graph"""
+    proposal: dict
+    """its first ``model_proposed`` event (a second is not this one: the record family names it)"""
+    segment: int
+    """the number of the segment it was proposed in (the run's model's)"""
     graph: ProposedGraph
+    epochs: list[dict] = field(default_factory=list)
+    """its ``epoch`` events so far, in log order (the one being judged included)"""
     counts: ModelOps | None = None
     """the per-sample counts (None: not counted yet, or ``count_error``)"""
     count_error: str = ""
     """why it has no counts, in the words of the ops recount row"""
     stored_kernels: list = field(default_factory=list)
     """the stored graph's tunable convolutions' kernel sizes, sorted, once counted"""
+
+    @property
+    def group(self) -> object:
+        """the group its proposal gave it to"""
+        return self.proposal["group"]
+
+    @property
+    def hparams(self) -> dict:
+        """its proposal's hyper-parameters"""
+        return self.proposal["hparams"]
+
+    @property
+    def kernel(self) -> object:
+        """its hyper-parameters' ``kernel_size`` (None: none), which the trainer sets in the stored graph"""
+        return self.hparams.get("kernel_size")
 
 
 @dataclass
@@ -151,12 +172,14 @@ class RunView:
     """the stored graph of the latest first proposal (None before one)"""
     lineage: LineageCheck = field(init=False)
     """the graphs rebuilt from their proposals: the ``lineage`` row"""
-    tasks: dict[object, TaskGraph] = field(default_factory=dict)
+    tasks: dict[object, OpenTask] = field(default_factory=dict)
     """each task proposed (its first proposal) whose model has not ended (``model_done``, ``model_failed``)"""
-    ended: TaskGraph | None = None
+    ended: OpenTask | None = None
     """the task the event being judged ended (None: it ended none)"""
     parsed: ParsedGraph | None = None
     """the graph parsed for the event being judged (None: none was)"""
+    counted: OpenTask | None = None
+    """the task whose graph was counted (or found uncountable) for the event being judged (None: none)"""
     count_cache: OrderedDict[tuple[str, str], tuple] = field(default_factory=OrderedDict)
     """(graph file sha256, kernel size) → (graph, counts, stored kernels), last used last: tasks that share a
     graph file's bytes are parsed and counted once (~2 ms a graph)"""
@@ -164,7 +187,7 @@ class RunView:
     def __post_init__(self) -> None:
         self.lineage = LineageCheck(self.run_dir, Check("lineage"))
 
-    def task_graph(self, task: object) -> TaskGraph | None:
+    def task_graph(self, task: object) -> OpenTask | None:
         """The open task's graph, or that of the task the event being judged ended (None: neither)."""
         if task in self.tasks:
             return self.tasks[task]
@@ -173,7 +196,7 @@ class RunView:
     def see(self, event: dict, model: RunModel) -> None:
         """Take ``event`` (one that keeps to the schema; ``model`` has read it) into the view."""
         name, task = event[runlog.EVENT], event.get("task")
-        self.ended = self.parsed = None
+        self.ended = self.parsed = self.counted = None
         if name == runlog.RUN_START:
             self.segment = SegmentView()
         elif self.segment is not None and name == runlog.LAYOUT:
@@ -190,6 +213,7 @@ class RunView:
             self.strategies[strategy] = self.strategies.get(strategy, 0) + 1
             self._proposed(event, model)
         elif name == runlog.EPOCH and task in self.tasks:
+            self.tasks[task].epochs.append(event)
             self._count(self.tasks[task])
         elif name == runlog.MODEL_FAILED:
             self.seen_tasks.add(task)
@@ -217,10 +241,10 @@ class RunView:
                 graph.text = graph.data.decode("utf-8")
             except UnicodeDecodeError:
                 graph.text = None  # the graph files row names it
-        self.tasks[event["task"]] = TaskGraph(event["task"], event["hparams"].get("kernel_size"), graph)
+        self.tasks[event["task"]] = OpenTask(event["task"], event, model.segment_records[-1].number, graph)
         self.lineage.proposed(event, graph.text, model.segment_records[-1].config)
 
-    def _count(self, task: TaskGraph) -> None:
+    def _count(self, task: OpenTask) -> None:
         """The task's per-sample counts, from its graph file, as the trainer built it (once per task).
 
         The last :data:`COUNT_CACHE` distinct (file sha256, kernel size) are kept: a byte-identical file parses
@@ -229,7 +253,7 @@ class RunView:
         """
         if task.counts is not None or task.count_error:
             return
-        graph = task.graph
+        self.counted, graph = task, task.graph
         if graph.text is None:
             task.count_error = "its graph file could not be read"
             return
