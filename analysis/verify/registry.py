@@ -27,8 +27,13 @@ The bundle's rows (its files against the segments of the run's model:
 ``Run.model``) and the re-evaluation judge after the walk;
 ``analysis.verify`` runs them (their entries have no judge).
 
+A family's rules may instead be judged apart, one :class:`Rule` a row
+(its ``rules``): each rule's class is built and fed as a family's judge is,
+at its family's place in the walk, in the order listed.
+
 Adding a rule: its row in its family's entry and the code that checks it,
-in a method of the event it reads; a new family: one entry and its class.
+in a method of the event it reads (or a :class:`Rule` of its own); a new
+family: one entry and its class.
 A change of what a rule holds is a new :data:`VERIFY_RULES_VERSION`.
 """
 
@@ -45,7 +50,7 @@ from analysis.verify.best import BestCheck
 from analysis.verify.data import DataRules
 from analysis.verify.evidence import EvidenceRules
 from analysis.verify.fields import FAMILY_ROW_HOLDS, ROW, FieldRules
-from analysis.verify.hardware import HardwareRules
+from analysis.verify.hardware import BoundsRule, InventoryRule
 from analysis.verify.mllog import MLLogCheck
 from analysis.verify.provenance import Provenance
 from analysis.verify.record import Record
@@ -81,17 +86,39 @@ class Row:
 
 
 @dataclass(frozen=True)
+class Rule:
+    """One rule (issue 44): the row it fills, what must hold for it, the events it reads (a method named after
+    each) and the small class that judges it, built once a verification with the run.  It reads the run's model,
+    the shared view (:mod:`analysis.verify.view`) and the evidence tables, never another rule's state."""
+
+    row: Row
+    judge: Callable[[Run], object]
+    events: tuple[str, ...]
+    through_view: tuple[str, ...] = ()
+    """those of ``events`` it reads only through the shared view: it has no method for them"""
+
+
+@dataclass(frozen=True)
 class Family:
-    """Rules that share what they read: the class that judges them, the events and files it reads, its rows."""
+    """Rules that share what they read: the class that judges them (or, one a row, its ``rules``), the events and
+    files it reads, its rows."""
 
     name: str
     judge: Callable[[Run], object] | None
-    rows: tuple[Row, ...]
+    rows: tuple[Row, ...] = ()
     events: tuple[str, ...] = ()
     files: tuple[str, ...] = ()
     through_view: tuple[str, ...] = ()
     """those of ``events`` it reads only through the shared view (:mod:`analysis.verify.view`): it has no method
     for them"""
+    rules: tuple[Rule, ...] = ()
+    """its rules, one a row, each judged apart (then ``judge`` is None, and its rows and events are its rules')"""
+
+    def __post_init__(self) -> None:
+        if self.rules:
+            object.__setattr__(self, "rows", tuple(rule.row for rule in self.rules))
+            events = [name for rule in self.rules for name in rule.events]
+            object.__setattr__(self, "events", tuple(dict.fromkeys(events)))
 
 
 FAMILIES = (
@@ -184,9 +211,8 @@ FAMILIES = (
             "`search` object: the configured `search` (`seed` for a proposal without a parent) and `hpo`, which "
             "the rule `algorithms` judges (proposals without the names are *not recorded*)"),
     )),
-    Family("hardware", HardwareRules, events=("run_start", "system", "layout", "peak", "epoch", "score"),
-           rows=(
-        Row("inventory",
+    Family("hardware", None, rules=(
+        Rule(Row("inventory",
             "each segment has one `system` and one `layout` event; the master, the relays and the groups of the "
             "`layout` partition the world of the `system` event (its `ranks`, each rank on exactly one of its "
             "`hosts`, each host listed once with its ranks): no rank in two groups, groups numbered 0, 1, …, every "
@@ -194,7 +220,8 @@ FAMILIES = (
             "had (processor, vendor, ISA flags, accelerators: names and counts may change with the allocation), "
             "unless its resume says why (`--hardware-changed REASON`, its `run_start`'s "
             "`config.hardware_changed`, shown as a note): every segment is bounded by its own `system` and probes"),
-        Row("hardware bounds",
+            InventoryRule, events=("run_start", "system", "layout")),
+        Rule(Row("hardware bounds",
             "each group's probe (`peak`) at most what the hardware the `system` event names can compute at the "
             "run's precision, by the versioned table of `aiperf_mpi/results/hardware.py`, which the run does not "
             "write (accelerators: the vendor's dense peak, one a rank at most; CPUs: logical processors × the "
@@ -205,6 +232,7 @@ FAMILIES = (
             "GPU probe on a host that lists none, is *not recorded* (not verified until the table names it); a "
             "rehearsal's epochs are its stand-in's: each phase no shorter than its operations take at the stated "
             "`rehearse_rate` × the group's ranks (the stand-in waits them out)"),
+            BoundsRule, events=("run_start", "system", "layout", "peak", "epoch", "score")),
     )),
     Family("data", DataRules, events=("run_start", "layout", "model_proposed", "epoch"), through_view=("layout",),
            rows=(
@@ -358,8 +386,9 @@ def family_of(row: str, families: tuple[Family, ...] = FAMILIES) -> Family:
     raise KeyError(row)
 
 
-def handlers(entry: Family, judge: object) -> dict[str, Callable[[dict, int], None]]:
-    """Event name (:data:`ANY` for a name the schema does not know) → what the walk calls for it on ``judge``."""
+def handlers(entry: Family | Rule, judge: object) -> dict[str, Callable[[dict, int], None]]:
+    """Event name (:data:`ANY` for a name the schema does not know) → what the walk calls for it on ``judge``, the
+    judge of a family or of one of its rules (what it reads: ``entry``'s)."""
     each = getattr(judge, "each", None)
     unreadable = getattr(judge, "unreadable", None)
     settle = getattr(judge, "settle", None)
@@ -410,15 +439,19 @@ def _call(each: Callable | None, named: Callable | None, unreadable: Callable | 
 
 def walk(run: Run, families: tuple[Family, ...] = FAMILIES) -> list[Check]:
     """Every family's rows, the log row first: ``events.jsonl`` read once, each event given to its readers."""
-    judged = []
+    judged: list[tuple[str, Family | Rule, object]] = []
+    """(family, what the judge reads, the judge), in the verdict's order: a family's judge, or each of its rules'"""
     for entry in families:
         if entry.judge is not None:
             run.judges[entry.name] = judge = entry.judge(run)
-            judged.append((entry, judge))
+            judged.append((entry.name, entry, judge))
+        for rule in entry.rules:
+            run.judges[rule.row.name] = judge = rule.judge(run)
+            judged.append((entry.name, rule, judge))
     table: dict[str, list[Callable[[dict, int], None]]] = {name: [] for name in (*EVENT_NAMES, ANY)}
     walk_order = {name: place for place, name in enumerate(WALK_ORDER)}
-    for entry, judge in sorted(judged, key=lambda pair: walk_order.get(pair[0].name, len(WALK_ORDER))):
-        for name, call in handlers(entry, judge).items():
+    for _, reads, judge in sorted(judged, key=lambda each: walk_order.get(each[0], len(WALK_ORDER))):
+        for name, call in handlers(reads, judge).items():
             table[name].append(call)
     log, events = Check("log"), 0
 
@@ -454,7 +487,7 @@ def walk(run: Run, families: tuple[Family, ...] = FAMILIES) -> list[Check]:
     log.summary = (f"{events} events, schema version {SCHEMA_VERSION}, one JSON object a line"
                    + ("" if not run.truncated else ", a cut tail"))  # fmt: skip
     rows = [log]
-    for _, judge in judged:
+    for _, _, judge in judged:
         rows += judge.finish()
     return rows
 

@@ -129,12 +129,12 @@ def test_a_second_layout_in_a_segment_is_named_and_the_inventory_reads_the_first
 def test_a_resumed_segment_on_hardware_the_first_did_not_have_is_named() -> None:
     from aiperf_mpi.results.logmodel import RunModel
     from analysis.checks import Run
-    from analysis.verify.hardware import HardwareRules
+    from analysis.verify.hardware import InventoryRule
     from analysis.verify.view import RunView
 
     run = Run(Path("."))
     run.view, model = RunView(run.run_dir), RunModel()
-    rules = HardwareRules(run)
+    rules = InventoryRule(run)
 
     def feed(event: dict, number: int) -> None:
         """As the walk gives it: the shared view takes the event first (each segment's first system and layout)."""
