@@ -234,9 +234,8 @@ FAMILIES = (
             "`rehearse_rate` × the group's ranks (the stand-in waits them out)"),
             BoundsRule, events=("run_start", "system", "layout", "peak", "epoch", "score")),
     )),
-    Family("data", DataRules, events=("run_start", "layout", "model_proposed", "epoch"), through_view=("layout",),
-           rows=(
-        Row("data splits",
+    Family("data", None, rules=(
+        Rule(Row("data splits",
             "a data set the versioned table of `aiperf_mpi/results/datasets.py` names, which the run does not write "
             "(digits 1,437 / 360 of 10 classes at 32×32×3; synthetic 2,048 / 512 of 10 at `image_size` or 32; "
             "CIFAR-10 50,000 / 10,000 of 10 at 32×32×3; ImageNet's ILSVRC-2012 1,281,167 / 50,000 of 1,000 at "
@@ -250,6 +249,7 @@ FAMILIES = (
             "ImageNet-format set, an *unofficial* run by the rule `dataset`), as `hdf5` always is: its logged "
             "counts are kept, and the row says they are taken from the log; a CIFAR-10 or ImageNet run without a "
             "data check is *not recorded*"),
+             DataRules, events=("run_start", "layout", "model_proposed", "epoch"), through_view=("layout",)),
     )),
     Family("search", SearchRules, events=("run_start", "peak", "model_proposed", "model_done", "model_failed",
                                           "group_lost", "run_stop"),
@@ -293,15 +293,15 @@ FAMILIES = (
             "row names its counts, and the `configuration` row notes it; a log older than the data check is "
             "judged by the data set's name"),
     )),
-    Family("provenance", Provenance, events=("run_start",), rows=(
-        Row("provenance",
+    Family("provenance", None, rules=(
+        Rule(Row("provenance",
             "each `run_start` records `aiperf_mpi` (version), `git_commit` (or `unknown`), `source_sha256`, "
             "`python`, `tensorflow`, `horovod`, `mpi`, consistent with its segment's `system` event; every "
             "segment ran the same source"),
+             Provenance, events=("run_start",)),
     )),
-    Family("mllog", MLLogCheck, events=("run_start", "epoch", "model_done", "model_failed", "group_lost", "run_stop"),
-           files=("mllog.log",), rows=(
-        Row("mllog.log",
+    Family("mllog", None, files=("mllog.log",), rules=(
+        Rule(Row("mllog.log",
             "read streaming beside the event walk (`analysis/verify/mllog.py`): each epoch event has its "
             "`epoch_start` (time = the epoch's `start`), `epoch_stop` (time = its `end`, `ops`, `train_samples`) "
             "and `eval_accuracy` (`val_accuracy`, `eval_samples` = `validation_samples`), times in whole ms as "
@@ -310,10 +310,10 @@ FAMILIES = (
             " no mllog epoch without its event, except an `epoch_start` alone for the epoch after its task's last"
             " when the task was discarded at `run_stop`, failed, gave up with no epoch (the time limit) or was "
             "training when its segment was killed. A missing file fails (every run writes one)"),
+             MLLogCheck, events=("run_start", "epoch", "model_done", "model_failed", "group_lost", "run_stop")),
     )),
-    Family("best", BestCheck, events=("run_start", "model_proposed", "model_done", "run_stop"),
-           files=("best/metadata.json", "best/ops.json", "best/graph.json", "graphs/"), rows=(
-        Row("best/ (exported model)",
+    Family("best", None, files=("best/metadata.json", "best/ops.json", "best/graph.json", "graphs/"), rules=(
+        Rule(Row("best/ (exported model)",
             "`best/metadata.json`: its task is the best trained model (ties: the earliest) as of the log's last "
             "`run_stop`; model id, accuracy (the best epoch's), the saved epoch's accuracy, samples and number, "
             "hyper-parameters, epochs, data set, precision and each lineage step (task, model, parent, "
@@ -326,10 +326,10 @@ FAMILIES = (
             "this row when a later segment trained a better one: export again. A run that meets every rule of "
             "its score is *valid* only with its `best/`: without it the verdict names the rule `best model` "
             "(a reviewer re-evaluates that model: `--reevaluate`)"),
+             BestCheck, events=("run_start", "model_proposed", "model_done", "run_stop")),
     )),
-    Family("weights", KeptWeights, events=("model_proposed", "model_done"),
-           files=("weights/*.npz", "best/model.keras", "best/metadata.json", "graphs/"), rows=(
-        Row("weights files",
+    Family("weights", None, files=("weights/*.npz", "best/model.keras", "best/metadata.json", "graphs/"), rules=(
+        Rule(Row("weights files",
             "each `weights/*.npz` a `model_done` names has the sha256 that `model_done` logged (`weights_sha256`, "
             "written by the rank that saved the file) and, read from the arrays' headers without TensorFlow, "
             "exactly the arrays of its graph as trained (the stored graph at its `kernel_size`: conv kernel "
@@ -339,8 +339,12 @@ FAMILIES = (
             " is noted; a log or an export from before the sha256 was recorded is *not recorded*. A file larger "
             "than its graph's arrays can need (8 bytes an element, 64 KiB an array, 64 MiB besides) is refused "
             "before it is hashed"),
+             KeptWeights, events=("model_proposed", "model_done")),
     )),
-    Family("fields", FieldRules, rows=(Row(ROW, FAMILY_ROW_HOLDS),)),
+    Family("fields", None, rules=(
+        Rule(Row(ROW, FAMILY_ROW_HOLDS),
+             FieldRules, events=()),
+    )),
     Family("bundle", None, events=("run_start", "system", "layout", "peak"),
            files=("verify.txt", "verify.json", "system.json"), rows=(
         Row("bundle verify.txt/json",
