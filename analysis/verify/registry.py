@@ -55,7 +55,7 @@ from analysis.verify.mllog import MLLogCheck
 from analysis.verify.provenance import Provenance
 from analysis.verify.record import Record
 from analysis.verify.score import ScoreRules
-from analysis.verify.search import SearchRules
+from analysis.verify.search import RepeatsRule, SpaceRule
 from analysis.verify.view import RunView
 from analysis.verify.weights import KeptWeights
 
@@ -112,13 +112,16 @@ class Family:
     """those of ``events`` it reads only through the shared view (:mod:`analysis.verify.view`): it has no method
     for them"""
     rules: tuple[Rule, ...] = ()
-    """its rules, one a row, each judged apart (then ``judge`` is None, and its rows and events are its rules')"""
+    """its rules, one a row, each judged apart (then ``judge`` is None, its rows are its rules', and its events
+    theirs: in their order unless the entry lists them, as the docs' table shows them)"""
 
     def __post_init__(self) -> None:
         if self.rules:
             object.__setattr__(self, "rows", tuple(rule.row for rule in self.rules))
-            events = [name for rule in self.rules for name in rule.events]
-            object.__setattr__(self, "events", tuple(dict.fromkeys(events)))
+            events = tuple(dict.fromkeys(name for rule in self.rules for name in rule.events))
+            if self.events and set(self.events) != set(events):
+                raise ValueError(f"family {self.name}: its events {self.events} are not its rules' {events}")
+            object.__setattr__(self, "events", self.events or events)
 
 
 FAMILIES = (
@@ -251,10 +254,10 @@ FAMILIES = (
             "data check is *not recorded*"),
              DataRules, events=("run_start", "layout", "model_proposed", "epoch"), through_view=("layout",)),
     )),
-    Family("search", SearchRules, events=("run_start", "peak", "model_proposed", "model_done", "model_failed",
-                                          "group_lost", "run_stop"),
-           files=("graphs/ (each child's parent graph)",), rows=(
-        Row("search space",
+    Family("search", None, events=("run_start", "peak", "model_proposed", "model_done", "model_failed",
+                                   "group_lost", "run_stop"),
+           files=("graphs/ (each child's parent graph)",), rules=(
+        Rule(Row("search space",
             "the space is recomputed from the configuration and the code, not read from the log: each proposal's "
             "`kernel_size` one the tuner chooses (`KERNEL_SIZES`: 3, 5, 7), its `batch_size` one of its tuner's "
             "(the configured `batch_size` of the warm-up rounds, and `batch_choices`' powers of two from 16 to 512"
@@ -264,13 +267,16 @@ FAMILIES = (
             "morph in the graph it applies to (`is_candidate`: a skip joins two ReLUs), a `deeper` block at the "
             "proposal's own kernel size; a configuration without `device_memory_gb` and `batch_size` is *not "
             "recorded*"),
-        Row("repeated graphs",
+             SpaceRule, events=("run_start", "model_proposed", "model_done", "model_failed")),
+        Rule(Row("repeated graphs",
             "no two tasks have the same graph (`graph_sha256`) unless the log says why the master accepted it "
             "again: a seed (which the master never refuses) proposed while no trained model had an accuracy to "
             "rank when its group's work was handed out (after the group's previous task ended), or a graph whose "
             "earlier task never ended — discarded at its segment's `run_stop`, lost with its group (`group_lost`)"
             " or open when its segment was killed — proposed in a later segment (a resumed master's history holds"
             " the ended models only); proposals without `graph_sha256` are *not recorded*"),
+             RepeatsRule, events=("run_start", "peak", "model_proposed", "model_done", "model_failed", "group_lost",
+                                  "run_stop")),
     )),
     Family("score", ScoreRules, events=(ANY,), files=("score.json",), rows=(
         Row("score",

@@ -20,6 +20,7 @@ from analysis.verify.registry import (
     WALK_ORDER,
     Family,
     Row,
+    Rule,
     family,
     family_of,
     markdown,
@@ -120,7 +121,7 @@ RULE_MODULES = (*sorted(f"analysis/verify/{path.name}" for path in (Path(__file_
 added is fingerprinted too) and the shared ones it calls"""
 RULES_FINGERPRINTS = {
     ("2026.12-5", "3.11"): "ca77714e",  # a move into analysis/verify/ (issue 44): verdicts compared equal
-    ("2026.12-6", "3.11"): "bc61d991",  # the fields row (issue 45); then moves (issue 44): verdicts compared equal
+    ("2026.12-6", "3.11"): "33b35da6",  # the fields row (issue 45); then moves (issue 44): verdicts compared equal
 }
 """(VERIFY_RULES_VERSION, Python minor) → the first 8 hex digits of :func:`_rules_fingerprint`: a change of the rules'
 code records its new fingerprint here together with a new version (issue 44)"""
@@ -170,6 +171,8 @@ def test_each_rule_fills_its_own_row_and_no_family_reads_another_s_judge() -> No
     assert rules, "no family lists its rules apart"
     for rule in rules:
         assert [row.name for row in rule.judge(Run(Path("."))).finish()] == [rule.row.name], rule
+    with pytest.raises(ValueError, match="not its rules'"):  # a family's listed events are its rules', in any order
+        Family("x", None, events=("run_start",), rules=(Rule(Row("x", "?"), object, events=("epoch",)),))
     room = Path(__file__).resolve().parents[2] / "analysis" / "verify"
     reaching = [path.name for path in sorted(room.glob("*.py"))
                 if path.name not in ("__init__.py", "registry.py") and ".judges" in path.read_text()]  # fmt: skip
