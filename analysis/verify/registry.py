@@ -53,7 +53,14 @@ from analysis.verify.fields import FAMILY_ROW_HOLDS, ROW, FieldRules
 from analysis.verify.hardware import BoundsRule, InventoryRule
 from analysis.verify.mllog import MLLogCheck
 from analysis.verify.provenance import Provenance
-from analysis.verify.record import Record
+from analysis.verify.record import (
+    EpochsRule,
+    GraphFilesRule,
+    LineageRule,
+    OpsRule,
+    RecordsRule,
+    SegmentsRule,
+)
 from analysis.verify.score import ScoreRules
 from analysis.verify.search import RepeatsRule, SpaceRule
 from analysis.verify.view import RunView
@@ -134,20 +141,22 @@ FAMILIES = (
             "every line is one JSON event that keeps to [the schema](events.md), every number in it finite (JSON "
             "has no NaN or Infinity, and the package never writes one); no cut last line"),
     )),
-    Family("record", Record, events=(ANY, "run_start", "model_proposed", "epoch", "model_done",
+    Family("record", None, events=(ANY, "run_start", "model_proposed", "epoch", "model_done",
                                      "model_failed", "run_stop", "score"),
-           files=("graphs/",), rows=(
-        Row("segments",
+           files=("graphs/",), rules=(
+        Rule(Row("segments",
             "`run_start`s numbered 1, 2, … in time order, `resumed` only after the first; a resume changes no "
             "configuration but `time_limit`, `hardware_changed` and `run_dir` (an option renamed since a segment was "
             "logged counts under its new name: `warmup_epochs` is `search_warmup_epochs`); each segment's one "
             "`run_stop` precedes its `score`; "
             "nothing but the `score` follows a `run_stop`; the last segment is closed and scored"),
-        Row("epochs in segments",
+             SegmentsRule, events=(ANY, "run_start", "run_stop", "score")),
+        Rule(Row("epochs in segments",
             "every epoch follows its task's `model_proposed` in the same segment and group, is numbered 1, 2, … "
             "within its task, and none comes after the task's `model_done`/`model_failed`; a task ends once, and "
             "only a `model_failed` may end a task never proposed (its search found no child)"),
-        Row("graph files",
+             EpochsRule, events=("model_proposed", "epoch", "model_done", "model_failed")),
+        Rule(Row("graph files",
             "each model's graph is where its `model_proposed` says, inside the run directory: a whole line of its"
             " segment's appended file (`graph_file` `graphs/segment-N.jsonl`, `graph_offset`, `graph_bytes`; a "
             "file cut before the line's newline is named), no two models at the same line; or, in a run from "
@@ -157,21 +166,25 @@ FAMILIES = (
             "kernels are its hyper-parameters' `kernel_size`. No child (a proposal with a parent) has the graph "
             "of a proposal the master knew of — one of its segment, or of a model that had ended before it — "
             "since the master answers Duplicate to those; a seed may come twice"),
-        Row("lineage",
+             GraphFilesRule, events=("model_proposed", "epoch", "model_done")),
+        Rule(Row("lineage",
             "each graph file is its graph rebuilt from what its proposal logs ([below](#lineage)): the seed model"
             " (`seed`, which must be the configuration's `seed_model`) or its parent model's stored graph with "
             "the logged morphisms (`morphs`, 1 to 3 as the search chains them, each one the search could make), "
             "tuned to its `kernel_size`; layers, their attributes and edges equal; the parent logged before the "
             "child"),
-        Row("ops recount",
+             LineageRule, events=()),
+        Rule(Row("ops recount",
             "each epoch recounted with the package's counter ([counting.md](counting.md)): the task's graph at "
             "its `kernel_size`, the epoch's logged `train_samples` and `validation_samples`, and the global batch"
             " = `batch_size` × the ranks of its group in the segment's `layout`; `ops`, `ops_train`, "
             "`ops_update`, `ops_validation` and `steps` equal as integers"),
-        Row("model records",
+             OpsRule, events=("epoch",)),
+        Rule(Row("model records",
             "each `model_done` lists exactly its task's epoch events (field by field), its `accuracy` is the best"
             " of them, its `ops.total` their sum, its per-sample counts the recount's, its `hparams` its "
             "proposal's; model ids run 0, 1, 2, …"),
+             RecordsRule, events=("model_done", "model_failed")),
     )),
     Family("evidence", EvidenceRules, events=(ANY, "run_start", "system", "layout", "staging", "peak", "monitor",
                                               "model_proposed", "epoch", "model_done", "model_failed", "group_lost",

@@ -187,11 +187,9 @@ class RunView:
     def __post_init__(self) -> None:
         self.lineage = LineageCheck(self.run_dir, Check("lineage"))
 
-    def task_graph(self, task: object) -> OpenTask | None:
-        """The open task's graph, or that of the task the event being judged ended (None: neither)."""
-        if task in self.tasks:
-            return self.tasks[task]
-        return self.ended if self.ended is not None and self.ended.task == task else None
+    def has_ended(self, task: object) -> bool:
+        """Whether the task has ended: proposed (or failed without a proposal) and no longer open."""
+        return task in self.seen_tasks and task not in self.tasks
 
     def see(self, event: dict, model: RunModel) -> None:
         """Take ``event`` (one that keeps to the schema; ``model`` has read it) into the view."""
