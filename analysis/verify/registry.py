@@ -61,7 +61,7 @@ from analysis.verify.record import (
     RecordsRule,
     SegmentsRule,
 )
-from analysis.verify.score import ScoreRules
+from analysis.verify.score import ScoreRule, ValidityRules, WindowRule
 from analysis.verify.search import RepeatsRule, SpaceRule
 from analysis.verify.view import RunView
 from analysis.verify.weights import KeptWeights
@@ -291,18 +291,20 @@ FAMILIES = (
              RepeatsRule, events=("run_start", "peak", "model_proposed", "model_done", "model_failed", "group_lost",
                                   "run_stop")),
     )),
-    Family("score", ScoreRules, events=(ANY,), files=("score.json",), rows=(
-        Row("score",
+    Family("score", None, events=(ANY,), files=("score.json",), rules=(
+        Rule(Row("score",
             "the score recomputed from the log (`aiperf_mpi/results/score.py`, the run's `score_step`) equals "
             "`score.json` — score, regulated score, active time, operations, best accuracy, counts, validity and "
             "every grid sample — and every `score` event of the log, as of that event"),
-        Row("scored window",
+             ScoreRule, events=(ANY,)),
+        Rule(Row("scored window",
             "each segment the run ended itself (its time limit, every group stopped because no new model fit, "
             "`max models`) counts its whole `time_limit`, one a signal or a kill ended its span as it ran; a "
             "`run_stop`'s `reason` is one the master writes and agrees with the log (no signal when every group "
             "had stopped early, no `max models` without `max_models`); every `run_start`'s configuration has a "
             "positive `time_limit`; `score.json` is scored over no less than the run's window"),
-        Row("rule *name*",
+             WindowRule, events=()),
+        Rule(Row("rule *name*",
             "each validity rule recomputed and equal to `score.json`'s; the log's evidence agrees with the "
             "configuration: the peak probe ran at the configured precision, and no proposal names a search "
             "strategy other than the configured search's. The rule `dataset` (rules 1.1) needs ImageNet with the "
@@ -311,6 +313,7 @@ FAMILIES = (
             "ImageNet-format set — the small ones the tests write — verifies as an *unofficial* run whose rule "
             "row names its counts, and the `configuration` row notes it; a log older than the data check is "
             "judged by the data set's name"),
+             ValidityRules, events=()),
     )),
     Family("provenance", None, rules=(
         Rule(Row("provenance",

@@ -26,7 +26,10 @@ model does not and more than one family reads, so that no family reaches into an
   ``record`` family holds the epochs, the operations and the model record to them, the ``evidence`` family's
   ``configuration`` row the graph's input and output to the data (``parsed``: the graph parsed, or taken from
   the count cache, for the event being judged; ``counted``: the task whose graph was counted for it; ``ended``:
-  the task the event ended, still readable while it is judged).
+  the task the event ended, still readable while it is judged);
+- after the walk, once: the score the run's own scorer makes of the whole log (:meth:`RunView.score`) and
+  ``score.json`` as the run recorded it (:meth:`RunView.recorded_score`), which the ``score`` family's three
+  rules (the score, the scored window, the validity rules) each hold to the other.
 
 The walk (:func:`analysis.verify.registry.walk`) calls :meth:`RunView.see` with each event that keeps to the
 schema, after the model has read it and before the families are given it.
@@ -47,8 +50,9 @@ from aiperf_mpi.graph.model import GraphError, from_json, with_kernel_size
 from aiperf_mpi.graph.ops import ModelOps, count_ops
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.graphs import GraphFileError, graph_place, read_graph
-from aiperf_mpi.results.logmodel import RunModel
-from analysis.checks import Check, is_regular_file
+from aiperf_mpi.results.logmodel import RunModel, Timeline
+from aiperf_mpi.results.score import Score, run_step, score_inputs
+from analysis.checks import Check, is_regular_file, read_json
 from analysis.verify.lineage import LineageCheck
 
 COUNT_CACHE = 64
@@ -184,8 +188,35 @@ class RunView:
     """(graph file sha256, kernel size) → (graph, counts, stored kernels), last used last: tasks that share a
     graph file's bytes are parsed and counted once (~2 ms a graph)"""
 
+    _score: tuple[Score | None, str] | None = field(default=None, init=False, repr=False)
+    _recorded: tuple[dict | None, str] | None = field(default=None, init=False, repr=False)
+
     def __post_init__(self) -> None:
         self.lineage = LineageCheck(self.run_dir, Check("lineage"))
+
+    def score(self, model: Timeline, truncated: bool) -> tuple[Score | None, str]:
+        """The score recomputed from the whole log, computed once after the walk (None and why: it cannot be)."""
+        if self._score is None:
+            try:
+                self._score = (score_inputs(model, run_step(model.config), truncated), "")
+            except ValueError as exc:
+                self._score = (None, str(exc))
+        return self._score
+
+    def recorded_score(self, path: Path) -> tuple[dict | None, str]:
+        """``path`` (the run's ``score.json``) read once: its object, or None and the score row's line why not."""
+        if self._recorded is None:
+            if not is_regular_file(path):
+                self._recorded = (None, f"{path.name} is missing (a run that did not finish has no score to submit)")
+            else:
+                try:
+                    recorded = read_json(path)
+                    if not isinstance(recorded, dict):
+                        raise ValueError("not a JSON object")
+                    self._recorded = (recorded, "")
+                except (ValueError, UnicodeDecodeError) as exc:
+                    self._recorded = (None, f"{path.name} is not readable: {' '.join(str(exc).split())[:200]}")
+        return self._recorded
 
     def has_ended(self, task: object) -> bool:
         """Whether the task has ended: proposed (or failed without a proposal) and no longer open."""
