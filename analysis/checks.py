@@ -235,10 +235,10 @@ def is_hex(text: object, length: int) -> bool:
 @dataclass
 class Run:
     """What the rule families of one verification share: the run directory, whether its log ends in a cut line,
-    the judges by family name (the command reads the score family's score from it; one reach between families
-    is left, issue 44: the record family hands each graph it parses to the evidence family's configuration row),
-    the run's model as the walk has read it (:mod:`aiperf_mpi.results.logmodel`; None before its first event)
-    and the shared view the walk keeps beside it (:mod:`analysis.verify.view`; None until the walk starts)."""
+    the judges by family name, or by row name for a rule judged apart (the command reads the score family's score
+    from it; no family or rule reads another's: what several need is the shared view's), the run's model as the
+    walk has read it (:mod:`aiperf_mpi.results.logmodel`; None before its first event) and the shared view the
+    walk keeps beside it (:mod:`analysis.verify.view`; None until the walk starts)."""
 
     run_dir: Path
     judges: dict[str, object] = field(default_factory=dict)

@@ -20,6 +20,7 @@ the log), the task and the rule.
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -30,6 +31,7 @@ from aiperf_mpi.results.datasets import image_shape
 from aiperf_mpi.results.epochs import rank_batches
 from aiperf_mpi.results.rules import IMAGENET_SPLITS, VALID_SEARCH, VALID_TUNER, imagenet_split
 from analysis.checks import Check, Run
+from analysis.verify.view import COUNT_CACHE
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -135,6 +137,9 @@ class EvidenceRules:
         self.proposals = self.unnamed = 0
         """proposals, and those that name no search and tuner"""
         self.max_rate_ratio = 0.0
+        self.clean_graphs: OrderedDict[str, None] = OrderedDict()
+        """the sha256 of graph files whose graph passed :meth:`graph`, last used last (at most
+        :data:`~analysis.verify.view.COUNT_CACHE`): the same bytes pass the same way, counted and not redone"""
 
     # -- the stream
 
@@ -503,8 +508,25 @@ class EvidenceRules:
             self.configuration.notes.append(f"imagenet of {split_counts(data)}: not the {' or '.join(IMAGENET_SPLITS)} "
                                             "split, an unofficial run (rule dataset)")  # fmt: skip
 
+    def settle(self, event: dict, number: int) -> None:
+        """After this family's own rule for the event (whatever ``each`` answered, or what it raised): the graph
+        the walk's view parsed for it (a task's first epoch, else its model_done), held to the data's shape."""
+        parsed = self.run.view.parsed
+        if parsed is None:
+            return
+        if parsed.sha256 in self.clean_graphs:
+            self.clean_graphs.move_to_end(parsed.sha256)
+            self.graphs += 1
+            return
+        before = len(self.configuration.problems)
+        self.graph(parsed.task, parsed.graph, parsed.place)
+        if len(self.configuration.problems) == before:
+            self.clean_graphs[parsed.sha256] = None
+            if len(self.clean_graphs) > COUNT_CACHE:
+                self.clean_graphs.popitem(last=False)
+
     def graph(self, task: int, graph: nx.DiGraph, graph_file: str) -> None:
-        """A task's graph, as the walk parsed it: its input and output against the configured data."""
+        """A task's graph, as the walk's view parsed it: its input and output against the configured data."""
         try:
             data = graph.nodes[input_node(graph)]
             shape = (data.get("h"), data.get("w"), data.get("c"))

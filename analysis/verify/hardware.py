@@ -5,9 +5,12 @@ the run writes itself.  This family holds every rate to figures the run
 cannot choose: the versioned table of what the hardware named in the
 ``system`` event can compute (:mod:`aiperf_mpi.results.hardware`), and the
 world MPI gave the job, which the ``system`` and ``layout`` events must
-describe once and alike (:mod:`aiperf_mpi.results.inventory`).  Two rows:
+describe once and alike (:mod:`aiperf_mpi.results.inventory`).  Two rules, one
+a row (the registry's :class:`~analysis.verify.registry.Rule` entries), each
+reading the segment's first ``system`` and ``layout`` from the shared view
+and nothing of the other:
 
-- ``inventory``: per segment, the master, the relays and the groups partition
+- ``inventory`` (:class:`InventoryRule`): per segment, the master, the relays and the groups partition
   the world the system event gathered; every rank is on the host the system
   puts it; a host gives one accelerator a training rank; a resumed segment
   runs on hardware of the kinds the first segment had (the hosts' names may
@@ -16,7 +19,7 @@ describe once and alike (:mod:`aiperf_mpi.results.inventory`).  Two rows:
   its ``run_start``'s ``config.hardware_changed``): the reason is then shown,
   and the segment, as every segment, is bounded by its own ``system`` and
   probe events, never by the first's;
-- ``hardware bounds``: each group's probe, each epoch's training rate
+- ``hardware bounds`` (:class:`BoundsRule`): each group's probe, each epoch's training rate
   (``ops_train ÷ (compute + compile)``) and validation rate (``ops_validation
   ÷ (evaluation + compile)``), and the score, under the table's bound of the
   hardware the group ran on, at the run's precision.  Hardware the table does
@@ -43,6 +46,7 @@ from aiperf_mpi.results.inventory import group_ranks_by_host, inventory_problems
 from aiperf_mpi.results.precisions import logged_precision
 from aiperf_mpi.results.resumable import HARDWARE_CHANGED
 from analysis.checks import Check, Run
+from analysis.verify.view import SegmentView
 
 HARDWARE_RULE = "rule: a resume on other hardware says why (--hardware-changed)"
 STAND_IN_SLACK = 1e-6
@@ -52,19 +56,30 @@ CLOCK_RESOLUTION = 1e-3
 
 
 @dataclass
-class _Segment:
+class _SegmentBounds:
+    """What the ``hardware bounds`` rule derives of the open segment; its ``system`` and ``layout`` are the shared
+    view's (the first of each, :class:`analysis.verify.view.SegmentView`)."""
+
     number: int
     precision: str
-    hardware_changed: str = ""
-    """why the segment's hardware may differ from the first's, as its resume said ('' : it may not)"""
-    system: Mapping | None = None
-    layout: Mapping | None = None
+    seen: SegmentView
+    """the view's segment: its first system and layout, and how many came"""
     bounds: dict[int, Bound] = field(default_factory=dict)
     """each group's bound, once both the system and the layout are read"""
     on_cpus: set[int] = field(default_factory=set)
     """the groups whose hosts list no accelerator (bounded by their CPUs)"""
     one_rank: dict[int, float | None] = field(default_factory=dict)
     """each group's fastest device: what one rank's probe may reach (None: on CPUs, or no figure)"""
+
+
+def _segment_number(event: dict, number: int) -> int:
+    """The segment a ``run_start`` opens, as it logs it (its event number when it logs none)."""
+    return event.get(runlog.SEGMENT, number)
+
+
+def _whole(seen: SegmentView | None) -> bool:
+    """Whether the segment's first system and first layout have both been read."""
+    return seen is not None and seen.first_system is not None and seen.first_layout is not None
 
 
 def _census(system: Mapping) -> dict[str, tuple[int, int]]:
@@ -93,14 +108,84 @@ def _beyond(census: Mapping[str, tuple[int, int]], first: Mapping[str, tuple[int
     return more
 
 
-class HardwareRules:
-    """The two rows of the ``hardware`` family, fed the events the registry names."""
+class InventoryRule:
+    """The row ``inventory``: each segment's first system and layout (the shared view's) describe the world once
+    and alike, and a resumed segment runs on the first segment's kinds of host unless its resume says why."""
 
     def __init__(self, run: Run) -> None:
-        del run
-        self.inventory, self.bounds = Check("inventory"), Check("hardware bounds")
-        self.segment: _Segment | None = None
+        self.run = run
+        self.check = Check("inventory")
+        self.number = 0
+        """the open segment's number, as its run_start logs it"""
+        self.seen: SegmentView | None = None
+        """the open segment, as the shared view keeps it (None before the first run_start)"""
+        self.hardware_changed = ""
+        """why the open segment's hardware may differ from the first's, as its resume said ('' : it may not)"""
         self.first_census: dict[str, tuple[int, int]] | None = None
+
+    def run_start(self, event: dict, number: int) -> None:
+        self._close()
+        config = event.get("config") if isinstance(event.get("config"), Mapping) else {}
+        reason = config.get(HARDWARE_CHANGED)
+        self.number, self.seen = _segment_number(event, number), self.run.view.segment
+        self.hardware_changed = reason.strip() if isinstance(reason, str) else ""
+
+    def _second(self, number: int, name: str, count: int, what: str) -> bool:
+        """Whether the event is its segment's second of its kind (the view has counted it): named, never read."""
+        if count > 1:
+            self.check.problems.append(f"event {number} ({name}): segment {self.number} has a second {what}")
+        return count > 1
+
+    def system(self, event: dict, number: int) -> None:
+        if self.seen is None or self._second(number, "system", self.seen.systems,
+                                             "system description (one a segment: the bounds read the first)"):
+            return
+        census = _census(event)
+        if self.first_census is None:
+            self.first_census = census
+        elif new := _beyond(census, self.first_census)[:3]:  # part of the first allocation is fine
+            if self.hardware_changed:  # said why: bounded by its own system and probes
+                self.check.notes.append(f"segment {self.number} runs on other hardware than the first "
+                                        f"segment ({new}), as its resume says: {self.hardware_changed!r}")
+            else:
+                self.check.problems.append(f"segment {self.number}: hosts of kinds the first segment did "
+                                           f"not have, or more of them: {new}, and its resume does not say why "
+                                           f"({HARDWARE_RULE})")  # fmt: skip
+        self._ready()
+
+    def layout(self, event: dict, number: int) -> None:
+        if self.seen is None or self._second(number, "layout", self.seen.layouts, "layout (one a segment)"):
+            return
+        self._ready()
+
+    def _ready(self) -> None:
+        """With the segment's system and layout both read: the world they describe."""
+        if not _whole(self.seen):
+            return
+        problems = inventory_problems(self.seen.first_layout, self.seen.first_system)  # type: ignore[union-attr,arg-type]
+        self.check.problems += [f"segment {self.number}: {problem}" for problem in problems]
+
+    def _close(self) -> None:
+        if self.seen is not None and not _whole(self.seen):
+            self.check.missing.append(f"segment {self.number}: no system description or no layout")
+        self.seen = None
+
+    def finish(self) -> list[Check]:
+        self._close()
+        self.check.summary = ("the master, relays and groups partition the world the system event gathered; "
+                              "every rank on its host, one accelerator a training rank; every segment on the "
+                              "same kinds of host, or its resume says why")  # fmt: skip
+        return [self.check]
+
+
+class BoundsRule:
+    """The row ``hardware bounds``: every probe, epoch rate and score under the hardware table's bound of the
+    hardware the segment's first system and layout (the shared view's) put each group on."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.bounds = Check("hardware bounds")
+        self.segment: _SegmentBounds | None = None
         self.rehearsal = False
         self.epochs = self.peaks = 0
         self.highest = 0.0
@@ -113,15 +198,12 @@ class HardwareRules:
         self.stand_in_epochs = 0
 
     def run_start(self, event: dict, number: int) -> None:
-        self._close()
         config = event.get("config") if isinstance(event.get("config"), Mapping) else {}
         self.rehearsal = self.rehearsal or bool(config.get("rehearse"))
         rate = config.get("rehearse_rate")
         self.stand_in_rate = rate if isinstance(rate, int | float) and not isinstance(rate, bool) and rate > 0 else None
         precision = logged_precision(config)
-        reason = config.get(HARDWARE_CHANGED)
-        self.segment = _Segment(event.get(runlog.SEGMENT, number), str(precision),
-                                reason.strip() if isinstance(reason, str) else "")  # fmt: skip
+        self.segment = _SegmentBounds(_segment_number(event, number), str(precision), self.run.view.segment)
 
     def system(self, event: dict, number: int) -> None:
         if self.segment is None:
@@ -130,49 +212,27 @@ class HardwareRules:
         chosen = chosen.get("chosen") if isinstance(chosen, Mapping) else chosen
         if isinstance(chosen, str) and self.segment.precision == "auto":
             self.segment.precision = chosen
-        if self.segment.system is not None:
-            self.inventory.problems.append(f"event {number} (system): segment {self.segment.number} has a second "
-                                           "system description (one a segment: the bounds read the first)")
+        if self.segment.seen.systems > 1:  # a second one: the inventory row names it, the bounds read the first
             return
-        self.segment.system = event
-        census = _census(event)
-        if self.first_census is None:
-            self.first_census = census
-        elif new := _beyond(census, self.first_census)[:3]:  # part of the first allocation is fine
-            if self.segment.hardware_changed:  # said why: bounded by its own system and probes (_ready, peak)
-                self.inventory.notes.append(f"segment {self.segment.number} runs on other hardware than the first "
-                                            f"segment ({new}), as its resume says: "
-                                            f"{self.segment.hardware_changed!r}")  # fmt: skip
-            else:
-                self.inventory.problems.append(f"segment {self.segment.number}: hosts of kinds the first segment did "
-                                               f"not have, or more of them: {new}, and its resume does not say why "
-                                               f"({HARDWARE_RULE})")  # fmt: skip
         self._ready()
 
     def layout(self, event: dict, number: int) -> None:
-        if self.segment is None:
+        if self.segment is None or self.segment.seen.layouts > 1:
             return
-        if self.segment.layout is not None:
-            self.inventory.problems.append(f"event {number} (layout): segment {self.segment.number} has a second "
-                                           "layout (one a segment)")
-            return
-        self.segment.layout = event
         self._ready()
 
     def _ready(self) -> None:
-        """With the segment's system and layout both read: its inventory, and each group's bound."""
+        """With the segment's system and layout both read: each group's bound, and the score's."""
         segment = self.segment
-        if segment is None or segment.system is None or segment.layout is None:
+        if segment is None or not _whole(segment.seen):
             return
-        label = f"segment {segment.number}"
-        self.inventory.problems += [f"{label}: {problem}" for problem in
-                                    inventory_problems(segment.layout, segment.system)]  # fmt: skip
+        system, layout = segment.seen.first_system, segment.seen.first_layout
         hosts: dict[str, Mapping] = {}
-        for host in segment.system.get("hosts") if isinstance(segment.system.get("hosts"), list) else []:
+        for host in system.get("hosts") if isinstance(system.get("hosts"), list) else []:  # type: ignore[union-attr]
             if isinstance(host, Mapping):
                 hosts.setdefault(str(host.get("host")), host)  # the first entry, as the ranks' hosts read it
-        training = training_ranks_by_host(segment.layout, segment.system)
-        for group, ranks in group_ranks_by_host(segment.layout, segment.system).items():
+        training = training_ranks_by_host(layout, system)  # type: ignore[arg-type]
+        for group, ranks in group_ranks_by_host(layout, system).items():  # type: ignore[arg-type]
             segment.bounds[group] = group_bound(hosts, ranks, segment.precision, training)
             segment.one_rank[group] = fastest_device(hosts, list(ranks), segment.precision)
             if not any(isinstance(hosts.get(name), Mapping) and hosts[name].get("accelerators") for name in ranks):
@@ -259,8 +319,10 @@ class HardwareRules:
         ranks)``), so a phase logged shorter than that was not the stand-in's."""
         segment, group = self.segment, event.get("group")
         ranks = None
-        if segment is not None and segment.system is not None and segment.layout is not None:
-            ranks = sum(group_ranks_by_host(segment.layout, segment.system).get(group, {}).values()) or None
+        if segment is not None and _whole(segment.seen):
+            seen = segment.seen
+            ranks = sum(group_ranks_by_host(seen.first_layout, seen.first_system)  # type: ignore[arg-type]
+                        .get(group, {}).values()) or None
         if self.stand_in_rate is None or ranks is None:
             self.unbounded.add(f"a rehearsal without its stated rate (rehearse_rate) or its group {group}'s ranks: "
                                "its clocks cannot be held to its stand-in")  # fmt: skip
@@ -303,24 +365,15 @@ class HardwareRules:
                                         f"hardware of its groups can compute ({self.score_bound / 1e9:.4g} G ops/s, "
                                         f"× {FAST_ALGORITHMS} for fast algorithms)")  # fmt: skip
 
-    def _close(self) -> None:
-        if self.segment is not None and (self.segment.system is None or self.segment.layout is None):
-            self.inventory.missing.append(f"segment {self.segment.number}: no system description or no layout")
-        self.segment = None
-
     def finish(self) -> list[Check]:
-        self._close()
-        self.inventory.summary = ("the master, relays and groups partition the world the system event gathered; "
-                                  "every rank on its host, one accelerator a training rank; every segment on the "
-                                  "same kinds of host, or its resume says why")  # fmt: skip
         if self.rehearsal:
             self.bounds.missing += sorted(self.unbounded)
             self.bounds.notes.append("a rehearsal (--rehearse): its rates are the stand-in's, held to its stated rate")
             self.bounds.summary = (f"a rehearsal: {self.stand_in_epochs} epochs' phases no shorter than its "
                                    "stand-in's stated rate makes them")  # fmt: skip
-            return [self.inventory, self.bounds]
+            return [self.bounds]
         self.bounds.missing += sorted(self.unbounded)
         self.bounds.summary = (f"{self.peaks} probe(s) and {self.epochs} epochs' training and validation rates ≤ "
                                f"the hardware table {HARDWARE_TABLE_VERSION} (highest {self.highest:.2f} ×), "
                                "the score ≤ its groups' sum")  # fmt: skip
-        return [self.inventory, self.bounds]
+        return [self.bounds]

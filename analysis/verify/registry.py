@@ -19,13 +19,21 @@ has no method); a family that declares :data:`ANY` has ``each`` called for
 every event. A judge that defines
 ``unreadable`` is handed what its methods raise when a number cannot be
 computed with (ArithmeticError, ValueError) instead of the verification
-ending. After the walk each judge's ``finish()`` gives its rows, in order.
+ending; one that defines ``settle(event, number)`` has it called after
+them, for every event it reads, whatever ``each`` answered (the evidence
+family judges there the graph the view parsed for the event). After the
+walk each judge's ``finish()`` gives its rows, in order.
 The bundle's rows (its files against the segments of the run's model:
 ``Run.model``) and the re-evaluation judge after the walk;
 ``analysis.verify`` runs them (their entries have no judge).
 
+A family's rules may instead be judged apart, one :class:`Rule` a row
+(its ``rules``): each rule's class is built and fed as a family's judge is,
+at its family's place in the walk, in the order listed.
+
 Adding a rule: its row in its family's entry and the code that checks it,
-in a method of the event it reads; a new family: one entry and its class.
+in a method of the event it reads (or a :class:`Rule` of its own); a new
+family: one entry and its class.
 A change of what a rule holds is a new :data:`VERIFY_RULES_VERSION`.
 """
 
@@ -42,12 +50,19 @@ from analysis.verify.best import BestCheck
 from analysis.verify.data import DataRules
 from analysis.verify.evidence import EvidenceRules
 from analysis.verify.fields import FAMILY_ROW_HOLDS, ROW, FieldRules
-from analysis.verify.hardware import HardwareRules
+from analysis.verify.hardware import BoundsRule, InventoryRule
 from analysis.verify.mllog import MLLogCheck
 from analysis.verify.provenance import Provenance
-from analysis.verify.record import Record
-from analysis.verify.score import ScoreRules
-from analysis.verify.search import SearchRules
+from analysis.verify.record import (
+    EpochsRule,
+    GraphFilesRule,
+    LineageRule,
+    OpsRule,
+    RecordsRule,
+    SegmentsRule,
+)
+from analysis.verify.score import ScoreRule, ValidityRules, WindowRule
+from analysis.verify.search import RepeatsRule, SpaceRule
 from analysis.verify.view import RunView
 from analysis.verify.weights import KeptWeights
 
@@ -78,17 +93,42 @@ class Row:
 
 
 @dataclass(frozen=True)
+class Rule:
+    """One rule (issue 44): the row it fills, what must hold for it, the events it reads (a method named after
+    each) and the small class that judges it, built once a verification with the run.  It reads the run's model,
+    the shared view (:mod:`analysis.verify.view`) and the evidence tables, never another rule's state."""
+
+    row: Row
+    judge: Callable[[Run], object]
+    events: tuple[str, ...]
+    through_view: tuple[str, ...] = ()
+    """those of ``events`` it reads only through the shared view: it has no method for them"""
+
+
+@dataclass(frozen=True)
 class Family:
-    """Rules that share what they read: the class that judges them, the events and files it reads, its rows."""
+    """Rules that share what they read: the class that judges them (or, one a row, its ``rules``), the events and
+    files it reads, its rows."""
 
     name: str
     judge: Callable[[Run], object] | None
-    rows: tuple[Row, ...]
+    rows: tuple[Row, ...] = ()
     events: tuple[str, ...] = ()
     files: tuple[str, ...] = ()
     through_view: tuple[str, ...] = ()
     """those of ``events`` it reads only through the shared view (:mod:`analysis.verify.view`): it has no method
     for them"""
+    rules: tuple[Rule, ...] = ()
+    """its rules, one a row, each judged apart (then ``judge`` is None, its rows are its rules', and its events
+    theirs: in their order unless the entry lists them, as the docs' table shows them)"""
+
+    def __post_init__(self) -> None:
+        if self.rules:
+            object.__setattr__(self, "rows", tuple(rule.row for rule in self.rules))
+            events = tuple(dict.fromkeys(name for rule in self.rules for name in rule.events))
+            if self.events and set(self.events) != set(events):
+                raise ValueError(f"family {self.name}: its events {self.events} are not its rules' {events}")
+            object.__setattr__(self, "events", self.events or events)
 
 
 FAMILIES = (
@@ -101,20 +141,22 @@ FAMILIES = (
             "every line is one JSON event that keeps to [the schema](events.md), every number in it finite (JSON "
             "has no NaN or Infinity, and the package never writes one); no cut last line"),
     )),
-    Family("record", Record, events=(ANY, "run_start", "model_proposed", "epoch", "model_done",
+    Family("record", None, events=(ANY, "run_start", "model_proposed", "epoch", "model_done",
                                      "model_failed", "run_stop", "score"),
-           files=("graphs/",), rows=(
-        Row("segments",
+           files=("graphs/",), rules=(
+        Rule(Row("segments",
             "`run_start`s numbered 1, 2, … in time order, `resumed` only after the first; a resume changes no "
             "configuration but `time_limit`, `hardware_changed` and `run_dir` (an option renamed since a segment was "
             "logged counts under its new name: `warmup_epochs` is `search_warmup_epochs`); each segment's one "
             "`run_stop` precedes its `score`; "
             "nothing but the `score` follows a `run_stop`; the last segment is closed and scored"),
-        Row("epochs in segments",
+             SegmentsRule, events=(ANY, "run_start", "run_stop", "score")),
+        Rule(Row("epochs in segments",
             "every epoch follows its task's `model_proposed` in the same segment and group, is numbered 1, 2, … "
             "within its task, and none comes after the task's `model_done`/`model_failed`; a task ends once, and "
             "only a `model_failed` may end a task never proposed (its search found no child)"),
-        Row("graph files",
+             EpochsRule, events=("model_proposed", "epoch", "model_done", "model_failed")),
+        Rule(Row("graph files",
             "each model's graph is where its `model_proposed` says, inside the run directory: a whole line of its"
             " segment's appended file (`graph_file` `graphs/segment-N.jsonl`, `graph_offset`, `graph_bytes`; a "
             "file cut before the line's newline is named), no two models at the same line; or, in a run from "
@@ -124,26 +166,30 @@ FAMILIES = (
             "kernels are its hyper-parameters' `kernel_size`. No child (a proposal with a parent) has the graph "
             "of a proposal the master knew of — one of its segment, or of a model that had ended before it — "
             "since the master answers Duplicate to those; a seed may come twice"),
-        Row("lineage",
+             GraphFilesRule, events=("model_proposed", "epoch", "model_done")),
+        Rule(Row("lineage",
             "each graph file is its graph rebuilt from what its proposal logs ([below](#lineage)): the seed model"
             " (`seed`, which must be the configuration's `seed_model`) or its parent model's stored graph with "
             "the logged morphisms (`morphs`, 1 to 3 as the search chains them, each one the search could make), "
             "tuned to its `kernel_size`; layers, their attributes and edges equal; the parent logged before the "
             "child"),
-        Row("ops recount",
+             LineageRule, events=()),
+        Rule(Row("ops recount",
             "each epoch recounted with the package's counter ([counting.md](counting.md)): the task's graph at "
             "its `kernel_size`, the epoch's logged `train_samples` and `validation_samples`, and the global batch"
             " = `batch_size` × the ranks of its group in the segment's `layout`; `ops`, `ops_train`, "
             "`ops_update`, `ops_validation` and `steps` equal as integers"),
-        Row("model records",
+             OpsRule, events=("epoch",)),
+        Rule(Row("model records",
             "each `model_done` lists exactly its task's epoch events (field by field), its `accuracy` is the best"
             " of them, its `ops.total` their sum, its per-sample counts the recount's, its `hparams` its "
             "proposal's; model ids run 0, 1, 2, …"),
+             RecordsRule, events=("model_done", "model_failed")),
     )),
     Family("evidence", EvidenceRules, events=(ANY, "run_start", "system", "layout", "staging", "peak", "monitor",
                                               "model_proposed", "epoch", "model_done", "model_failed", "group_lost",
                                               "run_stop", "score"),
-           files=("graphs/ (each graph as the record family parsed it)",), rows=(
+           files=("graphs/ (each graph as the shared view parsed it)",), rows=(
         Row("times",
             "within a segment event times never go backwards (monitor samples apart: they carry their leader's "
             "sampling time); an epoch ends after it starts, starts after its segment's `run_start` and its task's"
@@ -181,9 +227,8 @@ FAMILIES = (
             "`search` object: the configured `search` (`seed` for a proposal without a parent) and `hpo`, which "
             "the rule `algorithms` judges (proposals without the names are *not recorded*)"),
     )),
-    Family("hardware", HardwareRules, events=("run_start", "system", "layout", "peak", "epoch", "score"),
-           rows=(
-        Row("inventory",
+    Family("hardware", None, rules=(
+        Rule(Row("inventory",
             "each segment has one `system` and one `layout` event; the master, the relays and the groups of the "
             "`layout` partition the world of the `system` event (its `ranks`, each rank on exactly one of its "
             "`hosts`, each host listed once with its ranks): no rank in two groups, groups numbered 0, 1, …, every "
@@ -191,7 +236,8 @@ FAMILIES = (
             "had (processor, vendor, ISA flags, accelerators: names and counts may change with the allocation), "
             "unless its resume says why (`--hardware-changed REASON`, its `run_start`'s "
             "`config.hardware_changed`, shown as a note): every segment is bounded by its own `system` and probes"),
-        Row("hardware bounds",
+            InventoryRule, events=("run_start", "system", "layout")),
+        Rule(Row("hardware bounds",
             "each group's probe (`peak`) at most what the hardware the `system` event names can compute at the "
             "run's precision, by the versioned table of `aiperf_mpi/results/hardware.py`, which the run does not "
             "write (accelerators: the vendor's dense peak, one a rank at most; CPUs: logical processors × the "
@@ -202,10 +248,10 @@ FAMILIES = (
             "GPU probe on a host that lists none, is *not recorded* (not verified until the table names it); a "
             "rehearsal's epochs are its stand-in's: each phase no shorter than its operations take at the stated "
             "`rehearse_rate` × the group's ranks (the stand-in waits them out)"),
+            BoundsRule, events=("run_start", "system", "layout", "peak", "epoch", "score")),
     )),
-    Family("data", DataRules, events=("run_start", "layout", "model_proposed", "epoch"), through_view=("layout",),
-           rows=(
-        Row("data splits",
+    Family("data", None, rules=(
+        Rule(Row("data splits",
             "a data set the versioned table of `aiperf_mpi/results/datasets.py` names, which the run does not write "
             "(digits 1,437 / 360 of 10 classes at 32×32×3; synthetic 2,048 / 512 of 10 at `image_size` or 32; "
             "CIFAR-10 50,000 / 10,000 of 10 at 32×32×3; ImageNet's ILSVRC-2012 1,281,167 / 50,000 of 1,000 at "
@@ -219,11 +265,12 @@ FAMILIES = (
             "ImageNet-format set, an *unofficial* run by the rule `dataset`), as `hdf5` always is: its logged "
             "counts are kept, and the row says they are taken from the log; a CIFAR-10 or ImageNet run without a "
             "data check is *not recorded*"),
+             DataRules, events=("run_start", "layout", "model_proposed", "epoch"), through_view=("layout",)),
     )),
-    Family("search", SearchRules, events=("run_start", "peak", "model_proposed", "model_done", "model_failed",
-                                          "group_lost", "run_stop"),
-           files=("graphs/ (each child's parent graph)",), rows=(
-        Row("search space",
+    Family("search", None, events=("run_start", "peak", "model_proposed", "model_done", "model_failed",
+                                   "group_lost", "run_stop"),
+           files=("graphs/ (each child's parent graph)",), rules=(
+        Rule(Row("search space",
             "the space is recomputed from the configuration and the code, not read from the log: each proposal's "
             "`kernel_size` one the tuner chooses (`KERNEL_SIZES`: 3, 5, 7), its `batch_size` one of its tuner's "
             "(the configured `batch_size` of the warm-up rounds, and `batch_choices`' powers of two from 16 to 512"
@@ -233,26 +280,31 @@ FAMILIES = (
             "morph in the graph it applies to (`is_candidate`: a skip joins two ReLUs), a `deeper` block at the "
             "proposal's own kernel size; a configuration without `device_memory_gb` and `batch_size` is *not "
             "recorded*"),
-        Row("repeated graphs",
+             SpaceRule, events=("run_start", "model_proposed", "model_done", "model_failed")),
+        Rule(Row("repeated graphs",
             "no two tasks have the same graph (`graph_sha256`) unless the log says why the master accepted it "
             "again: a seed (which the master never refuses) proposed while no trained model had an accuracy to "
             "rank when its group's work was handed out (after the group's previous task ended), or a graph whose "
             "earlier task never ended — discarded at its segment's `run_stop`, lost with its group (`group_lost`)"
             " or open when its segment was killed — proposed in a later segment (a resumed master's history holds"
             " the ended models only); proposals without `graph_sha256` are *not recorded*"),
+             RepeatsRule, events=("run_start", "peak", "model_proposed", "model_done", "model_failed", "group_lost",
+                                  "run_stop")),
     )),
-    Family("score", ScoreRules, events=(ANY,), files=("score.json",), rows=(
-        Row("score",
+    Family("score", None, events=(ANY,), files=("score.json",), rules=(
+        Rule(Row("score",
             "the score recomputed from the log (`aiperf_mpi/results/score.py`, the run's `score_step`) equals "
             "`score.json` — score, regulated score, active time, operations, best accuracy, counts, validity and "
             "every grid sample — and every `score` event of the log, as of that event"),
-        Row("scored window",
+             ScoreRule, events=(ANY,)),
+        Rule(Row("scored window",
             "each segment the run ended itself (its time limit, every group stopped because no new model fit, "
             "`max models`) counts its whole `time_limit`, one a signal or a kill ended its span as it ran; a "
             "`run_stop`'s `reason` is one the master writes and agrees with the log (no signal when every group "
             "had stopped early, no `max models` without `max_models`); every `run_start`'s configuration has a "
             "positive `time_limit`; `score.json` is scored over no less than the run's window"),
-        Row("rule *name*",
+             WindowRule, events=()),
+        Rule(Row("rule *name*",
             "each validity rule recomputed and equal to `score.json`'s; the log's evidence agrees with the "
             "configuration: the peak probe ran at the configured precision, and no proposal names a search "
             "strategy other than the configured search's. The rule `dataset` (rules 1.1) needs ImageNet with the "
@@ -261,16 +313,17 @@ FAMILIES = (
             "ImageNet-format set — the small ones the tests write — verifies as an *unofficial* run whose rule "
             "row names its counts, and the `configuration` row notes it; a log older than the data check is "
             "judged by the data set's name"),
+             ValidityRules, events=()),
     )),
-    Family("provenance", Provenance, events=("run_start",), rows=(
-        Row("provenance",
+    Family("provenance", None, rules=(
+        Rule(Row("provenance",
             "each `run_start` records `aiperf_mpi` (version), `git_commit` (or `unknown`), `source_sha256`, "
             "`python`, `tensorflow`, `horovod`, `mpi`, consistent with its segment's `system` event; every "
             "segment ran the same source"),
+             Provenance, events=("run_start",)),
     )),
-    Family("mllog", MLLogCheck, events=("run_start", "epoch", "model_done", "model_failed", "group_lost", "run_stop"),
-           files=("mllog.log",), rows=(
-        Row("mllog.log",
+    Family("mllog", None, files=("mllog.log",), rules=(
+        Rule(Row("mllog.log",
             "read streaming beside the event walk (`analysis/verify/mllog.py`): each epoch event has its "
             "`epoch_start` (time = the epoch's `start`), `epoch_stop` (time = its `end`, `ops`, `train_samples`) "
             "and `eval_accuracy` (`val_accuracy`, `eval_samples` = `validation_samples`), times in whole ms as "
@@ -279,10 +332,10 @@ FAMILIES = (
             " no mllog epoch without its event, except an `epoch_start` alone for the epoch after its task's last"
             " when the task was discarded at `run_stop`, failed, gave up with no epoch (the time limit) or was "
             "training when its segment was killed. A missing file fails (every run writes one)"),
+             MLLogCheck, events=("run_start", "epoch", "model_done", "model_failed", "group_lost", "run_stop")),
     )),
-    Family("best", BestCheck, events=("run_start", "model_proposed", "model_done", "run_stop"),
-           files=("best/metadata.json", "best/ops.json", "best/graph.json", "graphs/"), rows=(
-        Row("best/ (exported model)",
+    Family("best", None, files=("best/metadata.json", "best/ops.json", "best/graph.json", "graphs/"), rules=(
+        Rule(Row("best/ (exported model)",
             "`best/metadata.json`: its task is the best trained model (ties: the earliest) as of the log's last "
             "`run_stop`; model id, accuracy (the best epoch's), the saved epoch's accuracy, samples and number, "
             "hyper-parameters, epochs, data set, precision and each lineage step (task, model, parent, "
@@ -295,10 +348,10 @@ FAMILIES = (
             "this row when a later segment trained a better one: export again. A run that meets every rule of "
             "its score is *valid* only with its `best/`: without it the verdict names the rule `best model` "
             "(a reviewer re-evaluates that model: `--reevaluate`)"),
+             BestCheck, events=("run_start", "model_proposed", "model_done", "run_stop")),
     )),
-    Family("weights", KeptWeights, events=("model_proposed", "model_done"),
-           files=("weights/*.npz", "best/model.keras", "best/metadata.json", "graphs/"), rows=(
-        Row("weights files",
+    Family("weights", None, files=("weights/*.npz", "best/model.keras", "best/metadata.json", "graphs/"), rules=(
+        Rule(Row("weights files",
             "each `weights/*.npz` a `model_done` names has the sha256 that `model_done` logged (`weights_sha256`, "
             "written by the rank that saved the file) and, read from the arrays' headers without TensorFlow, "
             "exactly the arrays of its graph as trained (the stored graph at its `kernel_size`: conv kernel "
@@ -308,8 +361,12 @@ FAMILIES = (
             " is noted; a log or an export from before the sha256 was recorded is *not recorded*. A file larger "
             "than its graph's arrays can need (8 bytes an element, 64 KiB an array, 64 MiB besides) is refused "
             "before it is hashed"),
+             KeptWeights, events=("model_proposed", "model_done")),
     )),
-    Family("fields", FieldRules, rows=(Row(ROW, FAMILY_ROW_HOLDS),)),
+    Family("fields", None, rules=(
+        Rule(Row(ROW, FAMILY_ROW_HOLDS),
+             FieldRules, events=()),
+    )),
     Family("bundle", None, events=("run_start", "system", "layout", "peak"),
            files=("verify.txt", "verify.json", "system.json"), rows=(
         Row("bundle verify.txt/json",
@@ -355,18 +412,33 @@ def family_of(row: str, families: tuple[Family, ...] = FAMILIES) -> Family:
     raise KeyError(row)
 
 
-def handlers(entry: Family, judge: object) -> dict[str, Callable[[dict, int], None]]:
-    """Event name (:data:`ANY` for a name the schema does not know) → what the walk calls for it on ``judge``."""
+def handlers(entry: Family | Rule, judge: object) -> dict[str, Callable[[dict, int], None]]:
+    """Event name (:data:`ANY` for a name the schema does not know) → what the walk calls for it on ``judge``, the
+    judge of a family or of one of its rules (what it reads: ``entry``'s)."""
     each = getattr(judge, "each", None)
     unreadable = getattr(judge, "unreadable", None)
+    settle = getattr(judge, "settle", None)
     calls = {}
     for name in (*EVENT_NAMES, ANY):
         if name in entry.events or ANY in entry.events:
             named = name in entry.events and name != ANY and name not in entry.through_view
-            call = _call(each, getattr(judge, name) if named else None, unreadable)
+            call = _settled(_call(each, getattr(judge, name) if named else None, unreadable), settle)
             if call is not None:
                 calls[name] = call
     return calls
+
+
+def _settled(call: Callable | None, settle: Callable | None) -> Callable | None:
+    """``call``, then the judge's ``settle`` (what it judges of the event after its own rule, whatever that did)."""
+    if settle is None:
+        return call
+
+    def settled(event: dict, number: int) -> None:
+        if call is not None:
+            call(event, number)
+        settle(event, number)
+
+    return settled
 
 
 def _call(each: Callable | None, named: Callable | None, unreadable: Callable | None) -> Callable | None:
@@ -393,15 +465,19 @@ def _call(each: Callable | None, named: Callable | None, unreadable: Callable | 
 
 def walk(run: Run, families: tuple[Family, ...] = FAMILIES) -> list[Check]:
     """Every family's rows, the log row first: ``events.jsonl`` read once, each event given to its readers."""
-    judged = []
+    judged: list[tuple[str, Family | Rule, object]] = []
+    """(family, what the judge reads, the judge), in the verdict's order: a family's judge, or each of its rules'"""
     for entry in families:
         if entry.judge is not None:
             run.judges[entry.name] = judge = entry.judge(run)
-            judged.append((entry, judge))
+            judged.append((entry.name, entry, judge))
+        for rule in entry.rules:
+            run.judges[rule.row.name] = judge = rule.judge(run)
+            judged.append((entry.name, rule, judge))
     table: dict[str, list[Callable[[dict, int], None]]] = {name: [] for name in (*EVENT_NAMES, ANY)}
     walk_order = {name: place for place, name in enumerate(WALK_ORDER)}
-    for entry, judge in sorted(judged, key=lambda pair: walk_order.get(pair[0].name, len(WALK_ORDER))):
-        for name, call in handlers(entry, judge).items():
+    for _, reads, judge in sorted(judged, key=lambda each: walk_order.get(each[0], len(WALK_ORDER))):
+        for name, call in handlers(reads, judge).items():
             table[name].append(call)
     log, events = Check("log"), 0
 
@@ -437,7 +513,7 @@ def walk(run: Run, families: tuple[Family, ...] = FAMILIES) -> list[Check]:
     log.summary = (f"{events} events, schema version {SCHEMA_VERSION}, one JSON object a line"
                    + ("" if not run.truncated else ", a cut tail"))  # fmt: skip
     rows = [log]
-    for _, judge in judged:
+    for _, _, judge in judged:
         rows += judge.finish()
     return rows
 

@@ -4,9 +4,11 @@
 The lineage row rebuilds each graph from what its proposal logs; it takes
 the logged kernel size, batch size and morphisms as given.  A forger who
 logs kernels of 9, a batch of 1 (more updates to count) or an extra
-morphism (a larger model) rebuilds consistently.  Two rows hold the proposals
-to the search's own space instead, recomputed from the configuration and the
-code, not read from the log:
+morphism (a larger model) rebuilds consistently.  Two rules, one a row
+(:class:`SpaceRule`, :class:`RepeatsRule`: the registry's
+:class:`~analysis.verify.registry.Rule` entries, neither reading the other),
+hold the proposals to the search's own space instead, recomputed from the
+configuration and the code, not read from the log:
 
 - ``search space``: each proposal's ``kernel_size`` is one the tuner chooses
   (:data:`~aiperf_mpi.graph.model.KERNEL_SIZES`), its ``batch_size`` one of
@@ -62,95 +64,48 @@ def _place(kind: str, args: list) -> tuple:
     return tuple(args[:1]) if kind in ("deeper", "wider") else tuple(args[:2])
 
 
-class SearchRules:
-    """The ``search space`` and ``repeated graphs`` rows, fed the proposals, their ends and the segments."""
+class SpaceRule:
+    """The row ``search space``: each proposal's kernel and batch sizes the tuner's, each child's morphisms steps
+    the search can take (on its parent's stored graph, read back by its logged place)."""
 
     def __init__(self, run: Run) -> None:
-        self.run, self.run_dir = run, run.run_dir
-        self.space, self.repeats = Check("search space"), Check("repeated graphs")
+        self.run_dir = run.run_dir
+        self.space = Check("search space")
         self.config: Mapping | None = None
         self.data: object = None
         self.batches: set[int] | None = None
         self.batches_why = ""
-        self.segment = 0
-        self.segment_start = 0
         self.places: dict[int, dict] = {}
         """a task → where its graph lies (its proposal's graph fields)"""
         self.models: dict[int, dict] = {}
         """a model id → where its graph lies"""
-        self.graphs: dict[str, tuple[int, int, bool]] = {}
-        """a graph_sha256 → the latest task that had it: (task, segment, a seed)"""
-        self.ended: set[int] = set()
-        self.not_ended: dict[int, str] = {}
-        """a task that never ended → why (the log's word)"""
-        self.open: set[int] = set()
-        self.handed_out: dict[int, tuple[int, object]] = {}
-        """a group → when its work was last handed out in the segment: the event number and the log's time of its
-        probe or its previous task's end (its next work was handed out after it)"""
-        self.ranked_at: int | None = None
-        """the first model_done whose model has an accuracy to rank (after it the master hands out no seed)"""
-        self.proposals = self.children = self.unhashed = self.seeds_again = self.again = 0
+        self.proposals = self.children = 0
 
-    # -- segments and ends
-
-    def run_start(self, event: dict, number: int) -> None:
+    def run_start(self, event: dict, _: int) -> None:
         if self.config is None:
             self.config, self.data = event["config"], event.get("data")
-        for task in self.open:  # no run_stop said it discarded them: the segment was killed
-            self.not_ended.setdefault(task, f"open when segment {self.segment} was cut")
-        self.open.clear()
-        self.segment, self.segment_start = self.segment + 1, number
-        self.handed_out.clear()
 
-    def run_stop(self, event: dict, _: int) -> None:
-        for task in event["discarded_tasks"]:
-            if is_int(task):
-                self.not_ended[task] = f"discarded at segment {self.segment}'s run_stop"
+    def model_done(self, event: dict, _: int) -> None:
+        self._ended(event["task"], event["model"].get("id"))
 
-    def peak(self, event: dict, number: int) -> None:
-        """A group's probe: the master logs it on the group's Ready and hands the group its first work at once
-        (job/master.py), so its first task was handed out no earlier than here."""
-        if is_int(event["group"]) and event["group"] not in self.handed_out:
-            self.handed_out[event["group"]] = (number, event.get("time"))
+    def model_failed(self, event: dict, _: int) -> None:
+        self._ended(event["task"], event["model"])
 
-    def group_lost(self, event: dict, _: int) -> None:
-        if is_int(event["task"]):
-            self.not_ended[event["task"]] = f"lost with group {event['group']}"
-            self.open.discard(event["task"])
-
-    def model_done(self, event: dict, number: int) -> None:
-        record = event["model"]
-        self._ended(event, record.get("id"), number)
-        scores = (record.get("predicted_accuracy"), record.get("accuracy"))  # a junk prediction: its accuracy
-        if self.ranked_at is None and record.get("status") == "trained" and any(map(_is_number, scores)):
-            self.ranked_at = number
-
-    def model_failed(self, event: dict, number: int) -> None:
-        self._ended(event, event["model"], number)
-
-    def _ended(self, event: dict, model_id: object, number: int) -> None:
-        task = event["task"]
-        self.ended.add(task)
-        self.open.discard(task)
-        self.handed_out[event["group"]] = (number, event.get("time"))
+    def _ended(self, task: int, model_id: object) -> None:
         place = self.places.pop(task, None)
         if is_int(model_id) and place is not None:
-            self.models[model_id] = place
-
-    # -- proposals
+            self.models[model_id] = place  # type: ignore[index]
 
     def model_proposed(self, event: dict, number: int) -> None:
         task = event["task"]
-        label = f"event {number} (model_proposed of task {task}, group {event['group']})"
+        label = _label(event, number)
         self.proposals += 1
         self.places[task] = {name: event[name] for name in ("graph_file", "graph_offset", "graph_bytes")
                              if name in event}  # fmt: skip
-        self.open.add(task)
         self._hparams(event, label)
         if event["parent"] is not None:
             self.children += 1
             self._morphs(event, label)
-        self._repeated(event, label)
 
     def _hparams(self, event: dict, label: str) -> None:
         hparams = event["hparams"]
@@ -243,6 +198,82 @@ class SearchRules:
         except ERRORS:
             return None  # the graph files row names an unreadable graph
 
+    def finish(self) -> list[Check]:
+        self.space.summary = (f"{self.proposals} proposals' kernel and batch sizes in the tuner's space, "
+                              f"{self.children} children's morphisms steps the search can take")  # fmt: skip
+        return [self.space]
+
+
+class RepeatsRule:
+    """The row ``repeated graphs``: no graph twice, but where the log says why the master accepted it again; a
+    graph's identity in other bytes is the shared view's lineage's."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.repeats = Check("repeated graphs")
+        self.segment = 0
+        self.segment_start = 0
+        self.graphs: dict[str, tuple[int, int, bool]] = {}
+        """a graph_sha256 → the latest task that had it: (task, segment, a seed)"""
+        self.ended: set[int] = set()
+        self.not_ended: dict[int, str] = {}
+        """a task that never ended → why (the log's word)"""
+        self.open: set[int] = set()
+        self.handed_out: dict[int, tuple[int, object]] = {}
+        """a group → when its work was last handed out in the segment: the event number and the log's time of its
+        probe or its previous task's end (its next work was handed out after it)"""
+        self.ranked_at: int | None = None
+        """the first model_done whose model has an accuracy to rank (after it the master hands out no seed)"""
+        self.proposals = self.unhashed = self.seeds_again = self.again = 0
+
+    # -- segments and ends
+
+    def run_start(self, event: dict, number: int) -> None:
+        for task in self.open:  # no run_stop said it discarded them: the segment was killed
+            self.not_ended.setdefault(task, f"open when segment {self.segment} was cut")
+        self.open.clear()
+        self.segment, self.segment_start = self.segment + 1, number
+        self.handed_out.clear()
+
+    def run_stop(self, event: dict, _: int) -> None:
+        for task in event["discarded_tasks"]:
+            if is_int(task):
+                self.not_ended[task] = f"discarded at segment {self.segment}'s run_stop"
+
+    def peak(self, event: dict, number: int) -> None:
+        """A group's probe: the master logs it on the group's Ready and hands the group its first work at once
+        (job/master.py), so its first task was handed out no earlier than here."""
+        if is_int(event["group"]) and event["group"] not in self.handed_out:
+            self.handed_out[event["group"]] = (number, event.get("time"))
+
+    def group_lost(self, event: dict, _: int) -> None:
+        if is_int(event["task"]):
+            self.not_ended[event["task"]] = f"lost with group {event['group']}"
+            self.open.discard(event["task"])
+
+    def model_done(self, event: dict, number: int) -> None:
+        record = event["model"]
+        self._ended(event, number)
+        scores = (record.get("predicted_accuracy"), record.get("accuracy"))  # a junk prediction: its accuracy
+        if self.ranked_at is None and record.get("status") == "trained" and any(map(_is_number, scores)):
+            self.ranked_at = number
+
+    def model_failed(self, event: dict, number: int) -> None:
+        self._ended(event, number)
+
+    def _ended(self, event: dict, number: int) -> None:
+        task = event["task"]
+        self.ended.add(task)
+        self.open.discard(task)
+        self.handed_out[event["group"]] = (number, event.get("time"))
+
+    # -- proposals
+
+    def model_proposed(self, event: dict, number: int) -> None:
+        self.proposals += 1
+        self.open.add(event["task"])
+        self._repeated(event, _label(event, number))
+
     def _repeated(self, event: dict, label: str) -> None:
         digest, task, group, seed = event.get("graph_sha256"), event["task"], event["group"], event["parent"] is None
         if not is_hex(digest, 64):
@@ -282,15 +313,18 @@ class SearchRules:
                                          "log gives no reason it was proposed again")  # fmt: skip
 
     def finish(self) -> list[Check]:
-        self.space.summary = (f"{self.proposals} proposals' kernel and batch sizes in the tuner's space, "
-                              f"{self.children} children's morphisms steps the search can take")  # fmt: skip
         self.repeats.summary = (f"{len(self.graphs)} distinct graphs of {self.proposals - self.unhashed} "
                                 f"proposals; {self.seeds_again} seed(s) proposed again before any model could "
                                 f"be ranked, {self.again} graph(s) of a task that never ended proposed again")
         if self.unhashed:
             self.repeats.missing.append(f"{self.unhashed} of {self.proposals} model_proposed events have no "
                                         "graph_sha256 (a log older than the field): their graphs are not compared")
-        return [self.space, self.repeats]
+        return [self.repeats]
+
+
+def _label(event: dict, number: int) -> str:
+    """A proposal as the rows' lines name it."""
+    return f"event {number} (model_proposed of task {event['task']}, group {event['group']})"
 
 
 def _is_number(value: object) -> bool:

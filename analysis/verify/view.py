@@ -17,7 +17,19 @@ model does not and more than one family reads, so that no family reaches into an
   graph's identity when its file holds it in other bytes;
 - ``segment`` (:class:`SegmentView`), since the last ``run_start`` event: each layout group's ranks and each
   proposed task's batch size, as logged (a second ``layout`` in a segment replaces the groups it lists: the
-  ``inventory`` row names the second one), which the ``data`` family holds an epoch's steps to.
+  ``inventory`` row names the second one), which the ``data`` family holds an epoch's steps to; and the
+  segment's *first* ``system`` and ``layout`` events and how many of each came (the run's model keeps the last
+  of each: the ``hardware`` family bounds a segment by the first and names a second);
+- ``tasks`` (:class:`OpenTask`): each task proposed (its first proposal) and not yet ended, with its
+  proposal's group, segment and hyper-parameters and its epoch events, its graph parsed and counted once, at its
+  first epoch or else at its ``model_done`` (never for a task that ends without training, or fails): the
+  ``record`` family holds the epochs, the operations and the model record to them, the ``evidence`` family's
+  ``configuration`` row the graph's input and output to the data (``parsed``: the graph parsed, or taken from
+  the count cache, for the event being judged; ``counted``: the task whose graph was counted for it; ``ended``:
+  the task the event ended, still readable while it is judged);
+- after the walk, once: the score the run's own scorer makes of the whole log (:meth:`RunView.score`) and
+  ``score.json`` as the run recorded it (:meth:`RunView.recorded_score`), which the ``score`` family's three
+  rules (the score, the scored window, the validity rules) each hold to the other.
 
 The walk (:func:`analysis.verify.registry.walk`) calls :meth:`RunView.see` with each event that keeps to the
 schema, after the model has read it and before the families are given it.
@@ -25,15 +37,26 @@ schema, after the model has read it and before the families are given it.
 
 from __future__ import annotations
 
+import hashlib
+import json
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import networkx as nx
+
+from aiperf_mpi.graph.model import GraphError, from_json, with_kernel_size
+from aiperf_mpi.graph.ops import ModelOps, count_ops
 from aiperf_mpi.results import runlog
-from aiperf_mpi.results.graphs import GraphFileError, read_graph
-from aiperf_mpi.results.logmodel import RunModel
-from analysis.checks import Check, is_regular_file
+from aiperf_mpi.results.graphs import GraphFileError, graph_place, read_graph
+from aiperf_mpi.results.logmodel import RunModel, Timeline
+from aiperf_mpi.results.score import Score, run_step, score_inputs
+from analysis.checks import Check, is_regular_file, read_json
 from analysis.verify.lineage import LineageCheck
+
+COUNT_CACHE = 64
+"""distinct graphs whose counts the view keeps (a real run's graphs all differ; a bound, not a hope)"""
 
 
 @dataclass
@@ -41,11 +64,65 @@ class ProposedGraph:
     """The stored graph of the task just proposed, as read for its first ``model_proposed``."""
 
     task: object
+    place: str
+    """where the proposal says the graph lies, as problem lines name it
+    (:func:`~aiperf_mpi.results.graphs.graph_place`)"""
     data: bytes | None
     """the graph's bytes (None: it could not be read, ``error`` says why)"""
     error: str = ""
     """why it could not be read (:class:`~aiperf_mpi.results.graphs.GraphFileError`), as the graph files row
     names it"""
+    sha256: str = ""
+    """the sha256 of ``data`` ("" when it could not be read)"""
+    text: str | None = None
+    """``data`` as UTF-8 text (None: unread, or not UTF-8: the graph files row names it)"""
+
+
+@dataclass
+class OpenTask:
+    """A proposed task until its model ends: its first proposal, its epochs, its graph read at the proposal, parsed
+    and counted once."""
+
+    task: object
+    proposal: dict
+    """its first ``model_proposed`` event (a second is not this one: the record family names it)"""
+    segment: int
+    """the number of the segment it was proposed in (the run's model's)"""
+    graph: ProposedGraph
+    epochs: list[dict] = field(default_factory=list)
+    """its ``epoch`` events so far, in log order (the one being judged included)"""
+    counts: ModelOps | None = None
+    """the per-sample counts (None: not counted yet, or ``count_error``)"""
+    count_error: str = ""
+    """why it has no counts, in the words of the ops recount row"""
+    stored_kernels: list = field(default_factory=list)
+    """the stored graph's tunable convolutions' kernel sizes, sorted, once counted"""
+
+    @property
+    def group(self) -> object:
+        """the group its proposal gave it to"""
+        return self.proposal["group"]
+
+    @property
+    def hparams(self) -> dict:
+        """its proposal's hyper-parameters"""
+        return self.proposal["hparams"]
+
+    @property
+    def kernel(self) -> object:
+        """its hyper-parameters' ``kernel_size`` (None: none), which the trainer sets in the stored graph"""
+        return self.hparams.get("kernel_size")
+
+
+@dataclass
+class ParsedGraph:
+    """A task's graph as parsed (or taken from the count cache) for the event being judged."""
+
+    task: object
+    graph: nx.DiGraph
+    place: str
+    sha256: str
+    """the graph file's bytes' sha256: the same bytes parse to the same graph"""
 
 
 @dataclass
@@ -57,8 +134,24 @@ class SegmentView:
     (a later layout's group replaces an earlier one's; one that is no such group changes nothing)"""
     task_batches: dict[object, object] = field(default_factory=dict)
     """each task proposed in the segment → its ``batch_size`` as logged (its hyper-parameters'; None: none)"""
+    first_system: dict | None = None
+    """the segment's first ``system`` event (None: none yet)"""
+    systems: int = 0
+    """how many ``system`` events the segment has had (one a segment)"""
+    first_layout: dict | None = None
+    """the segment's first ``layout`` event (None: none yet)"""
+    layouts: int = 0
+    """how many ``layout`` events the segment has had (one a segment)"""
+
+    def system(self, event: dict) -> None:
+        self.systems += 1
+        if self.first_system is None:
+            self.first_system = event
 
     def layout(self, event: dict) -> None:
+        self.layouts += 1
+        if self.first_layout is None:
+            self.first_layout = event
         for group in event["groups"]:
             index, ranks = group.get("index") if isinstance(group, Mapping) else None, None
             if isinstance(group, Mapping):
@@ -83,17 +176,62 @@ class RunView:
     """the stored graph of the latest first proposal (None before one)"""
     lineage: LineageCheck = field(init=False)
     """the graphs rebuilt from their proposals: the ``lineage`` row"""
+    tasks: dict[object, OpenTask] = field(default_factory=dict)
+    """each task proposed (its first proposal) whose model has not ended (``model_done``, ``model_failed``)"""
+    ended: OpenTask | None = None
+    """the task the event being judged ended (None: it ended none)"""
+    parsed: ParsedGraph | None = None
+    """the graph parsed for the event being judged (None: none was)"""
+    counted: OpenTask | None = None
+    """the task whose graph was counted (or found uncountable) for the event being judged (None: none)"""
+    count_cache: OrderedDict[tuple[str, str], tuple] = field(default_factory=OrderedDict)
+    """(graph file sha256, kernel size) → (graph, counts, stored kernels), last used last: tasks that share a
+    graph file's bytes are parsed and counted once (~2 ms a graph)"""
+
+    _score: tuple[Score | None, str] | None = field(default=None, init=False, repr=False)
+    _recorded: tuple[dict | None, str] | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.lineage = LineageCheck(self.run_dir, Check("lineage"))
 
+    def score(self, model: Timeline, truncated: bool) -> tuple[Score | None, str]:
+        """The score recomputed from the whole log, computed once after the walk (None and why: it cannot be)."""
+        if self._score is None:
+            try:
+                self._score = (score_inputs(model, run_step(model.config), truncated), "")
+            except ValueError as exc:
+                self._score = (None, str(exc))
+        return self._score
+
+    def recorded_score(self, path: Path) -> tuple[dict | None, str]:
+        """``path`` (the run's ``score.json``) read once: its object, or None and the score row's line why not."""
+        if self._recorded is None:
+            if not is_regular_file(path):
+                self._recorded = (None, f"{path.name} is missing (a run that did not finish has no score to submit)")
+            else:
+                try:
+                    recorded = read_json(path)
+                    if not isinstance(recorded, dict):
+                        raise ValueError("not a JSON object")
+                    self._recorded = (recorded, "")
+                except (ValueError, UnicodeDecodeError) as exc:
+                    self._recorded = (None, f"{path.name} is not readable: {' '.join(str(exc).split())[:200]}")
+        return self._recorded
+
+    def has_ended(self, task: object) -> bool:
+        """Whether the task has ended: proposed (or failed without a proposal) and no longer open."""
+        return task in self.seen_tasks and task not in self.tasks
+
     def see(self, event: dict, model: RunModel) -> None:
         """Take ``event`` (one that keeps to the schema; ``model`` has read it) into the view."""
         name, task = event[runlog.EVENT], event.get("task")
+        self.ended = self.parsed = self.counted = None
         if name == runlog.RUN_START:
             self.segment = SegmentView()
         elif self.segment is not None and name == runlog.LAYOUT:
             self.segment.layout(event)
+        elif self.segment is not None and name == runlog.SYSTEM:
+            self.segment.system(event)
         elif self.segment is not None and name == runlog.MODEL_PROPOSED:
             self.segment.task_batches[task] = event["hparams"].get("batch_size")
         if not model.segment_records:  # before the model's first segment: the segments row names it, none counts
@@ -103,10 +241,17 @@ class RunView:
             strategy = str((event.get("search") or {}).get("strategy", "?"))
             self.strategies[strategy] = self.strategies.get(strategy, 0) + 1
             self._proposed(event, model)
+        elif name == runlog.EPOCH and task in self.tasks:
+            self.tasks[task].epochs.append(event)
+            self._count(self.tasks[task])
         elif name == runlog.MODEL_FAILED:
             self.seen_tasks.add(task)
+            self.ended = self.tasks.pop(task, None)
             self.lineage.ended(task, event["model"])
         elif name == runlog.MODEL_DONE:
+            self.ended = self.tasks.pop(task, None)
+            if self.ended is not None:  # a task that never trained is counted at its end
+                self._count(self.ended)
             self.lineage.ended(task, event["model"].get("id"))
 
     def _proposed(self, event: dict, model: RunModel) -> None:
@@ -114,14 +259,50 @@ class RunView:
         name = event.get("graph_file")
         if isinstance(name, str) and name and not Path(name).is_absolute() and ".." not in Path(name).parts:
             is_regular_file(self.run_dir / name)  # a FIFO is bad input, not a missing graph (outside: named later)
+        place = graph_place(event)
         try:
-            self.graph = ProposedGraph(event["task"], read_graph(self.run_dir, event))
+            self.graph = graph = ProposedGraph(event["task"], place, read_graph(self.run_dir, event))
         except GraphFileError as exc:
-            self.graph = ProposedGraph(event["task"], None, str(exc))
-        text = None
-        if self.graph.data is not None:
+            self.graph = graph = ProposedGraph(event["task"], place, None, str(exc))
+        if graph.data is not None:
+            graph.sha256 = hashlib.sha256(graph.data).hexdigest()
             try:
-                text = self.graph.data.decode("utf-8")
+                graph.text = graph.data.decode("utf-8")
             except UnicodeDecodeError:
-                text = None  # the graph files row names it
-        self.lineage.proposed(event, text, model.segment_records[-1].config)
+                graph.text = None  # the graph files row names it
+        self.tasks[event["task"]] = OpenTask(event["task"], event, model.segment_records[-1].number, graph)
+        self.lineage.proposed(event, graph.text, model.segment_records[-1].config)
+
+    def _count(self, task: OpenTask) -> None:
+        """The task's per-sample counts, from its graph file, as the trainer built it (once per task).
+
+        The last :data:`COUNT_CACHE` distinct (file sha256, kernel size) are kept: a byte-identical file parses
+        to the identical graph, so nothing is skipped but the repetition.  A graph parsed here (or taken from
+        the cache) is ``parsed`` for the event's readers, even when its counting then fails.
+        """
+        if task.counts is not None or task.count_error:
+            return
+        self.counted, graph = task, task.graph
+        if graph.text is None:
+            task.count_error = "its graph file could not be read"
+            return
+        kernel = task.kernel
+        key = (graph.sha256, json.dumps(kernel)) if graph.sha256 else None
+        cached = self.count_cache.get(key) if key is not None else None
+        try:
+            if cached is None:
+                parsed = from_json(graph.text)
+                self.parsed = ParsedGraph(task.task, parsed, graph.place, graph.sha256)
+                counts = count_ops(parsed if kernel is None else with_kernel_size(parsed, kernel))
+                stored = sorted({data.get("kernel") for _, data in parsed.nodes(data=True) if data.get("tunable")})
+                cached = (parsed, counts, stored)
+                if key is not None:
+                    self.count_cache[key] = cached
+                    if len(self.count_cache) > COUNT_CACHE:
+                        self.count_cache.popitem(last=False)
+            else:
+                self.count_cache.move_to_end(key)
+                self.parsed = ParsedGraph(task.task, cached[0], graph.place, graph.sha256)
+            _, task.counts, task.stored_kernels = cached
+        except (GraphError, ValueError, KeyError, TypeError) as exc:
+            task.count_error = f"its graph cannot be counted: {' '.join(str(exc).split())[:200]}"

@@ -519,6 +519,27 @@ def test_a_task_whose_search_found_no_child_fails_without_a_proposal_and_verifie
     assert verify.main([str(run)]) == 0, capsys.readouterr().out
 
 
+def test_a_task_s_life_out_of_order_is_named_where_it_breaks(run) -> None:
+    """The open tasks are the shared view's (issue 44): a proposal of an ended task, an end after the end, an end
+    and an epoch of a task never proposed are each the ``epochs in segments`` row's, as the record family named
+    them when it kept its own tasks."""
+
+    def out_of_order(events: list[dict]) -> None:
+        done = find(events, runlog.MODEL_DONE, task=1)
+        at = events.index(done)
+        proposal = json.loads(json.dumps(find(events, runlog.MODEL_PROPOSED, task=1)))
+        epoch = json.loads(json.dumps(find(events, runlog.EPOCH, task=1)))
+        stranger = {**json.loads(json.dumps(done)), "task": 9}
+        stranger_epoch = {**json.loads(json.dumps(epoch)), "task": 9}
+        events[at + 1:at + 1] = [json.loads(json.dumps(done)), epoch, proposal, stranger_epoch, stranger]
+
+    rewrite_log(run, out_of_order)
+    lines = problems(verify.verify(run), "epochs in segments")
+    assert lines == ["task 1: model_done after its end", "task 1 epoch 1: comes after its model_done/model_failed",
+                     "task 1 proposed twice", "task 9 epoch 1: has no model_proposed before it",
+                     "task 9: model_done without a model_proposed"], lines
+
+
 def test_a_task_proposed_twice_names_its_strategy_once(run) -> None:
     """The rule ``algorithms`` counts the strategy of each task's first proposal: a second ``model_proposed`` of a
     task is the ``epochs in segments`` row's problem, not a second strategy (the shared view, issue 44, counts as

@@ -105,18 +105,49 @@ def test_a_segment_on_other_hardware_than_the_first_is_named(run) -> None:
     assert any("second system description" in line for line in lines), lines
 
 
-def test_a_resumed_segment_on_hardware_the_first_did_not_have_is_named() -> None:
-    from analysis.checks import Run
-    from analysis.verify.hardware import HardwareRules
+def test_a_second_layout_in_a_segment_is_named_and_the_inventory_reads_the_first(run) -> None:
+    """The shared view keeps a segment's first layout and counts the others (the run's model keeps the last)."""
 
-    rules = HardwareRules(Run(Path(".")))
-    layout = {"world_size": 5, "master_rank": 0, "hosts": ["h0"] * 5, "groups": [{"index": 0, "ranks": [1, 2]},
-                                                                                  {"index": 1, "ranks": [3, 4]}]}
-    system = {"ranks": 5, "nodes": 1, "hosts": [HOST]}
+    def again(events: list[dict]) -> None:
+        layout = find(events, runlog.LAYOUT)
+        bigger = {**copy.deepcopy(layout), "time": layout["time"] + 0.01, "world_size": 7}
+        bigger["hosts"] += ["h0", "h0"]
+        bigger["nodes"] += [0, 0]
+        bigger["groups"].append({"index": 2, "node": 0, "host": "h0", "ranks": [5, 6], "leader": 5,
+                                 "horovod_size": 2})  # fmt: skip
+        events.insert(events.index(layout) + 1, bigger)
+        system = find(events, runlog.SYSTEM)  # after both layouts: the bounds are set from the first when it comes
+        events.remove(system)
+        events.insert(events.index(bigger) + 1, {**system, "time": bigger["time"]})
+
+    forge(run, again)
+    lines = failing(run)["inventory"]
+    assert any("has a second layout (one a segment)" in line for line in lines), lines
+    assert not any("gathered 5 ranks" in line for line in lines), lines  # the second one's world was not read
+
+
+def test_a_resumed_segment_on_hardware_the_first_did_not_have_is_named() -> None:
+    from aiperf_mpi.results.logmodel import RunModel
+    from analysis.checks import Run
+    from analysis.verify.hardware import InventoryRule
+    from analysis.verify.view import RunView
+
+    run = Run(Path("."))
+    run.view, model = RunView(run.run_dir), RunModel()
+    rules = InventoryRule(run)
+
+    def feed(event: dict, number: int) -> None:
+        """As the walk gives it: the shared view takes the event first (each segment's first system and layout)."""
+        run.view.see(event, model)
+        getattr(rules, event["event"])(event, number)
+
+    layout = {"event": runlog.LAYOUT, "world_size": 5, "master_rank": 0, "hosts": ["h0"] * 5,
+              "groups": [{"index": 0, "ranks": [1, 2]}, {"index": 1, "ranks": [3, 4]}]}  # fmt: skip
+    system = {"event": runlog.SYSTEM, "ranks": 5, "nodes": 1, "hosts": [HOST]}
     for segment, hosts in ((1, [HOST]), (2, [{**HOST, "host": "h9"}]), (3, [{**HOST, "accelerators": ["H100"] * 4}])):
-        rules.run_start({"segment": segment, "config": {"precision": "fp16"}}, 1)
-        rules.system({**system, "hosts": [{**h, "host": "h0"} for h in hosts]}, 2)
-        rules.layout(layout, 3)
+        feed({"event": runlog.RUN_START, "segment": segment, "config": {"precision": "fp16"}}, 1)
+        feed({**system, "hosts": [{**h, "host": "h0"} for h in hosts]}, 2)
+        feed(layout, 3)
     problems = rules.finish()[0].problems
     assert len(problems) == 1 and "segment 3: hosts of kinds the first segment did" in problems[0], problems
 

@@ -20,6 +20,7 @@ from analysis.verify.registry import (
     WALK_ORDER,
     Family,
     Row,
+    Rule,
     family,
     family_of,
     markdown,
@@ -49,18 +50,19 @@ def test_every_row_of_a_verdict_is_a_rule_of_the_registry_in_its_order(pristine,
 
 def test_each_family_declares_exactly_the_events_its_judge_reads() -> None:
     """The walk calls a judge's method named after each event its entry declares: no method undeclared, none
-    declared that is missing, and ``each`` for a family that reads every event."""
+    declared that is missing, and ``each`` for a family that reads every event (a family's judge, or each of its
+    rules' when they are judged apart)."""
     for entry in FAMILIES:
         assert set(entry.events) <= {*EVENT_NAMES, ANY}, entry.name
         assert [row.name for row in entry.rows], entry.name
-        if entry.judge is None:
-            continue
-        methods = {name for name in EVENT_NAMES if callable(getattr(entry.judge, name, None))}
-        assert set(entry.through_view) <= set(entry.events), entry.name  # read through the shared view: no method
-        assert methods == set(entry.events) - {ANY} - set(entry.through_view), entry.name
-        assert ANY not in entry.events or callable(getattr(entry.judge, "each", None)), entry.name
-        assert callable(getattr(entry.judge, "finish", None)), entry.name
-    assert sorted(WALK_ORDER) == sorted(entry.name for entry in FAMILIES if entry.judge is not None)
+        assert entry.judge is None or not entry.rules, entry.name
+        for reads in (entry, *entry.rules) if entry.judge is not None else entry.rules:
+            methods = {name for name in EVENT_NAMES if callable(getattr(reads.judge, name, None))}
+            assert set(reads.through_view) <= set(reads.events), reads  # read through the shared view: no method
+            assert methods == set(reads.events) - {ANY} - set(reads.through_view), reads
+            assert ANY not in reads.events or callable(getattr(reads.judge, "each", None)), reads
+            assert callable(getattr(reads.judge, "finish", None)), reads
+    assert sorted(WALK_ORDER) == sorted(entry.name for entry in FAMILIES if entry.judge is not None or entry.rules)
 
 
 def test_the_verdict_records_the_version_of_the_rules_that_judged_it(pristine, tmp_path) -> None:
@@ -119,7 +121,7 @@ RULE_MODULES = (*sorted(f"analysis/verify/{path.name}" for path in (Path(__file_
 added is fingerprinted too) and the shared ones it calls"""
 RULES_FINGERPRINTS = {
     ("2026.12-5", "3.11"): "ca77714e",  # a move into analysis/verify/ (issue 44): verdicts compared equal
-    ("2026.12-6", "3.11"): "3d8f0fe5",  # the fields row (issue 45)
+    ("2026.12-6", "3.11"): "d27065ca",  # the fields row (issue 45); then moves (issue 44): verdicts compared equal
 }
 """(VERIFY_RULES_VERSION, Python minor) → the first 8 hex digits of :func:`_rules_fingerprint`: a change of the rules'
 code records its new fingerprint here together with a new version (issue 44)"""
@@ -158,3 +160,31 @@ def test_a_rule_changed_without_a_new_rules_version_is_caught() -> None:
     assert RULES_FINGERPRINTS.get(key) == found, (
         f"the rules' code changed (fingerprint {found}) under VERIFY_RULES_VERSION {VERIFY_RULES_VERSION}: give "
         f"analysis/verify/registry.py a new version and record {found} for it in RULES_FINGERPRINTS")
+
+
+def test_each_rule_fills_its_own_row_and_no_family_reads_another_s_judge() -> None:
+    """Issue 44: a rule judged apart (a :class:`Rule` of its family) gives its own row and no other; no family reads
+    another's state through ``run.judges`` (what several need is the shared view's, analysis/verify/view.py)."""
+    from analysis.checks import BadInput, Run
+    from analysis.verify.view import RunView
+
+    rules = [rule for entry in FAMILIES for rule in entry.rules]
+    assert rules, "no family lists its rules apart"
+    for rule in rules:
+        run = Run(Path("."))
+        judge, run.view = rule.judge(run), RunView(run.run_dir)  # as the walk builds them
+        try:
+            rows = judge.finish()
+        except BadInput:  # no segment at all: no event log, which the segments row says
+            assert rule.row.name == "segments", rule
+            continue
+        if rule.row.name == "rule *name*":  # one row a validity rule of the score (none: no score)
+            assert all(row.name.startswith("rule ") for row in rows), rule
+        else:
+            assert [row.name for row in rows] == [rule.row.name], rule
+    with pytest.raises(ValueError, match="not its rules'"):  # a family's listed events are its rules', in any order
+        Family("x", None, events=("run_start",), rules=(Rule(Row("x", "?"), object, events=("epoch",)),))
+    room = Path(__file__).resolve().parents[2] / "analysis" / "verify"
+    reaching = [path.name for path in sorted(room.glob("*.py"))
+                if path.name not in ("__init__.py", "registry.py") and ".judges" in path.read_text()]  # fmt: skip
+    assert not reaching, f"families reading run.judges: {reaching}"

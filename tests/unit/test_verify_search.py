@@ -25,7 +25,7 @@ from aiperf_mpi.results.graphs import append_graph, read_graph
 from analysis import checks, verify
 from analysis.checks import Run
 from analysis.verify.data import DataRules
-from analysis.verify.search import STRATEGY_CHAINS, SearchRules
+from analysis.verify.search import STRATEGY_CHAINS, RepeatsRule
 from tests.support import lineage_runs
 from tests.support.lineage_runs import CHILD, lineage_run, rescore
 from tests.support.verify_runs import RANKS, _done, _epoch, consistent_run, find, forge, read_log, recount, sync_record
@@ -284,8 +284,8 @@ def test_a_seed_again_after_a_model_could_be_ranked(tmp_path) -> None:
                                             "but model_done at event")  # fmt: skip
 
 
-def _rules() -> SearchRules:
-    return SearchRules(Run(Path(".")))
+def _rules() -> RepeatsRule:
+    return RepeatsRule(Run(Path(".")))
 
 
 def _proposal(task: int, group: int, digest: str, parent: int | None = None) -> dict:
@@ -302,7 +302,6 @@ def test_which_repeated_graphs_the_log_explains() -> None:
     later segment, and nothing else."""
     a, b = "a" * 64, "b" * 64
     rules = _rules()
-    rules.config, rules.batches_why = {}, "not sized here"
     rules.run_start({"config": {}}, 1)
     rules.model_proposed(_proposal(0, 0, a), 2)
     rules.model_proposed(_proposal(1, 1, a), 3)  # both groups handed the seed at the start
@@ -313,7 +312,7 @@ def test_which_repeated_graphs_the_log_explains() -> None:
     rules.run_start({"config": {}}, 8)
     rules.model_proposed(_proposal(4, 1, b, parent=0), 9)  # discarded in segment 1: a resumed master does not know
     rules.model_proposed(_proposal(5, 0, b, parent=0), 10)  # but task 4 is of this segment
-    space, repeats = rules.finish()
+    (repeats,) = rules.finish()
     assert [line.split(":")[0] for line in repeats.problems] == ["event 10 (model_proposed of task 5, group 0)"]
     assert "task 4's graph again" in repeats.problems[0] and "of segment 2" in repeats.problems[0]
     assert repeats.notes == ["event 9 (model_proposed of task 4, group 1): task 3's graph again: task 3 was "
@@ -326,7 +325,6 @@ def test_a_seed_handed_out_before_the_first_ranked_model_is_explained() -> None:
     after model 0's model_done, is the master's own."""
     a = "a" * 64
     rules = _rules()
-    rules.config, rules.batches_why = {}, "not sized here"
     rules.run_start({"config": {}}, 1)
     rules.model_proposed(_proposal(0, 0, a), 2)
     rules.model_proposed(_proposal(1, 1, a), 3)
@@ -334,7 +332,7 @@ def test_a_seed_handed_out_before_the_first_ranked_model_is_explained() -> None:
     rules.model_done(_done_event(0, 0, 1, 0.5), 5)
     rules.model_proposed(_proposal(2, 1, a), 6)  # handed out at event 4
     rules.model_proposed(_proposal(3, 0, a), 7)  # handed out at event 5: model 1 was ranked
-    _, repeats = rules.finish()
+    (repeats,) = rules.finish()
     assert [line.split(":")[0] for line in repeats.problems] == ["event 7 (model_proposed of task 3, group 0)"]
 
 
