@@ -94,28 +94,43 @@ RUN=(--time-limit "$TIME_LIMIT" --grace "$GRACE" --run-dir "$RUN_DIR")
 case " ${AIPERF_ARGS:-} " in *" --layout "*) RUN=() ;; esac  # --layout runs nothing: run options would be refused
 ARGS=("${RUN[@]}" "${SHAPE[@]}" ${AIPERF_ARGS:-})
 
-# The start's own deadline, outside MPI.  A rank stopped inside MPI_Init holds every other rank in MPI's start
-# fence, where no thread of theirs runs: each rank's SIGALRM at --startup-deadline ends the waiting ones, which
-# ends a fail-fast job, but with fault tolerance mpirun keeps a job whose ranks died and waits for the stopped
-# one.  So a child of this shell watches the run log: no new run_start within the start-up bound and
-# STARTUP_MARGIN ends the launcher (this shell's PID, once exec'd), which ends every rank, a stopped one too
-# (docs/cluster.md, the failure table's start-up rows).  It leaves as soon as the run has started or the
-# launcher is gone.
-STARTUP_MARGIN=60   # seconds past each rank's bound: the ranks' start after the launcher's
+# The start's and the end's own deadlines, outside MPI.  A rank stopped inside MPI_Init holds every other rank
+# in MPI's start fence, where no thread of theirs runs: each rank's SIGALRM at --startup-deadline ends the
+# waiting ones, which ends a fail-fast job, but with fault tolerance mpirun keeps a job whose ranks died and
+# waits for the stopped one.  At the end, a rank stopped after its part of the last meeting, once the others
+# have left MPI_Finalize, holds the launcher with no rank's deadline left to end it.  So a child of this shell
+# reads what the run log gains (new bytes only: a resumed log may be large): no new run_start within the
+# start-up bound and MARGIN, or the launcher still running the end's bound and MARGIN after the run_stop,
+# and it says so in one line and ends the launcher (this shell's PID, once exec'd: SIGTERM, then SIGKILL), which
+# ends every rank, a stopped one too (docs/cluster.md, the failure table).  It leaves with the launcher.
+MARGIN=60   # seconds past the benchmark's own bound: the ranks' start after the launcher's, rank 0's abort
 # the benchmark's start-up and end bounds, as its options give them (aiperf_mpi/job/deadlines.py)
 read -r startup_bound end_bound < <(python -m aiperf_mpi.job.deadlines "${ARGS[@]}" || echo 1800 900)
 if [ ${#RUN[@]} -gt 0 ]; then
-    run_starts() { grep -c '^{"event":"run_start"' "$RUN_DIR/events.jsonl" 2>/dev/null || true; }
-    starts_before=$(run_starts)
     (
-        deadline=$((SECONDS + startup_bound + STARTUP_MARGIN))
-        while kill -0 $$ 2>/dev/null && [ "$(run_starts)" = "$starts_before" ]; do
-            if [ "$SECONDS" -ge "$deadline" ]; then
-                echo "aiperf_mpi job $SLURM_JOB_ID: the run did not start within its start-up deadline" \
-                     "(${startup_bound} s + ${STARTUP_MARGIN} s): a rank hangs before the run's start (inside" \
-                     "MPI_Init?); ending the launcher (nothing was measured: launch again)" >&2
+        log=$RUN_DIR/events.jsonl
+        offset=$(stat -c %s "$log" 2>/dev/null || echo 0)
+        phase=start-up deadline=$((SECONDS + startup_bound + MARGIN)) bound=$startup_bound
+        while kill -0 $$ 2>/dev/null; do
+            size=$(stat -c %s "$log" 2>/dev/null || echo 0)
+            if [ "$size" -gt "$offset" ]; then
+                seen=$(tail -c +$((offset + 1)) "$log" | head -c $((size - offset)) \
+                       | grep -o '^{"event":"run_st[a-z]*"' | tr '\n' ' ')
+                offset=$size
+                case $phase:$seen in
+                    start-up:*run_start*) phase=run deadline= ;;
+                esac
+                case $phase:$seen in
+                    run:*run_stop*) phase=end deadline=$((SECONDS + end_bound + MARGIN)) bound=$end_bound ;;
+                esac
+            fi
+            if [ -n "$deadline" ] && [ "$SECONDS" -ge "$deadline" ]; then
+                echo "aiperf_mpi job $SLURM_JOB_ID: the launch outlived the run's $phase deadline (${bound} s +" \
+                     "${MARGIN} s): a rank hangs where no rank's own deadline reaches it; ending the launcher" \
+                     "($([ "$phase" = start-up ] && echo 'nothing was measured: launch again' \
+                         || echo 'the log is whole; score.json is there if rank 0 wrote it'))" >&2
                 kill -TERM $$ 2>/dev/null
-                sleep 30
+                for _ in $(seq 30); do kill -0 $$ 2>/dev/null || exit 0; sleep 1; done
                 kill -KILL $$ 2>/dev/null
                 exit 0
             fi

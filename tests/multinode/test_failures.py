@@ -370,7 +370,7 @@ def test_a_failure_is_detected_in_bounded_time_and_the_run_scores_once(case: Cas
             # action ends each waiting rank at the same bound (__main__.main): srun says "Alarm clock" for them;
             # under fault tolerance mpirun keeps that job, and the template's watcher ends the launcher
             said = "start-up passed its deadline" in text or "Alarm clock" in text \
-                or "the run did not start within its start-up deadline" in text  # fmt: skip
+                or "the launch outlived the run's start-up deadline" in text  # fmt: skip
             assert said and not end.of(runlog.RUN_START), summary
         else:
             assert len(end.of(runlog.SCORE)) == 1, summary

@@ -92,8 +92,8 @@ gdb on rank 0: docs/cluster.md, "A direct srun across nodes").  With ``OMPI_MCA_
 library reports the failure as a PMIx event instead, and Slurm's PMIx plugin SIGKILLs the step on it (0.05 s).
 On one node the ranks share memory, no connection closes, and srun's SIGTERM comes first (rank 0 scored on it)"""
 
-LAUNCHER_STARTUP_MARGIN = 60
-"""the templates' ``STARTUP_MARGIN`` (jobscripts/src/common.sh): past the ranks' start-up bound, the batch shell's
+LAUNCHER_MARGIN = 60
+"""the templates' ``MARGIN`` (jobscripts/src/common.sh): past the ranks' start-up bound, the batch shell's
 watcher ends a launcher whose run has not logged its ``run_start``.  Under fault tolerance a rank stopped inside
 MPI_Init is bounded only so: the waiting ranks' SIGALRM ends them, mpirun keeps a job whose ranks died and waits
 for the stopped one, and no thread runs inside MPI_Init (before the watcher: projected not bounded)"""
@@ -130,7 +130,7 @@ CASES: tuple[Case, ...] = (
     Case("kill-9-rank", "mid-run", "mpirun", True, "mpi", 30, "group-lost"),
     Case("kill-9-leader", "mid-run", "mpirun", True, "mpi", 30, "group-lost"),
     Case("kill-9-rank0", "mid-run", "mpirun", True, "launcher", 30, "job-ends"),
-    Case("sigstop-rank", "start-up", "mpirun", True, "deadline", 40 + LAUNCHER_STARTUP_MARGIN + 40, "job-ends",
+    Case("sigstop-rank", "start-up", "mpirun", True, "deadline", 40 + LAUNCHER_MARGIN + 40, "job-ends",
          options=("--startup-deadline", "40")),  # the waiting ranks' alarm, then the template's watcher  # fmt: skip
     Case("sigstop-rank", "first-model", "mpirun", True, "deadline", 40 + 40, "group-lost",
          options=("--first-model-deadline", "40")),  # fmt: skip
