@@ -120,7 +120,6 @@ class EvidenceRules:
         self.counts, self.configuration = Check("counts"), Check("configuration")
         self.label = ""
         """the event being judged, as its problem lines name it"""
-        self.config: Mapping = {}
         self.segment: _SegmentTimes | None = None
         self.tasks: dict[int, _OpenTask] = {}
         self.peak_sums: list[float] = []
@@ -188,7 +187,6 @@ class EvidenceRules:
         previous = self.segment
         time = event[runlog.TIME]
         if previous is None:
-            self.config = event["config"]
             self._data_shape()
         else:
             self._close(previous)
@@ -200,6 +198,12 @@ class EvidenceRules:
             self.tasks.clear()  # a task still open was discarded with its segment
         self.segment = _SegmentTimes(self.run.model.segment_records[-1], time, time, f"event {number} (run_start)")
         self._data_check(event, f"event {number} (run_start of segment {self.segment.record.number})")
+
+    @property
+    def config(self) -> Mapping:
+        """The run's configuration: the model's, its first segment's (none before it: ``{}``)."""
+        model = self.run.model
+        return (model.config if model is not None else None) or {}
 
     def _close(self, segment: _SegmentTimes) -> None:
         """At the end of a segment: a group with no peak is not recorded; the segment's peak sum is kept.
