@@ -10,7 +10,9 @@ that are steps × global batch and one pass over the counted splits; graphs
 and data of the configured data set — each row's rule in full beside its
 name in :data:`analysis.verify.registry.FAMILIES`.
 
-:class:`EvidenceRules` is fed the events its entry in
+:class:`EvidenceRules` (its configuration row's code and state in :class:`ConfigurationRule`, which reads the run's
+model, the shared view and its own state only, called by the family where its lines were made before, so that an
+event whose numbers the family cannot compute with stops it at the same point) is fed the events its entry in
 :data:`analysis.verify.registry.FAMILIES` names, once each, in log order, and
 keeps per-group and per-open-task state only: the walk stays linear in the
 log and streamed.  Each problem is one line naming the event (its number in
@@ -117,28 +119,22 @@ class EvidenceRules:
     def __init__(self, run: Run) -> None:
         self.run = run
         self.times, self.physics = Check("times"), Check("physics")
-        self.counts, self.configuration = Check("counts"), Check("configuration")
+        self.counts = Check("counts")
+        self.configured = ConfigurationRule(run)
+        """the configuration row's rule: it reads the model, the shared view and its own state only (called here, in
+        the same places and order as before)"""
         self.label = ""
         """the event being judged, as its problem lines name it"""
         self.segment: _SegmentTimes | None = None
         self.tasks: dict[int, _OpenTask] = {}
         self.peak_sums: list[float] = []
         """each closed segment's sum of group peaks (a segment with a group unprobed adds none)"""
-        self.data_shape: tuple[int, int, int, int] | None = None
-        """(height, width, channels, classes) every graph must have"""
-        self.data_shape_from = ""
         self.data: Mapping | None = None
-        """the open segment's data check (its run_start's ``data``); None when not recorded"""
-        self.first_data: Mapping | None = None
-        self.epochs = self.rates = self.graphs = self.scores_bounded = 0
+        """the open segment's data check (its run_start's ``data``) when well formed; None when not recorded"""
+        self.epochs = self.rates = self.scores_bounded = 0
         self.uncounted = 0
         """epochs without a ``correct`` count"""
-        self.proposals = self.unnamed = 0
-        """proposals, and those that name no search and tuner"""
         self.max_rate_ratio = 0.0
-        self.clean_graphs: OrderedDict[str, None] = OrderedDict()
-        """the sha256 of graph files whose graph passed :meth:`graph`, last used last (at most
-        :data:`~analysis.verify.view.COUNT_CACHE`): the same bytes pass the same way, counted and not redone"""
 
     # -- the stream
 
@@ -187,7 +183,7 @@ class EvidenceRules:
         previous = self.segment
         time = event[runlog.TIME]
         if previous is None:
-            self._data_shape()
+            self.configured.opened()
         else:
             self._close(previous)
             if time < previous.latest_claim:
@@ -199,11 +195,23 @@ class EvidenceRules:
         self.segment = _SegmentTimes(self.run.model.segment_records[-1], time, time, f"event {number} (run_start)")
         self._data_check(event, f"event {number} (run_start of segment {self.segment.record.number})")
 
+    def _data_check(self, event: dict, label: str) -> None:
+        """The data check's counts: none is not recorded (counts); well formed and of the configuration, the
+        configuration row's; the open segment's epochs are held to them when well formed."""
+        data = event.get("data")
+        self.data = None
+        if data is None:
+            self.counts.missing.append(f"{label}: no data check counts (a log older than the field): its epochs' "
+                                       "samples cannot be held to the splits")  # fmt: skip
+            return
+        if not self.configured.data_counted(data, label):
+            return
+        self.data = data
+        self.configured.data_configured(data, label)
+
     @property
     def config(self) -> Mapping:
-        """The run's configuration: the model's, its first segment's (none before it: ``{}``)."""
-        model = self.run.model
-        return (model.config if model is not None else None) or {}
+        return run_config(self.run)
 
     def _close(self, segment: _SegmentTimes) -> None:
         """At the end of a segment: a group with no peak is not recorded; the segment's peak sum is kept.
@@ -252,13 +260,7 @@ class EvidenceRules:
         group.peak = float(rate)
 
     def system(self, event: dict, _: int) -> None:
-        label = self.label
-        chosen = event.get("precision")
-        chosen = chosen.get("chosen") if isinstance(chosen, Mapping) else chosen
-        configured = self.config.get("precision")
-        if chosen is not None and chosen != configured:
-            self.configuration.problems.append(f"{label}: precision: the system event chose {chosen!r}, the "
-                                               f"configuration says {configured!r}")  # fmt: skip
+        self.configured.system(event, self.label)
 
     def staging(self, event: dict, _: int) -> None:
         label = self.label
@@ -278,22 +280,7 @@ class EvidenceRules:
                                        f"{group.open_task}")  # fmt: skip
         group.open_task = task
         self.tasks[task] = _OpenTask(event[runlog.TIME], event["hparams"].get("batch_size"))
-        self._algorithms(event, label)
-
-    def _algorithms(self, event: dict, label: str) -> None:
-        """The search and the tuner the proposal names: the configured ones (the seed's search: ``seed``)."""
-        self.proposals += 1
-        info = event["search"]
-        if "search" not in info and "tuner" not in info:
-            self.unnamed += 1  # not recorded: said once at the end
-            return
-        search, tuner = self.config.get("search", VALID_SEARCH), self.config.get("hpo", VALID_TUNER)
-        expected = (SEED_SEARCH if event["parent"] is None else search, tuner)
-        named = (info.get("search"), info.get("tuner"))
-        if named != expected:
-            self.configuration.problems.append(f"{label}: algorithms: produced by search {named[0]!r} and tuner "
-                                               f"{named[1]!r}, the configuration (rule algorithms: "
-                                               f"{search}+{tuner}) needs {expected[0]!r} and {expected[1]!r}")
+        self.configured.algorithms(event, label)
 
     def epoch(self, event: dict, _: int) -> None:
         label, segment = self.label, self.segment
@@ -476,79 +463,10 @@ class EvidenceRules:
 
     # -- configuration against the graphs
 
-    def _data_shape(self) -> None:
-        dataset = self.config.get("dataset")
-        known = image_shape(dataset, self.config.get("image_size"))
-        if known is None:
-            return  # hdf5 files say their own shape: its graphs are held to agree with each other
-        self.data_shape = known
-        self.data_shape_from = f"dataset {dataset}"
-
-    def _data_check(self, event: dict, label: str) -> None:
-        """The data check's counts: well formed, of the configured data set, its images and classes."""
-        data = event.get("data")
-        self.data = None
-        if data is None:
-            self.counts.missing.append(f"{label}: no data check counts (a log older than the field): its epochs' "
-                                       "samples cannot be held to the splits")  # fmt: skip
-            return
-        wrong = _data_problem(data)
-        if wrong:
-            self.configuration.problems.append(f"{label}: data check: {wrong}")
-            return
-        if self.first_data is None:
-            self.first_data = data
-        elif data != self.first_data:
-            self.configuration.problems.append(f"{label}: data check: {split_counts(data)}, the first segment counted "
-                                               f"{split_counts(self.first_data)} (a resume runs on the same data)")
-        self.data = data
-        configured = self.config.get("dataset")
-        if data["dataset"] != configured:
-            self.configuration.problems.append(f"{label}: data check: it read {data['dataset']!r}, the "
-                                               f"configuration says {configured!r}")  # fmt: skip
-        self._same_shape((*data["image_shape"], data["classes"]), "the data check",
-                         f"{label}: data shape: the data check found")  # fmt: skip
-        if configured == "imagenet" and imagenet_split(data) is None and data is self.first_data:
-            self.configuration.notes.append(f"imagenet of {split_counts(data)}: not the {' or '.join(IMAGENET_SPLITS)} "
-                                            "split, an unofficial run (rule dataset)")  # fmt: skip
-
     def settle(self, event: dict, number: int) -> None:
-        """After this family's own rule for the event (whatever ``each`` answered, or what it raised): the graph
-        the walk's view parsed for it (a task's first epoch, else its model_done), held to the data's shape."""
-        parsed = self.run.view.parsed
-        if parsed is None:
-            return
-        if parsed.sha256 in self.clean_graphs:
-            self.clean_graphs.move_to_end(parsed.sha256)
-            self.graphs += 1
-            return
-        before = len(self.configuration.problems)
-        self.graph(parsed.task, parsed.graph, parsed.place)
-        if len(self.configuration.problems) == before:
-            self.clean_graphs[parsed.sha256] = None
-            if len(self.clean_graphs) > COUNT_CACHE:
-                self.clean_graphs.popitem(last=False)
-
-    def graph(self, task: int, graph: nx.DiGraph, graph_file: str) -> None:
-        """A task's graph, as the walk's view parsed it: its input and output against the configured data."""
-        try:
-            data = graph.nodes[input_node(graph)]
-            shape = (data.get("h"), data.get("w"), data.get("c"))
-            classes = infer_shapes(graph)[output_node(graph)][-1]
-        except (GraphError, KeyError, IndexError, TypeError) as exc:
-            self.configuration.problems.append(f"task {task}: {graph_file}: input/output: {exc}")
-            return
-        self.graphs += 1
-        self._same_shape((*shape, classes), f"task {task}'s graph", f"task {task}: data shape: {graph_file} takes")
-
-    def _same_shape(self, found: tuple, source: str, what: str) -> None:
-        """Every graph's and data check's shape the same: the data set's, else (hdf5: the file says its own) the
-        first one found, the data check's or a graph's."""
-        if self.data_shape is None:
-            self.data_shape, self.data_shape_from = found, source
-        elif found != self.data_shape:
-            self.configuration.problems.append(f"{what} {images(found)}, {self.data_shape_from} has "
-                                               f"{images(self.data_shape)}")  # fmt: skip
+        """After this family's own rule for the event (whatever ``each`` answered, or what it raised): the
+        configuration row's graph, as the walk's view parsed it for the event."""
+        self.configured.settle()
 
     def finish(self) -> list[Check]:
         if self.segment is not None:
@@ -560,20 +478,148 @@ class EvidenceRules:
                                 f"{self.scores_bounded} score(s) ≤ the sum of the peaks")  # fmt: skip
         self.counts.summary = ("samples = steps × global batch, the same each epoch, within the counted splits; "
                                "accuracy = correct ÷ validation samples; ≤ max_epochs; Horovod sizes = ranks")
-        shape = "unknown" if self.data_shape is None else images(self.data_shape)
-        self.configuration.summary = (f"{self.graphs} graphs against {self.data_shape_from or 'the data'} "
-                                      f"({shape}); {self.proposals - self.unnamed} proposals' search and tuner "
-                                      "as configured")  # fmt: skip
         if "max_epochs" not in self.config:
             self.counts.missing.append("the configuration has no max_epochs")
         if self.uncounted:
             self.counts.missing.append(f"{self.uncounted} of {self.epochs} epochs have no correct count (a log older "
                                        "than the field): their accuracy is held to a whole number of their "
                                        "validation samples only")  # fmt: skip
+        return [self.times, self.physics, self.counts, self.configured.finish()]
+
+
+class ConfigurationRule:
+    """The configuration row: graphs and the data check against the configured data set, the precision the
+    system event chose, the search and tuner each proposal names.  It reads the run's model (the configuration),
+    the shared view (the graph parsed for the event) and its own state only."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.check = Check("configuration")
+        self.data_shape: tuple[int, int, int, int] | None = None
+        """(height, width, channels, classes) every graph must have"""
+        self.data_shape_from = ""
+        self.first_data: Mapping | None = None
+        self.graphs = 0
+        self.proposals = self.unnamed = 0
+        """proposals, and those that name no search and tuner"""
+        self.clean_graphs: OrderedDict[str, None] = OrderedDict()
+        """the sha256 of graph files whose graph passed :meth:`graph`, last used last (at most
+        :data:`~analysis.verify.view.COUNT_CACHE`): the same bytes pass the same way, counted and not redone"""
+
+    @property
+    def config(self) -> Mapping:
+        return run_config(self.run)
+
+    def system(self, event: dict, label: str) -> None:
+        chosen = event.get("precision")
+        chosen = chosen.get("chosen") if isinstance(chosen, Mapping) else chosen
+        configured = self.config.get("precision")
+        if chosen is not None and chosen != configured:
+            self.check.problems.append(f"{label}: precision: the system event chose {chosen!r}, the "
+                                       f"configuration says {configured!r}")  # fmt: skip
+
+    def opened(self) -> None:
+        """The run's first segment: the configured data set's shape, when it has one."""
+        dataset = self.config.get("dataset")
+        known = image_shape(dataset, self.config.get("image_size"))
+        if known is None:
+            return  # hdf5 files say their own shape: its graphs are held to agree with each other
+        self.data_shape = known
+        self.data_shape_from = f"dataset {dataset}"
+
+    def data_counted(self, data: object, label: str) -> bool:
+        """A run_start's data check well formed (False: named) and the same in every segment."""
+        wrong = _data_problem(data)
+        if wrong:
+            self.check.problems.append(f"{label}: data check: {wrong}")
+            return False
+        if self.first_data is None:
+            self.first_data = data
+        elif data != self.first_data:
+            self.check.problems.append(f"{label}: data check: {split_counts(data)}, the first segment counted "
+                                       f"{split_counts(self.first_data)} (a resume runs on the same data)")
+        return True
+
+    def data_configured(self, data: Mapping, label: str) -> None:
+        """A well-formed data check of the configured data set, its images and classes."""
+        configured = self.config.get("dataset")
+        if data["dataset"] != configured:
+            self.check.problems.append(f"{label}: data check: it read {data['dataset']!r}, the "
+                                       f"configuration says {configured!r}")  # fmt: skip
+        self._same_shape((*data["image_shape"], data["classes"]), "the data check",
+                         f"{label}: data shape: the data check found")  # fmt: skip
+        if configured == "imagenet" and imagenet_split(data) is None and data is self.first_data:
+            self.check.notes.append(f"imagenet of {split_counts(data)}: not the {' or '.join(IMAGENET_SPLITS)} "
+                                    "split, an unofficial run (rule dataset)")  # fmt: skip
+
+    def settle(self) -> None:
+        """The graph the walk's view parsed for the event (a task's first epoch, else its model_done), held to the
+        data's shape."""
+        parsed = self.run.view.parsed
+        if parsed is None:
+            return
+        if parsed.sha256 in self.clean_graphs:
+            self.clean_graphs.move_to_end(parsed.sha256)
+            self.graphs += 1
+            return
+        before = len(self.check.problems)
+        self.graph(parsed.task, parsed.graph, parsed.place)
+        if len(self.check.problems) == before:
+            self.clean_graphs[parsed.sha256] = None
+            if len(self.clean_graphs) > COUNT_CACHE:
+                self.clean_graphs.popitem(last=False)
+
+    def graph(self, task: int, graph: nx.DiGraph, graph_file: str) -> None:
+        """A task's graph, as the walk's view parsed it: its input and output against the configured data."""
+        try:
+            data = graph.nodes[input_node(graph)]
+            shape = (data.get("h"), data.get("w"), data.get("c"))
+            classes = infer_shapes(graph)[output_node(graph)][-1]
+        except (GraphError, KeyError, IndexError, TypeError) as exc:
+            self.check.problems.append(f"task {task}: {graph_file}: input/output: {exc}")
+            return
+        self.graphs += 1
+        self._same_shape((*shape, classes), f"task {task}'s graph", f"task {task}: data shape: {graph_file} takes")
+
+    def _same_shape(self, found: tuple, source: str, what: str) -> None:
+        """Every graph's and data check's shape the same: the data set's, else (hdf5: the file says its own) the
+        first one found, the data check's or a graph's."""
+        if self.data_shape is None:
+            self.data_shape, self.data_shape_from = found, source
+        elif found != self.data_shape:
+            self.check.problems.append(f"{what} {images(found)}, {self.data_shape_from} has "
+                                               f"{images(self.data_shape)}")  # fmt: skip
+
+    def algorithms(self, event: dict, label: str) -> None:
+        """The search and the tuner the proposal names: the configured ones (the seed's search: ``seed``)."""
+        self.proposals += 1
+        info = event["search"]
+        if "search" not in info and "tuner" not in info:
+            self.unnamed += 1  # not recorded: said once at the end
+            return
+        search, tuner = self.config.get("search", VALID_SEARCH), self.config.get("hpo", VALID_TUNER)
+        expected = (SEED_SEARCH if event["parent"] is None else search, tuner)
+        named = (info.get("search"), info.get("tuner"))
+        if named != expected:
+            self.check.problems.append(f"{label}: algorithms: produced by search {named[0]!r} and tuner "
+                                               f"{named[1]!r}, the configuration (rule algorithms: "
+                                               f"{search}+{tuner}) needs {expected[0]!r} and {expected[1]!r}")
+
+    def finish(self) -> Check:
+        shape = "unknown" if self.data_shape is None else images(self.data_shape)
+        self.check.summary = (f"{self.graphs} graphs against {self.data_shape_from or 'the data'} "
+                              f"({shape}); {self.proposals - self.unnamed} proposals' search and tuner "
+                              "as configured")  # fmt: skip
         if self.unnamed:
-            self.configuration.missing.append(f"{self.unnamed} of {self.proposals} model_proposed events name no "
-                                              "search and tuner (a log older than the field)")  # fmt: skip
-        return [self.times, self.physics, self.counts, self.configuration]
+            self.check.missing.append(f"{self.unnamed} of {self.proposals} model_proposed events name no "
+                                      "search and tuner (a log older than the field)")  # fmt: skip
+        return self.check
+
+
+def run_config(run: Run) -> Mapping:
+    """The run's configuration: its model's, the first segment's (none before it: ``{}``)."""
+    model = run.model
+    return (model.config if model is not None else None) or {}
 
 
 def _label(event: Mapping, number: int) -> str:
