@@ -11,8 +11,10 @@ and data of the configured data set — each row's rule in full beside its
 name in :data:`analysis.verify.registry.FAMILIES`.
 
 :class:`EvidenceRules` (its configuration row's code and state in :class:`ConfigurationRule`, which reads the run's
-model, the shared view and its own state only, called by the family where its lines were made before, so that an
-event whose numbers the family cannot compute with stops it at the same point) is fed the events its entry in
+model, the shared view and its own state only; its physics row's in :class:`PhysicsRule`, which reads the open
+segment the family gives it and the peaks it measured; both called by the family where their lines were made
+before, so that an event whose numbers the family cannot compute with stops every row at the same point) is fed
+the events its entry in
 :data:`analysis.verify.registry.FAMILIES` names, once each, in log order, and
 keeps per-group and per-open-task state only: the walk stays linear in the
 log and streamed.  Each problem is one line naming the event (its number in
@@ -83,7 +85,6 @@ class _Group:
 
     size: int | None = None
     """its Horovod size (from the layout)"""
-    peak: float | None = None
     open_task: int | None = None
     last_epoch_end: float | None = None
     last_epoch: str = ""
@@ -106,11 +107,6 @@ class _SegmentTimes:
     latest_claim_what: str
     groups: dict[int, _Group] = field(default_factory=dict)
 
-    def peak_sum(self) -> float | None:
-        """The sum of its groups' peaks; None when a group has none, or it has no layout or no group."""
-        if self.record.layout is None or not self.groups or any(g.peak is None for g in self.groups.values()):
-            return None
-        return sum(group.peak for group in self.groups.values())  # type: ignore[misc]
 
 
 class EvidenceRules:
@@ -118,7 +114,10 @@ class EvidenceRules:
 
     def __init__(self, run: Run) -> None:
         self.run = run
-        self.times, self.physics = Check("times"), Check("physics")
+        self.times = Check("times")
+        self.physical = PhysicsRule()
+        """the physics row's rule: it reads what the family gives it of the open segment and its own state only
+        (called here, in the same places and order as before)"""
         self.counts = Check("counts")
         self.configured = ConfigurationRule(run)
         """the configuration row's rule: it reads the model, the shared view and its own state only (called here, in
@@ -127,14 +126,11 @@ class EvidenceRules:
         """the event being judged, as its problem lines name it"""
         self.segment: _SegmentTimes | None = None
         self.tasks: dict[int, _OpenTask] = {}
-        self.peak_sums: list[float] = []
-        """each closed segment's sum of group peaks (a segment with a group unprobed adds none)"""
         self.data: Mapping | None = None
         """the open segment's data check (its run_start's ``data``) when well formed; None when not recorded"""
-        self.epochs = self.rates = self.scores_bounded = 0
+        self.epochs = 0
         self.uncounted = 0
         """epochs without a ``correct`` count"""
-        self.max_rate_ratio = 0.0
 
     # -- the stream
 
@@ -185,7 +181,7 @@ class EvidenceRules:
         if previous is None:
             self.configured.opened()
         else:
-            self._close(previous)
+            self.physical.close(previous)
             if time < previous.latest_claim:
                 self.times.problems.append(f"event {number} (run_start of segment {previous.record.number + 1}): "
                                            f"resume: starts at {time:.3f}, before the last time segment "
@@ -193,6 +189,7 @@ class EvidenceRules:
                                            f"{previous.latest_claim_what})")  # fmt: skip
             self.tasks.clear()  # a task still open was discarded with its segment
         self.segment = _SegmentTimes(self.run.model.segment_records[-1], time, time, f"event {number} (run_start)")
+        self.physical.opened()
         self._data_check(event, f"event {number} (run_start of segment {self.segment.record.number})")
 
     def _data_check(self, event: dict, label: str) -> None:
@@ -212,19 +209,6 @@ class EvidenceRules:
     @property
     def config(self) -> Mapping:
         return run_config(self.run)
-
-    def _close(self, segment: _SegmentTimes) -> None:
-        """At the end of a segment: a group with no peak is not recorded; the segment's peak sum is kept.
-
-        A group lost before it logged anything (its leader hung before its first Ready, which carries the peak:
-        the first-model deadline, issue 43) trained nothing whose rate a peak would bound: not a gap."""
-        for index, group in sorted(segment.groups.items()):
-            if group.peak is None and not (group.lost and group.last_epoch_end is None):
-                self.physics.missing.append(f"segment {segment.record.number} group {index}: no peak event (the "
-                                            "probe was off): its epochs' rates and the score cannot be held to its "
-                                            "machine")  # fmt: skip
-        if (peaks := segment.peak_sum()) is not None:
-            self.peak_sums.append(peaks)
 
     # -- set-up events
 
@@ -248,16 +232,12 @@ class EvidenceRules:
         label, segment = self.label, self.segment
         group = segment.groups.get(event["group"])
         if group is None:
-            self.physics.problems.append(f"{label}: peak: group {event['group']} is not in its segment's layout")
+            self.physical.not_in_layout(event, label)
             return
         if group.size is not None and event["ranks"] != group.size:
             self.counts.problems.append(f"{label}: peak ranks: measured by {event['ranks']} ranks, group "
                                         f"{event['group']} has {group.size}")  # fmt: skip
-        rate = event["ops_per_second"]
-        if not rate > 0:
-            self.physics.problems.append(f"{label}: peak: {rate} ops/s is not a measurement")
-            return
-        group.peak = float(rate)
+        self.physical.measured(event, label)
 
     def system(self, event: dict, _: int) -> None:
         self.configured.system(event, self.label)
@@ -293,7 +273,7 @@ class EvidenceRules:
         group.last_epoch_end, group.last_epoch = max(end, group.last_epoch_end or end), label
         if task is not None:
             task.last_end = end if task.last_end is None else max(end, task.last_end)
-        self._epoch_rate(event, label, group)
+        self.physical.epoch_rate(event, label)
         self._epoch_counts(event, label, task, group)
         if not end <= time + CLOCK_SKEW_SECONDS:
             self.times.problems.append(f"{label}: logged after: logged at {time:.3f}, before the epoch ended "
@@ -329,26 +309,6 @@ class EvidenceRules:
             parts = " + ".join(f"{name} {value:.3f}" for name, value in phases.items())
             self.times.problems.append(f"{label}: phases: {parts} = {total:.3f} s, more than its wall time "
                                        f"end − start = {wall:.3f} s")  # fmt: skip
-
-    def _epoch_rate(self, event: dict, label: str, group: _Group) -> None:
-        """ops_train ÷ the seconds that trained: compute, and compile (the steps that traced are timed there)."""
-        if group.peak is None:
-            return  # not recorded: said once per group at the segment's end
-        seconds = event["compute"] + event.get("compile", 0.0)
-        ops = event["ops_train"]
-        if ops > 0 and not seconds > 0:
-            self.physics.problems.append(f"{label}: training rate: {ops:,} operations in {seconds} s")
-            return
-        if ops <= 0:
-            return
-        self.rates += 1
-        ratio = ops / seconds / group.peak
-        self.max_rate_ratio = max(self.max_rate_ratio, ratio)
-        if ratio > PEAK_MULTIPLE:
-            self.physics.problems.append(f"{label}: training rate: {ops / seconds / 1e9:.4g} G ops/s "
-                                         f"(ops_train ÷ compute + compile) is {ratio:.2f} × group "
-                                         f"{event['group']}'s measured peak {group.peak / 1e9:.4g} G ops/s "
-                                         f"(at most {PEAK_MULTIPLE})")  # fmt: skip
 
     def _epoch_counts(self, event: dict, label: str, task: _OpenTask | None, group: _Group) -> None:
         limit = self.config.get("max_epochs")
@@ -451,15 +411,7 @@ class EvidenceRules:
                                        f"{segment.latest_claim_what} claims {segment.latest_claim:.3f}")
 
     def score(self, event: dict, _: int) -> None:
-        label, segment = self.label, self.segment
-        peaks = segment.peak_sum()
-        sums = [*self.peak_sums, *([] if peaks is None else [peaks])]
-        if any(g.peak is None for g in segment.groups.values()) or not sums:
-            return  # not recorded: said per group when the segment closes
-        self.scores_bounded += 1
-        if event["score"] > max(sums):
-            self.physics.problems.append(f"{label}: score: {event['score'] / 1e9:.4g} G ops/s is more than the "
-                                         f"sum of the groups' measured peaks ({max(sums) / 1e9:.4g} G ops/s)")
+        self.physical.score(event, self.label, self.segment)
 
     # -- configuration against the graphs
 
@@ -470,12 +422,9 @@ class EvidenceRules:
 
     def finish(self) -> list[Check]:
         if self.segment is not None:
-            self._close(self.segment)
+            self.physical.close(self.segment)
         self.times.summary = (f"{self.epochs} epochs: inside their segments and after their proposals, logged "
                               "after they ended, phases within their wall time, one model at a time per group")
-        ratio = f"highest {self.max_rate_ratio:.2f} ×" if self.rates else "none"
-        self.physics.summary = (f"{self.rates} epoch rates ≤ {PEAK_MULTIPLE} × their group's peak ({ratio}), "
-                                f"{self.scores_bounded} score(s) ≤ the sum of the peaks")  # fmt: skip
         self.counts.summary = ("samples = steps × global batch, the same each epoch, within the counted splits; "
                                "accuracy = correct ÷ validation samples; ≤ max_epochs; Horovod sizes = ranks")
         if "max_epochs" not in self.config:
@@ -484,7 +433,93 @@ class EvidenceRules:
             self.counts.missing.append(f"{self.uncounted} of {self.epochs} epochs have no correct count (a log older "
                                        "than the field): their accuracy is held to a whole number of their "
                                        "validation samples only")  # fmt: skip
-        return [self.times, self.physics, self.counts, self.configured.finish()]
+        return [self.times, self.physical.finish(), self.counts, self.configured.finish()]
+
+
+class PhysicsRule:
+    """The physics row: each epoch's training rate and each score against the groups' measured peaks.  It reads
+    the open segment the family gives it (its groups, its record) and its own state only: the peaks measured."""
+
+    def __init__(self) -> None:
+        self.check = Check("physics")
+        self.peaks: dict[int, float] = {}
+        """the open segment's groups' measured peaks (a group unprobed has none)"""
+        self.peak_sums: list[float] = []
+        """each closed segment's sum of group peaks (a segment with a group unprobed adds none)"""
+        self.rates = self.scores_bounded = 0
+        self.max_rate_ratio = 0.0
+
+    def opened(self) -> None:
+        """A segment opens: no group of it has a peak yet."""
+        self.peaks = {}
+
+    def peak_sum(self, segment: _SegmentTimes) -> float | None:
+        """The sum of its groups' peaks; None when a group has none, or it has no layout or no group."""
+        groups = segment.groups
+        if segment.record.layout is None or not groups or any(index not in self.peaks for index in groups):
+            return None
+        return sum(self.peaks[index] for index in groups)
+
+    def close(self, segment: _SegmentTimes) -> None:
+        """At the end of a segment: a group with no peak is not recorded; the segment's peak sum is kept.
+
+        A group lost before it logged anything (its leader hung before its first Ready, which carries the peak:
+        the first-model deadline, issue 43) trained nothing whose rate a peak would bound: not a gap."""
+        for index, group in sorted(segment.groups.items()):
+            if index not in self.peaks and not (group.lost and group.last_epoch_end is None):
+                self.check.missing.append(f"segment {segment.record.number} group {index}: no peak event (the "
+                                          "probe was off): its epochs' rates and the score cannot be held to its "
+                                          "machine")  # fmt: skip
+        if (peaks := self.peak_sum(segment)) is not None:
+            self.peak_sums.append(peaks)
+
+    def not_in_layout(self, event: dict, label: str) -> None:
+        self.check.problems.append(f"{label}: peak: group {event['group']} is not in its segment's layout")
+
+    def measured(self, event: dict, label: str) -> None:
+        """A peak event of a group of the layout: a measurement, the group's peak."""
+        rate = event["ops_per_second"]
+        if not rate > 0:
+            self.check.problems.append(f"{label}: peak: {rate} ops/s is not a measurement")
+            return
+        self.peaks[event["group"]] = float(rate)
+
+    def epoch_rate(self, event: dict, label: str) -> None:
+        """ops_train ÷ the seconds that trained: compute, and compile (the steps that traced are timed there)."""
+        peak = self.peaks.get(event["group"])
+        if peak is None:
+            return  # not recorded: said once per group at the segment's end
+        seconds = event["compute"] + event.get("compile", 0.0)
+        ops = event["ops_train"]
+        if ops > 0 and not seconds > 0:
+            self.check.problems.append(f"{label}: training rate: {ops:,} operations in {seconds} s")
+            return
+        if ops <= 0:
+            return
+        self.rates += 1
+        ratio = ops / seconds / peak
+        self.max_rate_ratio = max(self.max_rate_ratio, ratio)
+        if ratio > PEAK_MULTIPLE:
+            self.check.problems.append(f"{label}: training rate: {ops / seconds / 1e9:.4g} G ops/s "
+                                       f"(ops_train ÷ compute + compile) is {ratio:.2f} × group "
+                                       f"{event['group']}'s measured peak {peak / 1e9:.4g} G ops/s "
+                                       f"(at most {PEAK_MULTIPLE})")  # fmt: skip
+
+    def score(self, event: dict, label: str, segment: _SegmentTimes) -> None:
+        peaks = self.peak_sum(segment)
+        sums = [*self.peak_sums, *([] if peaks is None else [peaks])]
+        if any(index not in self.peaks for index in segment.groups) or not sums:
+            return  # not recorded: said per group when the segment closes
+        self.scores_bounded += 1
+        if event["score"] > max(sums):
+            self.check.problems.append(f"{label}: score: {event['score'] / 1e9:.4g} G ops/s is more than the "
+                                       f"sum of the groups' measured peaks ({max(sums) / 1e9:.4g} G ops/s)")
+
+    def finish(self) -> Check:
+        ratio = f"highest {self.max_rate_ratio:.2f} ×" if self.rates else "none"
+        self.check.summary = (f"{self.rates} epoch rates ≤ {PEAK_MULTIPLE} × their group's peak ({ratio}), "
+                              f"{self.scores_bounded} score(s) ≤ the sum of the peaks")  # fmt: skip
+        return self.check
 
 
 class ConfigurationRule:
