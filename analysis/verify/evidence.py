@@ -10,11 +10,12 @@ that are steps × global batch and one pass over the counted splits; graphs
 and data of the configured data set — each row's rule in full beside its
 name in :data:`analysis.verify.registry.FAMILIES`.
 
-:class:`EvidenceRules` (its configuration row's code and state in :class:`ConfigurationRule`, which reads the run's
-model, the shared view and its own state only; its physics row's in :class:`PhysicsRule`, which reads the open
-segment the family gives it and the peaks it measured; both called by the family where their lines were made
-before, so that an event whose numbers the family cannot compute with stops every row at the same point) is fed
-the events its entry in
+:class:`EvidenceRules` keeps the times row, and its run facts (the open segment, its groups, its open tasks); the
+other rows' code and state are :class:`ConfigurationRule` (it reads the run's model, the shared view and its own
+state only), :class:`PhysicsRule` (the open segment the family gives it, the peaks it measured) and
+:class:`CountsRule` (the model, the group and task the family gives it, the open segment's data check), each called
+by the family where their lines were made before, so that an event whose numbers the family cannot compute with
+stops every row at the same point.  The family is fed the events its entry in
 :data:`analysis.verify.registry.FAMILIES` names, once each, in log order, and
 keeps per-group and per-open-task state only: the walk stays linear in the
 log and streamed.  Each problem is one line naming the event (its number in
@@ -118,7 +119,9 @@ class EvidenceRules:
         self.physical = PhysicsRule()
         """the physics row's rule: it reads what the family gives it of the open segment and its own state only
         (called here, in the same places and order as before)"""
-        self.counts = Check("counts")
+        self.counted = CountsRule(run)
+        """the counts row's rule: it reads the model, what the family gives it of the open segment and its task,
+        and its own state only (called here, in the same places and order as before)"""
         self.configured = ConfigurationRule(run)
         """the configuration row's rule: it reads the model, the shared view and its own state only (called here, in
         the same places and order as before)"""
@@ -126,11 +129,7 @@ class EvidenceRules:
         """the event being judged, as its problem lines name it"""
         self.segment: _SegmentTimes | None = None
         self.tasks: dict[int, _OpenTask] = {}
-        self.data: Mapping | None = None
-        """the open segment's data check (its run_start's ``data``) when well formed; None when not recorded"""
         self.epochs = 0
-        self.uncounted = 0
-        """epochs without a ``correct`` count"""
 
     # -- the stream
 
@@ -196,37 +195,20 @@ class EvidenceRules:
         """The data check's counts: none is not recorded (counts); well formed and of the configuration, the
         configuration row's; the open segment's epochs are held to them when well formed."""
         data = event.get("data")
-        self.data = None
+        self.counted.data = None
         if data is None:
-            self.counts.missing.append(f"{label}: no data check counts (a log older than the field): its epochs' "
-                                       "samples cannot be held to the splits")  # fmt: skip
+            self.counted.no_data(label)
             return
         if not self.configured.data_counted(data, label):
             return
-        self.data = data
+        self.counted.data = data
         self.configured.data_configured(data, label)
-
-    @property
-    def config(self) -> Mapping:
-        return run_config(self.run)
 
     # -- set-up events
 
     def layout(self, event: dict, _: int) -> None:
-        label, segment = self.label, self.segment
-        for group in event["groups"]:
-            if not isinstance(group, dict) or not isinstance(group.get("index"), int):
-                self.counts.problems.append(f"{label}: layout: a group without an index: {str(group)[:80]}")
-                continue
-            ranks = group.get("ranks")
-            if not isinstance(ranks, list) or not ranks or not all(isinstance(r, int) for r in ranks):
-                self.counts.problems.append(f"{label}: horovod size: group {group['index']} has no list of ranks")
-                continue
-            size = group.get("horovod_size", len(ranks))
-            if size != len(ranks):
-                self.counts.problems.append(f"{label}: horovod size: group {group['index']} says horovod_size "
-                                            f"{size}, its list of ranks has {len(ranks)}")  # fmt: skip
-            segment.groups.setdefault(group["index"], _Group()).size = len(ranks)
+        for index, size in self.counted.layout(event, self.label):
+            self.segment.groups.setdefault(index, _Group()).size = size
 
     def peak(self, event: dict, _: int) -> None:
         label, segment = self.label, self.segment
@@ -234,9 +216,7 @@ class EvidenceRules:
         if group is None:
             self.physical.not_in_layout(event, label)
             return
-        if group.size is not None and event["ranks"] != group.size:
-            self.counts.problems.append(f"{label}: peak ranks: measured by {event['ranks']} ranks, group "
-                                        f"{event['group']} has {group.size}")  # fmt: skip
+        self.counted.peak_ranks(event, label, group.size)
         self.physical.measured(event, label)
 
     def system(self, event: dict, _: int) -> None:
@@ -274,7 +254,7 @@ class EvidenceRules:
         if task is not None:
             task.last_end = end if task.last_end is None else max(end, task.last_end)
         self.physical.epoch_rate(event, label)
-        self._epoch_counts(event, label, task, group)
+        self.counted.epoch(event, label, task, group)
         if not end <= time + CLOCK_SKEW_SECONDS:
             self.times.problems.append(f"{label}: logged after: logged at {time:.3f}, before the epoch ended "
                                        f"({end:.3f})")  # fmt: skip
@@ -309,68 +289,6 @@ class EvidenceRules:
             parts = " + ".join(f"{name} {value:.3f}" for name, value in phases.items())
             self.times.problems.append(f"{label}: phases: {parts} = {total:.3f} s, more than its wall time "
                                        f"end − start = {wall:.3f} s")  # fmt: skip
-
-    def _epoch_counts(self, event: dict, label: str, task: _OpenTask | None, group: _Group) -> None:
-        limit = self.config.get("max_epochs")
-        if isinstance(limit, int) and event["epoch"] > limit:
-            self.counts.problems.append(f"{label}: max epochs: epoch {event['epoch']} of a run whose max_epochs "
-                                        f"is {limit}")  # fmt: skip
-        self._accuracy(event, label)
-        self._splits(event, label, task, group)
-        if task is None:
-            return
-        samples = (event["train_samples"], event["validation_samples"])
-        if task.samples is None:
-            task.samples = samples
-        elif samples != task.samples:
-            self.counts.problems.append(f"{label}: same samples: {samples[0]} train and {samples[1]} validation "
-                                        f"samples, its model's first epoch had {task.samples[0]} and "
-                                        f"{task.samples[1]}")  # fmt: skip
-        if is_int(task.batch) and group.size is not None:
-            global_batch = task.batch * group.size
-            if event["train_samples"] != event["steps"] * global_batch:
-                self.counts.problems.append(f"{label}: samples: {event['train_samples']} train samples, not steps "
-                                            f"{event['steps']} × global batch {global_batch} (batch size "
-                                            f"{task.batch} × {group.size} ranks)")  # fmt: skip
-
-    def _accuracy(self, event: dict, label: str) -> None:
-        """An accuracy is a count of correct predictions over the validation samples, the trainer's division."""
-        accuracy, validated, correct = event["val_accuracy"], event["validation_samples"], event.get("correct")
-        if correct is None:
-            self.uncounted += 1
-            count = accuracy * validated
-            if not (0 <= accuracy <= 1 and math.isfinite(count) and abs(count - round(count)) <= COUNT_TOLERANCE):
-                self.counts.problems.append(f"{label}: accuracy: val_accuracy {accuracy!r} × {validated} validation "
-                                            f"samples is not a count of correct predictions in [0, {validated}]")
-            return
-        if not 0 <= correct <= validated:
-            self.counts.problems.append(f"{label}: accuracy: correct {correct} is not in [0, validation_samples "
-                                        f"{validated}]")  # fmt: skip
-        elif accuracy != correct / max(validated, 1):
-            self.counts.problems.append(f"{label}: accuracy: val_accuracy {accuracy!r} is not correct {correct} / "
-                                        f"validation_samples {validated} = {correct / max(validated, 1)!r}")
-
-    def _splits(self, event: dict, label: str, task: _OpenTask | None, group: _Group) -> None:
-        """The samples the data check counted: an epoch is one pass, ``(train // ranks) // batch`` steps a rank
-        (the pipeline drops the remainder), and validates the whole validation split."""
-        data = self.data
-        if data is None:
-            return  # not recorded: said once per segment
-        train, validation = data["train"], data["validation"]
-        if event["train_samples"] > train:
-            self.counts.problems.append(f"{label}: split: {event['train_samples']} train samples, the train split "
-                                        f"holds {train} (as the data check counted it)")  # fmt: skip
-        elif task is not None and is_int(task.batch) and group.size:
-            steps = rank_batches(train, group.size, task.batch)
-            if event["steps"] != steps:  # a logged epoch is one whole pass: never fewer steps
-                self.counts.problems.append(f"{label}: split: {event['steps']} steps of batch size {task.batch} a "
-                                            f"rank, where one pass over the train split is ({train} // "
-                                            f"{group.size} ranks) // {task.batch} = {steps} steps "
-                                            "(as the data check counted it)")  # fmt: skip
-        if event["validation_samples"] != validation:  # every rank validates its share: the group, the whole split
-            self.counts.problems.append(f"{label}: split: {event['validation_samples']} validation samples, the "
-                                        f"validation split holds {validation} (as the data check counted it) and "
-                                        "each epoch validates all of it")  # fmt: skip
 
     def model_done(self, event: dict, _: int) -> None:
         label, segment = self.label, self.segment
@@ -425,15 +343,121 @@ class EvidenceRules:
             self.physical.close(self.segment)
         self.times.summary = (f"{self.epochs} epochs: inside their segments and after their proposals, logged "
                               "after they ended, phases within their wall time, one model at a time per group")
-        self.counts.summary = ("samples = steps × global batch, the same each epoch, within the counted splits; "
-                               "accuracy = correct ÷ validation samples; ≤ max_epochs; Horovod sizes = ranks")
-        if "max_epochs" not in self.config:
-            self.counts.missing.append("the configuration has no max_epochs")
+        return [self.times, self.physical.finish(), self.counted.finish(self.epochs), self.configured.finish()]
+
+
+class CountsRule:
+    """The counts row: samples, steps, accuracy and the splits of each epoch, the layout's Horovod sizes and the
+    peaks' ranks.  It reads the run's model (the configuration), the open segment's group and task the family
+    gives it, and its own state only."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.check = Check("counts")
+        self.data: Mapping | None = None
+        """the open segment's data check (its run_start's ``data``) when well formed; None when not recorded"""
+        self.uncounted = 0
+        """epochs without a ``correct`` count"""
+
+    def no_data(self, label: str) -> None:
+        self.check.missing.append(f"{label}: no data check counts (a log older than the field): its epochs' "
+                                  "samples cannot be held to the splits")  # fmt: skip
+
+    def layout(self, event: dict, label: str) -> list[tuple[int, int]]:
+        """Each layout group's index and ranks, of those that have both (the others named)."""
+        valid = []
+        for group in event["groups"]:
+            if not isinstance(group, dict) or not isinstance(group.get("index"), int):
+                self.check.problems.append(f"{label}: layout: a group without an index: {str(group)[:80]}")
+                continue
+            ranks = group.get("ranks")
+            if not isinstance(ranks, list) or not ranks or not all(isinstance(r, int) for r in ranks):
+                self.check.problems.append(f"{label}: horovod size: group {group['index']} has no list of ranks")
+                continue
+            size = group.get("horovod_size", len(ranks))
+            if size != len(ranks):
+                self.check.problems.append(f"{label}: horovod size: group {group['index']} says horovod_size "
+                                            f"{size}, its list of ranks has {len(ranks)}")  # fmt: skip
+            valid.append((group["index"], len(ranks)))
+        return valid
+
+    def peak_ranks(self, event: dict, label: str, size: int | None) -> None:
+        if size is not None and event["ranks"] != size:
+            self.check.problems.append(f"{label}: peak ranks: measured by {event['ranks']} ranks, group "
+                                       f"{event['group']} has {size}")  # fmt: skip
+
+    def epoch(self, event: dict, label: str, task: _OpenTask | None, group: _Group) -> None:
+        limit = run_config(self.run).get("max_epochs")
+        if isinstance(limit, int) and event["epoch"] > limit:
+            self.check.problems.append(f"{label}: max epochs: epoch {event['epoch']} of a run whose max_epochs "
+                                        f"is {limit}")  # fmt: skip
+        self._accuracy(event, label)
+        self._splits(event, label, task, group)
+        if task is None:
+            return
+        samples = (event["train_samples"], event["validation_samples"])
+        if task.samples is None:
+            task.samples = samples
+        elif samples != task.samples:
+            self.check.problems.append(f"{label}: same samples: {samples[0]} train and {samples[1]} validation "
+                                        f"samples, its model's first epoch had {task.samples[0]} and "
+                                        f"{task.samples[1]}")  # fmt: skip
+        if is_int(task.batch) and group.size is not None:
+            global_batch = task.batch * group.size
+            if event["train_samples"] != event["steps"] * global_batch:
+                self.check.problems.append(f"{label}: samples: {event['train_samples']} train samples, not steps "
+                                            f"{event['steps']} × global batch {global_batch} (batch size "
+                                            f"{task.batch} × {group.size} ranks)")  # fmt: skip
+
+    def _accuracy(self, event: dict, label: str) -> None:
+        """An accuracy is a count of correct predictions over the validation samples, the trainer's division."""
+        accuracy, validated, correct = event["val_accuracy"], event["validation_samples"], event.get("correct")
+        if correct is None:
+            self.uncounted += 1
+            count = accuracy * validated
+            if not (0 <= accuracy <= 1 and math.isfinite(count) and abs(count - round(count)) <= COUNT_TOLERANCE):
+                self.check.problems.append(f"{label}: accuracy: val_accuracy {accuracy!r} × {validated} validation "
+                                            f"samples is not a count of correct predictions in [0, {validated}]")
+            return
+        if not 0 <= correct <= validated:
+            self.check.problems.append(f"{label}: accuracy: correct {correct} is not in [0, validation_samples "
+                                        f"{validated}]")  # fmt: skip
+        elif accuracy != correct / max(validated, 1):
+            self.check.problems.append(f"{label}: accuracy: val_accuracy {accuracy!r} is not correct {correct} / "
+                                        f"validation_samples {validated} = {correct / max(validated, 1)!r}")
+
+    def _splits(self, event: dict, label: str, task: _OpenTask | None, group: _Group) -> None:
+        """The samples the data check counted: an epoch is one pass, ``(train // ranks) // batch`` steps a rank
+        (the pipeline drops the remainder), and validates the whole validation split."""
+        data = self.data
+        if data is None:
+            return  # not recorded: said once per segment
+        train, validation = data["train"], data["validation"]
+        if event["train_samples"] > train:
+            self.check.problems.append(f"{label}: split: {event['train_samples']} train samples, the train split "
+                                        f"holds {train} (as the data check counted it)")  # fmt: skip
+        elif task is not None and is_int(task.batch) and group.size:
+            steps = rank_batches(train, group.size, task.batch)
+            if event["steps"] != steps:  # a logged epoch is one whole pass: never fewer steps
+                self.check.problems.append(f"{label}: split: {event['steps']} steps of batch size {task.batch} a "
+                                            f"rank, where one pass over the train split is ({train} // "
+                                            f"{group.size} ranks) // {task.batch} = {steps} steps "
+                                            "(as the data check counted it)")  # fmt: skip
+        if event["validation_samples"] != validation:  # every rank validates its share: the group, the whole split
+            self.check.problems.append(f"{label}: split: {event['validation_samples']} validation samples, the "
+                                        f"validation split holds {validation} (as the data check counted it) and "
+                                        "each epoch validates all of it")  # fmt: skip
+
+    def finish(self, epochs: int) -> Check:
+        self.check.summary = ("samples = steps × global batch, the same each epoch, within the counted splits; "
+                              "accuracy = correct ÷ validation samples; ≤ max_epochs; Horovod sizes = ranks")
+        if "max_epochs" not in run_config(self.run):
+            self.check.missing.append("the configuration has no max_epochs")
         if self.uncounted:
-            self.counts.missing.append(f"{self.uncounted} of {self.epochs} epochs have no correct count (a log older "
-                                       "than the field): their accuracy is held to a whole number of their "
-                                       "validation samples only")  # fmt: skip
-        return [self.times, self.physical.finish(), self.counts, self.configured.finish()]
+            self.check.missing.append(f"{self.uncounted} of {epochs} epochs have no correct count (a log older "
+                                      "than the field): their accuracy is held to a whole number of their "
+                                      "validation samples only")  # fmt: skip
+        return self.check
 
 
 class PhysicsRule:
