@@ -76,8 +76,6 @@ class _OpenTask:
     batch: object
     """its ``batch_size`` as logged (the model shares equal hyper-parameters: 32 and 32.0 would be one)"""
     last_end: float | None = None
-    samples: tuple[int, int] | None = None
-    """(train, validation) samples of its first epoch"""
 
 
 @dataclass
@@ -187,6 +185,7 @@ class EvidenceRules:
                                            f"{previous.record.number} claims ({previous.latest_claim:.3f}, "
                                            f"{previous.latest_claim_what})")  # fmt: skip
             self.tasks.clear()  # a task still open was discarded with its segment
+            self.counted.closed()
         self.segment = _SegmentTimes(self.run.model.segment_records[-1], time, time, f"event {number} (run_start)")
         self.physical.opened()
         self._data_check(event, f"event {number} (run_start of segment {self.segment.record.number})")
@@ -240,6 +239,7 @@ class EvidenceRules:
                                        f"{group.open_task}")  # fmt: skip
         group.open_task = task
         self.tasks[task] = _OpenTask(event[runlog.TIME], event["hparams"].get("batch_size"))
+        self.counted.ended(task)  # a proposal again: its samples are its new first epoch's
         self.configured.algorithms(event, label)
 
     def epoch(self, event: dict, _: int) -> None:
@@ -294,6 +294,7 @@ class EvidenceRules:
         label, segment = self.label, self.segment
         task_id, time = event["task"], event[runlog.TIME]
         task = self.tasks.pop(task_id, None)
+        self.counted.ended(task_id)
         group = segment.groups.setdefault(event["group"], _Group())
         if task is not None and task.last_end is not None and task.last_end > time + CLOCK_SKEW_SECONDS:
             self.times.problems.append(f"{label}: logged after: logged at {time:.3f}, before its last epoch "
@@ -316,6 +317,7 @@ class EvidenceRules:
             self.times.problems.append(f"{label}: lost group: its task {task} is not the task group {index} was "
                                        f"training ({group.open_task})")  # fmt: skip
         self.tasks.pop(task, None)
+        self.counted.ended(task)
         group.open_task = None
         self.times.notes.append(f"segment {segment.record.number}: group {index} lost at {event[runlog.TIME]:.3f} "
                                 f"({event['reason']}); its task {task} discarded")  # fmt: skip
@@ -358,6 +360,16 @@ class CountsRule:
         """the open segment's data check (its run_start's ``data``) when well formed; None when not recorded"""
         self.uncounted = 0
         """epochs without a ``correct`` count"""
+        self.samples: dict[object, tuple[int, int]] = {}
+        """each open task (as the family keeps them) → the (train, validation) samples of its first epoch"""
+
+    def closed(self) -> None:
+        """A segment closed: its open tasks were discarded with it."""
+        self.samples.clear()
+
+    def ended(self, task: object) -> None:
+        """A task's model ended (or it was proposed again): its first epoch's samples are forgotten."""
+        self.samples.pop(task, None)
 
     def no_data(self, label: str) -> None:
         self.check.missing.append(f"{label}: no data check counts (a log older than the field): its epochs' "
@@ -395,13 +407,12 @@ class CountsRule:
         self._splits(event, label, task, group)
         if task is None:
             return
-        samples = (event["train_samples"], event["validation_samples"])
-        if task.samples is None:
-            task.samples = samples
-        elif samples != task.samples:
+        samples, first = (event["train_samples"], event["validation_samples"]), self.samples.get(event["task"])
+        if first is None:
+            self.samples[event["task"]] = samples
+        elif samples != first:
             self.check.problems.append(f"{label}: same samples: {samples[0]} train and {samples[1]} validation "
-                                        f"samples, its model's first epoch had {task.samples[0]} and "
-                                        f"{task.samples[1]}")  # fmt: skip
+                                       f"samples, its model's first epoch had {first[0]} and {first[1]}")
         if is_int(task.batch) and group.size is not None:
             global_batch = task.batch * group.size
             if event["train_samples"] != event["steps"] * global_batch:
