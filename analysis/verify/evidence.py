@@ -389,7 +389,7 @@ class CountsRule:
             size = group.get("horovod_size", len(ranks))
             if size != len(ranks):
                 self.check.problems.append(f"{label}: horovod size: group {group['index']} says horovod_size "
-                                            f"{size}, its list of ranks has {len(ranks)}")  # fmt: skip
+                                           f"{size}, its list of ranks has {len(ranks)}")  # fmt: skip
             valid.append((group["index"], len(ranks)))
         return valid
 
@@ -402,7 +402,7 @@ class CountsRule:
         limit = run_config(self.run).get("max_epochs")
         if isinstance(limit, int) and event["epoch"] > limit:
             self.check.problems.append(f"{label}: max epochs: epoch {event['epoch']} of a run whose max_epochs "
-                                        f"is {limit}")  # fmt: skip
+                                       f"is {limit}")  # fmt: skip
         self._accuracy(event, label)
         self._splits(event, label, task, group)
         if task is None:
@@ -417,8 +417,8 @@ class CountsRule:
             global_batch = task.batch * group.size
             if event["train_samples"] != event["steps"] * global_batch:
                 self.check.problems.append(f"{label}: samples: {event['train_samples']} train samples, not steps "
-                                            f"{event['steps']} × global batch {global_batch} (batch size "
-                                            f"{task.batch} × {group.size} ranks)")  # fmt: skip
+                                           f"{event['steps']} × global batch {global_batch} (batch size "
+                                           f"{task.batch} × {group.size} ranks)")  # fmt: skip
 
     def _accuracy(self, event: dict, label: str) -> None:
         """An accuracy is a count of correct predictions over the validation samples, the trainer's division."""
@@ -428,14 +428,14 @@ class CountsRule:
             count = accuracy * validated
             if not (0 <= accuracy <= 1 and math.isfinite(count) and abs(count - round(count)) <= COUNT_TOLERANCE):
                 self.check.problems.append(f"{label}: accuracy: val_accuracy {accuracy!r} × {validated} validation "
-                                            f"samples is not a count of correct predictions in [0, {validated}]")
+                                           f"samples is not a count of correct predictions in [0, {validated}]")
             return
         if not 0 <= correct <= validated:
             self.check.problems.append(f"{label}: accuracy: correct {correct} is not in [0, validation_samples "
-                                        f"{validated}]")  # fmt: skip
+                                       f"{validated}]")  # fmt: skip
         elif accuracy != correct / max(validated, 1):
             self.check.problems.append(f"{label}: accuracy: val_accuracy {accuracy!r} is not correct {correct} / "
-                                        f"validation_samples {validated} = {correct / max(validated, 1)!r}")
+                                       f"validation_samples {validated} = {correct / max(validated, 1)!r}")
 
     def _splits(self, event: dict, label: str, task: _OpenTask | None, group: _Group) -> None:
         """The samples the data check counted: an epoch is one pass, ``(train // ranks) // batch`` steps a rank
@@ -446,18 +446,18 @@ class CountsRule:
         train, validation = data["train"], data["validation"]
         if event["train_samples"] > train:
             self.check.problems.append(f"{label}: split: {event['train_samples']} train samples, the train split "
-                                        f"holds {train} (as the data check counted it)")  # fmt: skip
+                                       f"holds {train} (as the data check counted it)")  # fmt: skip
         elif task is not None and is_int(task.batch) and group.size:
             steps = rank_batches(train, group.size, task.batch)
             if event["steps"] != steps:  # a logged epoch is one whole pass: never fewer steps
                 self.check.problems.append(f"{label}: split: {event['steps']} steps of batch size {task.batch} a "
-                                            f"rank, where one pass over the train split is ({train} // "
-                                            f"{group.size} ranks) // {task.batch} = {steps} steps "
-                                            "(as the data check counted it)")  # fmt: skip
+                                           f"rank, where one pass over the train split is ({train} // "
+                                           f"{group.size} ranks) // {task.batch} = {steps} steps "
+                                           "(as the data check counted it)")  # fmt: skip
         if event["validation_samples"] != validation:  # every rank validates its share: the group, the whole split
             self.check.problems.append(f"{label}: split: {event['validation_samples']} validation samples, the "
-                                        f"validation split holds {validation} (as the data check counted it) and "
-                                        "each epoch validates all of it")  # fmt: skip
+                                       f"validation split holds {validation} (as the data check counted it) and "
+                                       "each epoch validates all of it")  # fmt: skip
 
     def finish(self, epochs: int) -> Check:
         self.check.summary = ("samples = steps × global batch, the same each epoch, within the counted splits; "
@@ -658,7 +658,7 @@ class ConfigurationRule:
             self.data_shape, self.data_shape_from = found, source
         elif found != self.data_shape:
             self.check.problems.append(f"{what} {images(found)}, {self.data_shape_from} has "
-                                               f"{images(self.data_shape)}")  # fmt: skip
+                                       f"{images(self.data_shape)}")  # fmt: skip
 
     def algorithms(self, event: dict, label: str) -> None:
         """The search and the tuner the proposal names: the configured ones (the seed's search: ``seed``)."""
@@ -672,8 +672,8 @@ class ConfigurationRule:
         named = (info.get("search"), info.get("tuner"))
         if named != expected:
             self.check.problems.append(f"{label}: algorithms: produced by search {named[0]!r} and tuner "
-                                               f"{named[1]!r}, the configuration (rule algorithms: "
-                                               f"{search}+{tuner}) needs {expected[0]!r} and {expected[1]!r}")
+                                       f"{named[1]!r}, the configuration (rule algorithms: "
+                                       f"{search}+{tuner}) needs {expected[0]!r} and {expected[1]!r}")
 
     def finish(self) -> Check:
         shape = "unknown" if self.data_shape is None else images(self.data_shape)
