@@ -10,7 +10,12 @@ that are steps × global batch and one pass over the counted splits; graphs
 and data of the configured data set — each row's rule in full beside its
 name in :data:`analysis.verify.registry.FAMILIES`.
 
-:class:`EvidenceRules` is fed the events its entry in
+:class:`EvidenceRules` keeps the times row, and its run facts (the open segment, its groups, its open tasks); the
+other rows' code and state are :class:`ConfigurationRule` (it reads the run's model, the shared view and its own
+state only), :class:`PhysicsRule` (the open segment the family gives it, the peaks it measured) and
+:class:`CountsRule` (the model, the group and task the family gives it, the open segment's data check), each called
+by the family where their lines were made before, so that an event whose numbers the family cannot compute with
+stops every row at the same point.  The family is fed the events its entry in
 :data:`analysis.verify.registry.FAMILIES` names, once each, in log order, and
 keeps per-group and per-open-task state only: the walk stays linear in the
 log and streamed.  Each problem is one line naming the event (its number in
@@ -71,8 +76,6 @@ class _OpenTask:
     batch: object
     """its ``batch_size`` as logged (the model shares equal hyper-parameters: 32 and 32.0 would be one)"""
     last_end: float | None = None
-    samples: tuple[int, int] | None = None
-    """(train, validation) samples of its first epoch"""
 
 
 @dataclass
@@ -81,7 +84,6 @@ class _Group:
 
     size: int | None = None
     """its Horovod size (from the layout)"""
-    peak: float | None = None
     open_task: int | None = None
     last_epoch_end: float | None = None
     last_epoch: str = ""
@@ -104,11 +106,6 @@ class _SegmentTimes:
     latest_claim_what: str
     groups: dict[int, _Group] = field(default_factory=dict)
 
-    def peak_sum(self) -> float | None:
-        """The sum of its groups' peaks; None when a group has none, or it has no layout or no group."""
-        if self.record.layout is None or not self.groups or any(g.peak is None for g in self.groups.values()):
-            return None
-        return sum(group.peak for group in self.groups.values())  # type: ignore[misc]
 
 
 class EvidenceRules:
@@ -116,30 +113,21 @@ class EvidenceRules:
 
     def __init__(self, run: Run) -> None:
         self.run = run
-        self.times, self.physics = Check("times"), Check("physics")
-        self.counts, self.configuration = Check("counts"), Check("configuration")
+        self.times = Check("times")
+        self.physical = PhysicsRule()
+        """the physics row's rule: it reads what the family gives it of the open segment and its own state only
+        (called here, in the same places and order as before)"""
+        self.counted = CountsRule(run)
+        """the counts row's rule: it reads the model, what the family gives it of the open segment and its task,
+        and its own state only (called here, in the same places and order as before)"""
+        self.configured = ConfigurationRule(run)
+        """the configuration row's rule: it reads the model, the shared view and its own state only (called here, in
+        the same places and order as before)"""
         self.label = ""
         """the event being judged, as its problem lines name it"""
-        self.config: Mapping = {}
         self.segment: _SegmentTimes | None = None
         self.tasks: dict[int, _OpenTask] = {}
-        self.peak_sums: list[float] = []
-        """each closed segment's sum of group peaks (a segment with a group unprobed adds none)"""
-        self.data_shape: tuple[int, int, int, int] | None = None
-        """(height, width, channels, classes) every graph must have"""
-        self.data_shape_from = ""
-        self.data: Mapping | None = None
-        """the open segment's data check (its run_start's ``data``); None when not recorded"""
-        self.first_data: Mapping | None = None
-        self.epochs = self.rates = self.graphs = self.scores_bounded = 0
-        self.uncounted = 0
-        """epochs without a ``correct`` count"""
-        self.proposals = self.unnamed = 0
-        """proposals, and those that name no search and tuner"""
-        self.max_rate_ratio = 0.0
-        self.clean_graphs: OrderedDict[str, None] = OrderedDict()
-        """the sha256 of graph files whose graph passed :meth:`graph`, last used last (at most
-        :data:`~analysis.verify.view.COUNT_CACHE`): the same bytes pass the same way, counted and not redone"""
+        self.epochs = 0
 
     # -- the stream
 
@@ -188,73 +176,50 @@ class EvidenceRules:
         previous = self.segment
         time = event[runlog.TIME]
         if previous is None:
-            self.config = event["config"]
-            self._data_shape()
+            self.configured.opened()
         else:
-            self._close(previous)
+            self.physical.close(previous)
             if time < previous.latest_claim:
                 self.times.problems.append(f"event {number} (run_start of segment {previous.record.number + 1}): "
                                            f"resume: starts at {time:.3f}, before the last time segment "
                                            f"{previous.record.number} claims ({previous.latest_claim:.3f}, "
                                            f"{previous.latest_claim_what})")  # fmt: skip
             self.tasks.clear()  # a task still open was discarded with its segment
+            self.counted.closed()
         self.segment = _SegmentTimes(self.run.model.segment_records[-1], time, time, f"event {number} (run_start)")
+        self.physical.opened()
         self._data_check(event, f"event {number} (run_start of segment {self.segment.record.number})")
 
-    def _close(self, segment: _SegmentTimes) -> None:
-        """At the end of a segment: a group with no peak is not recorded; the segment's peak sum is kept.
-
-        A group lost before it logged anything (its leader hung before its first Ready, which carries the peak:
-        the first-model deadline, issue 43) trained nothing whose rate a peak would bound: not a gap."""
-        for index, group in sorted(segment.groups.items()):
-            if group.peak is None and not (group.lost and group.last_epoch_end is None):
-                self.physics.missing.append(f"segment {segment.record.number} group {index}: no peak event (the "
-                                            "probe was off): its epochs' rates and the score cannot be held to its "
-                                            "machine")  # fmt: skip
-        if (peaks := segment.peak_sum()) is not None:
-            self.peak_sums.append(peaks)
+    def _data_check(self, event: dict, label: str) -> None:
+        """The data check's counts: none is not recorded (counts); well formed and of the configuration, the
+        configuration row's; the open segment's epochs are held to them when well formed."""
+        data = event.get("data")
+        self.counted.data = None
+        if data is None:
+            self.counted.no_data(label)
+            return
+        if not self.configured.data_counted(data, label):
+            return
+        self.counted.data = data
+        self.configured.data_configured(data, label)
 
     # -- set-up events
 
     def layout(self, event: dict, _: int) -> None:
-        label, segment = self.label, self.segment
-        for group in event["groups"]:
-            if not isinstance(group, dict) or not isinstance(group.get("index"), int):
-                self.counts.problems.append(f"{label}: layout: a group without an index: {str(group)[:80]}")
-                continue
-            ranks = group.get("ranks")
-            if not isinstance(ranks, list) or not ranks or not all(isinstance(r, int) for r in ranks):
-                self.counts.problems.append(f"{label}: horovod size: group {group['index']} has no list of ranks")
-                continue
-            size = group.get("horovod_size", len(ranks))
-            if size != len(ranks):
-                self.counts.problems.append(f"{label}: horovod size: group {group['index']} says horovod_size "
-                                            f"{size}, its list of ranks has {len(ranks)}")  # fmt: skip
-            segment.groups.setdefault(group["index"], _Group()).size = len(ranks)
+        for index, size in self.counted.layout(event, self.label):
+            self.segment.groups.setdefault(index, _Group()).size = size
 
     def peak(self, event: dict, _: int) -> None:
         label, segment = self.label, self.segment
         group = segment.groups.get(event["group"])
         if group is None:
-            self.physics.problems.append(f"{label}: peak: group {event['group']} is not in its segment's layout")
+            self.physical.not_in_layout(event, label)
             return
-        if group.size is not None and event["ranks"] != group.size:
-            self.counts.problems.append(f"{label}: peak ranks: measured by {event['ranks']} ranks, group "
-                                        f"{event['group']} has {group.size}")  # fmt: skip
-        rate = event["ops_per_second"]
-        if not rate > 0:
-            self.physics.problems.append(f"{label}: peak: {rate} ops/s is not a measurement")
-            return
-        group.peak = float(rate)
+        self.counted.peak_ranks(event, label, group.size)
+        self.physical.measured(event, label)
 
     def system(self, event: dict, _: int) -> None:
-        label = self.label
-        chosen = event.get("precision")
-        chosen = chosen.get("chosen") if isinstance(chosen, Mapping) else chosen
-        configured = self.config.get("precision")
-        if chosen is not None and chosen != configured:
-            self.configuration.problems.append(f"{label}: precision: the system event chose {chosen!r}, the "
-                                               f"configuration says {configured!r}")  # fmt: skip
+        self.configured.system(event, self.label)
 
     def staging(self, event: dict, _: int) -> None:
         label = self.label
@@ -274,22 +239,8 @@ class EvidenceRules:
                                        f"{group.open_task}")  # fmt: skip
         group.open_task = task
         self.tasks[task] = _OpenTask(event[runlog.TIME], event["hparams"].get("batch_size"))
-        self._algorithms(event, label)
-
-    def _algorithms(self, event: dict, label: str) -> None:
-        """The search and the tuner the proposal names: the configured ones (the seed's search: ``seed``)."""
-        self.proposals += 1
-        info = event["search"]
-        if "search" not in info and "tuner" not in info:
-            self.unnamed += 1  # not recorded: said once at the end
-            return
-        search, tuner = self.config.get("search", VALID_SEARCH), self.config.get("hpo", VALID_TUNER)
-        expected = (SEED_SEARCH if event["parent"] is None else search, tuner)
-        named = (info.get("search"), info.get("tuner"))
-        if named != expected:
-            self.configuration.problems.append(f"{label}: algorithms: produced by search {named[0]!r} and tuner "
-                                               f"{named[1]!r}, the configuration (rule algorithms: "
-                                               f"{search}+{tuner}) needs {expected[0]!r} and {expected[1]!r}")
+        self.counted.ended(task)  # a proposal again: its samples are its new first epoch's
+        self.configured.algorithms(event, label)
 
     def epoch(self, event: dict, _: int) -> None:
         label, segment = self.label, self.segment
@@ -302,8 +253,8 @@ class EvidenceRules:
         group.last_epoch_end, group.last_epoch = max(end, group.last_epoch_end or end), label
         if task is not None:
             task.last_end = end if task.last_end is None else max(end, task.last_end)
-        self._epoch_rate(event, label, group)
-        self._epoch_counts(event, label, task, group)
+        self.physical.epoch_rate(event, label)
+        self.counted.epoch(event, label, task, group)
         if not end <= time + CLOCK_SKEW_SECONDS:
             self.times.problems.append(f"{label}: logged after: logged at {time:.3f}, before the epoch ended "
                                        f"({end:.3f})")  # fmt: skip
@@ -339,92 +290,11 @@ class EvidenceRules:
             self.times.problems.append(f"{label}: phases: {parts} = {total:.3f} s, more than its wall time "
                                        f"end − start = {wall:.3f} s")  # fmt: skip
 
-    def _epoch_rate(self, event: dict, label: str, group: _Group) -> None:
-        """ops_train ÷ the seconds that trained: compute, and compile (the steps that traced are timed there)."""
-        if group.peak is None:
-            return  # not recorded: said once per group at the segment's end
-        seconds = event["compute"] + event.get("compile", 0.0)
-        ops = event["ops_train"]
-        if ops > 0 and not seconds > 0:
-            self.physics.problems.append(f"{label}: training rate: {ops:,} operations in {seconds} s")
-            return
-        if ops <= 0:
-            return
-        self.rates += 1
-        ratio = ops / seconds / group.peak
-        self.max_rate_ratio = max(self.max_rate_ratio, ratio)
-        if ratio > PEAK_MULTIPLE:
-            self.physics.problems.append(f"{label}: training rate: {ops / seconds / 1e9:.4g} G ops/s "
-                                         f"(ops_train ÷ compute + compile) is {ratio:.2f} × group "
-                                         f"{event['group']}'s measured peak {group.peak / 1e9:.4g} G ops/s "
-                                         f"(at most {PEAK_MULTIPLE})")  # fmt: skip
-
-    def _epoch_counts(self, event: dict, label: str, task: _OpenTask | None, group: _Group) -> None:
-        limit = self.config.get("max_epochs")
-        if isinstance(limit, int) and event["epoch"] > limit:
-            self.counts.problems.append(f"{label}: max epochs: epoch {event['epoch']} of a run whose max_epochs "
-                                        f"is {limit}")  # fmt: skip
-        self._accuracy(event, label)
-        self._splits(event, label, task, group)
-        if task is None:
-            return
-        samples = (event["train_samples"], event["validation_samples"])
-        if task.samples is None:
-            task.samples = samples
-        elif samples != task.samples:
-            self.counts.problems.append(f"{label}: same samples: {samples[0]} train and {samples[1]} validation "
-                                        f"samples, its model's first epoch had {task.samples[0]} and "
-                                        f"{task.samples[1]}")  # fmt: skip
-        if is_int(task.batch) and group.size is not None:
-            global_batch = task.batch * group.size
-            if event["train_samples"] != event["steps"] * global_batch:
-                self.counts.problems.append(f"{label}: samples: {event['train_samples']} train samples, not steps "
-                                            f"{event['steps']} × global batch {global_batch} (batch size "
-                                            f"{task.batch} × {group.size} ranks)")  # fmt: skip
-
-    def _accuracy(self, event: dict, label: str) -> None:
-        """An accuracy is a count of correct predictions over the validation samples, the trainer's division."""
-        accuracy, validated, correct = event["val_accuracy"], event["validation_samples"], event.get("correct")
-        if correct is None:
-            self.uncounted += 1
-            count = accuracy * validated
-            if not (0 <= accuracy <= 1 and math.isfinite(count) and abs(count - round(count)) <= COUNT_TOLERANCE):
-                self.counts.problems.append(f"{label}: accuracy: val_accuracy {accuracy!r} × {validated} validation "
-                                            f"samples is not a count of correct predictions in [0, {validated}]")
-            return
-        if not 0 <= correct <= validated:
-            self.counts.problems.append(f"{label}: accuracy: correct {correct} is not in [0, validation_samples "
-                                        f"{validated}]")  # fmt: skip
-        elif accuracy != correct / max(validated, 1):
-            self.counts.problems.append(f"{label}: accuracy: val_accuracy {accuracy!r} is not correct {correct} / "
-                                        f"validation_samples {validated} = {correct / max(validated, 1)!r}")
-
-    def _splits(self, event: dict, label: str, task: _OpenTask | None, group: _Group) -> None:
-        """The samples the data check counted: an epoch is one pass, ``(train // ranks) // batch`` steps a rank
-        (the pipeline drops the remainder), and validates the whole validation split."""
-        data = self.data
-        if data is None:
-            return  # not recorded: said once per segment
-        train, validation = data["train"], data["validation"]
-        if event["train_samples"] > train:
-            self.counts.problems.append(f"{label}: split: {event['train_samples']} train samples, the train split "
-                                        f"holds {train} (as the data check counted it)")  # fmt: skip
-        elif task is not None and is_int(task.batch) and group.size:
-            steps = rank_batches(train, group.size, task.batch)
-            if event["steps"] != steps:  # a logged epoch is one whole pass: never fewer steps
-                self.counts.problems.append(f"{label}: split: {event['steps']} steps of batch size {task.batch} a "
-                                            f"rank, where one pass over the train split is ({train} // "
-                                            f"{group.size} ranks) // {task.batch} = {steps} steps "
-                                            "(as the data check counted it)")  # fmt: skip
-        if event["validation_samples"] != validation:  # every rank validates its share: the group, the whole split
-            self.counts.problems.append(f"{label}: split: {event['validation_samples']} validation samples, the "
-                                        f"validation split holds {validation} (as the data check counted it) and "
-                                        "each epoch validates all of it")  # fmt: skip
-
     def model_done(self, event: dict, _: int) -> None:
         label, segment = self.label, self.segment
         task_id, time = event["task"], event[runlog.TIME]
         task = self.tasks.pop(task_id, None)
+        self.counted.ended(task_id)
         group = segment.groups.setdefault(event["group"], _Group())
         if task is not None and task.last_end is not None and task.last_end > time + CLOCK_SKEW_SECONDS:
             self.times.problems.append(f"{label}: logged after: logged at {time:.3f}, before its last epoch "
@@ -447,6 +317,7 @@ class EvidenceRules:
             self.times.problems.append(f"{label}: lost group: its task {task} is not the task group {index} was "
                                        f"training ({group.open_task})")  # fmt: skip
         self.tasks.pop(task, None)
+        self.counted.ended(task)
         group.open_task = None
         self.times.notes.append(f"segment {segment.record.number}: group {index} lost at {event[runlog.TIME]:.3f} "
                                 f"({event['reason']}); its task {task} discarded")  # fmt: skip
@@ -460,19 +331,265 @@ class EvidenceRules:
                                        f"{segment.latest_claim_what} claims {segment.latest_claim:.3f}")
 
     def score(self, event: dict, _: int) -> None:
-        label, segment = self.label, self.segment
-        peaks = segment.peak_sum()
-        sums = [*self.peak_sums, *([] if peaks is None else [peaks])]
-        if any(g.peak is None for g in segment.groups.values()) or not sums:
-            return  # not recorded: said per group when the segment closes
-        self.scores_bounded += 1
-        if event["score"] > max(sums):
-            self.physics.problems.append(f"{label}: score: {event['score'] / 1e9:.4g} G ops/s is more than the "
-                                         f"sum of the groups' measured peaks ({max(sums) / 1e9:.4g} G ops/s)")
+        self.physical.score(event, self.label, self.segment)
 
     # -- configuration against the graphs
 
-    def _data_shape(self) -> None:
+    def settle(self, event: dict, number: int) -> None:
+        """After this family's own rule for the event (whatever ``each`` answered, or what it raised): the
+        configuration row's graph, as the walk's view parsed it for the event."""
+        self.configured.settle()
+
+    def finish(self) -> list[Check]:
+        if self.segment is not None:
+            self.physical.close(self.segment)
+        self.times.summary = (f"{self.epochs} epochs: inside their segments and after their proposals, logged "
+                              "after they ended, phases within their wall time, one model at a time per group")
+        return [self.times, self.physical.finish(), self.counted.finish(self.epochs), self.configured.finish()]
+
+
+class CountsRule:
+    """The counts row: samples, steps, accuracy and the splits of each epoch, the layout's Horovod sizes and the
+    peaks' ranks.  It reads the run's model (the configuration), the open segment's group and task the family
+    gives it, and its own state only."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.check = Check("counts")
+        self.data: Mapping | None = None
+        """the open segment's data check (its run_start's ``data``) when well formed; None when not recorded"""
+        self.uncounted = 0
+        """epochs without a ``correct`` count"""
+        self.samples: dict[object, tuple[int, int]] = {}
+        """each open task (as the family keeps them) → the (train, validation) samples of its first epoch"""
+
+    def closed(self) -> None:
+        """A segment closed: its open tasks were discarded with it."""
+        self.samples.clear()
+
+    def ended(self, task: object) -> None:
+        """A task's model ended (or it was proposed again): its first epoch's samples are forgotten."""
+        self.samples.pop(task, None)
+
+    def no_data(self, label: str) -> None:
+        self.check.missing.append(f"{label}: no data check counts (a log older than the field): its epochs' "
+                                  "samples cannot be held to the splits")  # fmt: skip
+
+    def layout(self, event: dict, label: str) -> list[tuple[int, int]]:
+        """Each layout group's index and ranks, of those that have both (the others named)."""
+        valid = []
+        for group in event["groups"]:
+            if not isinstance(group, dict) or not isinstance(group.get("index"), int):
+                self.check.problems.append(f"{label}: layout: a group without an index: {str(group)[:80]}")
+                continue
+            ranks = group.get("ranks")
+            if not isinstance(ranks, list) or not ranks or not all(isinstance(r, int) for r in ranks):
+                self.check.problems.append(f"{label}: horovod size: group {group['index']} has no list of ranks")
+                continue
+            size = group.get("horovod_size", len(ranks))
+            if size != len(ranks):
+                self.check.problems.append(f"{label}: horovod size: group {group['index']} says horovod_size "
+                                           f"{size}, its list of ranks has {len(ranks)}")  # fmt: skip
+            valid.append((group["index"], len(ranks)))
+        return valid
+
+    def peak_ranks(self, event: dict, label: str, size: int | None) -> None:
+        if size is not None and event["ranks"] != size:
+            self.check.problems.append(f"{label}: peak ranks: measured by {event['ranks']} ranks, group "
+                                       f"{event['group']} has {size}")  # fmt: skip
+
+    def epoch(self, event: dict, label: str, task: _OpenTask | None, group: _Group) -> None:
+        limit = run_config(self.run).get("max_epochs")
+        if isinstance(limit, int) and event["epoch"] > limit:
+            self.check.problems.append(f"{label}: max epochs: epoch {event['epoch']} of a run whose max_epochs "
+                                       f"is {limit}")  # fmt: skip
+        self._accuracy(event, label)
+        self._splits(event, label, task, group)
+        if task is None:
+            return
+        samples, first = (event["train_samples"], event["validation_samples"]), self.samples.get(event["task"])
+        if first is None:
+            self.samples[event["task"]] = samples
+        elif samples != first:
+            self.check.problems.append(f"{label}: same samples: {samples[0]} train and {samples[1]} validation "
+                                       f"samples, its model's first epoch had {first[0]} and {first[1]}")
+        if is_int(task.batch) and group.size is not None:
+            global_batch = task.batch * group.size
+            if event["train_samples"] != event["steps"] * global_batch:
+                self.check.problems.append(f"{label}: samples: {event['train_samples']} train samples, not steps "
+                                           f"{event['steps']} × global batch {global_batch} (batch size "
+                                           f"{task.batch} × {group.size} ranks)")  # fmt: skip
+
+    def _accuracy(self, event: dict, label: str) -> None:
+        """An accuracy is a count of correct predictions over the validation samples, the trainer's division."""
+        accuracy, validated, correct = event["val_accuracy"], event["validation_samples"], event.get("correct")
+        if correct is None:
+            self.uncounted += 1
+            count = accuracy * validated
+            if not (0 <= accuracy <= 1 and math.isfinite(count) and abs(count - round(count)) <= COUNT_TOLERANCE):
+                self.check.problems.append(f"{label}: accuracy: val_accuracy {accuracy!r} × {validated} validation "
+                                           f"samples is not a count of correct predictions in [0, {validated}]")
+            return
+        if not 0 <= correct <= validated:
+            self.check.problems.append(f"{label}: accuracy: correct {correct} is not in [0, validation_samples "
+                                       f"{validated}]")  # fmt: skip
+        elif accuracy != correct / max(validated, 1):
+            self.check.problems.append(f"{label}: accuracy: val_accuracy {accuracy!r} is not correct {correct} / "
+                                       f"validation_samples {validated} = {correct / max(validated, 1)!r}")
+
+    def _splits(self, event: dict, label: str, task: _OpenTask | None, group: _Group) -> None:
+        """The samples the data check counted: an epoch is one pass, ``(train // ranks) // batch`` steps a rank
+        (the pipeline drops the remainder), and validates the whole validation split."""
+        data = self.data
+        if data is None:
+            return  # not recorded: said once per segment
+        train, validation = data["train"], data["validation"]
+        if event["train_samples"] > train:
+            self.check.problems.append(f"{label}: split: {event['train_samples']} train samples, the train split "
+                                       f"holds {train} (as the data check counted it)")  # fmt: skip
+        elif task is not None and is_int(task.batch) and group.size:
+            steps = rank_batches(train, group.size, task.batch)
+            if event["steps"] != steps:  # a logged epoch is one whole pass: never fewer steps
+                self.check.problems.append(f"{label}: split: {event['steps']} steps of batch size {task.batch} a "
+                                           f"rank, where one pass over the train split is ({train} // "
+                                           f"{group.size} ranks) // {task.batch} = {steps} steps "
+                                           "(as the data check counted it)")  # fmt: skip
+        if event["validation_samples"] != validation:  # every rank validates its share: the group, the whole split
+            self.check.problems.append(f"{label}: split: {event['validation_samples']} validation samples, the "
+                                       f"validation split holds {validation} (as the data check counted it) and "
+                                       "each epoch validates all of it")  # fmt: skip
+
+    def finish(self, epochs: int) -> Check:
+        self.check.summary = ("samples = steps × global batch, the same each epoch, within the counted splits; "
+                              "accuracy = correct ÷ validation samples; ≤ max_epochs; Horovod sizes = ranks")
+        if "max_epochs" not in run_config(self.run):
+            self.check.missing.append("the configuration has no max_epochs")
+        if self.uncounted:
+            self.check.missing.append(f"{self.uncounted} of {epochs} epochs have no correct count (a log older "
+                                      "than the field): their accuracy is held to a whole number of their "
+                                      "validation samples only")  # fmt: skip
+        return self.check
+
+
+class PhysicsRule:
+    """The physics row: each epoch's training rate and each score against the groups' measured peaks.  It reads
+    the open segment the family gives it (its groups, its record) and its own state only: the peaks measured."""
+
+    def __init__(self) -> None:
+        self.check = Check("physics")
+        self.peaks: dict[int, float] = {}
+        """the open segment's groups' measured peaks (a group unprobed has none)"""
+        self.peak_sums: list[float] = []
+        """each closed segment's sum of group peaks (a segment with a group unprobed adds none)"""
+        self.rates = self.scores_bounded = 0
+        self.max_rate_ratio = 0.0
+
+    def opened(self) -> None:
+        """A segment opens: no group of it has a peak yet."""
+        self.peaks = {}
+
+    def peak_sum(self, segment: _SegmentTimes) -> float | None:
+        """The sum of its groups' peaks; None when a group has none, or it has no layout or no group."""
+        groups = segment.groups
+        if segment.record.layout is None or not groups or any(index not in self.peaks for index in groups):
+            return None
+        return sum(self.peaks[index] for index in groups)
+
+    def close(self, segment: _SegmentTimes) -> None:
+        """At the end of a segment: a group with no peak is not recorded; the segment's peak sum is kept.
+
+        A group lost before it logged anything (its leader hung before its first Ready, which carries the peak:
+        the first-model deadline, issue 43) trained nothing whose rate a peak would bound: not a gap."""
+        for index, group in sorted(segment.groups.items()):
+            if index not in self.peaks and not (group.lost and group.last_epoch_end is None):
+                self.check.missing.append(f"segment {segment.record.number} group {index}: no peak event (the "
+                                          "probe was off): its epochs' rates and the score cannot be held to its "
+                                          "machine")  # fmt: skip
+        if (peaks := self.peak_sum(segment)) is not None:
+            self.peak_sums.append(peaks)
+
+    def not_in_layout(self, event: dict, label: str) -> None:
+        self.check.problems.append(f"{label}: peak: group {event['group']} is not in its segment's layout")
+
+    def measured(self, event: dict, label: str) -> None:
+        """A peak event of a group of the layout: a measurement, the group's peak."""
+        rate = event["ops_per_second"]
+        if not rate > 0:
+            self.check.problems.append(f"{label}: peak: {rate} ops/s is not a measurement")
+            return
+        self.peaks[event["group"]] = float(rate)
+
+    def epoch_rate(self, event: dict, label: str) -> None:
+        """ops_train ÷ the seconds that trained: compute, and compile (the steps that traced are timed there)."""
+        peak = self.peaks.get(event["group"])
+        if peak is None:
+            return  # not recorded: said once per group at the segment's end
+        seconds = event["compute"] + event.get("compile", 0.0)
+        ops = event["ops_train"]
+        if ops > 0 and not seconds > 0:
+            self.check.problems.append(f"{label}: training rate: {ops:,} operations in {seconds} s")
+            return
+        if ops <= 0:
+            return
+        self.rates += 1
+        ratio = ops / seconds / peak
+        self.max_rate_ratio = max(self.max_rate_ratio, ratio)
+        if ratio > PEAK_MULTIPLE:
+            self.check.problems.append(f"{label}: training rate: {ops / seconds / 1e9:.4g} G ops/s "
+                                       f"(ops_train ÷ compute + compile) is {ratio:.2f} × group "
+                                       f"{event['group']}'s measured peak {peak / 1e9:.4g} G ops/s "
+                                       f"(at most {PEAK_MULTIPLE})")  # fmt: skip
+
+    def score(self, event: dict, label: str, segment: _SegmentTimes) -> None:
+        peaks = self.peak_sum(segment)
+        sums = [*self.peak_sums, *([] if peaks is None else [peaks])]
+        if any(index not in self.peaks for index in segment.groups) or not sums:
+            return  # not recorded: said per group when the segment closes
+        self.scores_bounded += 1
+        if event["score"] > max(sums):
+            self.check.problems.append(f"{label}: score: {event['score'] / 1e9:.4g} G ops/s is more than the "
+                                       f"sum of the groups' measured peaks ({max(sums) / 1e9:.4g} G ops/s)")
+
+    def finish(self) -> Check:
+        ratio = f"highest {self.max_rate_ratio:.2f} ×" if self.rates else "none"
+        self.check.summary = (f"{self.rates} epoch rates ≤ {PEAK_MULTIPLE} × their group's peak ({ratio}), "
+                              f"{self.scores_bounded} score(s) ≤ the sum of the peaks")  # fmt: skip
+        return self.check
+
+
+class ConfigurationRule:
+    """The configuration row: graphs and the data check against the configured data set, the precision the
+    system event chose, the search and tuner each proposal names.  It reads the run's model (the configuration),
+    the shared view (the graph parsed for the event) and its own state only."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.check = Check("configuration")
+        self.data_shape: tuple[int, int, int, int] | None = None
+        """(height, width, channels, classes) every graph must have"""
+        self.data_shape_from = ""
+        self.first_data: Mapping | None = None
+        self.graphs = 0
+        self.proposals = self.unnamed = 0
+        """proposals, and those that name no search and tuner"""
+        self.clean_graphs: OrderedDict[str, None] = OrderedDict()
+        """the sha256 of graph files whose graph passed :meth:`graph`, last used last (at most
+        :data:`~analysis.verify.view.COUNT_CACHE`): the same bytes pass the same way, counted and not redone"""
+
+    @property
+    def config(self) -> Mapping:
+        return run_config(self.run)
+
+    def system(self, event: dict, label: str) -> None:
+        chosen = event.get("precision")
+        chosen = chosen.get("chosen") if isinstance(chosen, Mapping) else chosen
+        configured = self.config.get("precision")
+        if chosen is not None and chosen != configured:
+            self.check.problems.append(f"{label}: precision: the system event chose {chosen!r}, the "
+                                       f"configuration says {configured!r}")  # fmt: skip
+
+    def opened(self) -> None:
+        """The run's first segment: the configured data set's shape, when it has one."""
         dataset = self.config.get("dataset")
         known = image_shape(dataset, self.config.get("image_size"))
         if known is None:
@@ -480,37 +597,34 @@ class EvidenceRules:
         self.data_shape = known
         self.data_shape_from = f"dataset {dataset}"
 
-    def _data_check(self, event: dict, label: str) -> None:
-        """The data check's counts: well formed, of the configured data set, its images and classes."""
-        data = event.get("data")
-        self.data = None
-        if data is None:
-            self.counts.missing.append(f"{label}: no data check counts (a log older than the field): its epochs' "
-                                       "samples cannot be held to the splits")  # fmt: skip
-            return
+    def data_counted(self, data: object, label: str) -> bool:
+        """A run_start's data check well formed (False: named) and the same in every segment."""
         wrong = _data_problem(data)
         if wrong:
-            self.configuration.problems.append(f"{label}: data check: {wrong}")
-            return
+            self.check.problems.append(f"{label}: data check: {wrong}")
+            return False
         if self.first_data is None:
             self.first_data = data
         elif data != self.first_data:
-            self.configuration.problems.append(f"{label}: data check: {split_counts(data)}, the first segment counted "
-                                               f"{split_counts(self.first_data)} (a resume runs on the same data)")
-        self.data = data
+            self.check.problems.append(f"{label}: data check: {split_counts(data)}, the first segment counted "
+                                       f"{split_counts(self.first_data)} (a resume runs on the same data)")
+        return True
+
+    def data_configured(self, data: Mapping, label: str) -> None:
+        """A well-formed data check of the configured data set, its images and classes."""
         configured = self.config.get("dataset")
         if data["dataset"] != configured:
-            self.configuration.problems.append(f"{label}: data check: it read {data['dataset']!r}, the "
-                                               f"configuration says {configured!r}")  # fmt: skip
+            self.check.problems.append(f"{label}: data check: it read {data['dataset']!r}, the "
+                                       f"configuration says {configured!r}")  # fmt: skip
         self._same_shape((*data["image_shape"], data["classes"]), "the data check",
                          f"{label}: data shape: the data check found")  # fmt: skip
         if configured == "imagenet" and imagenet_split(data) is None and data is self.first_data:
-            self.configuration.notes.append(f"imagenet of {split_counts(data)}: not the {' or '.join(IMAGENET_SPLITS)} "
-                                            "split, an unofficial run (rule dataset)")  # fmt: skip
+            self.check.notes.append(f"imagenet of {split_counts(data)}: not the {' or '.join(IMAGENET_SPLITS)} "
+                                    "split, an unofficial run (rule dataset)")  # fmt: skip
 
-    def settle(self, event: dict, number: int) -> None:
-        """After this family's own rule for the event (whatever ``each`` answered, or what it raised): the graph
-        the walk's view parsed for it (a task's first epoch, else its model_done), held to the data's shape."""
+    def settle(self) -> None:
+        """The graph the walk's view parsed for the event (a task's first epoch, else its model_done), held to the
+        data's shape."""
         parsed = self.run.view.parsed
         if parsed is None:
             return
@@ -518,9 +632,9 @@ class EvidenceRules:
             self.clean_graphs.move_to_end(parsed.sha256)
             self.graphs += 1
             return
-        before = len(self.configuration.problems)
+        before = len(self.check.problems)
         self.graph(parsed.task, parsed.graph, parsed.place)
-        if len(self.configuration.problems) == before:
+        if len(self.check.problems) == before:
             self.clean_graphs[parsed.sha256] = None
             if len(self.clean_graphs) > COUNT_CACHE:
                 self.clean_graphs.popitem(last=False)
@@ -532,7 +646,7 @@ class EvidenceRules:
             shape = (data.get("h"), data.get("w"), data.get("c"))
             classes = infer_shapes(graph)[output_node(graph)][-1]
         except (GraphError, KeyError, IndexError, TypeError) as exc:
-            self.configuration.problems.append(f"task {task}: {graph_file}: input/output: {exc}")
+            self.check.problems.append(f"task {task}: {graph_file}: input/output: {exc}")
             return
         self.graphs += 1
         self._same_shape((*shape, classes), f"task {task}'s graph", f"task {task}: data shape: {graph_file} takes")
@@ -543,33 +657,39 @@ class EvidenceRules:
         if self.data_shape is None:
             self.data_shape, self.data_shape_from = found, source
         elif found != self.data_shape:
-            self.configuration.problems.append(f"{what} {images(found)}, {self.data_shape_from} has "
-                                               f"{images(self.data_shape)}")  # fmt: skip
+            self.check.problems.append(f"{what} {images(found)}, {self.data_shape_from} has "
+                                       f"{images(self.data_shape)}")  # fmt: skip
 
-    def finish(self) -> list[Check]:
-        if self.segment is not None:
-            self._close(self.segment)
-        self.times.summary = (f"{self.epochs} epochs: inside their segments and after their proposals, logged "
-                              "after they ended, phases within their wall time, one model at a time per group")
-        ratio = f"highest {self.max_rate_ratio:.2f} ×" if self.rates else "none"
-        self.physics.summary = (f"{self.rates} epoch rates ≤ {PEAK_MULTIPLE} × their group's peak ({ratio}), "
-                                f"{self.scores_bounded} score(s) ≤ the sum of the peaks")  # fmt: skip
-        self.counts.summary = ("samples = steps × global batch, the same each epoch, within the counted splits; "
-                               "accuracy = correct ÷ validation samples; ≤ max_epochs; Horovod sizes = ranks")
+    def algorithms(self, event: dict, label: str) -> None:
+        """The search and the tuner the proposal names: the configured ones (the seed's search: ``seed``)."""
+        self.proposals += 1
+        info = event["search"]
+        if "search" not in info and "tuner" not in info:
+            self.unnamed += 1  # not recorded: said once at the end
+            return
+        search, tuner = self.config.get("search", VALID_SEARCH), self.config.get("hpo", VALID_TUNER)
+        expected = (SEED_SEARCH if event["parent"] is None else search, tuner)
+        named = (info.get("search"), info.get("tuner"))
+        if named != expected:
+            self.check.problems.append(f"{label}: algorithms: produced by search {named[0]!r} and tuner "
+                                       f"{named[1]!r}, the configuration (rule algorithms: "
+                                       f"{search}+{tuner}) needs {expected[0]!r} and {expected[1]!r}")
+
+    def finish(self) -> Check:
         shape = "unknown" if self.data_shape is None else images(self.data_shape)
-        self.configuration.summary = (f"{self.graphs} graphs against {self.data_shape_from or 'the data'} "
-                                      f"({shape}); {self.proposals - self.unnamed} proposals' search and tuner "
-                                      "as configured")  # fmt: skip
-        if "max_epochs" not in self.config:
-            self.counts.missing.append("the configuration has no max_epochs")
-        if self.uncounted:
-            self.counts.missing.append(f"{self.uncounted} of {self.epochs} epochs have no correct count (a log older "
-                                       "than the field): their accuracy is held to a whole number of their "
-                                       "validation samples only")  # fmt: skip
+        self.check.summary = (f"{self.graphs} graphs against {self.data_shape_from or 'the data'} "
+                              f"({shape}); {self.proposals - self.unnamed} proposals' search and tuner "
+                              "as configured")  # fmt: skip
         if self.unnamed:
-            self.configuration.missing.append(f"{self.unnamed} of {self.proposals} model_proposed events name no "
-                                              "search and tuner (a log older than the field)")  # fmt: skip
-        return [self.times, self.physics, self.counts, self.configuration]
+            self.check.missing.append(f"{self.unnamed} of {self.proposals} model_proposed events name no "
+                                      "search and tuner (a log older than the field)")  # fmt: skip
+        return self.check
+
+
+def run_config(run: Run) -> Mapping:
+    """The run's configuration: its model's, the first segment's (none before it: ``{}``)."""
+    model = run.model
+    return (model.config if model is not None else None) or {}
 
 
 def _label(event: Mapping, number: int) -> str:

@@ -121,7 +121,7 @@ RULE_MODULES = (*sorted(f"analysis/verify/{path.name}" for path in (Path(__file_
 added is fingerprinted too) and the shared ones it calls"""
 RULES_FINGERPRINTS = {
     ("2026.12-5", "3.11"): "ca77714e",  # a move into analysis/verify/ (issue 44): verdicts compared equal
-    ("2026.12-6", "3.11"): "d27065ca",  # the fields row (issue 45); then moves (issue 44): verdicts compared equal
+    ("2026.12-6", "3.11"): "8f3aebf1",  # the fields row (issue 45); then moves (issue 44): verdicts compared equal
 }
 """(VERIFY_RULES_VERSION, Python minor) → the first 8 hex digits of :func:`_rules_fingerprint`: a change of the rules'
 code records its new fingerprint here together with a new version (issue 44)"""

@@ -28,6 +28,7 @@ from tests.support.verify_runs import (
     read_log,
     recount,
     sync_record,
+    write_log,
 )
 
 RULE_CHECKS = {"times", "physics", "counts", "configuration", "hardware bounds", "data splits", "search space",
@@ -499,3 +500,42 @@ def test_proposals_that_name_no_search_are_not_recorded(run) -> None:
     row = next(c for c in verify.verify(run).checks if c.name == "configuration")
     assert row.verdict == checks.NOT_RECORDED and not row.problems
     assert row.missing == ["2 of 2 model_proposed events name no search and tuner (a log older than the field)"]
+
+
+# --------------------------------------------------------------------------- numbers the rules cannot compute with
+
+
+def test_an_event_whose_numbers_cannot_be_computed_with_is_named_and_not_judged_further(run) -> None:
+    """A layout logged at a time before every float (-10**400: valid JSON, no other family computes with a layout's
+    time): the times row names the numbers at that event, and none of the four rows judges the rest of it, so its
+    group's ``horovod_size`` that is not its ranks is not named either.  This pins the evidence rules' abort on
+    ``unreadable`` (a whole event, all four rows), which the corpus has no case of: a split of the rules that judges
+    the event in the other rows anyway fails here."""
+    events = read_log(run)
+    layout = find(events, runlog.LAYOUT)
+    layout["time"] = -(10**400)
+    layout["groups"][0]["horovod_size"] = 4
+    write_log(run, events)
+    result = verify.verify(run)
+    rows = {c.name: [*c.problems, *c.missing] for c in result.checks}
+    layout_event = f"event {events.index(layout) + 1} (layout)"
+    assert rows["times"] == [f"{layout_event}: numbers: int too large to convert to float"], rows["times"]
+    assert not any("horovod size" in line for line in rows["counts"]), rows["counts"]
+    assert any(line.endswith(": peak: group 0 is not in its segment's layout") for line in rows["physics"]), rows
+
+
+def test_a_count_the_counts_rule_cannot_compute_is_named_in_the_times_row(run) -> None:
+    """A batch size of 0 (an integer, as the counts rule holds it): the split's steps divide by it, so each epoch of
+    that task is named in the times row ('numbers', at the counts rule's step), not in counts, and the rest of the
+    epoch goes unjudged.  Pinned because a split of the four rules moves this line to another row or judges on:
+    a verdict change, which needs a new VERIFY_RULES_VERSION."""
+    events = read_log(run)
+    find(events, runlog.MODEL_PROPOSED, task=0)["hparams"]["batch_size"] = 0
+    write_log(run, events)
+    rows = {c.name: [*c.problems, *c.missing] for c in verify.verify(run).checks}
+    epochs = [number for number, event in enumerate(events, 1) if event["event"] == runlog.EPOCH and event["task"] == 0]
+    assert epochs
+    assert rows["times"] == [f"event {number} (epoch {events[number - 1]['epoch']} of task 0, group "
+                             f"{events[number - 1]['group']}): numbers: integer division or modulo by zero"
+                             for number in epochs], rows["times"]  # fmt: skip
+    assert not any("task 0" in line for line in rows["counts"]), rows["counts"]
