@@ -79,7 +79,9 @@ VERIFY_RULES_VERSION = "2026.12-7"
 refuses a NaN or an infinity, so such an event reaches no rule and the rest of the log is judged (before, the
 evidence rules named it 'numbers' in the ``times`` row and judged no more of that event, and one in an epoch's ops
 stopped the whole verdict as an unreadable log); a ``run_start`` holding one is still a log that cannot be read
-(no configuration, no run to judge: exit 2, as the scorer says);
+(no configuration, no run to judge: exit 2, as the scorer says); ``counts`` names a batch size of 0 in its own row
+(no number of steps is one pass) and judges the rest of the epoch, where its division raised and ``times`` named
+'numbers' for the epoch;
 2026.12-6: a new row, ``probe and layout fields`` (``analysis/verify/fields.py``): the fields of the ``system``,
 ``peak`` and ``layout`` events that no row read (a probe's ``threads`` and ``host``, a layout group's ``leader``,
 ``host`` and ``node``, the layout's ``nodes`` and ``node_count``, ``accelerators_per_node``, ``mpi4py``) are checked;
