@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 SCHEMA_VERSION = 1
 
@@ -153,33 +153,55 @@ def check_event(event: Mapping, missing_too: bool = True) -> list[str]:
 
 
 
-def non_finite_numbers(value: object, where: str = "", found: list[str] | None = None) -> list[str]:
+def beyond_floats(value: object) -> bool:
+    """An integer no float can hold (``10**400``: valid JSON, which Python reads exactly)."""
+    if not isinstance(value, int):
+        return False
+    try:
+        float(value)
+    except OverflowError:
+        return True
+    return False
+
+
+def non_finite_numbers(value: object, where: str = "", found: list[str] | None = None,
+                       refused: Callable[[object], bool] | None = None) -> list[str]:  # fmt: skip
     """Where in an event (``epochs[3].data_wait``) a number is NaN or infinite: empty for every event this package
     writes.  JSON has no NaN or Infinity and the log's writer refuses them (``allow_nan=False``), but the standard
     parser reads the tokens; one in a timing field switched bounds off (a comparison with NaN is false: issue 45),
     so a reader that judges a log refuses any event holding one, in any field, whatever rule would read it.
+    ``refused``: what else to find instead (:func:`non_finite_problems` asks for the integers beyond the floats).
     A walk of the whole event: for the readers (verify, compare), not the writer's hot path."""
     found = [] if found is None else found
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            found.append(where or "the value")
-    elif isinstance(value, dict):
+    if refused is None:
+        def refused(number: object) -> bool:
+            return isinstance(number, float) and not math.isfinite(number)
+    if isinstance(value, dict):
         for key, item in value.items():
-            non_finite_numbers(item, f"{where}.{key}" if where else str(key), found)
+            non_finite_numbers(item, f"{where}.{key}" if where else str(key), found, refused)
     elif isinstance(value, list | tuple):
         for index, item in enumerate(value):
-            non_finite_numbers(item, f"{where}[{index}]", found)
+            non_finite_numbers(item, f"{where}[{index}]", found, refused)
+    elif refused(value):
+        found.append(where or "the value")
     return found
 
 
 def non_finite_problems(event: Mapping) -> list[str]:
-    """:func:`non_finite_numbers` of an event, as problems in words (at most three named)."""
-    found = non_finite_numbers(event)
-    if not found:
-        return []
-    more = f" (and {len(found) - 3} more)" if len(found) > 3 else ""
-    return [f"{', '.join(found[:3])}{more}: not a finite number (JSON has no NaN or Infinity; the package never "
-            "writes one)"]
+    """:func:`non_finite_numbers` of an event, as problems in words (at most three named), and the same of its
+    integers beyond the float range (rules version 2026.12-7): every rule computes with floats, so one such
+    integer (a layout's time at ``-10**400``) raised ``OverflowError`` in whichever rule met it first; refused
+    here, the event reaches no rule (issue 45's class: every numeric field finite and within its range)."""
+    problems = []
+    for found, why in ((non_finite_numbers(event), "not a finite number (JSON has no NaN or Infinity; the package "
+                                                   "never writes one)"),
+                       (non_finite_numbers(event, refused=beyond_floats),
+                        "an integer beyond the float range (±1.8e308: valid JSON, but no rule can compute with it; "
+                        "the package never writes one)")):  # fmt: skip
+        if found:
+            more = f" (and {len(found) - 3} more)" if len(found) > 3 else ""
+            problems.append(f"{', '.join(found[:3])}{more}: {why}")
+    return problems
 
 def admit_only_schema_events(event: Mapping) -> bool:
     """A reader's ``admit`` (:func:`~aiperf_mpi.results.logmodel.read_model`) that refuses a log with any event

@@ -447,6 +447,9 @@ class CountsRule:
         if event["train_samples"] > train:
             self.check.problems.append(f"{label}: split: {event['train_samples']} train samples, the train split "
                                        f"holds {train} (as the data check counted it)")  # fmt: skip
+        elif task is not None and is_int(task.batch) and group.size and task.batch == 0:  # its own row (2026.12-7)
+            self.check.problems.append(f"{label}: split: batch size 0 a rank: no number of steps is one pass over "
+                                       f"the train split ({train} samples)")  # fmt: skip
         elif task is not None and is_int(task.batch) and group.size:
             steps = rank_batches(train, group.size, task.batch)
             if event["steps"] != steps:  # a logged epoch is one whole pass: never fewer steps

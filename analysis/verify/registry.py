@@ -44,7 +44,14 @@ from dataclasses import dataclass
 
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.logmodel import RunModel, read_model
-from aiperf_mpi.results.schema import REQUIRED, SCHEMA_VERSION, check_event, non_finite_problems
+from aiperf_mpi.results.schema import (
+    REQUIRED,
+    SCHEMA_VERSION,
+    beyond_floats,
+    check_event,
+    non_finite_numbers,
+    non_finite_problems,
+)
 from analysis.checks import Check, Run
 from analysis.verify.best import BestCheck
 from analysis.verify.data import DataRules
@@ -66,8 +73,15 @@ from analysis.verify.search import RepeatsRule, SpaceRule
 from analysis.verify.view import RunView
 from analysis.verify.weights import KeptWeights
 
-VERIFY_RULES_VERSION = "2026.12-6"
+VERIFY_RULES_VERSION = "2026.12-7"
 """the version of :data:`FAMILIES`: what verify checks, and how (a new one for any change of a row's rule).
+2026.12-7: the ``log`` row refuses an integer beyond the float range (``±10**400``: valid JSON) in any field, as it
+refuses a NaN or an infinity, so such an event reaches no rule and the rest of the log is judged (before, the
+evidence rules named it 'numbers' in the ``times`` row and judged no more of that event, and one in an epoch's ops
+stopped the whole verdict as an unreadable log); a ``run_start`` holding one is still a log that cannot be read
+(no configuration, no run to judge: exit 2, as the scorer says); ``counts`` names a batch size of 0 in its own row
+(no number of steps is one pass) and judges the rest of the epoch, where its division raised and ``times`` named
+'numbers' for the epoch;
 2026.12-6: a new row, ``probe and layout fields`` (``analysis/verify/fields.py``): the fields of the ``system``,
 ``peak`` and ``layout`` events that no row read (a probe's ``threads`` and ``host``, a layout group's ``leader``,
 ``host`` and ``node``, the layout's ``nodes`` and ``node_count``, ``accelerators_per_node``, ``mpi4py``) are checked;
@@ -138,8 +152,9 @@ FAMILIES = (
     )),
     Family("log", None, events=(ANY,), files=(runlog.EVENTS_FILE,), rows=(
         Row("log",
-            "every line is one JSON event that keeps to [the schema](events.md), every number in it finite (JSON "
-            "has no NaN or Infinity, and the package never writes one); no cut last line"),
+            "every line is one JSON event that keeps to [the schema](events.md), every number in it finite and "
+            "within the float range (JSON has no NaN or Infinity, an integer such as 10**400 cannot be computed "
+            "with, and the package never writes one); no cut last line"),
     )),
     Family("record", None, events=(ANY, "run_start", "model_proposed", "epoch", "model_done",
                                      "model_failed", "run_stop", "score"),
@@ -489,6 +504,9 @@ def walk(run: Run, families: tuple[Family, ...] = FAMILIES) -> list[Check]:
         if not isinstance(event, dict):
             log.problems.append(f"event {events}: not a JSON object")
             return False
+        if event.get(runlog.EVENT) == runlog.RUN_START and non_finite_numbers(event, refused=beyond_floats):
+            # a configuration no float can hold leaves no run to judge: the log cannot be read, as the scorer says
+            raise OverflowError("int too large to convert to float")
         problems = check_event(event) + non_finite_problems(event)
         if problems:
             log.problems.append(f"event {events} ({event.get('event')}): {'; '.join(problems)}")

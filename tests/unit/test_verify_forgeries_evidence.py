@@ -27,6 +27,7 @@ from aiperf_mpi.results.stored_weights import WEIGHTS_SHA256, file_sha256
 from analysis import checks, verify
 from analysis.reevaluation import before_the_recount
 from tests.support import verify_runs
+from tests.support.event_logs import write_log
 from tests.support.verify_runs import (
     _done,
     _epoch,
@@ -337,6 +338,27 @@ def test_n2_a_non_finite_number_nested_in_a_record_fails_too(digits) -> None:
 
     forge(digits, change)
     assert any("model.hparams.learning_rate" in p for p in _row(digits, "log").problems)
+
+@pytest.mark.parametrize("value", [10**400, -(10**400)], ids=["plus", "minus"])
+@pytest.mark.parametrize("where", ["epoch", "layout"])
+def test_n3_an_integer_beyond_the_float_range_fails_the_log_row_and_reaches_no_rule(digits, where, value) -> None:
+    """Issue 45's class "every numeric field finite and within its range": ±10**400 is valid JSON that Python reads
+    as an exact integer, but every rule computes with floats, so it raised OverflowError in whichever rule met it
+    first (the evidence rules named it 'numbers' and judged no more of the event).  The log row refuses it in any
+    field, as it refuses NaN and infinity, and no other row names that event."""
+    events = read_log(digits)  # written as is: the forger's rescoring cannot compute with such a time either
+    if where == "epoch":
+        _epochs(events)[0]["data_wait"] = value
+    else:
+        find(events, runlog.LAYOUT)["time"] = value
+    write_log(digits, events)
+    assert verify.main([str(digits)]) == 1
+    row = _row(digits, "log")
+    assert any("an integer beyond the float range" in problem for problem in row.problems), row.problems
+    lines = [line for check in verify.verify(digits).checks if check.name != "log"
+             for line in [*check.problems, *check.missing]]
+    assert not any("numbers:" in line for line in lines), lines
+
 
 # ---------------------------------------------------------------- weights files and best/
 
