@@ -10,11 +10,12 @@ that are steps × global batch and one pass over the counted splits; graphs
 and data of the configured data set — each row's rule in full beside its
 name in :data:`analysis.verify.registry.FAMILIES`.
 
-:class:`EvidenceRules` keeps the times row, and its run facts (the open segment, its groups, its open tasks); the
-other rows' code and state are :class:`ConfigurationRule` (it reads the run's model, the shared view and its own
-state only), :class:`PhysicsRule` (the open segment the family gives it, the peaks it measured) and
-:class:`CountsRule` (the model, the group and task the family gives it, the open segment's data check), each called
-by the family where their lines were made before, so that an event whose numbers the family cannot compute with
+:class:`EvidenceRules` keeps the run facts (the open segment, its groups, its open tasks); the rows' code and state
+are :class:`TimesRule` (the open segment, group and task the family gives it, no state of its own),
+:class:`ConfigurationRule` (it reads the run's model, the shared view and its own state only),
+:class:`PhysicsRule` (the open segment the family gives it, the peaks it measured) and :class:`CountsRule` (the
+model, the group and task the family gives it, the open segment's data check), each called by the family where
+their lines were made before, so that an event whose numbers the family cannot compute with
 stops every row at the same point.  The family is fed the events its entry in
 :data:`analysis.verify.registry.FAMILIES` names, once each, in log order, and
 keeps per-group and per-open-task state only: the walk stays linear in the
@@ -113,7 +114,9 @@ class EvidenceRules:
 
     def __init__(self, run: Run) -> None:
         self.run = run
-        self.times = Check("times")
+        self.times = TimesRule()
+        """the times row's rule: it reads what the family gives it of the open segment, its groups and tasks (called
+        here, in the same places and order as before)"""
         self.physical = PhysicsRule()
         """the physics row's rule: it reads what the family gives it of the open segment and its own state only
         (called here, in the same places and order as before)"""
@@ -144,26 +147,18 @@ class EvidenceRules:
         if name == runlog.MONITOR:  # the leader's sampling time, logged when the master got it
             return True
         time = event[runlog.TIME]
-        if time < segment.last_time:
-            self.times.problems.append(f"{label}: order: time {time:.3f} is before the previous event's "
-                                       f"{segment.last_time:.3f} (times never go backwards within a segment)")
+        self.times.ordered(event, label, segment)
         segment.last_time = max(time, segment.last_time)
         self._claim(segment, time, label)
-        index = event.get("group")
-        lost = segment.groups[index].lost if index in segment.groups else ""
-        if lost and name in (runlog.MODEL_PROPOSED, runlog.EPOCH, runlog.MODEL_DONE, runlog.MODEL_FAILED):
-            self.times.problems.append(f"{label}: lost group: group {index} works after it was lost ({lost})")
         return True
 
     def unreadable(self, exc: ArithmeticError | ValueError, event: dict, number: int) -> None:
         """A number the rules cannot compute with (an integer too large for a float, say): named, not fatal."""
-        self.times.problems.append(f"{_label(event, number)}: numbers: {str(exc)[:80]}")
+        self.times.check.problems.append(f"{_label(event, number)}: numbers: {str(exc)[:80]}")
 
     def monitor(self, event: dict, _: int) -> None:
         segment, time = self.segment, event[runlog.TIME]
-        if time < segment.record.start - CLOCK_SKEW_SECONDS:
-            self.times.problems.append(f"{self.label}: inside segment: sampled at {time:.3f}, before its segment "
-                                       f"{segment.record.number} started at {segment.record.start:.3f}")
+        self.times.sampled(time, self.label, segment)
         self._claim(segment, time, self.label)
 
     def _claim(self, segment: _SegmentTimes, time: float, label: str) -> None:
@@ -179,11 +174,7 @@ class EvidenceRules:
             self.configured.opened()
         else:
             self.physical.close(previous)
-            if time < previous.latest_claim:
-                self.times.problems.append(f"event {number} (run_start of segment {previous.record.number + 1}): "
-                                           f"resume: starts at {time:.3f}, before the last time segment "
-                                           f"{previous.record.number} claims ({previous.latest_claim:.3f}, "
-                                           f"{previous.latest_claim_what})")  # fmt: skip
+            self.times.resumed(time, number, previous)
             self.tasks.clear()  # a task still open was discarded with its segment
             self.counted.closed()
         self.segment = _SegmentTimes(self.run.model.segment_records[-1], time, time, f"event {number} (run_start)")
@@ -222,11 +213,7 @@ class EvidenceRules:
         self.configured.system(event, self.label)
 
     def staging(self, event: dict, _: int) -> None:
-        label = self.label
-        start, seconds = event.get("start"), event["seconds"]
-        if isinstance(start, int | float) and start + seconds > event[runlog.TIME] + CLOCK_SKEW_SECONDS:
-            self.times.problems.append(f"{label}: logged after: staging ended at {start + seconds:.3f}, logged "
-                                       f"at {event[runlog.TIME]:.3f}")  # fmt: skip
+        self.times.staging(event, self.label)
 
     # -- tasks and epochs
 
@@ -234,9 +221,7 @@ class EvidenceRules:
         label, segment = self.label, self.segment
         task, index = event["task"], event["group"]
         group = segment.groups.setdefault(index, _Group())
-        if group.open_task is not None and group.open_task in self.tasks:
-            self.times.problems.append(f"{label}: one model at a time: group {index} is still training task "
-                                       f"{group.open_task}")  # fmt: skip
+        self.times.proposed(label, index, group, group.open_task is not None and group.open_task in self.tasks)
         group.open_task = task
         self.tasks[task] = _OpenTask(event[runlog.TIME], event["hparams"].get("batch_size"))
         self.counted.ended(task)  # a proposal again: its samples are its new first epoch's
@@ -245,50 +230,17 @@ class EvidenceRules:
     def epoch(self, event: dict, _: int) -> None:
         label, segment = self.label, self.segment
         self.epochs += 1
-        end, time = event["end"], event[runlog.TIME]
+        end = event["end"]
         self._claim(segment, end, label)
         task = self.tasks.get(event["task"])
         group = segment.groups.setdefault(event["group"], _Group())
-        self._epoch_times(event, label, segment, task, group)
+        self.times.epoch(event, label, segment, task, group)
         group.last_epoch_end, group.last_epoch = max(end, group.last_epoch_end or end), label
         if task is not None:
             task.last_end = end if task.last_end is None else max(end, task.last_end)
         self.physical.epoch_rate(event, label)
         self.counted.epoch(event, label, task, group)
-        if not end <= time + CLOCK_SKEW_SECONDS:
-            self.times.problems.append(f"{label}: logged after: logged at {time:.3f}, before the epoch ended "
-                                       f"({end:.3f})")  # fmt: skip
-
-    def _epoch_times(self, event: dict, label: str, segment: _SegmentTimes, task: _OpenTask | None,
-                     group: _Group) -> None:  # fmt: skip
-        start, end = event["start"], event["end"]
-        if not start <= end:
-            self.times.problems.append(f"{label}: wall time: ends at {end:.3f}, before its start {start:.3f}")
-        if start < segment.record.start - CLOCK_SKEW_SECONDS:
-            self.times.problems.append(f"{label}: inside segment: starts at {start:.3f}, before segment "
-                                       f"{segment.record.number} started at {segment.record.start:.3f}")
-        if task is not None and start < task.proposed - CLOCK_SKEW_SECONDS:
-            self.times.problems.append(f"{label}: after proposal: starts at {start:.3f}, before its task was "
-                                       f"proposed at {task.proposed:.3f}")  # fmt: skip
-        if group.last_epoch_end is not None and start < group.last_epoch_end:
-            self.times.problems.append(f"{label}: one model at a time: starts at {start:.3f}, before the "
-                                       f"group's previous epoch ({group.last_epoch}) ended at "
-                                       f"{group.last_epoch_end:.3f}")  # fmt: skip
-        if group.model_end is not None and start < group.model_end - CLOCK_SKEW_SECONDS:
-            self.times.problems.append(f"{label}: one model at a time: starts at {start:.3f}, before the "
-                                       f"group's previous model (task {group.model_ended}) ended at "
-                                       f"{group.model_end:.3f}")  # fmt: skip
-        phases = {name: event.get(name, 0.0) for name in PHASES}
-        negative = [name for name, value in phases.items() if not isinstance(value, int | float) or value < 0]
-        if negative:
-            self.times.problems.append(f"{label}: phases: {', '.join(negative)} not a non-negative number")
-            return
-        wall = end - start
-        total = sum(phases.values())
-        if total > wall * (1 + PHASE_TOLERANCE_RELATIVE) + PHASE_TOLERANCE_SECONDS:
-            parts = " + ".join(f"{name} {value:.3f}" for name, value in phases.items())
-            self.times.problems.append(f"{label}: phases: {parts} = {total:.3f} s, more than its wall time "
-                                       f"end − start = {wall:.3f} s")  # fmt: skip
+        self.times.epoch_logged(event, label)
 
     def model_done(self, event: dict, _: int) -> None:
         label, segment = self.label, self.segment
@@ -296,9 +248,7 @@ class EvidenceRules:
         task = self.tasks.pop(task_id, None)
         self.counted.ended(task_id)
         group = segment.groups.setdefault(event["group"], _Group())
-        if task is not None and task.last_end is not None and task.last_end > time + CLOCK_SKEW_SECONDS:
-            self.times.problems.append(f"{label}: logged after: logged at {time:.3f}, before its last epoch "
-                                       f"ended ({task.last_end:.3f})")  # fmt: skip
+        self.times.model_done(time, label, task)
         if group.open_task == task_id:
             group.open_task = None
         group.model_end, group.model_ended = time, task_id
@@ -310,25 +260,16 @@ class EvidenceRules:
         label, segment = self.label, self.segment
         index, task = event["group"], event["task"]
         group = segment.groups.setdefault(index, _Group())
-        if group.lost:
-            self.times.problems.append(f"{label}: lost group: group {index} was lost already ({group.lost})")
+        self.times.group_lost(event, label, segment, group)
         group.lost = label
-        if task is not None and task != group.open_task:
-            self.times.problems.append(f"{label}: lost group: its task {task} is not the task group {index} was "
-                                       f"training ({group.open_task})")  # fmt: skip
         self.tasks.pop(task, None)
         self.counted.ended(task)
         group.open_task = None
-        self.times.notes.append(f"segment {segment.record.number}: group {index} lost at {event[runlog.TIME]:.3f} "
-                                f"({event['reason']}); its task {task} discarded")  # fmt: skip
 
     # -- the end of a segment, the score
 
     def run_stop(self, event: dict, _: int) -> None:
-        label, segment = self.label, self.segment
-        if segment.latest_claim > event[runlog.TIME] + CLOCK_SKEW_SECONDS:
-            self.times.problems.append(f"{label}: inside segment: the segment ends at {event[runlog.TIME]:.3f}, "
-                                       f"{segment.latest_claim_what} claims {segment.latest_claim:.3f}")
+        self.times.run_stop(event, self.label, self.segment)
 
     def score(self, event: dict, _: int) -> None:
         self.physical.score(event, self.label, self.segment)
@@ -343,9 +284,118 @@ class EvidenceRules:
     def finish(self) -> list[Check]:
         if self.segment is not None:
             self.physical.close(self.segment)
-        self.times.summary = (f"{self.epochs} epochs: inside their segments and after their proposals, logged "
-                              "after they ended, phases within their wall time, one model at a time per group")
-        return [self.times, self.physical.finish(), self.counted.finish(self.epochs), self.configured.finish()]
+        return [self.times.finish(self.epochs), self.physical.finish(), self.counted.finish(self.epochs),
+                self.configured.finish()]
+
+
+class TimesRule:
+    """The times row: times in order and inside their segments, after their proposals, logged after they ended, one
+    model at a time per group, no work of a lost group.  It reads the open segment, group and task the family gives
+    it (before the family records the event in them) and keeps no state of its own."""
+
+    def __init__(self) -> None:
+        self.check = Check("times")
+
+    def ordered(self, event: dict, label: str, segment: _SegmentTimes) -> None:
+        """Any event but a monitor sample: its time not before the segment's previous one, and no work of a group
+        lost."""
+        name, time = event[runlog.EVENT], event[runlog.TIME]
+        if time < segment.last_time:
+            self.check.problems.append(f"{label}: order: time {time:.3f} is before the previous event's "
+                                       f"{segment.last_time:.3f} (times never go backwards within a segment)")
+        index = event.get("group")
+        lost = segment.groups[index].lost if index in segment.groups else ""
+        if lost and name in (runlog.MODEL_PROPOSED, runlog.EPOCH, runlog.MODEL_DONE, runlog.MODEL_FAILED):
+            self.check.problems.append(f"{label}: lost group: group {index} works after it was lost ({lost})")
+
+    def sampled(self, time: float, label: str, segment: _SegmentTimes) -> None:
+        if time < segment.record.start - CLOCK_SKEW_SECONDS:
+            self.check.problems.append(f"{label}: inside segment: sampled at {time:.3f}, before its segment "
+                                       f"{segment.record.number} started at {segment.record.start:.3f}")
+
+    def resumed(self, time: float, number: int, previous: _SegmentTimes) -> None:
+        """A segment after the first starts after everything the previous one claims."""
+        if time < previous.latest_claim:
+            self.check.problems.append(f"event {number} (run_start of segment {previous.record.number + 1}): "
+                                       f"resume: starts at {time:.3f}, before the last time segment "
+                                       f"{previous.record.number} claims ({previous.latest_claim:.3f}, "
+                                       f"{previous.latest_claim_what})")  # fmt: skip
+
+    def staging(self, event: dict, label: str) -> None:
+        start, seconds = event.get("start"), event["seconds"]
+        if isinstance(start, int | float) and start + seconds > event[runlog.TIME] + CLOCK_SKEW_SECONDS:
+            self.check.problems.append(f"{label}: logged after: staging ended at {start + seconds:.3f}, logged "
+                                       f"at {event[runlog.TIME]:.3f}")  # fmt: skip
+
+    def proposed(self, label: str, index: int, group: _Group, training: bool) -> None:
+        """A proposal to a group still ``training`` its open task (one the family still holds open)."""
+        if training:
+            self.check.problems.append(f"{label}: one model at a time: group {index} is still training task "
+                                       f"{group.open_task}")  # fmt: skip
+
+    def epoch(self, event: dict, label: str, segment: _SegmentTimes, task: _OpenTask | None, group: _Group) -> None:
+        """An epoch inside its segment, after its proposal and the group's previous work, its phases within its
+        wall time (before the family records it as the group's and the task's last)."""
+        start, end = event["start"], event["end"]
+        if not start <= end:
+            self.check.problems.append(f"{label}: wall time: ends at {end:.3f}, before its start {start:.3f}")
+        if start < segment.record.start - CLOCK_SKEW_SECONDS:
+            self.check.problems.append(f"{label}: inside segment: starts at {start:.3f}, before segment "
+                                       f"{segment.record.number} started at {segment.record.start:.3f}")
+        if task is not None and start < task.proposed - CLOCK_SKEW_SECONDS:
+            self.check.problems.append(f"{label}: after proposal: starts at {start:.3f}, before its task was "
+                                       f"proposed at {task.proposed:.3f}")  # fmt: skip
+        if group.last_epoch_end is not None and start < group.last_epoch_end:
+            self.check.problems.append(f"{label}: one model at a time: starts at {start:.3f}, before the "
+                                       f"group's previous epoch ({group.last_epoch}) ended at "
+                                       f"{group.last_epoch_end:.3f}")  # fmt: skip
+        if group.model_end is not None and start < group.model_end - CLOCK_SKEW_SECONDS:
+            self.check.problems.append(f"{label}: one model at a time: starts at {start:.3f}, before the "
+                                       f"group's previous model (task {group.model_ended}) ended at "
+                                       f"{group.model_end:.3f}")  # fmt: skip
+        phases = {name: event.get(name, 0.0) for name in PHASES}
+        negative = [name for name, value in phases.items() if not isinstance(value, int | float) or value < 0]
+        if negative:
+            self.check.problems.append(f"{label}: phases: {', '.join(negative)} not a non-negative number")
+            return
+        wall = end - start
+        total = sum(phases.values())
+        if total > wall * (1 + PHASE_TOLERANCE_RELATIVE) + PHASE_TOLERANCE_SECONDS:
+            parts = " + ".join(f"{name} {value:.3f}" for name, value in phases.items())
+            self.check.problems.append(f"{label}: phases: {parts} = {total:.3f} s, more than its wall time "
+                                       f"end − start = {wall:.3f} s")  # fmt: skip
+
+    def epoch_logged(self, event: dict, label: str) -> None:
+        end, time = event["end"], event[runlog.TIME]
+        if not end <= time + CLOCK_SKEW_SECONDS:
+            self.check.problems.append(f"{label}: logged after: logged at {time:.3f}, before the epoch ended "
+                                       f"({end:.3f})")  # fmt: skip
+
+    def model_done(self, time: float, label: str, task: _OpenTask | None) -> None:
+        if task is not None and task.last_end is not None and task.last_end > time + CLOCK_SKEW_SECONDS:
+            self.check.problems.append(f"{label}: logged after: logged at {time:.3f}, before its last epoch "
+                                       f"ended ({task.last_end:.3f})")  # fmt: skip
+
+    def group_lost(self, event: dict, label: str, segment: _SegmentTimes, group: _Group) -> None:
+        """A group lost once, with the task it was training (before the family records it lost)."""
+        index, task = event["group"], event["task"]
+        if group.lost:
+            self.check.problems.append(f"{label}: lost group: group {index} was lost already ({group.lost})")
+        if task is not None and task != group.open_task:
+            self.check.problems.append(f"{label}: lost group: its task {task} is not the task group {index} was "
+                                       f"training ({group.open_task})")  # fmt: skip
+        self.check.notes.append(f"segment {segment.record.number}: group {index} lost at {event[runlog.TIME]:.3f} "
+                                f"({event['reason']}); its task {task} discarded")  # fmt: skip
+
+    def run_stop(self, event: dict, label: str, segment: _SegmentTimes) -> None:
+        if segment.latest_claim > event[runlog.TIME] + CLOCK_SKEW_SECONDS:
+            self.check.problems.append(f"{label}: inside segment: the segment ends at {event[runlog.TIME]:.3f}, "
+                                       f"{segment.latest_claim_what} claims {segment.latest_claim:.3f}")
+
+    def finish(self, epochs: int) -> Check:
+        self.check.summary = (f"{epochs} epochs: inside their segments and after their proposals, logged after "
+                              "they ended, phases within their wall time, one model at a time per group")
+        return self.check
 
 
 class CountsRule:
