@@ -10,16 +10,16 @@ that are steps × global batch and one pass over the counted splits; graphs
 and data of the configured data set — each row's rule in full beside its
 name in :data:`analysis.verify.registry.FAMILIES`.
 
-:class:`EvidenceRules` keeps the run facts (the open segment, its groups, its open tasks); the rows' code and state
-are :class:`TimesRule` (the open segment, group and task the family gives it, no state of its own),
-:class:`ConfigurationRule` (it reads the run's model, the shared view and its own state only),
-:class:`PhysicsRule` (the open segment the family gives it, the peaks it measured) and :class:`CountsRule` (the
-model, the group and task the family gives it, the open segment's data check), each called by the family where
-their lines were made before, so that an event whose numbers the family cannot compute with
+:class:`EvidenceRules` calls the rows' rules; the run facts they read (the open segment, its groups, its open
+tasks, and what held before the event) are the shared view's (:class:`analysis.verify.view.SegmentTimes`).  The
+rows' code and state are :class:`TimesRule` (no state of its own), :class:`ConfigurationRule` (it reads the run's
+model, the shared view and its own state only), :class:`PhysicsRule` (the peaks it measured) and
+:class:`CountsRule` (the open segment's data check, each open task's first samples), each called by the family
+where their lines were made before, so that an event whose numbers the family cannot compute with
 stops every row at the same point.  The family is fed the events its entry in
 :data:`analysis.verify.registry.FAMILIES` names, once each, in log order, and
-keeps per-group and per-open-task state only: the walk stays linear in the
-log and streamed.  Each problem is one line naming the event (its number in
+its rules keep per-group and per-open-task state only: the walk stays linear
+in the log and streamed.  Each problem is one line naming the event (its number in
 the log), the task and the rule.
 """
 
@@ -28,7 +28,6 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from aiperf_mpi.graph.model import GraphError, infer_shapes, input_node, output_node
@@ -37,12 +36,18 @@ from aiperf_mpi.results.datasets import image_shape
 from aiperf_mpi.results.epochs import rank_batches
 from aiperf_mpi.results.rules import IMAGENET_SPLITS, VALID_SEARCH, VALID_TUNER, imagenet_split
 from analysis.checks import Check, Run
-from analysis.verify.view import COUNT_CACHE
+from analysis.verify.view import (
+    COUNT_CACHE,
+    Before,
+    GroupTimes,
+    RunView,
+    SegmentTimes,
+    TaskTimes,
+    event_label,
+)
 
 if TYPE_CHECKING:
     import networkx as nx
-
-    from aiperf_mpi.results.logmodel import Segment
 
 
 PEAK_MULTIPLE = 2.0
@@ -69,68 +74,26 @@ SEED_SEARCH = "seed"
 """the search a proposal of the seed model (no parent) names"""
 
 
-@dataclass
-class _OpenTask:
-    """A proposed task until its model_done/model_failed: what its epochs are held to."""
-
-    proposed: float
-    batch: object
-    """its ``batch_size`` as logged (the model shares equal hyper-parameters: 32 and 32.0 would be one)"""
-    last_end: float | None = None
-
-
-@dataclass
-class _Group:
-    """A group within one segment: the one model it trains at a time, and when its last work ended."""
-
-    size: int | None = None
-    """its Horovod size (from the layout)"""
-    open_task: int | None = None
-    last_epoch_end: float | None = None
-    last_epoch: str = ""
-    model_end: float | None = None
-    """the log time of its previous model's model_done/model_failed"""
-    model_ended: int | None = None
-    lost: str = ""
-    """its group_lost event's label: nothing of the group may be logged after it"""
-
-
-@dataclass
-class _SegmentTimes:
-    """What the rules keep of the open segment beside the model's record of it (its number, start and layout)."""
-
-    record: Segment
-    last_time: float
-    """the last event time of the segment (monitor samples apart: they carry the leader's sampling time)"""
-    latest_claim: float
-    """the latest time anything of the segment claims (event times, epoch ends, monitor samples)"""
-    latest_claim_what: str
-    groups: dict[int, _Group] = field(default_factory=dict)
-
-
-
 class EvidenceRules:
     """The four rule classes, fed the events :data:`analysis.verify.registry.FAMILIES` names; a row each."""
 
     def __init__(self, run: Run) -> None:
         self.run = run
         self.times = TimesRule()
-        """the times row's rule: it reads what the family gives it of the open segment, its groups and tasks (called
-        here, in the same places and order as before)"""
+        """the times row's rule: it reads what the shared view holds of the open segment, its groups and tasks"""
         self.physical = PhysicsRule()
-        """the physics row's rule: it reads what the family gives it of the open segment and its own state only
-        (called here, in the same places and order as before)"""
+        """the physics row's rule: it reads the view's open segment and its own state only"""
         self.counted = CountsRule(run)
-        """the counts row's rule: it reads the model, what the family gives it of the open segment and its task,
-        and its own state only (called here, in the same places and order as before)"""
+        """the counts row's rule: it reads the model, the view's open segment, group and task, and its own state"""
         self.configured = ConfigurationRule(run)
-        """the configuration row's rule: it reads the model, the shared view and its own state only (called here, in
-        the same places and order as before)"""
+        """the configuration row's rule: it reads the model, the shared view and its own state only"""
         self.label = ""
         """the event being judged, as its problem lines name it"""
-        self.segment: _SegmentTimes | None = None
-        self.tasks: dict[int, _OpenTask] = {}
         self.epochs = 0
+
+    @property
+    def view(self) -> RunView:
+        return self.run.view
 
     # -- the stream
 
@@ -140,46 +103,34 @@ class EvidenceRules:
         name = event[runlog.EVENT]
         if name == runlog.RUN_START:
             return True
-        segment = self.segment
-        if segment is None:
+        if self.view.timed is None:
             return False
-        self.label = label = _label(event, number)
+        self.label = event_label(event, number)
         if name == runlog.MONITOR:  # the leader's sampling time, logged when the master got it
             return True
-        time = event[runlog.TIME]
-        self.times.ordered(event, label, segment)
-        segment.last_time = max(time, segment.last_time)
-        self._claim(segment, time, label)
+        self.times.ordered(event, self.label, self.view)
         return True
 
     def unreadable(self, exc: ArithmeticError | ValueError, event: dict, number: int) -> None:
         """A number the rules cannot compute with (an integer too large for a float, say): named, not fatal."""
-        self.times.check.problems.append(f"{_label(event, number)}: numbers: {str(exc)[:80]}")
+        self.times.check.problems.append(f"{event_label(event, number)}: numbers: {str(exc)[:80]}")
 
     def monitor(self, event: dict, _: int) -> None:
-        segment, time = self.segment, event[runlog.TIME]
-        self.times.sampled(time, self.label, segment)
-        self._claim(segment, time, self.label)
-
-    def _claim(self, segment: _SegmentTimes, time: float, label: str) -> None:
-        if time >= segment.latest_claim:
-            segment.latest_claim, segment.latest_claim_what = time, label
+        self.times.sampled(event[runlog.TIME], self.label, self.view.timed)
 
     def run_start(self, event: dict, number: int) -> None:
-        if len(self.run.model.segment_records) <= (0 if self.segment is None else self.segment.record.number):
+        view = self.view
+        if not view.opened:
             return  # the model took no segment of it (a time limit it cannot read): the score family names it
-        previous = self.segment
-        time = event[runlog.TIME]
+        previous = view.closed
         if previous is None:
             self.configured.opened()
         else:
             self.physical.close(previous)
-            self.times.resumed(time, number, previous)
-            self.tasks.clear()  # a task still open was discarded with its segment
+            self.times.resumed(event[runlog.TIME], number, previous)
             self.counted.closed()
-        self.segment = _SegmentTimes(self.run.model.segment_records[-1], time, time, f"event {number} (run_start)")
         self.physical.opened()
-        self._data_check(event, f"event {number} (run_start of segment {self.segment.record.number})")
+        self._data_check(event, f"event {number} (run_start of segment {view.timed.record.number})")
 
     def _data_check(self, event: dict, label: str) -> None:
         """The data check's counts: none is not recorded (counts); well formed and of the configuration, the
@@ -197,12 +148,11 @@ class EvidenceRules:
     # -- set-up events
 
     def layout(self, event: dict, _: int) -> None:
-        for index, size in self.counted.layout(event, self.label):
-            self.segment.groups.setdefault(index, _Group()).size = size
+        self.counted.layout(event, self.label)
 
     def peak(self, event: dict, _: int) -> None:
-        label, segment = self.label, self.segment
-        group = segment.groups.get(event["group"])
+        label = self.label
+        group = self.view.timed.groups.get(event["group"])
         if group is None:
             self.physical.not_in_layout(event, label)
             return
@@ -218,61 +168,37 @@ class EvidenceRules:
     # -- tasks and epochs
 
     def model_proposed(self, event: dict, _: int) -> None:
-        label, segment = self.label, self.segment
-        task, index = event["task"], event["group"]
-        group = segment.groups.setdefault(index, _Group())
-        self.times.proposed(label, index, group, group.open_task is not None and group.open_task in self.tasks)
-        group.open_task = task
-        self.tasks[task] = _OpenTask(event[runlog.TIME], event["hparams"].get("batch_size"))
-        self.counted.ended(task)  # a proposal again: its samples are its new first epoch's
-        self.configured.algorithms(event, label)
+        self.times.proposed(self.label, event["group"], self.view.before)
+        self.counted.ended(event["task"])  # a proposal again: its samples are its new first epoch's
+        self.configured.algorithms(event, self.label)
 
     def epoch(self, event: dict, _: int) -> None:
-        label, segment = self.label, self.segment
+        label, view = self.label, self.view
         self.epochs += 1
-        end = event["end"]
-        self._claim(segment, end, label)
-        task = self.tasks.get(event["task"])
-        group = segment.groups.setdefault(event["group"], _Group())
-        self.times.epoch(event, label, segment, task, group)
-        group.last_epoch_end, group.last_epoch = max(end, group.last_epoch_end or end), label
-        if task is not None:
-            task.last_end = end if task.last_end is None else max(end, task.last_end)
+        task, group = view.timed_task, view.timed.groups[event["group"]]
+        self.times.epoch(event, label, view.timed, task, view.before.group)
         self.physical.epoch_rate(event, label)
         self.counted.epoch(event, label, task, group)
         self.times.epoch_logged(event, label)
 
     def model_done(self, event: dict, _: int) -> None:
-        label, segment = self.label, self.segment
-        task_id, time = event["task"], event[runlog.TIME]
-        task = self.tasks.pop(task_id, None)
-        self.counted.ended(task_id)
-        group = segment.groups.setdefault(event["group"], _Group())
-        self.times.model_done(time, label, task)
-        if group.open_task == task_id:
-            group.open_task = None
-        group.model_end, group.model_ended = time, task_id
+        self.counted.ended(event["task"])
+        self.times.model_done(event[runlog.TIME], self.label, self.view.timed_task)
 
     model_failed = model_done
 
     def group_lost(self, event: dict, _: int) -> None:
         """A lost group's open task ends here, discarded as a task open at a run_stop is; the group is done."""
-        label, segment = self.label, self.segment
-        index, task = event["group"], event["task"]
-        group = segment.groups.setdefault(index, _Group())
-        self.times.group_lost(event, label, segment, group)
-        group.lost = label
-        self.tasks.pop(task, None)
-        self.counted.ended(task)
-        group.open_task = None
+        self.times.group_lost(event, self.label, self.view.timed, self.view.before.group)
+        self.counted.ended(event["task"])
 
     # -- the end of a segment, the score
 
     def run_stop(self, event: dict, _: int) -> None:
-        self.times.run_stop(event, self.label, self.segment)
+        self.times.run_stop(event, self.label, self.view.timed)
 
     def score(self, event: dict, _: int) -> None:
-        self.physical.score(event, self.label, self.segment)
+        self.physical.score(event, self.label, self.view.timed)
 
     # -- configuration against the graphs
 
@@ -282,8 +208,8 @@ class EvidenceRules:
         self.configured.settle()
 
     def finish(self) -> list[Check]:
-        if self.segment is not None:
-            self.physical.close(self.segment)
+        if self.view is not None and self.view.timed is not None:
+            self.physical.close(self.view.timed)
         return [self.times.finish(self.epochs), self.physical.finish(), self.counted.finish(self.epochs),
                 self.configured.finish()]
 
@@ -296,24 +222,24 @@ class TimesRule:
     def __init__(self) -> None:
         self.check = Check("times")
 
-    def ordered(self, event: dict, label: str, segment: _SegmentTimes) -> None:
+    def ordered(self, event: dict, label: str, view: RunView) -> None:
         """Any event but a monitor sample: its time not before the segment's previous one, and no work of a group
         lost."""
-        name, time = event[runlog.EVENT], event[runlog.TIME]
-        if time < segment.last_time:
+        name, time, previous = event[runlog.EVENT], event[runlog.TIME], view.before.last_time
+        if time < previous:
             self.check.problems.append(f"{label}: order: time {time:.3f} is before the previous event's "
-                                       f"{segment.last_time:.3f} (times never go backwards within a segment)")
-        index = event.get("group")
-        lost = segment.groups[index].lost if index in segment.groups else ""
+                                       f"{previous:.3f} (times never go backwards within a segment)")
+        index, groups = event.get("group"), view.timed.groups
+        lost = groups[index].lost if index in groups else ""
         if lost and name in (runlog.MODEL_PROPOSED, runlog.EPOCH, runlog.MODEL_DONE, runlog.MODEL_FAILED):
             self.check.problems.append(f"{label}: lost group: group {index} works after it was lost ({lost})")
 
-    def sampled(self, time: float, label: str, segment: _SegmentTimes) -> None:
+    def sampled(self, time: float, label: str, segment: SegmentTimes) -> None:
         if time < segment.record.start - CLOCK_SKEW_SECONDS:
             self.check.problems.append(f"{label}: inside segment: sampled at {time:.3f}, before its segment "
                                        f"{segment.record.number} started at {segment.record.start:.3f}")
 
-    def resumed(self, time: float, number: int, previous: _SegmentTimes) -> None:
+    def resumed(self, time: float, number: int, previous: SegmentTimes) -> None:
         """A segment after the first starts after everything the previous one claims."""
         if time < previous.latest_claim:
             self.check.problems.append(f"event {number} (run_start of segment {previous.record.number + 1}): "
@@ -327,15 +253,15 @@ class TimesRule:
             self.check.problems.append(f"{label}: logged after: staging ended at {start + seconds:.3f}, logged "
                                        f"at {event[runlog.TIME]:.3f}")  # fmt: skip
 
-    def proposed(self, label: str, index: int, group: _Group, training: bool) -> None:
-        """A proposal to a group still ``training`` its open task (one the family still holds open)."""
-        if training:
+    def proposed(self, label: str, index: int, before: Before) -> None:
+        """A proposal to a group still training its open task (one the view still held open)."""
+        if before.training:
             self.check.problems.append(f"{label}: one model at a time: group {index} is still training task "
-                                       f"{group.open_task}")  # fmt: skip
+                                       f"{before.group.open_task}")  # fmt: skip
 
-    def epoch(self, event: dict, label: str, segment: _SegmentTimes, task: _OpenTask | None, group: _Group) -> None:
-        """An epoch inside its segment, after its proposal and the group's previous work, its phases within its
-        wall time (before the family records it as the group's and the task's last)."""
+    def epoch(self, event: dict, label: str, segment: SegmentTimes, task: TaskTimes | None, group: GroupTimes) -> None:
+        """An epoch inside its segment, after its proposal and the group's previous work (``group``: as it was before
+        the event), its phases within its wall time."""
         start, end = event["start"], event["end"]
         if not start <= end:
             self.check.problems.append(f"{label}: wall time: ends at {end:.3f}, before its start {start:.3f}")
@@ -371,13 +297,13 @@ class TimesRule:
             self.check.problems.append(f"{label}: logged after: logged at {time:.3f}, before the epoch ended "
                                        f"({end:.3f})")  # fmt: skip
 
-    def model_done(self, time: float, label: str, task: _OpenTask | None) -> None:
+    def model_done(self, time: float, label: str, task: TaskTimes | None) -> None:
         if task is not None and task.last_end is not None and task.last_end > time + CLOCK_SKEW_SECONDS:
             self.check.problems.append(f"{label}: logged after: logged at {time:.3f}, before its last epoch "
                                        f"ended ({task.last_end:.3f})")  # fmt: skip
 
-    def group_lost(self, event: dict, label: str, segment: _SegmentTimes, group: _Group) -> None:
-        """A group lost once, with the task it was training (before the family records it lost)."""
+    def group_lost(self, event: dict, label: str, segment: SegmentTimes, group: GroupTimes) -> None:
+        """A group lost once, with the task it was training (``group``: as it was before the event)."""
         index, task = event["group"], event["task"]
         if group.lost:
             self.check.problems.append(f"{label}: lost group: group {index} was lost already ({group.lost})")
@@ -387,7 +313,7 @@ class TimesRule:
         self.check.notes.append(f"segment {segment.record.number}: group {index} lost at {event[runlog.TIME]:.3f} "
                                 f"({event['reason']}); its task {task} discarded")  # fmt: skip
 
-    def run_stop(self, event: dict, label: str, segment: _SegmentTimes) -> None:
+    def run_stop(self, event: dict, label: str, segment: SegmentTimes) -> None:
         if segment.latest_claim > event[runlog.TIME] + CLOCK_SKEW_SECONDS:
             self.check.problems.append(f"{label}: inside segment: the segment ends at {event[runlog.TIME]:.3f}, "
                                        f"{segment.latest_claim_what} claims {segment.latest_claim:.3f}")
@@ -425,9 +351,9 @@ class CountsRule:
         self.check.missing.append(f"{label}: no data check counts (a log older than the field): its epochs' "
                                   "samples cannot be held to the splits")  # fmt: skip
 
-    def layout(self, event: dict, label: str) -> list[tuple[int, int]]:
-        """Each layout group's index and ranks, of those that have both (the others named)."""
-        valid = []
+    def layout(self, event: dict, label: str) -> None:
+        """Each layout group has an index and a non-empty list of ranks (the others named; the view keeps the sizes
+        of those that have both, :func:`analysis.verify.view.layout_sizes`), its ``horovod_size`` their number."""
         for group in event["groups"]:
             if not isinstance(group, dict) or not isinstance(group.get("index"), int):
                 self.check.problems.append(f"{label}: layout: a group without an index: {str(group)[:80]}")
@@ -440,15 +366,13 @@ class CountsRule:
             if size != len(ranks):
                 self.check.problems.append(f"{label}: horovod size: group {group['index']} says horovod_size "
                                            f"{size}, its list of ranks has {len(ranks)}")  # fmt: skip
-            valid.append((group["index"], len(ranks)))
-        return valid
 
     def peak_ranks(self, event: dict, label: str, size: int | None) -> None:
         if size is not None and event["ranks"] != size:
             self.check.problems.append(f"{label}: peak ranks: measured by {event['ranks']} ranks, group "
                                        f"{event['group']} has {size}")  # fmt: skip
 
-    def epoch(self, event: dict, label: str, task: _OpenTask | None, group: _Group) -> None:
+    def epoch(self, event: dict, label: str, task: TaskTimes | None, group: GroupTimes) -> None:
         limit = run_config(self.run).get("max_epochs")
         if isinstance(limit, int) and event["epoch"] > limit:
             self.check.problems.append(f"{label}: max epochs: epoch {event['epoch']} of a run whose max_epochs "
@@ -487,7 +411,7 @@ class CountsRule:
             self.check.problems.append(f"{label}: accuracy: val_accuracy {accuracy!r} is not correct {correct} / "
                                        f"validation_samples {validated} = {correct / max(validated, 1)!r}")
 
-    def _splits(self, event: dict, label: str, task: _OpenTask | None, group: _Group) -> None:
+    def _splits(self, event: dict, label: str, task: TaskTimes | None, group: GroupTimes) -> None:
         """The samples the data check counted: an epoch is one pass, ``(train // ranks) // batch`` steps a rank
         (the pipeline drops the remainder), and validates the whole validation split."""
         data = self.data
@@ -541,14 +465,14 @@ class PhysicsRule:
         """A segment opens: no group of it has a peak yet."""
         self.peaks = {}
 
-    def peak_sum(self, segment: _SegmentTimes) -> float | None:
+    def peak_sum(self, segment: SegmentTimes) -> float | None:
         """The sum of its groups' peaks; None when a group has none, or it has no layout or no group."""
         groups = segment.groups
         if segment.record.layout is None or not groups or any(index not in self.peaks for index in groups):
             return None
         return sum(self.peaks[index] for index in groups)
 
-    def close(self, segment: _SegmentTimes) -> None:
+    def close(self, segment: SegmentTimes) -> None:
         """At the end of a segment: a group with no peak is not recorded; the segment's peak sum is kept.
 
         A group lost before it logged anything (its leader hung before its first Ready, which carries the peak:
@@ -593,7 +517,7 @@ class PhysicsRule:
                                        f"{event['group']}'s measured peak {peak / 1e9:.4g} G ops/s "
                                        f"(at most {PEAK_MULTIPLE})")  # fmt: skip
 
-    def score(self, event: dict, label: str, segment: _SegmentTimes) -> None:
+    def score(self, event: dict, label: str, segment: SegmentTimes) -> None:
         peaks = self.peak_sum(segment)
         sums = [*self.peak_sums, *([] if peaks is None else [peaks])]
         if any(index not in self.peaks for index in segment.groups) or not sums:
@@ -743,18 +667,6 @@ def run_config(run: Run) -> Mapping:
     """The run's configuration: its model's, the first segment's (none before it: ``{}``)."""
     model = run.model
     return (model.config if model is not None else None) or {}
-
-
-def _label(event: Mapping, number: int) -> str:
-    """'event 12 (epoch 2 of task 0, group 1)': the event, its task and group, as a problem line names it."""
-    name = event[runlog.EVENT]
-    if name == runlog.EPOCH:
-        return f"event {number} (epoch {event['epoch']} of task {event['task']}, group {event['group']})"
-    if "task" in event:
-        return f"event {number} ({name} of task {event['task']}, group {event.get('group')})"
-    if name in (runlog.PEAK, runlog.MONITOR):
-        return f"event {number} ({name} of group {event['group']})"
-    return f"event {number} ({name})"
 
 
 def is_int(value: object) -> bool:

@@ -516,7 +516,7 @@ def walk(run: Run, families: tuple[Family, ...] = FAMILIES) -> list[Check]:
 
     def judge(event: dict, model: RunModel) -> None:
         run.model = model  # the model so far: the bundle's rows read its segments, even of a log cut short
-        view.see(event, model)  # what several rules share, before any of them sees the event
+        view.see(event, model, events)  # what several rules share, before any of them sees the event
         for call in table.get(event[runlog.EVENT], table[ANY]):
             call(event, events)
 

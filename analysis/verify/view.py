@@ -27,6 +27,14 @@ model does not and more than one family reads, so that no family reaches into an
   ``configuration`` row the graph's input and output to the data (``parsed``: the graph parsed, or taken from
   the count cache, for the event being judged; ``counted``: the task whose graph was counted for it; ``ended``:
   the task the event ended, still readable while it is judged);
+- ``timed`` (:class:`SegmentTimes`), since the first ``run_start`` the run's model took a segment of (a later one
+  it took none of opens none): the open segment's record, its last event time and latest claim, its groups
+  (:class:`GroupTimes`: the layout's Horovod sizes, of the groups whose ``ranks`` is a non-empty list of integers;
+  the task each trains, its last epoch and model, whether it was lost) and ``timed_tasks`` (:class:`TaskTimes`),
+  its tasks proposed and not ended (a second proposal replaces the first), which the ``evidence`` family's rows
+  hold the events to.  Its rules judge an event against what held *before* it: ``before`` (:class:`Before`) keeps
+  that of the event being judged (the group as it was, the time of the segment's previous event), ``closed`` the
+  segment a ``run_start`` closed, ``timed_task`` the event's task (an epoch's, or the one a model's end closed);
 - after the walk, once: the score the run's own scorer makes of the whole log (:meth:`RunView.score`) and
   ``score.json`` as the run recorded it (:meth:`RunView.recorded_score`), which the ``score`` family's three
   rules (the score, the scored window, the validity rules) each hold to the other.
@@ -41,7 +49,7 @@ import hashlib
 import json
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import networkx as nx
@@ -50,7 +58,7 @@ from aiperf_mpi.graph.model import GraphError, from_json, with_kernel_size
 from aiperf_mpi.graph.ops import ModelOps, count_ops
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.graphs import GraphFileError, graph_place, read_graph
-from aiperf_mpi.results.logmodel import RunModel, Timeline
+from aiperf_mpi.results.logmodel import RunModel, Segment, Timeline
 from aiperf_mpi.results.score import Score, run_step, score_inputs
 from analysis.checks import Check, is_regular_file, read_json
 from analysis.verify.lineage import LineageCheck
@@ -161,6 +169,87 @@ class SegmentView:
 
 
 @dataclass
+class TaskTimes:
+    """A task proposed in the open segment until its model_done/model_failed: what its epochs are held to."""
+
+    proposed: float
+    batch: object
+    """its ``batch_size`` as logged (the model shares equal hyper-parameters: 32 and 32.0 would be one)"""
+    last_end: float | None = None
+
+
+@dataclass
+class GroupTimes:
+    """A group within one segment: the one model it trains at a time, and when its last work ended."""
+
+    size: int | None = None
+    """its Horovod size (from the layout: the length of its ``ranks``, a non-empty list of integers)"""
+    open_task: int | None = None
+    last_epoch_end: float | None = None
+    last_epoch: str = ""
+    model_end: float | None = None
+    """the log time of its previous model's model_done/model_failed"""
+    model_ended: int | None = None
+    lost: str = ""
+    """its group_lost event's label: nothing of the group may be logged after it"""
+
+
+@dataclass
+class SegmentTimes:
+    """The open segment beside the model's record of it (its number, start and layout): its times and groups."""
+
+    record: Segment
+    last_time: float
+    """the last event time of the segment (monitor samples apart: they carry the leader's sampling time)"""
+    latest_claim: float
+    """the latest time anything of the segment claims (event times, epoch ends, monitor samples)"""
+    latest_claim_what: str
+    groups: dict[int, GroupTimes] = field(default_factory=dict)
+
+    def claim(self, time: float, label: str) -> None:
+        if time >= self.latest_claim:
+            self.latest_claim, self.latest_claim_what = time, label
+
+
+@dataclass
+class Before:
+    """What held of the open segment before the event being judged, which its rules hold it to."""
+
+    last_time: float
+    """the segment's previous event time"""
+    group: GroupTimes | None = None
+    """the event's group as it was (a copy; None: the event names none the view keeps)"""
+    training: bool = False
+    """(a proposal) its group's previous task was still open"""
+
+
+def layout_sizes(event: dict) -> list[tuple[int, int]]:
+    """Each layout group's index and ranks, of those whose ``index`` is an integer and whose ``ranks`` a non-empty
+    list of integers (the evidence family's check, stricter than the data family's ``group_ranks``: the counts row
+    names the others)."""
+    valid = []
+    for group in event["groups"]:
+        if not isinstance(group, dict) or not isinstance(group.get("index"), int):
+            continue
+        ranks = group.get("ranks")
+        if isinstance(ranks, list) and ranks and all(isinstance(r, int) for r in ranks):
+            valid.append((group["index"], len(ranks)))
+    return valid
+
+
+def event_label(event: Mapping, number: int) -> str:
+    """'event 12 (epoch 2 of task 0, group 1)': the event, its task and group, as a problem line names it."""
+    name = event[runlog.EVENT]
+    if name == runlog.EPOCH:
+        return f"event {number} (epoch {event['epoch']} of task {event['task']}, group {event['group']})"
+    if "task" in event:
+        return f"event {number} ({name} of task {event['task']}, group {event.get('group')})"
+    if name in (runlog.PEAK, runlog.MONITOR):
+        return f"event {number} ({name} of group {event['group']})"
+    return f"event {number} ({name})"
+
+
+@dataclass
 class RunView:
     """The shared facts of one verification, as of the event being judged."""
 
@@ -187,6 +276,19 @@ class RunView:
     count_cache: OrderedDict[tuple[str, str], tuple] = field(default_factory=OrderedDict)
     """(graph file sha256, kernel size) → (graph, counts, stored kernels), last used last: tasks that share a
     graph file's bytes are parsed and counted once (~2 ms a graph)"""
+
+    timed: SegmentTimes | None = None
+    """the open segment's times and groups (None before the first segment the model took)"""
+    timed_tasks: dict[object, TaskTimes] = field(default_factory=dict)
+    """the open segment's tasks proposed and not ended"""
+    closed: SegmentTimes | None = None
+    """the segment the ``run_start`` being judged closed (None: it closed none)"""
+    opened: bool = False
+    """whether the ``run_start`` being judged opened a segment (the model took one of it)"""
+    timed_task: TaskTimes | None = None
+    """the task of the epoch being judged, or the one the model_done/model_failed closed (None: none open)"""
+    before: Before | None = None
+    """what held before the event being judged (None: no segment open)"""
 
     _score: tuple[Score | None, str] | None = field(default=None, init=False, repr=False)
     _recorded: tuple[dict | None, str] | None = field(default=None, init=False, repr=False)
@@ -222,10 +324,12 @@ class RunView:
         """Whether the task has ended: proposed (or failed without a proposal) and no longer open."""
         return task in self.seen_tasks and task not in self.tasks
 
-    def see(self, event: dict, model: RunModel) -> None:
-        """Take ``event`` (one that keeps to the schema; ``model`` has read it) into the view."""
+    def see(self, event: dict, model: RunModel, number: int) -> None:
+        """Take ``event`` (one that keeps to the schema, the log's ``number``-th; ``model`` has read it) into the
+        view."""
         name, task = event[runlog.EVENT], event.get("task")
         self.ended = self.parsed = self.counted = None
+        self._timed(event, model, number)
         if name == runlog.RUN_START:
             self.segment = SegmentView()
         elif self.segment is not None and name == runlog.LAYOUT:
@@ -253,6 +357,61 @@ class RunView:
             if self.ended is not None:  # a task that never trained is counted at its end
                 self._count(self.ended)
             self.lineage.ended(task, event["model"].get("id"))
+
+    def _timed(self, event: dict, model: RunModel, number: int) -> None:
+        """The open segment's times, groups and tasks, after ``event``; ``before`` what held before it."""
+        name, segment = event[runlog.EVENT], self.timed
+        self.closed, self.opened, self.timed_task, self.before = None, False, None, None
+        if name == runlog.RUN_START:
+            if len(model.segment_records) <= (0 if segment is None else segment.record.number):
+                return  # the model took no segment of it (a time limit it cannot read): the score family names it
+            time = event[runlog.TIME]
+            if segment is not None:
+                self.closed = segment
+                self.timed_tasks.clear()  # a task still open was discarded with its segment
+            self.opened = True
+            self.timed = SegmentTimes(model.segment_records[-1], time, time, f"event {number} (run_start)")
+            return
+        if segment is None:
+            return
+        label, time = event_label(event, number), event[runlog.TIME]
+        self.before = before = Before(segment.last_time)
+        if name == runlog.MONITOR:  # the leader's sampling time, logged when the master got it
+            segment.claim(time, label)
+            return
+        segment.last_time = max(time, segment.last_time)
+        segment.claim(time, label)
+        if name == runlog.LAYOUT:
+            for index, size in layout_sizes(event):
+                segment.groups.setdefault(index, GroupTimes()).size = size
+        elif name == runlog.MODEL_PROPOSED:
+            group = segment.groups.setdefault(event["group"], GroupTimes())
+            before.group = replace(group)
+            before.training = group.open_task is not None and group.open_task in self.timed_tasks
+            group.open_task = event["task"]
+            self.timed_tasks[event["task"]] = TaskTimes(time, event["hparams"].get("batch_size"))
+        elif name == runlog.EPOCH:
+            end = event["end"]
+            segment.claim(end, label)
+            self.timed_task = task = self.timed_tasks.get(event["task"])
+            group = segment.groups.setdefault(event["group"], GroupTimes())
+            before.group = replace(group)
+            group.last_epoch_end, group.last_epoch = max(end, group.last_epoch_end or end), label
+            if task is not None:
+                task.last_end = end if task.last_end is None else max(end, task.last_end)
+        elif name in (runlog.MODEL_DONE, runlog.MODEL_FAILED):
+            self.timed_task = self.timed_tasks.pop(event["task"], None)
+            group = segment.groups.setdefault(event["group"], GroupTimes())
+            before.group = replace(group)
+            if group.open_task == event["task"]:
+                group.open_task = None
+            group.model_end, group.model_ended = time, event["task"]
+        elif name == runlog.GROUP_LOST:
+            group = segment.groups.setdefault(event["group"], GroupTimes())
+            before.group = replace(group)
+            group.lost = label
+            self.timed_tasks.pop(event["task"], None)
+            group.open_task = None
 
     def _proposed(self, event: dict, model: RunModel) -> None:
         """A task's first proposal: its stored graph read, and rebuilt from what the proposal logs."""

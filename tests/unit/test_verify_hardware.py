@@ -138,7 +138,7 @@ def test_a_resumed_segment_on_hardware_the_first_did_not_have_is_named() -> None
 
     def feed(event: dict, number: int) -> None:
         """As the walk gives it: the shared view takes the event first (each segment's first system and layout)."""
-        run.view.see(event, model)
+        run.view.see(event, model, number)
         getattr(rules, event["event"])(event, number)
 
     layout = {"event": runlog.LAYOUT, "world_size": 5, "master_rank": 0, "hosts": ["h0"] * 5,
