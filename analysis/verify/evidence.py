@@ -10,17 +10,14 @@ that are steps × global batch and one pass over the counted splits; graphs
 and data of the configured data set — each row's rule in full beside its
 name in :data:`analysis.verify.registry.FAMILIES`.
 
-:class:`EvidenceRules` calls the rows' rules; the run facts they read (the open segment, its groups, its open
-tasks, and what held before the event) are the shared view's (:class:`analysis.verify.view.SegmentTimes`).  The
-rows' code and state are :class:`TimesRule` (no state of its own), :class:`ConfigurationRule` (it reads the run's
-model, the shared view and its own state only), :class:`PhysicsRule` (the peaks it measured) and
-:class:`CountsRule` (the open segment's data check, each open task's first samples), each called by the family
-where their lines were made before, so that an event whose numbers the family cannot compute with
-stops every row at the same point.  The family is fed the events its entry in
-:data:`analysis.verify.registry.FAMILIES` names, once each, in log order, and
-its rules keep per-group and per-open-task state only: the walk stays linear
-in the log and streamed.  Each problem is one line naming the event (its number in
-the log), the task and the rule.
+Each row is one :class:`analysis.verify.registry.Rule` of the ``evidence`` family: :class:`TimesRule` (no state
+of its own but its epoch count), :class:`PhysicsRule` (the peaks it measured), :class:`CountsRule` (the open
+segment's data check, each open task's first samples) and :class:`ConfigurationRule` (the data set's shape, the
+first data check, the graphs found clean).  The run facts they read (the open segment, its groups, its open tasks,
+and what held before the event) are the shared view's (:class:`analysis.verify.view.SegmentTimes`); each is fed
+the events its entry names, once each, in log order, and judges those of an open segment only
+(:class:`SegmentRule`): the walk stays linear in the log and streamed.  Each problem is one line naming the event
+(its number in the log), the task and the rule.
 """
 
 from __future__ import annotations
@@ -74,153 +71,79 @@ SEED_SEARCH = "seed"
 """the search a proposal of the seed model (no parent) names"""
 
 
-class EvidenceRules:
-    """The four rule classes, fed the events :data:`analysis.verify.registry.FAMILIES` names; a row each."""
+class SegmentRule:
+    """What the evidence rules share: each judges the events of an open segment only (a ``run_start`` may open one;
+    the shared view says whether it did), its problem lines naming the event by its label."""
 
     def __init__(self, run: Run) -> None:
         self.run = run
-        self.times = TimesRule()
-        """the times row's rule: it reads what the shared view holds of the open segment, its groups and tasks"""
-        self.physical = PhysicsRule()
-        """the physics row's rule: it reads the view's open segment and its own state only"""
-        self.counted = CountsRule(run)
-        """the counts row's rule: it reads the model, the view's open segment, group and task, and its own state"""
-        self.configured = ConfigurationRule(run)
-        """the configuration row's rule: it reads the model, the shared view and its own state only"""
         self.label = ""
         """the event being judged, as its problem lines name it"""
-        self.epochs = 0
 
     @property
     def view(self) -> RunView:
         return self.run.view
 
-    # -- the stream
-
     def each(self, event: dict, number: int) -> bool:
-        """Every event, before its own rule: a ``run_start`` opens a segment, any other needs one open; times
-        never go backwards within it (monitor samples apart), and a lost group does no more work."""
-        name = event[runlog.EVENT]
-        if name == runlog.RUN_START:
+        if event[runlog.EVENT] == runlog.RUN_START:
             return True
         if self.view.timed is None:
             return False
         self.label = event_label(event, number)
-        if name == runlog.MONITOR:  # the leader's sampling time, logged when the master got it
-            return True
-        self.times.ordered(event, self.label, self.view)
         return True
 
-    def unreadable(self, exc: ArithmeticError | ValueError, event: dict, number: int) -> None:
-        """A number the rules cannot compute with (an integer too large for a float, say): named, not fatal."""
-        self.times.check.problems.append(f"{event_label(event, number)}: numbers: {str(exc)[:80]}")
 
-    def monitor(self, event: dict, _: int) -> None:
-        self.times.sampled(event[runlog.TIME], self.label, self.view.timed)
-
-    def run_start(self, event: dict, number: int) -> None:
-        view = self.view
-        if not view.opened:
-            return  # the model took no segment of it (a time limit it cannot read): the score family names it
-        previous = view.closed
-        if previous is None:
-            self.configured.opened()
-        else:
-            self.physical.close(previous)
-            self.times.resumed(event[runlog.TIME], number, previous)
-            self.counted.closed()
-        self.physical.opened()
-        self._data_check(event, f"event {number} (run_start of segment {view.timed.record.number})")
-
-    def _data_check(self, event: dict, label: str) -> None:
-        """The data check's counts: none is not recorded (counts); well formed and of the configuration, the
-        configuration row's; the open segment's epochs are held to them when well formed."""
-        data = event.get("data")
-        self.counted.data = None
-        if data is None:
-            self.counted.no_data(label)
-            return
-        if not self.configured.data_counted(data, label):
-            return
-        self.counted.data = data
-        self.configured.data_configured(data, label)
-
-    # -- set-up events
-
-    def layout(self, event: dict, _: int) -> None:
-        self.counted.layout(event, self.label)
-
-    def peak(self, event: dict, _: int) -> None:
-        label = self.label
-        group = self.view.timed.groups.get(event["group"])
-        if group is None:
-            self.physical.not_in_layout(event, label)
-            return
-        self.counted.peak_ranks(event, label, group.size)
-        self.physical.measured(event, label)
-
-    def system(self, event: dict, _: int) -> None:
-        self.configured.system(event, self.label)
-
-    def staging(self, event: dict, _: int) -> None:
-        self.times.staging(event, self.label)
-
-    # -- tasks and epochs
-
-    def model_proposed(self, event: dict, _: int) -> None:
-        self.times.proposed(self.label, event["group"], self.view.before)
-        self.counted.ended(event["task"])  # a proposal again: its samples are its new first epoch's
-        self.configured.algorithms(event, self.label)
-
-    def epoch(self, event: dict, _: int) -> None:
-        label, view = self.label, self.view
-        self.epochs += 1
-        task, group = view.timed_task, view.timed.groups[event["group"]]
-        self.times.epoch(event, label, view.timed, task, view.before.group)
-        self.physical.epoch_rate(event, label)
-        self.counted.epoch(event, label, task, group)
-        self.times.epoch_logged(event, label)
-
-    def model_done(self, event: dict, _: int) -> None:
-        self.counted.ended(event["task"])
-        self.times.model_done(event[runlog.TIME], self.label, self.view.timed_task)
-
-    model_failed = model_done
-
-    def group_lost(self, event: dict, _: int) -> None:
-        """A lost group's open task ends here, discarded as a task open at a run_stop is; the group is done."""
-        self.times.group_lost(event, self.label, self.view.timed, self.view.before.group)
-        self.counted.ended(event["task"])
-
-    # -- the end of a segment, the score
-
-    def run_stop(self, event: dict, _: int) -> None:
-        self.times.run_stop(event, self.label, self.view.timed)
-
-    def score(self, event: dict, _: int) -> None:
-        self.physical.score(event, self.label, self.view.timed)
-
-    # -- configuration against the graphs
-
-    def settle(self, event: dict, number: int) -> None:
-        """After this family's own rule for the event (whatever ``each`` answered, or what it raised): the
-        configuration row's graph, as the walk's view parsed it for the event."""
-        self.configured.settle()
-
-    def finish(self) -> list[Check]:
-        if self.view is not None and self.view.timed is not None:
-            self.physical.close(self.view.timed)
-        return [self.times.finish(self.epochs), self.physical.finish(), self.counted.finish(self.epochs),
-                self.configured.finish()]
-
-
-class TimesRule:
+class TimesRule(SegmentRule):
     """The times row: times in order and inside their segments, after their proposals, logged after they ended, one
     model at a time per group, no work of a lost group.  It reads the open segment, group and task the family gives
     it (before the family records the event in them) and keeps no state of its own."""
 
-    def __init__(self) -> None:
+    def __init__(self, run: Run) -> None:
+        super().__init__(run)
         self.check = Check("times")
+        self.epochs = 0
+
+    def each(self, event: dict, number: int) -> bool:
+        """Every event, before its own rule: times never go backwards within a segment (monitor samples apart:
+        they carry the leader's sampling time), and a lost group does no more work."""
+        if not super().each(event, number):
+            return False
+        if event[runlog.EVENT] not in (runlog.RUN_START, runlog.MONITOR):
+            self.ordered(event, self.label, self.view)
+        return True
+
+    def unreadable(self, exc: ArithmeticError | ValueError, event: dict, number: int) -> None:
+        """A number the rule cannot compute with: named, not fatal (the log row refuses those it knows of)."""
+        self.check.problems.append(f"{event_label(event, number)}: numbers: {str(exc)[:80]}")
+
+    def run_start(self, event: dict, number: int) -> None:
+        if self.view.opened and self.view.closed is not None:
+            self.resumed(event[runlog.TIME], number, self.view.closed)
+
+    def monitor(self, event: dict, _: int) -> None:
+        self.sampled(event[runlog.TIME], self.label, self.view.timed)
+
+    def staging(self, event: dict, _: int) -> None:
+        self.staged(event, self.label)
+
+    def model_proposed(self, event: dict, _: int) -> None:
+        self.proposed(self.label, event["group"], self.view.before)
+
+    def epoch(self, event: dict, _: int) -> None:
+        self.epochs += 1
+        self.epoch_times(event, self.label, self.view.timed, self.view.timed_task, self.view.before.group)
+        self.epoch_logged(event, self.label)
+
+    def model_done(self, event: dict, _: int) -> None:
+        self.ended_after(event[runlog.TIME], self.label, self.view.timed_task)
+
+    model_failed = model_done
+
+    def group_lost(self, event: dict, _: int) -> None:
+        self.lost(event, self.label, self.view.timed, self.view.before.group)
+
+    def run_stop(self, event: dict, _: int) -> None:
+        self.stopped(event, self.label, self.view.timed)
 
     def ordered(self, event: dict, label: str, view: RunView) -> None:
         """Any event but a monitor sample: its time not before the segment's previous one, and no work of a group
@@ -247,7 +170,7 @@ class TimesRule:
                                        f"{previous.record.number} claims ({previous.latest_claim:.3f}, "
                                        f"{previous.latest_claim_what})")  # fmt: skip
 
-    def staging(self, event: dict, label: str) -> None:
+    def staged(self, event: dict, label: str) -> None:
         start, seconds = event.get("start"), event["seconds"]
         if isinstance(start, int | float) and start + seconds > event[runlog.TIME] + CLOCK_SKEW_SECONDS:
             self.check.problems.append(f"{label}: logged after: staging ended at {start + seconds:.3f}, logged "
@@ -259,7 +182,8 @@ class TimesRule:
             self.check.problems.append(f"{label}: one model at a time: group {index} is still training task "
                                        f"{before.group.open_task}")  # fmt: skip
 
-    def epoch(self, event: dict, label: str, segment: SegmentTimes, task: TaskTimes | None, group: GroupTimes) -> None:
+    def epoch_times(self, event: dict, label: str, segment: SegmentTimes, task: TaskTimes | None,
+                    group: GroupTimes) -> None:  # fmt: skip
         """An epoch inside its segment, after its proposal and the group's previous work (``group``: as it was before
         the event), its phases within its wall time."""
         start, end = event["start"], event["end"]
@@ -297,12 +221,12 @@ class TimesRule:
             self.check.problems.append(f"{label}: logged after: logged at {time:.3f}, before the epoch ended "
                                        f"({end:.3f})")  # fmt: skip
 
-    def model_done(self, time: float, label: str, task: TaskTimes | None) -> None:
+    def ended_after(self, time: float, label: str, task: TaskTimes | None) -> None:
         if task is not None and task.last_end is not None and task.last_end > time + CLOCK_SKEW_SECONDS:
             self.check.problems.append(f"{label}: logged after: logged at {time:.3f}, before its last epoch "
                                        f"ended ({task.last_end:.3f})")  # fmt: skip
 
-    def group_lost(self, event: dict, label: str, segment: SegmentTimes, group: GroupTimes) -> None:
+    def lost(self, event: dict, label: str, segment: SegmentTimes, group: GroupTimes) -> None:
         """A group lost once, with the task it was training (``group``: as it was before the event)."""
         index, task = event["group"], event["task"]
         if group.lost:
@@ -313,25 +237,26 @@ class TimesRule:
         self.check.notes.append(f"segment {segment.record.number}: group {index} lost at {event[runlog.TIME]:.3f} "
                                 f"({event['reason']}); its task {task} discarded")  # fmt: skip
 
-    def run_stop(self, event: dict, label: str, segment: SegmentTimes) -> None:
+    def stopped(self, event: dict, label: str, segment: SegmentTimes) -> None:
         if segment.latest_claim > event[runlog.TIME] + CLOCK_SKEW_SECONDS:
             self.check.problems.append(f"{label}: inside segment: the segment ends at {event[runlog.TIME]:.3f}, "
                                        f"{segment.latest_claim_what} claims {segment.latest_claim:.3f}")
 
-    def finish(self, epochs: int) -> Check:
-        self.check.summary = (f"{epochs} epochs: inside their segments and after their proposals, logged after "
+    def finish(self) -> list[Check]:
+        self.check.summary = (f"{self.epochs} epochs: inside their segments and after their proposals, logged after "
                               "they ended, phases within their wall time, one model at a time per group")
-        return self.check
+        return [self.check]
 
 
-class CountsRule:
+class CountsRule(SegmentRule):
     """The counts row: samples, steps, accuracy and the splits of each epoch, the layout's Horovod sizes and the
     peaks' ranks.  It reads the run's model (the configuration), the open segment's group and task the family
     gives it, and its own state only."""
 
     def __init__(self, run: Run) -> None:
-        self.run = run
+        super().__init__(run)
         self.check = Check("counts")
+        self.epochs = 0
         self.data: Mapping | None = None
         """the open segment's data check (its run_start's ``data``) when well formed; None when not recorded"""
         self.uncounted = 0
@@ -339,9 +264,39 @@ class CountsRule:
         self.samples: dict[object, tuple[int, int]] = {}
         """each open task (as the family keeps them) → the (train, validation) samples of its first epoch"""
 
-    def closed(self) -> None:
-        """A segment closed: its open tasks were discarded with it."""
-        self.samples.clear()
+    def run_start(self, event: dict, number: int) -> None:
+        """A segment opened (a previous one's open tasks were discarded with it); its data check's counts: none is
+        not recorded; the epochs are held to them when well formed (the configuration row names them if not)."""
+        view = self.view
+        if not view.opened:
+            return
+        if view.closed is not None:
+            self.samples.clear()
+        data, self.data = event.get("data"), None
+        if data is None:
+            self.no_data(f"event {number} (run_start of segment {view.timed.record.number})")
+        elif not _data_problem(data):
+            self.data = data
+
+    def layout(self, event: dict, _: int) -> None:
+        self.layout_groups(event, self.label)
+
+    def peak(self, event: dict, _: int) -> None:
+        group = self.view.timed.groups.get(event["group"])
+        if group is not None:
+            self.peak_ranks(event, self.label, group.size)
+
+    def model_proposed(self, event: dict, _: int) -> None:
+        self.ended(event["task"])  # a proposal again: its samples are its new first epoch's
+
+    def epoch(self, event: dict, _: int) -> None:
+        self.epochs += 1
+        self.epoch_counts(event, self.label, self.view.timed_task, self.view.timed.groups[event["group"]])
+
+    def model_done(self, event: dict, _: int) -> None:
+        self.ended(event["task"])
+
+    model_failed = group_lost = model_done
 
     def ended(self, task: object) -> None:
         """A task's model ended (or it was proposed again): its first epoch's samples are forgotten."""
@@ -351,7 +306,7 @@ class CountsRule:
         self.check.missing.append(f"{label}: no data check counts (a log older than the field): its epochs' "
                                   "samples cannot be held to the splits")  # fmt: skip
 
-    def layout(self, event: dict, label: str) -> None:
+    def layout_groups(self, event: dict, label: str) -> None:
         """Each layout group has an index and a non-empty list of ranks (the others named; the view keeps the sizes
         of those that have both, :func:`analysis.verify.view.layout_sizes`), its ``horovod_size`` their number."""
         for group in event["groups"]:
@@ -372,7 +327,7 @@ class CountsRule:
             self.check.problems.append(f"{label}: peak ranks: measured by {event['ranks']} ranks, group "
                                        f"{event['group']} has {size}")  # fmt: skip
 
-    def epoch(self, event: dict, label: str, task: TaskTimes | None, group: GroupTimes) -> None:
+    def epoch_counts(self, event: dict, label: str, task: TaskTimes | None, group: GroupTimes) -> None:
         limit = run_config(self.run).get("max_epochs")
         if isinstance(limit, int) and event["epoch"] > limit:
             self.check.problems.append(f"{label}: max epochs: epoch {event['epoch']} of a run whose max_epochs "
@@ -436,7 +391,8 @@ class CountsRule:
                                        f"validation split holds {validation} (as the data check counted it) and "
                                        "each epoch validates all of it")  # fmt: skip
 
-    def finish(self, epochs: int) -> Check:
+    def finish(self) -> list[Check]:
+        epochs = self.epochs
         self.check.summary = ("samples = steps × global batch, the same each epoch, within the counted splits; "
                               "accuracy = correct ÷ validation samples; ≤ max_epochs; Horovod sizes = ranks")
         if "max_epochs" not in run_config(self.run):
@@ -445,14 +401,15 @@ class CountsRule:
             self.check.missing.append(f"{self.uncounted} of {epochs} epochs have no correct count (a log older "
                                       "than the field): their accuracy is held to a whole number of their "
                                       "validation samples only")  # fmt: skip
-        return self.check
+        return [self.check]
 
 
-class PhysicsRule:
+class PhysicsRule(SegmentRule):
     """The physics row: each epoch's training rate and each score against the groups' measured peaks.  It reads
     the open segment the family gives it (its groups, its record) and its own state only: the peaks measured."""
 
-    def __init__(self) -> None:
+    def __init__(self, run: Run) -> None:
+        super().__init__(run)
         self.check = Check("physics")
         self.peaks: dict[int, float] = {}
         """the open segment's groups' measured peaks (a group unprobed has none)"""
@@ -461,9 +418,25 @@ class PhysicsRule:
         self.rates = self.scores_bounded = 0
         self.max_rate_ratio = 0.0
 
-    def opened(self) -> None:
-        """A segment opens: no group of it has a peak yet."""
+    def run_start(self, event: dict, _: int) -> None:
+        """A segment opens: the previous one closes; no group of the new one has a peak yet."""
+        if not self.view.opened:
+            return
+        if self.view.closed is not None:
+            self.close(self.view.closed)
         self.peaks = {}
+
+    def peak(self, event: dict, _: int) -> None:
+        if event["group"] not in self.view.timed.groups:
+            self.not_in_layout(event, self.label)
+        else:
+            self.measured(event, self.label)
+
+    def epoch(self, event: dict, _: int) -> None:
+        self.epoch_rate(event, self.label)
+
+    def score(self, event: dict, _: int) -> None:
+        self.score_bounded(event, self.label, self.view.timed)
 
     def peak_sum(self, segment: SegmentTimes) -> float | None:
         """The sum of its groups' peaks; None when a group has none, or it has no layout or no group."""
@@ -517,7 +490,7 @@ class PhysicsRule:
                                        f"{event['group']}'s measured peak {peak / 1e9:.4g} G ops/s "
                                        f"(at most {PEAK_MULTIPLE})")  # fmt: skip
 
-    def score(self, event: dict, label: str, segment: SegmentTimes) -> None:
+    def score_bounded(self, event: dict, label: str, segment: SegmentTimes) -> None:
         peaks = self.peak_sum(segment)
         sums = [*self.peak_sums, *([] if peaks is None else [peaks])]
         if any(index not in self.peaks for index in segment.groups) or not sums:
@@ -527,20 +500,22 @@ class PhysicsRule:
             self.check.problems.append(f"{label}: score: {event['score'] / 1e9:.4g} G ops/s is more than the "
                                        f"sum of the groups' measured peaks ({max(sums) / 1e9:.4g} G ops/s)")
 
-    def finish(self) -> Check:
+    def finish(self) -> list[Check]:
+        if self.view.timed is not None:
+            self.close(self.view.timed)
         ratio = f"highest {self.max_rate_ratio:.2f} ×" if self.rates else "none"
         self.check.summary = (f"{self.rates} epoch rates ≤ {PEAK_MULTIPLE} × their group's peak ({ratio}), "
                               f"{self.scores_bounded} score(s) ≤ the sum of the peaks")  # fmt: skip
-        return self.check
+        return [self.check]
 
 
-class ConfigurationRule:
+class ConfigurationRule(SegmentRule):
     """The configuration row: graphs and the data check against the configured data set, the precision the
     system event chose, the search and tuner each proposal names.  It reads the run's model (the configuration),
     the shared view (the graph parsed for the event) and its own state only."""
 
     def __init__(self, run: Run) -> None:
-        self.run = run
+        super().__init__(run)
         self.check = Check("configuration")
         self.data_shape: tuple[int, int, int, int] | None = None
         """(height, width, channels, classes) every graph must have"""
@@ -557,13 +532,36 @@ class ConfigurationRule:
     def config(self) -> Mapping:
         return run_config(self.run)
 
-    def system(self, event: dict, label: str) -> None:
+    def precision(self, event: dict, label: str) -> None:
         chosen = event.get("precision")
         chosen = chosen.get("chosen") if isinstance(chosen, Mapping) else chosen
         configured = self.config.get("precision")
         if chosen is not None and chosen != configured:
             self.check.problems.append(f"{label}: precision: the system event chose {chosen!r}, the "
                                        f"configuration says {configured!r}")  # fmt: skip
+
+    def each(self, event: dict, number: int) -> bool:
+        """Every event: the graph the view parsed for it (a task's first epoch, else its model_done), whether or
+        not a segment is open; then the event's own rule, in an open segment."""
+        self.graph_parsed()
+        return super().each(event, number)
+
+    def run_start(self, event: dict, number: int) -> None:
+        """The run's first segment: the data set's shape; each segment: its data check, when it has one."""
+        view = self.view
+        if not view.opened:
+            return
+        if view.closed is None:
+            self.opened()
+        data, label = event.get("data"), f"event {number} (run_start of segment {view.timed.record.number})"
+        if data is not None and self.data_counted(data, label):
+            self.data_configured(data, label)
+
+    def system(self, event: dict, _: int) -> None:
+        self.precision(event, self.label)
+
+    def model_proposed(self, event: dict, _: int) -> None:
+        self.algorithms(event, self.label)
 
     def opened(self) -> None:
         """The run's first segment: the configured data set's shape, when it has one."""
@@ -599,7 +597,7 @@ class ConfigurationRule:
             self.check.notes.append(f"imagenet of {split_counts(data)}: not the {' or '.join(IMAGENET_SPLITS)} "
                                     "split, an unofficial run (rule dataset)")  # fmt: skip
 
-    def settle(self) -> None:
+    def graph_parsed(self) -> None:
         """The graph the walk's view parsed for the event (a task's first epoch, else its model_done), held to the
         data's shape."""
         parsed = self.run.view.parsed
@@ -652,7 +650,7 @@ class ConfigurationRule:
                                        f"{named[1]!r}, the configuration (rule algorithms: "
                                        f"{search}+{tuner}) needs {expected[0]!r} and {expected[1]!r}")
 
-    def finish(self) -> Check:
+    def finish(self) -> list[Check]:
         shape = "unknown" if self.data_shape is None else images(self.data_shape)
         self.check.summary = (f"{self.graphs} graphs against {self.data_shape_from or 'the data'} "
                               f"({shape}); {self.proposals - self.unnamed} proposals' search and tuner "
@@ -660,7 +658,7 @@ class ConfigurationRule:
         if self.unnamed:
             self.check.missing.append(f"{self.unnamed} of {self.proposals} model_proposed events name no "
                                       "search and tuner (a log older than the field)")  # fmt: skip
-        return self.check
+        return [self.check]
 
 
 def run_config(run: Run) -> Mapping:

@@ -55,7 +55,7 @@ from aiperf_mpi.results.schema import (
 from analysis.checks import Check, Run
 from analysis.verify.best import BestCheck
 from analysis.verify.data import DataRules
-from analysis.verify.evidence import EvidenceRules
+from analysis.verify.evidence import ConfigurationRule, CountsRule, PhysicsRule, TimesRule
 from analysis.verify.fields import FAMILY_ROW_HOLDS, ROW, FieldRules
 from analysis.verify.hardware import BoundsRule, InventoryRule
 from analysis.verify.mllog import MLLogCheck
@@ -201,11 +201,11 @@ FAMILIES = (
             "proposal's; model ids run 0, 1, 2, …"),
              RecordsRule, events=("model_done", "model_failed")),
     )),
-    Family("evidence", EvidenceRules, events=(ANY, "run_start", "system", "layout", "staging", "peak", "monitor",
+    Family("evidence", None, events=(ANY, "run_start", "system", "layout", "staging", "peak", "monitor",
                                               "model_proposed", "epoch", "model_done", "model_failed", "group_lost",
                                               "run_stop", "score"),
-           files=("graphs/ (each graph as the shared view parsed it)",), rows=(
-        Row("times",
+           files=("graphs/ (each graph as the shared view parsed it)",), rules=(
+        Rule(Row("times",
             "within a segment event times never go backwards (monitor samples apart: they carry their leader's "
             "sampling time); an epoch ends after it starts, starts after its segment's `run_start` and its task's"
             " `model_proposed`, is logged (`time`) after its `end`, and its phases `data_wait + compute + "
@@ -215,12 +215,15 @@ FAMILIES = (
             "is logged after what it reports ended; nothing claims a time after its segment's `run_stop`; a "
             "resumed segment starts after the last time the previous one claims (event times, epoch ends, monitor"
             " samples) and nothing in it claims a time before its `run_start`"),
-        Row("physics",
+             TimesRule, events=(ANY, "run_start", "staging", "monitor", "model_proposed", "epoch", "model_done",
+                                "model_failed", "group_lost", "run_stop")),
+        Rule(Row("physics",
             "no epoch's training rate, `ops_train ÷ (compute + compile)`, exceeds `PEAK_MULTIPLE` = 2.0 × its "
             "group's measured peak (the segment's `peak` event for that group); no `score` exceeds the sum of the"
             " groups' peaks (of the segments so far, the largest); a group without a `peak` event "
             "(`--no-peak-probe`) is *not recorded*"),
-        Row("counts",
+             PhysicsRule, events=("run_start", "peak", "epoch", "score")),
+        Rule(Row("counts",
             "an epoch's `train_samples` = `steps` × global batch (`batch_size` × its group's ranks), and "
             "`train_samples` and `validation_samples` are the same in every epoch of a model; each epoch is one "
             "whole pass over the splits the data check counted (`run_start`'s `data`): exactly the pipeline's "
@@ -232,7 +235,9 @@ FAMILIES = (
             "configuration's `max_epochs`; each layout group's `horovod_size` is the length of its `ranks`, and "
             "its `peak` was measured by that many ranks; a `run_start` without `data` or epochs without `correct`"
             " are *not recorded*"),
-        Row("configuration",
+             CountsRule, events=("run_start", "layout", "peak", "model_proposed", "epoch", "model_done",
+                                 "model_failed", "group_lost")),
+        Rule(Row("configuration",
             "every graph's input node is the configured data set's image (digits and CIFAR-10 32×32×3, ImageNet "
             "`image_size` or 224 ×3, synthetic `image_size` or 32 ×3; hdf5: the data check's, or the first "
             "graph's, in every graph) and its output has its classes (10; ImageNet 1,000); the data check read "
@@ -241,6 +246,7 @@ FAMILIES = (
             "configured one; each `model_proposed` names the `search` and `tuner` that produced it in its "
             "`search` object: the configured `search` (`seed` for a proposal without a parent) and `hpo`, which "
             "the rule `algorithms` judges (proposals without the names are *not recorded*)"),
+             ConfigurationRule, events=(ANY, "run_start", "system", "model_proposed")),
     )),
     Family("hardware", None, rules=(
         Rule(Row("inventory",
