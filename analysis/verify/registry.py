@@ -19,10 +19,7 @@ has no method); a family that declares :data:`ANY` has ``each`` called for
 every event. A judge that defines
 ``unreadable`` is handed what its methods raise when a number cannot be
 computed with (ArithmeticError, ValueError) instead of the verification
-ending; one that defines ``settle(event, number)`` has it called after
-them, for every event it reads, whatever ``each`` answered (the evidence
-family judges there the graph the view parsed for the event). After the
-walk each judge's ``finish()`` gives its rows, in order.
+ending. After the walk each judge's ``finish()`` gives its rows, in order.
 The bundle's rows (its files against the segments of the run's model:
 ``Run.model``) and the re-evaluation judge after the walk;
 ``analysis.verify`` runs them (their entries have no judge).
@@ -438,28 +435,14 @@ def handlers(entry: Family | Rule, judge: object) -> dict[str, Callable[[dict, i
     judge of a family or of one of its rules (what it reads: ``entry``'s)."""
     each = getattr(judge, "each", None)
     unreadable = getattr(judge, "unreadable", None)
-    settle = getattr(judge, "settle", None)
     calls = {}
     for name in (*EVENT_NAMES, ANY):
         if name in entry.events or ANY in entry.events:
             named = name in entry.events and name != ANY and name not in entry.through_view
-            call = _settled(_call(each, getattr(judge, name) if named else None, unreadable), settle)
+            call = _call(each, getattr(judge, name) if named else None, unreadable)
             if call is not None:
                 calls[name] = call
     return calls
-
-
-def _settled(call: Callable | None, settle: Callable | None) -> Callable | None:
-    """``call``, then the judge's ``settle`` (what it judges of the event after its own rule, whatever that did)."""
-    if settle is None:
-        return call
-
-    def settled(event: dict, number: int) -> None:
-        if call is not None:
-            call(event, number)
-        settle(event, number)
-
-    return settled
 
 
 def _call(each: Callable | None, named: Callable | None, unreadable: Callable | None) -> Callable | None:

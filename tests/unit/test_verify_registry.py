@@ -122,9 +122,9 @@ added is fingerprinted too) and the shared ones it calls"""
 RULES_FINGERPRINTS = {
     ("2026.12-5", "3.11"): "ca77714e",  # a move into analysis/verify/ (issue 44): verdicts compared equal
     ("2026.12-6", "3.11"): "8f3aebf1",  # the fields row (issue 45); then moves (issue 44): verdicts compared equal
-    ("2026.12-7", "3.11"): "a02c54d1",  # the log row refuses huge integers (issue 45); then the times row's TimesRule
-    # pulled out, the evidence run facts moved into the view, its four rules listed (issue 44): the corpus compared
-    # 385 of 385 identical
+    ("2026.12-7", "3.11"): "67f4adb8",  # the log row refuses huge integers (issue 45); then the times row's TimesRule
+    # pulled out, the evidence run facts moved into the view, its four rules listed, the settle hook dropped (issue
+    # 44): the corpus compared 385 of 385 identical
 }
 """(VERIFY_RULES_VERSION, Python minor) → the first 8 hex digits of :func:`_rules_fingerprint`: a change of the rules'
 code records its new fingerprint here together with a new version (issue 44)"""
