@@ -22,6 +22,7 @@ from tests.support.mpirun import BackgroundJob, mpirun_command, start_in_backgro
 
 OUTER_TIMEOUT = 300
 MARKER = "AIPERF_DEADLINE_TEST"
+KILLED_RANK_GRACE = 10.0  # seconds a killed rank may take to be gone after its launcher ended (see _gone_within)
 
 
 def this_session() -> str:
@@ -56,18 +57,29 @@ def stop_when(job: BackgroundJob, rank: int, ready: Callable[[], bool]) -> tuple
 
 
 def ended(job: BackgroundJob, pid: int, stopped_at: float) -> tuple[str, float]:
-    """Wait for the job's end; its output and the seconds from the stop to the end.  The stopped rank must be gone."""
+    """Wait for the job's end; its output and the seconds from the stop to the end.  The stopped rank must be gone
+    within KILLED_RANK_GRACE of the end."""
     try:
         output = job.finish(OUTER_TIMEOUT, f"the job outlived {OUTER_TIMEOUT} s after its rank was stopped")
     finally:
-        alive = _alive(pid)
+        took = time.monotonic() - stopped_at
+        alive = _gone_within(pid, KILLED_RANK_GRACE)
         if alive:  # the test's own process, left behind: end it before failing
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-    took = time.monotonic() - stopped_at
-    assert not alive, f"the stopped rank (pid {pid}) outlived its job\n{output[-4000:]}"
+    assert not alive, f"the stopped rank (pid {pid}) outlived its job by {KILLED_RANK_GRACE} s\n{output[-4000:]}"
     print(f"the job ended {took:.1f} s after the SIGSTOP (status {job.process.returncode})")
     return output, took
+
+
+def _gone_within(pid: int, grace: float) -> bool:
+    """Whether ``pid`` is still alive ``grace`` seconds after the launcher's end.  PRRTE sends its SIGKILL and exits
+    without waiting for the rank (odls_base_default_fns.c, v3.0.14), and a loaded kernel tears a TensorFlow-sized
+    process down in its own time: seen in CI, the stopped rank was still there the instant prterun had gone."""
+    deadline = time.monotonic() + grace
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return _alive(pid)
 
 
 def _alive(pid: int) -> bool:
