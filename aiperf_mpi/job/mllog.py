@@ -247,11 +247,11 @@ class MLLogWriter:
         self._line("end", constants.EPOCH_STOP, end, "null", stop_members)
         self._line("event", constants.EVAL_ACCURACY, end, accuracy, eval_members)
 
-    def run_stop(self, reason: str, when: float, rehearsal: bool = False) -> None:
+    def run_stop(self, reason: str, when: float, rehearsal: bool = False, status: str = "success") -> None:
         """``run_stop`` at the time of the event log's ``run_stop``; a rehearsal's says so beside its ``status``
         (mlperf-logging's readers know ``success`` and ``aborted`` only; issue 45: a rehearsal's ``success`` must
-        not read as a result's)."""
-        metadata = {"status": "success", "reason": reason, **({"rehearsal": True} if rehearsal else {})}
+        not read as a result's).  ``aborted``: a segment closed after its launch ended (job/close.py)."""
+        metadata = {"status": status, "reason": reason, **({"rehearsal": True} if rehearsal else {})}
         self._write("end", constants.RUN_STOP, when, metadata=metadata)
         self.flush()
 

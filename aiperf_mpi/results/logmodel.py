@@ -156,9 +156,11 @@ def legacy_graph_file(task: int) -> str:
 
 def stopped_by_signal(reason: object) -> bool:
     """Whether a ``run_stop`` reason says the segment was cut short from outside (its window is then not extended):
-    a signal, or a hang that fault tolerance off could not leave behind (``runlog.HANG_REASON``: the job ended
-    early with its score, and ``--resume`` goes on from there, as after a signal)."""
-    return isinstance(reason, str) and (reason.startswith(runlog.SIGNAL_REASON) or reason == runlog.HANG_REASON)
+    a signal, a hang that fault tolerance off could not leave behind (``runlog.HANG_REASON``: the job ended
+    early with its score, and ``--resume`` goes on from there, as after a signal), or a launch that ended before
+    rank 0 wrote a ``run_stop``, closed after it by the job script (``runlog.CLOSED_REASON``)."""
+    return isinstance(reason, str) and (reason.startswith(runlog.SIGNAL_REASON)
+                                        or reason in (runlog.HANG_REASON, runlog.CLOSED_REASON))  # fmt: skip
 
 
 def segment_window(start: float, end: float, limit: float | None, self_ended: bool) -> float:
@@ -237,7 +239,8 @@ class Segment:
     """1 for the first ``run_start`` of the log, then 2, … (the log's order, whatever the event says)"""
     start: float
     end: float
-    """its ``run_stop``'s time, else (killed) its last event's"""
+    """its ``run_stop``'s time, else (killed, or closed after its launch ended: ``runlog.CLOSED_REASON``) its last
+    event's before it"""
     config: dict
     limit: float | None
     """its time limit (its configuration's ``time_limit``; None: not recorded)"""
@@ -320,7 +323,8 @@ class Timeline:
                 self.config = config
                 self.data = event.get("data")
         elif self.segment_records and not self._closed:
-            self._extend(event[runlog.TIME])
+            if not (name == runlog.RUN_STOP and event.get("reason") == runlog.CLOSED_REASON):
+                self._extend(event[runlog.TIME])  # a close after the launch ended: the segment ended at its death
             self._closed = name == runlog.RUN_STOP  # a segment ends at its run_stop; a killed one at its last event
             if self._closed:
                 self.segment_records[-1].stop = event  # type: ignore[assignment]

@@ -70,6 +70,10 @@ either way the run is scored over no less than the time its segments declared (r
 HANG_REASON = "hang deadline"
 """the ``run_stop`` reason when fault tolerance is off and a group passed its hang deadline (job/faults.py): the
 run ended early with its score, on the axis as it ran (as a signal's stop), and ``--resume`` continues it"""
+CLOSED_REASON = "launch ended"
+"""the ``run_stop`` reason when the launch ended before rank 0 could write one and the job script closed the
+segment from its log (:mod:`aiperf_mpi.job.close`): on the axis as it ran, to the close (as a signal's stop), and
+``--resume`` continues it"""
 
 
 class UnreadableLog(Exception):
@@ -89,7 +93,7 @@ class EventLog:
         self.stall_guard = stall_guard
         self.path = Path(run_dir) / EVENTS_FILE
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        if _ends_mid_line(self.path):  # appending would glue the first event onto the cut line
+        if ends_mid_line(self.path):  # appending would glue the first event onto the cut line
             raise ValueError(f"{self.path} does not end with a newline (a cut last line?): "
                              "runlog.repair_tail must set it aside before a new segment is appended")  # fmt: skip
         # open for the whole run; a buffer as large as a batch's events, so that the events between two flushes
@@ -584,7 +588,7 @@ def _is_side_file(name: str, side_name: str) -> bool:
     return name == side_name or (name.startswith(side_name + "-") and name[len(side_name) + 1 :].isdigit())
 
 
-def _ends_mid_line(path: Path) -> bool:
+def ends_mid_line(path: Path) -> bool:
     """The file exists, is not empty, and its last byte is not a newline."""
     try:
         with open(path, "rb") as handle:

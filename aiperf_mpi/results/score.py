@@ -10,8 +10,9 @@
   ``run_stop`` when that is longer: ending early never raises a score.  A
   segment ended by a signal (``run_stop`` reason ``signal …``) takes the
   active axis from its ``run_start`` to its ``run_stop``, and one that was
-  killed (no ``run_stop``) to its last event — so a ``--resume`` with the
-  time left goes on where it was cut.  The run's active time is the sum of
+  killed (no ``run_stop``, or the ``run_stop`` the job script writes after
+  the launch ended: reason ``launch ended``, job/close.py) to its last event
+  — so a ``--resume`` with the time left goes on where it was cut.  The run's active time is the sum of
   the windows, but **never less than the latest end a segment declared**:
   its start on the active axis (the windows before it) plus its time limit.
   So no signal, kill or resume scores a run over less than the time it

@@ -187,6 +187,9 @@ class MLLogCheck:
             self.check.problems.append(f"mllog.log is missing: every run writes one ({MLLOG_RULE})")
         self.segment = 0
         self.stopped = False
+        self.closed_after = False
+        """the segment's run_stop is the job script's, written after its launch ended (job/close.py): its tail is a
+        killed segment's"""
         self.discarded: set[int] = set()
         self.open_epochs: dict[int, int] = {}
         """task → epochs logged, for the tasks still training in this segment"""
@@ -221,7 +224,7 @@ class MLLogCheck:
 
     def _start_segment(self, event: dict) -> None:
         self.segment += 1
-        self.stopped = False
+        self.stopped = self.closed_after = False
         self.discarded, self.open_epochs, self.cut_allowed = set(), {}, {}
         self.missing = _Missing(Lines())
         opened = self.reader.enter_segment()
@@ -281,6 +284,7 @@ class MLLogCheck:
 
     def run_stop(self, event: dict, _: int) -> None:
         self.stopped = True
+        self.closed_after = event.get("reason") == runlog.CLOSED_REASON
         tasks = event.get("discarded_tasks")
         for task in tasks if isinstance(tasks, list) else ():
             self.cut_allowed[task] = self.open_epochs.get(task, 0) + 1
@@ -324,11 +328,12 @@ class MLLogCheck:
         reader.pending.clear()
         missing = self.missing
         if missing.count:
-            lost_tail = (not self.stopped and not missing.matched_after
+            lost_tail = ((not self.stopped or self.closed_after) and not missing.matched_after
                          and missing.last_time - missing.first_time <= FLUSH_WINDOW)  # fmt: skip
             if lost_tail:
                 self.tolerated += missing.count
-                self.check.notes.append(f"segment {self.segment} was killed (no run_stop): its last "
+                how = "closed after its launch ended" if self.closed_after else "no run_stop"
+                self.check.notes.append(f"segment {self.segment} was killed ({how}): its last "
                                         f"{missing.count} epoch(s), logged within {FLUSH_WINDOW:g} s, have no mllog "
                                         "lines (mllog.log is flushed once a second)")  # fmt: skip
             else:

@@ -70,8 +70,13 @@ from analysis.verify.search import RepeatsRule, SpaceRule
 from analysis.verify.view import RunView
 from analysis.verify.weights import KeptWeights
 
-VERIFY_RULES_VERSION = "2026.12-7"
+VERIFY_RULES_VERSION = "2026.12-8"
 """the version of :data:`FAMILIES`: what verify checks, and how (a new one for any change of a row's rule).
+2026.12-8: a ``run_stop`` of reason ``launch ended`` (the job script's close of a segment whose launch ended
+before rank 0 wrote one, ``aiperf_mpi/job/close.py``, issue 43) is a stop the run writes; the segment it closes is
+judged as a killed one: ``scored window`` takes it on the axis as it ran to its last event before the close, and
+``mllog.log`` tolerates its lost last second of lines as a killed segment's; the schema's optional ``closed``
+record of a ``run_stop``;
 2026.12-7: the ``log`` row refuses an integer beyond the float range (``±10**400``: valid JSON) in any field, as it
 refuses a NaN or an infinity, so such an event reaches no rule and the rest of the log is judged (before, the
 evidence rules named it 'numbers' in the ``times`` row and judged no more of that event, and one in an epoch's ops

@@ -29,8 +29,9 @@ older than these figures has not)"""
 STRATEGIES = {"bayesian": {"seed", "explore", "gp-ucb"}, "random": {"seed", "random"}}
 """the search strategies a proposal may name under each ``--search``"""
 STOP_REASONS = ("time limit", "max models", "done", "all groups lost", runlog.SIGNAL_REASON + "SIGTERM",
-                runlog.SIGNAL_REASON + "SIGUSR1", runlog.HANG_REASON)
-"""the reasons the master writes in a ``run_stop`` (job/master.py, signals.py)"""
+                runlog.SIGNAL_REASON + "SIGUSR1", runlog.HANG_REASON, runlog.CLOSED_REASON)
+"""the reasons the master writes in a ``run_stop`` (job/master.py, signals.py), and the job script's close of a
+segment whose launch ended first (job/close.py)"""
 WINDOW_RULE = "rule: the scored window is the time limit"
 
 
@@ -200,7 +201,8 @@ def _window(model: Timeline, score: Score | None, recorded: Mapping | None) -> C
         elif reason == "max models" and not segment.config.get("max_models"):
             check.problems.append(f"{name}: run_stop says 'max models', but the configuration sets no "
                                   f"max_models ({WINDOW_RULE})")  # fmt: skip
-        how = (f"{'a hang' if reason == runlog.HANG_REASON else 'a signal'}: on the axis as it ran"
+        cause = {runlog.HANG_REASON: "a hang", runlog.CLOSED_REASON: "closed after its launch ended"}
+        how = (f"{cause.get(reason, 'a signal')}: on the axis as it ran"
                if stopped_by_signal(reason) else f"ended itself: {reason}")  # fmt: skip
         parts.append(f"{name} {window:.1f} s (ran {segment.end - segment.start:.1f} s of its {_limit(limit)} "
                      f"limit, {how})")

@@ -125,6 +125,7 @@ RULES_FINGERPRINTS = {
     ("2026.12-7", "3.11"): "67f4adb8",  # the log row refuses huge integers (issue 45); then the times row's TimesRule
     # pulled out, the evidence run facts moved into the view, its four rules listed, the settle hook dropped (issue
     # 44): the corpus compared 385 of 385 identical
+    ("2026.12-8", "3.11"): "e492f232",  # the job script's close, reason "launch ended" (issue 43)
 }
 """(VERIFY_RULES_VERSION, Python minor) → the first 8 hex digits of :func:`_rules_fingerprint`: a change of the rules'
 code records its new fingerprint here together with a new version (issue 44)"""

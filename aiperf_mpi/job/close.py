@@ -1,0 +1,130 @@
+"""The score of a run whose launch ended before rank 0 wrote it: ``python -m aiperf_mpi.job.close RUN_DIR``.
+
+Across nodes under a direct ``srun`` without fault tolerance, a rank's death ends the job before rank 0 can
+score: Open MPI's TCP transport makes the lost connection fatal on rank 0 within 0.1 s and Slurm SIGKILLs the
+step (docs/cluster.md, "A direct srun across nodes").  A lost node under an ssh-launched ``mpirun`` ends the job
+the same way.  The log is whole up to the death (every epoch is fsync'd before the next), and the score is a
+function of the log alone (:mod:`aiperf_mpi.results.score`), so the job script computes it after the launcher
+returns: one process, no MPI, on the node that runs the batch script.
+
+What it writes, in the run's own files, so that the run reads as every other run does:
+
+* a ``run_stop`` whose reason is :data:`~aiperf_mpi.results.runlog.CLOSED_REASON`, at the time it is written,
+  with the tasks the segment left open as ``discarded_tasks`` and a ``closed`` record (host, PID, the launcher's
+  exit status): the segment is scored as a killed one is, on the axis as it ran to its last event before the
+  close (the close's own time is not the run's: a close a day later changes nothing), never over less than its
+  time limit, and ``--resume`` continues it;
+* the ``run_stop`` line of ``mllog.log`` (status ``aborted``), the ``score`` event and ``score.json``.
+
+It closes nothing that is not ended: a run whose lock a live process holds, a log whose last segment has its
+``run_stop``, a log that ends in a cut line (``--resume`` sets that aside and scores the run) are each said in
+one line and left as they are.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from aiperf_mpi.job.finish import print_score
+from aiperf_mpi.job.mllog import MLLOG_FILE, MLLogWriter
+from aiperf_mpi.job.runlock import is_running
+from aiperf_mpi.results import runlog
+from aiperf_mpi.results.logmodel import RunModel, read_model
+from aiperf_mpi.results.score import score_run
+
+
+@dataclass
+class OpenSegment:
+    """The last segment of a log, as far as the close needs it."""
+
+    number: int
+    """its ``segment`` (the count of ``run_start`` events)"""
+    stopped: bool
+    """it has its ``run_stop``"""
+    open_tasks: list[int]
+    """tasks proposed in it and not ended (done, failed, lost with their group)"""
+    rehearsal: bool
+    cut: bool
+    """the log ends in a cut line"""
+
+
+def last_segment(run_dir: Path) -> OpenSegment | None:
+    """The log's last segment (None: the log has no ``run_start``), read in one pass of the run's model."""
+    open_tasks: dict[int, None] = {}
+
+    def follow(event: dict, _: RunModel) -> None:
+        name = event.get(runlog.EVENT)
+        if name == runlog.RUN_START:
+            open_tasks.clear()
+        elif name == runlog.MODEL_PROPOSED:
+            open_tasks[event["task"]] = None
+        elif name in (runlog.MODEL_DONE, runlog.MODEL_FAILED, runlog.GROUP_LOST):
+            open_tasks.pop(event.get("task"), None)  # type: ignore[arg-type]
+
+    model = read_model(run_dir, follow, require_start=False, keep_ended=False)
+    if not model.segment_records:
+        return None
+    segment = model.segment_records[-1]
+    return OpenSegment(segment.number, segment.stop is not None, list(open_tasks),
+                       bool(segment.config.get("rehearse")), model.truncated_tail)  # fmt: skip
+
+
+def close_run(run_dir: Path, launcher_status: int | None) -> int:
+    """Close ``run_dir``'s open last segment with its score; the exit status (0: closed, or nothing to close)."""
+    if not (run_dir / runlog.EVENTS_FILE).is_file():
+        print(f"aiperf_mpi: close: {run_dir} has no {runlog.EVENTS_FILE}: the launch measured nothing", flush=True)
+        return 0
+    if is_running(run_dir):
+        print(f"aiperf_mpi: close: a live process holds {run_dir}'s lock: the run is not ended; nothing written",
+              file=sys.stderr, flush=True)  # fmt: skip
+        return 1
+    try:
+        segment = last_segment(run_dir)
+    except (OSError, ValueError, runlog.UnreadableLog) as exc:
+        print(f"aiperf_mpi: close: {run_dir}'s log cannot be read ({exc}); nothing written", file=sys.stderr)
+        return 1
+    if segment is None:
+        print(f"aiperf_mpi: close: {run_dir}'s log has no run_start: nothing to score", flush=True)
+        return 0
+    if segment.stopped:
+        return 0  # rank 0 wrote the run_stop and its score: the usual end, nothing to say
+    if segment.cut or runlog.ends_mid_line(run_dir / MLLOG_FILE):
+        print(f"aiperf_mpi: close: {run_dir}'s log or mllog.log ends in a cut line (a write the death cut "
+              "short): not closed here; --resume sets the line aside and scores the run", file=sys.stderr,
+              flush=True)  # fmt: skip
+        return 1
+    log = runlog.EventLog(run_dir)
+    closed = {"host": socket.gethostname(), "pid": os.getpid(), "launcher_status": launcher_status}
+    stopped = log.write(runlog.RUN_STOP, sync=True, reason=runlog.CLOSED_REASON, discarded_tasks=segment.open_tasks,
+                        segment=segment.number, closed=closed)  # fmt: skip
+    log.sync()
+    mllog = MLLogWriter(run_dir)
+    mllog.run_stop(runlog.CLOSED_REASON, stopped[runlog.TIME], rehearsal=segment.rehearsal, status="aborted")
+    mllog.close()
+    score = score_run(run_dir)
+    log.write(runlog.SCORE, sync=True, **{k: v for k, v in score.to_dict().items() if k != "grid"})
+    log.close()
+    runlog.write_whole(run_dir / "score.json", json.dumps(score.to_dict(), indent=2))
+    status = "" if launcher_status is None else f" (its status {launcher_status})"
+    print(f"aiperf_mpi: close: the launch ended{status} before rank 0 wrote the score; segment {segment.number} "
+          f"closed from its log, {len(segment.open_tasks)} unfinished task(s) discarded", flush=True)  # fmt: skip
+    print_score(score, run_dir)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m aiperf_mpi.job.close", description=__doc__.split("\n")[0])
+    parser.add_argument("run_dir", type=Path, help="the run directory the launch wrote")
+    parser.add_argument("--launcher-status", type=int, default=None, help="the launcher's exit status, recorded")
+    args = parser.parse_args(argv)
+    return close_run(args.run_dir, args.launcher_status)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

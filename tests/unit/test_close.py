@@ -1,0 +1,87 @@
+"""The job script's close of a run whose launch ended before rank 0 scored (aiperf_mpi/job/close.py, issue 43):
+one score from the log alone, a log that verifies, nothing written where the run is not ended."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+from pathlib import Path
+
+from aiperf_mpi.job.close import close_run
+from aiperf_mpi.job.runlock import LOCK_FILE
+from aiperf_mpi.results import runlog
+from aiperf_mpi.results.score import score_run
+from analysis.verify import verify
+from tests.support.event_logs import write_log
+from tests.support.verify_runs import read_log, write_mllog
+
+
+def killed(run_dir: Path, keep: int) -> list[dict]:
+    """The run cut after its first ``keep`` events, as a kill leaves it (both logs end there)."""
+    events = read_log(run_dir)[:keep]
+    write_log(run_dir, events)
+    write_mllog(run_dir, events)
+    (run_dir / "score.json").unlink()
+    return events
+
+
+def test_a_killed_segment_is_closed_with_one_score_and_the_log_verifies(run, capsys) -> None:
+    events = killed(run, keep=[e["event"] for e in read_log(run)].index(runlog.MODEL_DONE) + 2)  # task 1 open
+    assert events[-1]["event"] == runlog.EPOCH and events[-1]["task"] == 1
+    assert close_run(run, launcher_status=137) == 0
+    closed = read_log(run)[len(events) :]
+    assert [e["event"] for e in closed] == [runlog.RUN_STOP, runlog.SCORE]
+    stop = closed[0]
+    assert stop["reason"] == runlog.CLOSED_REASON and stop["discarded_tasks"] == [1] and stop["segment"] == 1
+    assert stop["closed"]["launcher_status"] == 137
+    recorded = json.loads((run / "score.json").read_text())
+    again = score_run(run)
+    assert recorded["score"] == again.score == closed[1]["score"]
+    # a killed segment's window: to its last event before the close, never less than its time limit
+    assert again.active_time == 100.0 and again.total_ops == sum(e["ops"] for e in events if e["event"] == "epoch")
+    result = verify(run)
+    assert result.ok, result.text()
+    assert "closed after its launch ended" in result.text()
+    assert "closed from its log, 1 unfinished task(s) discarded" in capsys.readouterr().out
+
+
+def test_the_close_time_is_not_the_runs(run) -> None:
+    """The close writes at its own time (here decades after the hand-made run): the scored window is the same as
+    the killed log's, so a close late, or a resume after it, loses nothing and gains nothing."""
+    killed(run, keep=len(read_log(run)) - 2)  # the run_stop and score gone: a kill after the last epoch
+    before = score_run(run)
+    assert close_run(run, launcher_status=None) == 0
+    after = score_run(run)
+    assert (after.score, after.active_time) == (before.score, before.active_time)
+
+
+def test_an_ended_run_is_left_as_it_is(run, capsys) -> None:
+    before = (run / runlog.EVENTS_FILE).read_bytes()
+    assert close_run(run, launcher_status=0) == 0
+    assert (run / runlog.EVENTS_FILE).read_bytes() == before
+    assert capsys.readouterr().out == ""
+
+
+def test_a_run_whose_lock_is_held_is_not_closed(run, capsys) -> None:
+    killed(run, keep=len(read_log(run)) - 2)
+    before = (run / runlog.EVENTS_FILE).read_bytes()
+    with open(run / LOCK_FILE, "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        assert close_run(run, launcher_status=137) == 1
+    assert (run / runlog.EVENTS_FILE).read_bytes() == before
+    assert "the run is not ended" in capsys.readouterr().err
+
+
+def test_a_cut_last_line_is_left_to_resume(run, capsys) -> None:
+    killed(run, keep=len(read_log(run)) - 2)
+    with open(run / runlog.EVENTS_FILE, "a") as handle:
+        handle.write('{"event":"epoch","ti')
+    before = (run / runlog.EVENTS_FILE).read_bytes()
+    assert close_run(run, launcher_status=137) == 1
+    assert (run / runlog.EVENTS_FILE).read_bytes() == before
+    assert "--resume sets the line aside" in capsys.readouterr().err
+
+
+def test_a_launch_that_wrote_nothing_has_nothing_to_close(tmp_path, capsys) -> None:
+    assert close_run(tmp_path, launcher_status=1) == 0
+    assert "the launch measured nothing" in capsys.readouterr().out
