@@ -101,17 +101,47 @@ ARGS=("${RUN[@]}" "${SHAPE[@]}" ${AIPERF_ARGS:-})
 # have left MPI_Finalize, holds the launcher with no rank's deadline left to end it.  So a child of this shell
 # reads what the run log gains (new bytes only: a resumed log may be large): no new run_start within the
 # start-up bound and MARGIN, or the launcher still running the end's bound and MARGIN after the run_stop,
-# and it says so in one line and ends the launcher (this shell's PID, once exec'd: SIGTERM, then SIGKILL), which
+# and it says so in one line and ends the launcher (SIGTERM, then SIGKILL), which
 # ends every rank, a stopped one too (docs/cluster.md, the failure table).  It leaves with the launcher.
 MARGIN=60   # seconds past the benchmark's own bound: the ranks' start after the launcher's, rank 0's abort
 # the benchmark's start-up and end bounds, as its options give them (aiperf_mpi/job/deadlines.py)
 read -r startup_bound end_bound < <(python -m aiperf_mpi.job.deadlines "${ARGS[@]}" || echo 1800 900)
+
+# The launch, as this shell's child: once it has ended, this shell closes a run whose launch ended before
+# rank 0 could write its score (below).  Before, the launcher was exec'd so that the time-limit warning reached
+# it; now this shell passes the warning (SIGUSR1, sent to it alone: --signal=B:) and a SIGTERM on to it, and it
+# keeps the launcher's exit status as the job's.
+case $LAUNCHER in
+    srun)
+        # --mpi=pmix for Open MPI; pmi2 for MPICH / Intel MPI.  Without the right --mpi every task
+        # would start as a world of one: aiperf_mpi refuses that launch with one line.  --kill-on-bad-exit=1:
+        # when a rank dies, srun sends the others SIGTERM at once (0.1 s, measured), and on one node rank 0 writes
+        # the score; across nodes over TCP Open MPI aborts on the lost connection first and Slurm SIGKILLs the
+        # step (0.15 s): rank 0 writes no score, and the close below writes it from the log (docs/cluster.md,
+        # "A direct srun across nodes").  --wait: the ranks leave together after the end's meeting, so once the
+        # first has ended the others get the end's own bound (a rank stopped after its part of the last meeting,
+        # with no rank left waiting for it, would hold the step).
+        LAUNCH=(srun --mpi=pmix --kill-on-bad-exit=1 --wait="$end_bound") ;;
+    mpirun)
+        # Open MPI or MPICH mpirun read the allocation.  mpirun answers SIGTERM by killing the ranks at
+        # once, so with mpirun the warning above is what lets the run write its score.
+        LAUNCH=(mpirun -n "$SLURM_NTASKS" --bind-to none "${FT_MPIRUN[@]}") ;;
+    *)
+        echo "AIPERF_LAUNCHER must be srun or mpirun, not '$AIPERF_LAUNCHER'" >&2
+        exit 2 ;;
+esac
+launcher=
+trap '[ -z "$launcher" ] || kill -USR1 "$launcher" 2>/dev/null || true' USR1  # untrapped, bash would die of it
+trap '[ -z "$launcher" ] || kill -TERM "$launcher" 2>/dev/null || true' TERM  # (set -e: a failed trap would end it)
+"${LAUNCH[@]}" python -m aiperf_mpi "${ARGS[@]}" &
+launcher=$!
+
 if [ ${#RUN[@]} -gt 0 ]; then
     (
         log=$RUN_DIR/events.jsonl
         offset=$(stat -c %s "$log" 2>/dev/null || echo 0)
         phase=start-up deadline=$((SECONDS + startup_bound + MARGIN)) bound=$startup_bound
-        while kill -0 $$ 2>/dev/null; do
+        while kill -0 "$launcher" 2>/dev/null; do
             size=$(stat -c %s "$log" 2>/dev/null || echo 0)
             if [ "$size" -gt "$offset" ]; then
                 seen=$(tail -c +$((offset + 1)) "$log" | head -c $((size - offset)) \
@@ -129,9 +159,9 @@ if [ ${#RUN[@]} -gt 0 ]; then
                      "${MARGIN} s): a rank hangs where no rank's own deadline reaches it; ending the launcher" \
                      "($([ "$phase" = start-up ] && echo 'nothing was measured: launch again' \
                          || echo 'the log is whole; score.json is there if rank 0 wrote it'))" >&2
-                kill -TERM $$ 2>/dev/null
-                for _ in $(seq 30); do kill -0 $$ 2>/dev/null || exit 0; sleep 1; done
-                kill -KILL $$ 2>/dev/null
+                kill -TERM "$launcher" 2>/dev/null
+                for _ in $(seq 30); do kill -0 "$launcher" 2>/dev/null || exit 0; sleep 1; done
+                kill -KILL "$launcher" 2>/dev/null
                 exit 0
             fi
             sleep 5
@@ -139,23 +169,16 @@ if [ ${#RUN[@]} -gt 0 ]; then
     ) &
 fi
 
-# exec: the launcher replaces this shell, so the --signal warning reaches it.
-case $LAUNCHER in
-    srun)
-        # --mpi=pmix for Open MPI; pmi2 for MPICH / Intel MPI.  Without the right --mpi every task
-        # would start as a world of one: aiperf_mpi refuses that launch with one line.  --kill-on-bad-exit=1:
-        # when a rank dies, srun sends the others SIGTERM at once (0.1 s, measured), and on one node rank 0 writes
-        # the score; across nodes over TCP Open MPI aborts on the lost connection first and Slurm SIGKILLs the
-        # step (0.15 s), no score; without it Slurm's PMIx plugin SIGKILLs the step within a second, no score
-        # (docs/cluster.md, "A direct srun across nodes"); --resume scores an ended run.  --wait: the ranks leave
-        # together after the end's meeting, so once the first has ended the others get the end's own bound (a rank
-        # stopped after its part of the last meeting, with no rank left waiting for it, would hold the step).
-        exec srun --mpi=pmix --kill-on-bad-exit=1 --wait="$end_bound" python -m aiperf_mpi "${ARGS[@]}" ;;
-    mpirun)
-        # Open MPI or MPICH mpirun read the allocation.  mpirun answers SIGTERM by killing the ranks at
-        # once, so with mpirun the warning above is what lets the run write its score.
-        exec mpirun -n "$SLURM_NTASKS" --bind-to none "${FT_MPIRUN[@]}" python -m aiperf_mpi "${ARGS[@]}" ;;
-    *)
-        echo "AIPERF_LAUNCHER must be srun or mpirun, not '$AIPERF_LAUNCHER'" >&2
-        exit 2 ;;
-esac
+
+# The launcher's end.  wait returns early when a trapped signal arrives (the launcher still runs): wait again.
+status=0
+wait "$launcher" || status=$?
+while kill -0 "$launcher" 2>/dev/null; do status=0; wait "$launcher" || status=$?; done
+# A launch that ended before rank 0 wrote the run's score (a rank's death across nodes under a direct srun, a
+# lost node): the score from the log, which is whole up to the end (every epoch is on disk before the next), by
+# one process here, with a run_stop that says so (reason "launch ended", aiperf_mpi/job/close.py); a run that
+# ended with its score, or whose lock a live rank 0 still holds, is left as it is.
+if [ ${#RUN[@]} -gt 0 ]; then
+    python -m aiperf_mpi.job.close "$RUN_DIR" --launcher-status "$status" || true
+fi
+exit "$status"

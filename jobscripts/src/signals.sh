@@ -1,7 +1,7 @@
-# The warning: WARN (below) seconds before the time limit Slurm sends SIGUSR1 to the batch step's
-# process, which is the launcher (exec'd below: not bash, which would die of it); srun and mpirun
-# forward it to every rank, and the run stops as at its time limit and writes its score.  Slurm checks
-# every 30 s and sends the warning up to 30 s early.
+# The warning: WARN (below) seconds before the time limit Slurm sends SIGUSR1 to the batch shell, which
+# passes it on to the launcher (its trap, below); srun and mpirun forward it to every rank, and the run
+# stops as at its time limit and writes its score.  Slurm checks every 30 s and sends the warning up to
+# 30 s early.
 #SBATCH --signal=B:USR1@300
 #SBATCH --output=aiperf-%j.out
 # --no-kill: when a node fails, Slurm keeps the allocation (its default ends the whole job at once).  With

@@ -380,10 +380,15 @@ def test_a_failure_is_detected_in_bounded_time_and_the_run_scores_once(case: Cas
         assert [e["reason"] for e in end.of(runlog.RUN_STOP)] == [runlog.HANG_REASON], summary
         assert len(end.of(runlog.SCORE)) == 1 and "the score above is final" in text, summary
         assert end.ended_after < case.bound_s, summary
-    else:  # a score may be written on the way out (srun's SIGTERM to every rank: the master scores at once);
-        # where the row knows whether it is (Case.scores: under srun across nodes Open MPI aborts first), exactly
+    else:  # a score may be written on the way out (srun's SIGTERM to every rank: the master scores at once), else
+        # the template's close writes it from the log after the launcher returned; where the row knows which
+        # (Case.closed_after: under srun across nodes Open MPI aborts rank 0 first), exactly
         assert not lost and len(end.of(runlog.SCORE)) <= 1, summary
         assert case.scores is None or len(end.of(runlog.SCORE)) == case.scores, summary
+        closed = [e["reason"] == runlog.CLOSED_REASON for e in end.of(runlog.RUN_STOP)]
+        assert case.closed_after is None or closed == [case.closed_after], summary
+        if any(closed):
+            assert "before rank 0 wrote the score; segment 1 closed from its log" in text, summary
         assert end.ended_after < case.bound_s, summary
         if case.detector == "slurm":  # slurmctld declared the node DOWN, and the job ended: without --no-kill
             # requeued (Slurm's default) or NODE_FAIL; with the templates' --no-kill the step on the lost node

@@ -71,8 +71,10 @@ def test_kill_9_of_a_training_rank_under_srun_ends_the_job_in_seconds_and_the_ru
     # nothing reported the death to the master (no group_lost): srun ended the step, with SIGTERM to every task
     # (--kill-on-bad-exit=1), which the master answers with a score at once.  On one node it always gets there: the
     # ranks share memory and no connection closes (across nodes Open MPI's TCP transport aborts the step first, and
-    # the two-node row asserts no score: tests/support/failure_matrix.TCP_ABORT_FIRST)
+    # the two-node row asserts the template's close wrote it: tests/support/failure_matrix.TCP_ABORT_FIRST)
     assert runlog.GROUP_LOST not in kinds and kinds.count(runlog.SCORE) == 1, kinds
+    stops = [e["reason"] for e in first.events if e[runlog.EVENT] == runlog.RUN_STOP]
+    assert stops == [runlog.SIGNAL_REASON + "SIGTERM"], stops  # rank 0's, not the close's
 
     second = run_mpi(3, ["-m", "aiperf_mpi", "--resume", str(run_dir), "--time-limit", "15"], timeout=180)
     assert second.returncode == 0, second.output[-4000:]

@@ -36,8 +36,8 @@ def test_time_warning_and_grace_fit_together(template: Path) -> None:
     for option in ("--job-name", "--nodes", "--ntasks-per-node", "--time", "--signal", "--output"):
         assert option in script.options, option
     job_seconds = slurm_minutes(script.options["--time"]) * 60
-    # B: — the warning goes to the batch step's process, which `exec` made the launcher (srun or mpirun
-    # forwards it to the ranks); without B: mpirun never gets it, and the shell would be killed by it.
+    # B: — the warning goes to the batch shell, whose trap passes it on to the launcher (srun or mpirun forwards
+    # it to the ranks); without B: mpirun never gets it.
     signal_spec = re.fullmatch(r"B:USR1@(\d+)", script.options["--signal"])
     assert signal_spec, script.options["--signal"]
     warn = int(signal_spec.group(1))
@@ -45,8 +45,13 @@ def test_time_warning_and_grace_fit_together(template: Path) -> None:
     grace = int(re.search(r"GRACE=\$\{AIPERF_GRACE:-(\d+)\}", text).group(1))
     assert grace + 60 <= warn, "after the warning, running epochs (grace) and the score must fit before the kill"
     assert 2 * warn <= job_seconds, "the warning would take most of the job"
-    assert re.search(r"^\s*exec srun --mpi=pmix .*python -m aiperf_mpi", text, re.M)
-    assert re.search(r"^\s*exec mpirun .*python -m aiperf_mpi", text, re.M)
+    assert re.search(r"^\s*LAUNCH=\(srun --mpi=pmix ", text, re.M)
+    assert re.search(r"^\s*LAUNCH=\(mpirun ", text, re.M)
+    assert re.search(r'^"\$\{LAUNCH\[@\]\}" python -m aiperf_mpi "\$\{ARGS\[@\]\}" &$', text, re.M)
+    # the launcher is this shell's child: the warning and SIGTERM are passed on, and a run whose launch ended
+    # before rank 0 scored is closed from its log (aiperf_mpi/job/close.py)
+    assert re.search(r"^trap .*kill -USR1 \"\$launcher\".* USR1", text, re.M)
+    assert 'python -m aiperf_mpi.job.close "$RUN_DIR" --launcher-status "$status"' in text
     # a failed node leaves the allocation to the other nodes (Slurm's default ends the job): the fault-tolerant
     # launch goes on there, and without it rank 0 may still write the score
     assert "--no-kill" in script.options, "#SBATCH --no-kill"

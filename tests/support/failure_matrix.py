@@ -66,6 +66,9 @@ class Case:
     scores: int | None = None
     """score events a ``job-ends`` job writes before its ``--resume``: 0 or 1 where it is known (asserted), None
     where it may be either (a race the row does not settle); a ``group-lost`` row always writes one"""
+    closed_after: bool | None = None
+    """the job's score is the template's close (``run_stop`` reason ``launch ended``, aiperf_mpi/job/close.py):
+    True where rank 0 cannot write it (asserted), False where rank 0 does (asserted), None where either may"""
 
     @property
     def id(self) -> str:
@@ -81,8 +84,9 @@ leads nothing"""
 NO_FSYNC_STALL = ("not written for the two-node fixtures yet: a real stalled fsync (tests/support/stall_fs.py, a FUSE "
                   "pass-through) is tested on one host under mpirun (tests/mpi/test_deadlines.py)")  # fmt: skip
 
-TCP_ABORT_FIRST = 0
-"""the score count of a ``kill -9`` under a direct srun across nodes: none.  The dead rank's TCP peers on the other
+TCP_ABORT_FIRST = True
+"""whether a ``kill -9`` under a direct srun across nodes leaves the score to the template's close: yes, rank 0
+writes none.  The dead rank's TCP peers on the other
 node (rank 0 among them: it talks to every leader, and start-up's collectives connected it to the other ranks)
 read the closed connection; Open MPI's TCP transport then calls ``MPI_ERRORS_ARE_FATAL``'s handler itself, not the
 communicator's (mpi4py's ``ERRORS_RETURN`` does not stop it): ``mca_btl_tcp_frag_recv`` → ``ompi_mpi_abort`` →
@@ -90,7 +94,8 @@ communicator's (mpi4py's ``ERRORS_RETURN`` does not stop it): ``mca_btl_tcp_frag
 srun has reaped the task, so its ``--kill-on-bad-exit=1`` SIGTERM never comes (ftrace of the signals and exits,
 gdb on rank 0: docs/cluster.md, "A direct srun across nodes").  With ``OMPI_MCA_mpi_ft_enable=true`` rank 0's
 library reports the failure as a PMIx event instead, and Slurm's PMIx plugin SIGKILLs the step on it (0.05 s).
-On one node the ranks share memory, no connection closes, and srun's SIGTERM comes first (rank 0 scored on it)"""
+On one node the ranks share memory, no connection closes, and srun's SIGTERM comes first (rank 0 scored on it).
+The job's score is then the template's close, from the log, after srun returned (before the close: none)"""
 
 LAUNCHER_MARGIN = 60
 """the templates' ``MARGIN`` (jobscripts/src/common.sh): past the ranks' start-up bound, the batch shell's
@@ -105,11 +110,13 @@ load.  Before it, prterun (PRRTE 3.0.14, no daemon heartbeat) never ended: the m
 
 CASES: tuple[Case, ...] = (
     # -- srun, the templates' default: Slurm's PMIx reports no death; --kill-on-bad-exit=1 ends the step ---------
-    Case("kill-9-rank", "mid-run", "srun", False, "launcher", 30, "job-ends", scores=TCP_ABORT_FIRST),
-    Case("kill-9-leader", "mid-run", "srun", False, "launcher", 30, "job-ends", scores=TCP_ABORT_FIRST),
-    Case("kill-9-rank0", "mid-run", "srun", False, "launcher", 30, "job-ends", scores=0),  # the scorer is dead
+    Case("kill-9-rank", "mid-run", "srun", False, "launcher", 30, "job-ends", scores=1, closed_after=TCP_ABORT_FIRST),
+    Case("kill-9-leader", "mid-run", "srun", False, "launcher", 30, "job-ends", scores=1,
+         closed_after=TCP_ABORT_FIRST),  # fmt: skip
+    Case("kill-9-rank0", "mid-run", "srun", False, "launcher", 30, "job-ends", scores=1,
+         closed_after=True),  # the scorer is dead  # fmt: skip
     Case("kill-9-rank", "mid-run", "srun", True, "launcher", 30, "job-ends",  # FT asked, off under srun (h-srun)
-         scores=TCP_ABORT_FIRST),  # fmt: skip
+         scores=1, closed_after=TCP_ABORT_FIRST),  # fmt: skip
     Case("sigstop-rank", "start-up", "srun", False, "deadline", 40 + 20, "job-ends",
          options=("--startup-deadline", "40")),  # fmt: skip
     Case("sigstop-rank", "first-model", "srun", False, "deadline", 40 + 40, "job-ends",
@@ -117,7 +124,7 @@ CASES: tuple[Case, ...] = (
     Case("sigstop-rank", "mid-run", "srun", False, "deadline", DEADLINE_BOUND, "job-ends"),
     Case("sigstop-rank", "end", "srun", False, "deadline", 30 + 20, "job-ends",
          options=("--end-deadline", "30", "--time-limit", "30")),  # fmt: skip
-    Case("node-loss", "mid-run", "srun", False, "slurm", SLURMD_TIMEOUT + 60, "job-ends"),
+    Case("node-loss", "mid-run", "srun", False, "slurm", SLURMD_TIMEOUT + 60, "job-ends", scores=1),
     Case("fsync-stall-rank0", "mid-run", "srun", False, "deadline", 10 + 20, "job-ends",
          options=("--io-deadline", "10")),  # fmt: skip
     # -- srun on one node (tests/slurm/test_deadlines.py): a stopped rank at each phase, the phase's deadline ------
@@ -129,7 +136,8 @@ CASES: tuple[Case, ...] = (
     # -- mpirun with fault tolerance (the template's AIPERF_LAUNCHER=mpirun AIPERF_FAULT_TOLERANCE=1) -----------
     Case("kill-9-rank", "mid-run", "mpirun", True, "mpi", 30, "group-lost"),
     Case("kill-9-leader", "mid-run", "mpirun", True, "mpi", 30, "group-lost"),
-    Case("kill-9-rank0", "mid-run", "mpirun", True, "launcher", 30, "job-ends"),
+    Case("kill-9-rank0", "mid-run", "mpirun", True, "launcher", 30, "job-ends", scores=1,
+         closed_after=True),  # the scorer is dead  # fmt: skip
     Case("sigstop-rank", "start-up", "mpirun", True, "deadline", 40 + LAUNCHER_MARGIN + 40, "job-ends",
          options=("--startup-deadline", "40")),  # the waiting ranks' alarm, then the template's watcher  # fmt: skip
     Case("sigstop-rank", "first-model", "mpirun", True, "deadline", 40 + 40, "group-lost",

@@ -68,7 +68,7 @@ def test_every_flag_appears_where_it_must() -> None:
             assert f"{variable}={value}" in block.group(0), (name, variable)
             assert text.count(f"{variable}=") == 1 or variable == "OMPI_MCA_pml", (name, variable)
         assert f"FT_MPIRUN=({' '.join(FT_MPIRUN_OPTIONS)})" in block.group(0)
-        assert re.search(r'^\s*exec mpirun .*"\$\{FT_MPIRUN\[@\]\}" python -m aiperf_mpi', text, re.M)
+        assert re.search(r'^\s*LAUNCH=\(mpirun .*"\$\{FT_MPIRUN\[@\]\}"\)', text, re.M)
         assert re.search(r"^#SBATCH --no-kill$", text, re.M), name
         assert "keepalive" not in text, name  # under Slurm, Slurm ends a job whose node is lost (measured)
     cpu = (JOBSCRIPTS / "cpu.sbatch").read_text()
