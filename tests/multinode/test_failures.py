@@ -23,9 +23,10 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
@@ -400,6 +401,12 @@ def test_a_failure_is_detected_in_bounded_time_and_the_run_scores_once(case: Cas
         elif case.detector == "keepalive":  # mpirun lost the silent node's daemon and ended the whole job; PRRTE
             # 3.0.14 then exits 0 (its exit status is not set on a lost daemon: docs/cluster.md), so it is not held
             assert "PRTE has lost communication with a remote daemon" in text, summary
+            if not end.of(runlog.RUN_STOP):  # rank 0 wrote no score: the close a user runs after an mpirun by hand
+                closing = run_command([sys.executable, "-m", "aiperf_mpi.job.close", str(job.run_dir)], timeout=120)
+                assert closing.returncode == 0 and "closed from its log" in closing.output, closing.output
+                end = replace(end, events=events_so_far(job.run_dir))
+                assert [e["reason"] for e in end.of(runlog.RUN_STOP)] == [runlog.CLOSED_REASON], summary
+            assert len(end.of(runlog.SCORE)) == 1, summary
     fresh = case.phase == "start-up"  # nothing was logged: launch again, into the same run directory
     before = runlog.LogContents([], False, 0) if fresh else runlog.read_events(job.run_dir)
     assert not before.truncated_tail, summary
