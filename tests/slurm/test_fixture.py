@@ -1,4 +1,5 @@
 """The Slurm fixture leaves nothing behind: not after a failing test, not after a killed test session.
+Nor does it use what others leave: a PMIx step's directory is in the cluster's own scratch directory, not /tmp.
 
 Each test runs a session of its own in a child process — one where a test
 fails while a job is running, one that is SIGKILLed while a job is running
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.slurm import MARKER, marked_pids
+from tests.support.slurm import MARKER, SlurmCluster, marked_pids
 
 # The session's cluster is not used here, but its fixture installs the packages (and times the install)
 # before the child sessions below need them.
@@ -106,3 +107,17 @@ def test_a_killed_session_leaves_no_daemon_and_no_job(tmp_path: Path) -> None:
         session.wait(timeout=10)
     assert_gone(scratch, within=15)
     assert not Path(scratch).exists()
+
+
+def test_a_pmix_steps_directory_is_in_the_clusters_own_tmp(slurm: SlurmCluster, tmp_path: Path) -> None:
+    """Slurm's PMIx plugin makes ``spmix_appdir_<uid>_<job>.<step>`` per step and fails the step's launch when it
+    exists; every test cluster numbers its jobs from 1, so in /tmp one left by an earlier session (or made by
+    another session's cluster) broke ``srun --mpi=pmix``.  The step finds its directory under the scratch."""
+    script = tmp_path / "pmix_dir.sh"
+    script.write_text("#!/bin/bash\n"
+                      "srun --mpi=pmix -n 1 sh -c 'ls -d \"$AIPERF_SLURM_SCRATCH/tmp/spmix_appdir_$(id -u)_"
+                      "$SLURM_JOB_ID.$SLURM_STEP_ID\"'\n")  # fmt: skip
+    job = slurm.submit(script, ["--ntasks=1", "--time=2"])
+    end = slurm.wait(job, timeout=120)
+    expected = f"{slurm.scratch}/tmp/spmix_appdir_{os.getuid()}_{job}.0"
+    assert end.state == "COMPLETED" and expected in end.output.splitlines(), end.output

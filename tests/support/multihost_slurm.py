@@ -54,6 +54,7 @@ def two_node_conf(cluster: VirtualCluster, ctld_port: int = 6817, slurmd_port: i
         "SlurmdSpoolDir": f"{cluster.node_local}/slurmd",
         "SlurmdPidFile": f"{scratch}/run/slurmd-%n.pid",
         "SlurmdLogFile": f"{scratch}/log/slurmd-%n.log",
+        "TmpFS": cluster.node_local,
         "GresTypes": None,
         "NodeName": None,
     }
@@ -68,7 +69,7 @@ def two_node_conf(cluster: VirtualCluster, ctld_port: int = 6817, slurmd_port: i
              for h in cluster.hosts]  # fmt: skip
     partition = next(i for i, line in enumerate(lines) if line.startswith("PartitionName="))
     timeout = [f"SlurmdTimeout={slurmd_timeout}"] if slurmd_timeout is not None else []
-    return "\n".join([*lines[:partition], f"TmpFS={cluster.node_local}", *timeout, *nodes, *lines[partition:]]) + "\n"
+    return "\n".join([*lines[:partition], *timeout, *nodes, *lines[partition:]]) + "\n"
 
 
 @dataclass
@@ -176,7 +177,7 @@ def start_slurm(count: int = 2, slurmd_timeout: int | None = None) -> HostsSlurm
         conf = scratch / "slurm.conf"
         # Slurm's own ports: each host's network stack is the cluster's own
         conf.write_text(two_node_conf(hosts, slurmd_timeout=slurmd_timeout))
-        (scratch / "mpi.conf").write_text(f"PMIxCliTmpDirBase={hosts.node_local}\n")
+        slurm.write_mpi_conf(conf, hosts.node_local)
         env = {**hosts.env(job_environment()), "SLURM_CONF": str(conf), slurm.MARKER: str(scratch)}
         for name in list(env):  # a test session inside a Slurm job must not talk to that job's Slurm
             if re.match(r"(SLURM|SBATCH|SRUN|SALLOC)_", name) and name != "SLURM_CONF":

@@ -347,6 +347,7 @@ SlurmctldPidFile={s}/run/slurmctld.pid
 SlurmdPidFile={s}/run/slurmd.pid
 SlurmctldLogFile={s}/log/slurmctld.log
 SlurmdLogFile={s}/log/slurmd.log
+TmpFS={s}/tmp
 ProctrackType=proctrack/pgid
 TaskPlugin=task/none
 SelectType=select/cons_tres
@@ -373,6 +374,18 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 GRES_CONF = "NodeName={node} Name=gpu File={s}/dev/gpu[0-{last}]\n"
 
 
+def write_mpi_conf(slurm_conf: Path, tmp: str | os.PathLike) -> None:
+    """``mpi.conf`` beside ``slurm_conf`` (Slurm reads it from there): the PMIx plugin's client directory in ``tmp``.
+
+    Under ``srun --mpi=pmix`` slurmstepd creates ``spmix_appdir_<uid>_<job>.<step>`` in ``PMIxCliTmpDirBase``
+    (else in ``TmpFS``, else in /tmp) and refuses the step when it exists ("Cannot create directory
+    /tmp/spmix_appdir_0_1.0: File exists", the tasks' launch fails).  Every test cluster numbers its jobs from 1,
+    so in a shared /tmp one left by a killed step of an earlier session, or made by another session's cluster at
+    the same time, breaks a step; in the cluster's own directory (``TmpFS`` names it too) nothing outlives it.
+    """
+    (slurm_conf.parent / "mpi.conf").write_text(f"PMIxCliTmpDirBase={tmp}\n")
+
+
 def start_cluster(extra_env: Mapping[str, str] | None = None) -> SlurmCluster:
     """Install what is missing, write the configuration under a fresh scratch directory, start the daemons.
 
@@ -381,7 +394,7 @@ def start_cluster(extra_env: Mapping[str, str] | None = None) -> SlurmCluster:
     """
     timings = {"apt_install": ensure_packages()}
     scratch = Path(tempfile.mkdtemp(prefix="aiperf-slurm-"))
-    for sub in ("munge", "state", "spool/slurmd", "run", "log", "jobs"):
+    for sub in ("munge", "state", "spool/slurmd", "run", "log", "jobs", "tmp"):
         (scratch / sub).mkdir(parents=True, exist_ok=True)
     (scratch / "munge").chmod(0o700)
     key = scratch / "munge" / "munge.key"
@@ -400,6 +413,7 @@ def start_cluster(extra_env: Mapping[str, str] | None = None) -> SlurmCluster:
         except OSError:
             device.touch()
     (scratch / "gres.conf").write_text(GRES_CONF.format(node=node, s=scratch, last=GPUS - 1))
+    write_mpi_conf(conf, scratch / "tmp")
     env = {**os.environ, **(extra_env or {}), "SLURM_CONF": str(conf), MARKER: str(scratch)}
     for name in list(env):  # a test session inside a Slurm job must not talk to that job's Slurm
         if name.startswith(("SLURM_", "SBATCH_", "SRUN_", "SALLOC_")) and name != "SLURM_CONF":

@@ -12,7 +12,7 @@ import sys
 
 from mpi4py import MPI
 
-from aiperf_mpi.__main__ import no_report_hooks
+from aiperf_mpi.__main__ import _preload, no_report_hooks
 from aiperf_mpi.config import load_config
 from aiperf_mpi.job import leader as leader_module
 from aiperf_mpi.job.messages import TAGS, EpochDone
@@ -50,7 +50,11 @@ def rank_main(comm: MPI.Comm) -> int:
         group = comm.Get_rank()  # identifies the leader; FakeRunner only uses it for slowness
         return FakeRunner(group, slow_groups=slow, fail_tasks=fail, run_dir=directory, rank=comm.Get_rank())
 
-    status = run_benchmark(comm, config, TrainingBackend(runner=factory), no_report_hooks(), horovod=False)
+    # the real launch's preload: what a leader imports (the search's and tuner's libraries, scikit-learn for the
+    # digits) is loaded before the scored window, as on a real launch; without it three leaders imported them at
+    # once inside the tests' 8 s windows, 2-5 s of them on two loaded cores (too few monitor samples, models)
+    backend = TrainingBackend(runner=factory, preload=_preload)
+    status = run_benchmark(comm, config, backend, no_report_hooks(), horovod=False)
     for view in views:
         members = {i: [view[i].graph, view[i].accuracy, view[i].weights] for i in view.ids()}
         print("VIEW " + json.dumps({"rank": comm.Get_rank(), "length": len(view), "members": members}), flush=True)
