@@ -151,12 +151,15 @@ def start_line(on: bool, why: str, started_by: str = "unknown", hang=None) -> st
         hung = f"by the master's deadline ({deadline(hang)})" if hang is not None else "by the master's deadline"
         return (f"aiperf_mpi: fault tolerance on ({why}): a dead rank costs its group (reported by the launcher "
                 f"within about a second; group_lost, the other groups train on); a hung rank costs its group {hung}; "
-                "rank 0's death ends the job, --resume continues it")  # fmt: skip
+                "rank 0's death ends the job, --resume continues it (python -m aiperf_mpi.job.close RUN_DIR scores "
+                "it from the log first, as the templates do)")  # fmt: skip
     dead = {
         "srun": "Slurm ends the step within seconds (on one node by SIGTERM with --kill-on-bad-exit=1, on which rank "
                 "0 scores; across nodes over TCP Open MPI aborts on the lost connection first and Slurm SIGKILLs the "
-                "step, no score; without --kill-on-bad-exit SIGKILL, no score)",
-        "mpirun": "mpirun ends every rank within about a second (the score may be lost)",
+                "step, and without --kill-on-bad-exit Slurm's SIGKILL comes first, before rank 0 scores: "
+                "python -m aiperf_mpi.job.close RUN_DIR scores the run from its log, as the templates do after srun)",
+        "mpirun": "mpirun ends every rank within about a second (if rank 0 wrote no score, python -m "
+                  "aiperf_mpi.job.close RUN_DIR scores the run from its log, as the templates do after mpirun)",
     }.get(started_by, "the launcher ends the job")
     hung = f" ({deadline(hang)})" if hang is not None else ""
     return (f"aiperf_mpi: fault tolerance off ({why}): a dead rank ends the job: {dead}; a hung rank ends the run "

@@ -358,11 +358,13 @@ def test_a_failure_is_detected_in_bounded_time_and_the_run_scores_once(case: Cas
         assert len(end.of(runlog.SCORE)) == 1 and "the score above is final" in text, summary
         after = [e for e in end.of(runlog.EPOCH) if e["group"] == SURVIVOR and e["start"] > struck.time]
         assert after, f"node1's group did not train on\n{summary}"
-    elif case.failure == "fsync-stall-rank0":  # rank 0's I/O watchdog: its line, MPI_Abort; no score (the score
-        # lives on the stalled file system), the log whole to its last fsync
+    elif case.failure == "fsync-stall-rank0":  # rank 0's I/O watchdog: its line, MPI_Abort; rank 0 writes no score
+        # (the score lives on the stalled file system), the log whole to its last fsync; once the file system is
+        # back (here 5 s after the line) the template's close may score the run from the log, and nothing else does
         assert end.said_after is not None and end.said_after < case.bound_s, summary
         assert "rank 0 on node1: the run log's fsync passed its deadline" in text, summary
-        assert not lost and not end.of(runlog.SCORE) and end.returncode != 0, summary
+        assert not lost and len(end.of(runlog.SCORE)) <= 1 and end.returncode != 0, summary
+        assert all(e["reason"] == runlog.CLOSED_REASON for e in end.of(runlog.RUN_STOP)), summary
     elif case.detector == "deadline" and case.phase in ("start-up", "end"):  # a rank's own watchdog ends the job:
         # no group is lost; at the start nothing was measured, at the end the score was on disk before the stop
         assert not lost and end.returncode != 0 and end.ended_after < case.bound_s, summary

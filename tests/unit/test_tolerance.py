@@ -83,6 +83,8 @@ def test_the_start_line_says_what_a_failure_costs() -> None:
     assert srun.startswith("aiperf_mpi: fault tolerance off (direct srun: ")
     assert "Slurm ends the step within seconds (on one node by SIGTERM" in srun and "on which rank 0 scores" in srun
     assert "across nodes over TCP Open MPI aborts on the lost connection first" in srun  # docs/cluster.md
+    for line in (on, srun, start_line(False, why, "mpirun", hang)):  # who writes the score when rank 0 cannot
+        assert "python -m aiperf_mpi.job.close RUN_DIR" in line, line
     assert "a hung rank ends the run with its score at its group's deadline" in srun  # the deadlines of issue 43
     first = start_line(False, why, "srun", HangPolicy(first_model=3600.0, tolerant=False))
     assert "3600 s in its first model, then 3 × the group's longest epoch" in first
