@@ -9,11 +9,12 @@ returns: one process, no MPI, on the node that runs the batch script.
 
 What it writes, in the run's own files, so that the run reads as every other run does:
 
-* a ``run_stop`` whose reason is :data:`~aiperf_mpi.results.runlog.CLOSED_REASON`, at the time it is written,
-  with the tasks the segment left open as ``discarded_tasks`` and a ``closed`` record (host, PID, the launcher's
-  exit status): the segment is scored as a killed one is, on the axis as it ran to its last event before the
-  close (the close's own time is not the run's: a close a day later changes nothing), never over less than its
-  time limit, and ``--resume`` continues it;
+* a ``run_stop`` whose reason is :data:`~aiperf_mpi.results.runlog.CLOSED_REASON`, at the segment's last event's
+  time (where a killed segment ends), with the tasks the segment left open as ``discarded_tasks`` and a
+  ``closed`` record (host, PID, the launcher's exit status, and ``at``, when it was written): the segment is scored
+  as a killed one is, on the axis as it ran to its last event (the close's own time is not the run's: a close a
+  day later changes nothing, and mllog's time-limit rule holds), never over less than its time limit, and
+  ``--resume`` continues it;
 * the ``run_stop`` line of ``mllog.log`` (status ``aborted``), the ``score`` event and ``score.json``.
 
 It closes nothing that is not ended: a run whose lock a live process holds, a log whose last segment has its
@@ -28,6 +29,7 @@ import json
 import os
 import socket
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,6 +54,8 @@ class OpenSegment:
     rehearsal: bool
     cut: bool
     """the log ends in a cut line"""
+    end: float
+    """its last event's time: where it ended, as a killed segment ends"""
 
 
 def last_segment(run_dir: Path) -> OpenSegment | None:
@@ -72,7 +76,7 @@ def last_segment(run_dir: Path) -> OpenSegment | None:
         return None
     segment = model.segment_records[-1]
     return OpenSegment(segment.number, segment.stop is not None, list(open_tasks),
-                       bool(segment.config.get("rehearse")), model.truncated_tail)  # fmt: skip
+                       bool(segment.config.get("rehearse")), model.truncated_tail, segment.end)  # fmt: skip
 
 
 def close_run(run_dir: Path, launcher_status: int | None) -> int:
@@ -100,9 +104,11 @@ def close_run(run_dir: Path, launcher_status: int | None) -> int:
               flush=True)  # fmt: skip
         return 1
     log = runlog.EventLog(run_dir)
-    closed = {"host": socket.gethostname(), "pid": os.getpid(), "launcher_status": launcher_status}
+    closed = {"host": socket.gethostname(), "pid": os.getpid(), "launcher_status": launcher_status, "at": time.time()}
+    # at the segment's end (its last event), as a killed segment ends: the time limit's checks hold the end of the
+    # run, and a close the day after is not the run's time; when it was written is the record's "at"
     stopped = log.write(runlog.RUN_STOP, sync=True, reason=runlog.CLOSED_REASON, discarded_tasks=segment.open_tasks,
-                        segment=segment.number, closed=closed)  # fmt: skip
+                        segment=segment.number, closed=closed, **{runlog.TIME: segment.end})  # fmt: skip
     log.sync()
     mllog = MLLogWriter(run_dir)
     mllog.run_stop(runlog.CLOSED_REASON, stopped[runlog.TIME], rehearsal=segment.rehearsal, status="aborted")

@@ -34,6 +34,8 @@ def test_a_killed_segment_is_closed_with_one_score_and_the_log_verifies(run, cap
     stop = closed[0]
     assert stop["reason"] == runlog.CLOSED_REASON and stop["discarded_tasks"] == [1] and stop["segment"] == 1
     assert stop["closed"]["launcher_status"] == 137
+    # at the segment's end, as a killed segment ends (mllog's time-limit rule holds); when it was written beside
+    assert stop["time"] == events[-1]["time"] and stop["closed"]["at"] > stop["time"]
     recorded = json.loads((run / "score.json").read_text())
     again = score_run(run)
     assert recorded["score"] == again.score == closed[1]["score"]
