@@ -23,7 +23,9 @@ does a little of it:
 * it times a few training steps and evaluation batches of each at the
   logged batch size and precision on this machine, with the trainer's own
   code (``python -m aiperf_mpi.export.audit`` in a child process under a
-  timeout: ``analysis/`` loads no TensorFlow);
+  timeout: ``analysis/`` loads no TensorFlow), on the CPU beside as many
+  copies of itself as its host held training ranks, which shared its cores
+  (:func:`copies`);
 * and it holds every epoch of the task to what was measured
   (:func:`epoch_bounds`): an epoch cannot have been faster than its steps
   run at their fastest here, so each logged rate must stay within the
@@ -51,6 +53,7 @@ import random
 import stat
 import sys
 from collections.abc import Hashable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -255,13 +258,19 @@ class Hardware:
     its share of its host's logical processors (:func:`analysis.verify.fields.rank_threads`: a claim of 64 threads
     on a 2-core host is timed with 2, not left unjudged); None when neither is known"""
     hosts: list[str] = field(default_factory=list)
+    company: int = 1
+    """the training ranks on the busiest of its hosts, its group's included (the layout's groups, the system event's
+    hosts): on the CPU they shared the host's cores at the same time, so the audit times that many copies of the
+    task at once (:func:`copies`)"""
 
     def text(self) -> str:
         if self.kind == "gpu":
             return f"{self.name} ({', '.join(self.hosts) or 'this machine'})"
         if self.kind == "cpu":
             threads = f", {self.threads} threads a rank" if self.threads else ""
-            return f"{self.name}, {self.cores} cores{threads}, no accelerator ({', '.join(self.hosts) or 'here'})"
+            beside = f", {self.company} training ranks on its host" if self.company > 1 else ""
+            return (f"{self.name}, {self.cores} cores{threads}{beside}, no accelerator "
+                    f"({', '.join(self.hosts) or 'here'})")  # fmt: skip
         return self.name
 
 
@@ -287,7 +296,29 @@ def claimed_hardware(model: RunModel, task: int) -> Hardware:
         return Hardware("gpu", " + ".join(accelerators), hosts=names)
     cpus = sorted({str(h.get("cpu")) for h in hosts})
     cores = min((h.get("cores") for h in hosts if isinstance(h.get("cores"), int)), default=None)
-    return Hardware("cpu", " + ".join(cpus), cores, rank_threads(system, layout, peak, record.group), names)
+    training = [r for g in layout.get("groups") or [] if isinstance(g, Mapping) and isinstance(g.get("ranks"), list)
+                for r in g["ranks"] if isinstance(r, int)]  # fmt: skip
+    company = max((sum(where.get(r) == name for r in set(training)) for name in names), default=1)
+    return Hardware("cpu", " + ".join(cpus), cores, rank_threads(system, layout, peak, record.group), names,
+                    max(1, company))  # fmt: skip
+
+
+COPIES_PER_CORE = 2
+"""the most copies of a task the audit times at once, per core of its machine: each is a TensorFlow process (about
+1 GiB); a host that ran more ranks than this to a core is timed with fewer copies than it had ranks (the note says)"""
+
+
+def copies(claim: Hardware, here: Mapping) -> int:
+    """How many copies of a task the audit times at once: one for each training rank its busiest host held (on the
+    CPU), each at the task's threads, so the copies share this machine's cores as the ranks shared the host's
+    (oversubscribed where the run was), up to :data:`COPIES_PER_CORE` a core of this machine.  Timed alone, a task
+    has every core, cache and memory channel to itself: each group of a host could claim the whole host's rate (a
+    rank's threads count up to ⌈cores ÷ its group's ranks there⌉: :func:`analysis.verify.fields.rank_threads`).
+    On an accelerator each rank had its own device: one copy."""
+    if claim.kind != "cpu" or claim.company <= 1:
+        return 1
+    cores = here.get("cores") if isinstance(here.get("cores"), int) and here["cores"] > 0 else 1
+    return max(1, min(claim.company, COPIES_PER_CORE * cores))
 
 
 def _listed(value: object) -> list:
@@ -342,6 +373,8 @@ class Sampled:
     problems: list[str] = field(default_factory=list)
     timed: dict | None = None
     bounds: list[Bound] = field(default_factory=list)
+    copies: int = 1
+    """copies of it timed at once (:func:`copies`): the timings are theirs together"""
 
 
 class Lineage:
@@ -469,6 +502,14 @@ def run_child(asked: dict, timeout: float) -> dict:
         raise AuditFailed(str(exc)) from None
 
 
+def run_children(asked: dict, timeout: float, count: int) -> list[dict]:
+    """``count`` children timing the same request at the same time (:func:`copies`); their answers."""
+    if count == 1:
+        return [run_child(asked, timeout)]
+    with ThreadPoolExecutor(count) as pool:
+        return list(pool.map(lambda _: run_child(asked, timeout), range(count)))
+
+
 def fastest_window(times: list[float], width: int = WINDOW) -> float:
     """The least mean of ``width`` consecutive times (of all of them when fewer were timed).
 
@@ -561,7 +602,8 @@ class Audit:
         here = this_machine(self.here)
         load = f"; load average {self.load:.1f} while it timed" if self.load is not None else ""
         cores = self.here.get("cores")
-        busy = self.load is not None and isinstance(cores, int) and self.load > cores
+        own = max((t.copies * (t.claim.threads or 1) for t in self.tasks), default=0)  # the copies' own load
+        busy = self.load is not None and isinstance(cores, int) and self.load > max(cores, own)
         chances = ", ".join(f"{share:.0%} forged: {miss_chance(self.eligible, share, self.uniform):.2g}"
                             for share in SHARES)  # fmt: skip
         lines = [f"{PROG}: {self.run_dir}: {len(self.tasks)} of {self.eligible} tasks sampled (seed {self.seed}): "
@@ -633,15 +675,24 @@ def audit(run_dir: Path, count: int, seed: int, tolerance: float, seconds: float
     result.uniform = uniform_draws(len(drawn))
     result.tasks = [sampled(model, lineage, task, weights[task], here) for task in drawn]
     todo = [t for t in result.tasks if t.graph]
+    for task in todo:
+        task.copies = copies(task.claim, here)
+        if task.copies > 1 or task.claim.company > 1:
+            task.notes.append(f"{task.claim.company} ranks trained on its host at once, sharing its cores: timed as "
+                              f"{task.copies} copies at once" + ("" if task.copies == task.claim.company else
+                              f" (at most {COPIES_PER_CORE} a core of this machine)"))  # fmt: skip
     for attempt in range(retries + 1):
         if not todo:
             break
-        answer = run_child(request(todo, seconds * 2**attempt, here), timeout)  # each retiming twice as long
-        result.device = str(answer.get("device", ""))
-        timed = {entry["task"]: entry for entry in answer.get("tasks", [])}
-        for task in todo:
-            if task.task in timed:
-                judge(task, timed[task.task] if task.timed is None else faster(task.timed, timed[task.task]))
+        for count in sorted({t.copies for t in todo}):  # each task beside as many copies as its host held ranks
+            alike = [t for t in todo if t.copies == count]
+            answers = run_children(request(alike, seconds * 2**attempt, here), timeout, count)  # retimed 2× longer
+            result.device = str(answers[0].get("device", ""))
+            for answer in answers:
+                timed = {entry["task"]: entry for entry in answer.get("tasks", [])}
+                for task in alike:
+                    if task.task in timed:
+                        judge(task, timed[task.task] if task.timed is None else faster(task.timed, timed[task.task]))
         # timed again: a task that exceeds, and one whose epochs beat this machine's best (a busy moment here)
         todo = [t for t in todo if exceeded(t, min(tolerance, RETIME_ABOVE))] if attempt < retries else []
     for task in result.tasks:

@@ -118,7 +118,8 @@ def stalling_run_dir(request: pytest.FixtureRequest, hosts: VirtualCluster, tmp_
     enter = lambda host: ["nsenter", "-t", str(hosts.host(host).pid), "--mount", "--"]  # noqa: E731
     server = subprocess.Popen([*enter("node1"), sys.executable, "-m", "tests.support.stall_fs", str(root), str(mount),
                                str(flag)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              cwd=REPO_ROOT)  # fmt: skip
+                              cwd=REPO_ROOT, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})  # fmt: skip
+    # PYTHONPATH: inside node1's mount namespace python -m does not find this checkout by its working directory
     binds = [[*enter("node2"), "mount", "--bind", str(root), str(mount)], ["mount", "--bind", str(root), str(mount)]]
     for command in binds:
         subprocess.run(command, check=True, capture_output=True, timeout=30)

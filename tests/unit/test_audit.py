@@ -26,6 +26,7 @@ from analysis.audit import (
     Sampled,
     cannot_judge,
     claimed_hardware,
+    copies,
     epoch_bounds,
     exceeded,
     fastest_window,  # fmt: skip
@@ -198,6 +199,37 @@ def test_the_claimed_hardware_is_the_groups_hosts_and_another_kind_is_not_judged
                                                                  "this machine has AMD EPYC")  # fmt: skip
     assert "32 cores" in cannot_judge(cpu, {**HERE_CPU, "cores": 32})
     assert "does not say" in cannot_judge(Hardware("unknown", "no system or layout event in the log"), HERE_CPU)
+
+
+def test_ranks_that_shared_a_host_are_timed_as_copies_at_once_and_the_report_says_so(tmp_path: Path) -> None:
+    """Issue 45: the groups of a host trained at the same time, sharing its cores; timed alone, each could claim the
+    whole host's rate.  The audit times as many copies at once as the busiest of its hosts held training ranks
+    (four here: two groups of two, the master apart), at most two a core of the reviewer's machine; one on an
+    accelerator, where each rank had its own device."""
+    run_dir = consistent_run(tmp_path / "run")
+
+    def on_cpus(events: list[dict]) -> None:
+        find(events, runlog.SYSTEM)["hosts"][0]["accelerators"] = []
+
+    rewrite_log(run_dir, on_cpus)
+    model, lineage = read_run(run_dir)
+    claim = claimed_hardware(model, 0)
+    assert (claim.kind, claim.company, claim.hosts) == ("cpu", 4, ["h0"])
+    assert "4 training ranks on its host" in claim.text()
+    assert copies(claim, HERE_CPU) == 4
+    assert copies(claim, {**HERE_CPU, "cores": 1}) == 2  # a 1-core reviewer: at most two copies a core
+    assert copies(Hardware("cpu", "x", 2, 1, ["h0"], company=1), HERE_CPU) == 1
+    assert copies(Hardware("gpu", "NVIDIA B200", hosts=["h0"], company=4), HERE_B200) == 1
+    gpu_model, _ = read_run(consistent_run(tmp_path / "gpu"))
+    assert copies(claimed_hardware(gpu_model, 0), HERE_B200) == 1
+    task = sampled(model, lineage, 0, 20.0, HERE_CPU)
+    task.copies = copies(task.claim, HERE_CPU)
+    assert task.claim.threads == 64  # ⌈128 cores ÷ the group's 2 ranks there⌉: four copies keep 256 threads busy
+    result = Audit("run", 1, 0, 0.25, 2, HERE_CPU, "CPU:0", load=250.0)
+    result.tasks = [task]
+    assert "busy" not in result.text()  # the load of its own copies is not a busy machine
+    result.load = 300.0
+    assert "this machine was busy (load average 300.0 on 128 cores)" in result.text()
 
 
 def _audit_of(tmp_path: Path, train_times: list[float], here: dict) -> Audit:
