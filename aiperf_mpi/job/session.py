@@ -285,7 +285,8 @@ def _stall_guard(watchdog: Watchdog | None, bounds: PhaseBounds) -> Callable[[],
     if watchdog is None:
         return nullcontext
     what = ("the file system holding the run directory hangs; the log holds every event fsync'd before it "
-            "(nothing after it is claimed) and --resume continues the run")  # fmt: skip
+            "(rank 0 claims nothing after it; once the file system answers, python -m aiperf_mpi.job.close scores "
+            "what reached the log, as the templates do) and --resume continues the run")  # fmt: skip
     return lambda: watchdog.guard(LOG_FSYNC, bounds.io, what, EXIT_DEADLINE)
 
 

@@ -81,9 +81,6 @@ ONE_NODE = "slurm-one-node"
 Its first-model row stops group 0's leader (as tests/mpi/test_deadlines.py does), the others a training rank that
 leads nothing"""
 
-NO_FSYNC_STALL = ("not written for the two-node fixtures yet: a real stalled fsync (tests/support/stall_fs.py, a FUSE "
-                  "pass-through) is tested on one host under mpirun (tests/mpi/test_deadlines.py)")  # fmt: skip
-
 TCP_ABORT_FIRST = True
 """whether a ``kill -9`` under a direct srun across nodes leaves the score to the template's close: yes, rank 0
 writes none.  The dead rank's TCP peers on the other
@@ -146,7 +143,8 @@ CASES: tuple[Case, ...] = (
     Case("sigstop-rank", "end", "mpirun", True, "deadline", 30 + 20, "job-ends",
          options=("--end-deadline", "30", "--time-limit", "30")),  # fmt: skip
     Case("node-loss", "mid-run", "mpirun", True, "slurm", SLURMD_TIMEOUT + 60, "job-ends"),
-    Case("fsync-stall-rank0", "end", "mpirun", True, "deadline", DEADLINE_BOUND, "job-ends", pending=NO_FSYNC_STALL),
+    Case("fsync-stall-rank0", "mid-run", "mpirun", True, "deadline", 10 + 20, "job-ends",
+         options=("--io-deadline", "10")),  # the same FUSE file system as srun's row  # fmt: skip
     # -- mpirun of the multi-host fixture (ssh launch, no Slurm): a lost node is PRRTE's and TCP's alone --------
     Case("node-loss", "mid-run", "mpirun", True, "keepalive", KEEPALIVE_BOUND, "job-ends", fixture="multihost"),
 )
