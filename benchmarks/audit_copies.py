@@ -29,8 +29,9 @@ def make_run(run_dir: Path) -> None:
     env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
            "TF_CPP_MIN_LOG_LEVEL": "2"}
     subprocess.run([str(mpirun), "--oversubscribe", "-n", "3", sys.executable, "-m", "aiperf_mpi", "--seed-model",
-                    "tiny", "--max-epochs", "2", "--peak-seconds", "1", "--time-limit", "30", "--no-report",
-                    "--run-dir", str(run_dir)], check=True, env=env, capture_output=True, timeout=600)  # fmt: skip
+                    "tiny", "--group-size", "1", "--max-epochs", "2", "--peak-seconds", "1", "--time-limit", "30",
+                    "--no-report", "--run-dir", str(run_dir)], check=True, env=env, capture_output=True,
+                   timeout=600)  # fmt: skip
 
 
 def steps(run_dir: Path, threads: int | None) -> dict[int, list[float]]:

@@ -97,11 +97,13 @@ def test_ranks_that_shared_a_host_are_timed_side_by_side_and_an_honest_run_passe
     copies of each sampled task at once (two TensorFlow children), not one alone with every core to itself; the
     run as it was logged still passes."""
     run_dir = tmp_path / "run"
-    done = run_mpi(3, ["-m", "aiperf_mpi", *RUN_ARGS, "--time-limit", "30", "--run-dir", str(run_dir)], timeout=400)
+    done = run_mpi(3, ["-m", "aiperf_mpi", *RUN_ARGS, "--time-limit", "30", "--group-size", "1", "--run-dir",
+                       str(run_dir)], timeout=400)  # fmt: skip
     assert done.returncode == 0, done.output[-4000:]
     timed = audit(run_dir, "--sample", "3", "--seconds", "2", "--json", str(tmp_path / "audit.json"))
     assert timed.returncode == 0, timed.stdout + timed.stderr
     verdict = json.loads((tmp_path / "audit.json").read_text())
     assert verdict["tasks"] and all(t["copies"] == 2 and t["claim"]["company"] == 2 for t in verdict["tasks"])
+    assert {t["claim"]["threads"] for t in verdict["tasks"]} == {1}  # the benchmark gave each rank one core
     assert "2 ranks trained on its host at once, sharing its cores: timed as 2 copies at once" in timed.stdout
     assert "2 training ranks on its host" in timed.stdout and "PASSED" in timed.stdout
