@@ -25,7 +25,6 @@ one line and left as they are.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import socket
 import sys
@@ -33,12 +32,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from aiperf_mpi.job.finish import print_score
+from aiperf_mpi.job.finish import print_score, record_score
 from aiperf_mpi.job.mllog import MLLOG_FILE, MLLogWriter
 from aiperf_mpi.job.runlock import is_running
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.logmodel import RunModel, read_model
-from aiperf_mpi.results.score import score_run
+from aiperf_mpi.results.score import Score, run_step, score_inputs
 
 
 @dataclass
@@ -58,25 +57,29 @@ class OpenSegment:
     """its last event's time: where it ended, as a killed segment ends"""
 
 
-def last_segment(run_dir: Path) -> OpenSegment | None:
-    """The log's last segment (None: the log has no ``run_start``), read in one pass of the run's model."""
+def last_segment(run_dir: Path) -> tuple[OpenSegment, Score] | None:
+    """The log's last segment and the run's score as the log stands (None: the log has no ``run_start``), from one
+    pass of the run's model.  The close's ``run_stop`` changes neither: it ends the segment where its last event
+    did, and its reason is not the run's own end (``logmodel.stopped_by_signal``), so the score is the killed
+    segment's, computed before anything is written."""
     open_tasks: dict[int, None] = {}
 
     def follow(event: dict, _: RunModel) -> None:
-        name = event.get(runlog.EVENT)
+        name, task = event.get(runlog.EVENT), event.get("task")
         if name == runlog.RUN_START:
             open_tasks.clear()
-        elif name == runlog.MODEL_PROPOSED:
-            open_tasks[event["task"]] = None
+        elif name == runlog.MODEL_PROPOSED and isinstance(task, int):
+            open_tasks[task] = None
         elif name in (runlog.MODEL_DONE, runlog.MODEL_FAILED, runlog.GROUP_LOST):
-            open_tasks.pop(event.get("task"), None)  # type: ignore[arg-type]
+            open_tasks.pop(task, None)  # type: ignore[arg-type]
 
     model = read_model(run_dir, follow, require_start=False, keep_ended=False)
     if not model.segment_records:
         return None
     segment = model.segment_records[-1]
-    return OpenSegment(segment.number, segment.stop is not None, list(open_tasks),
-                       bool(segment.config.get("rehearse")), model.truncated_tail, segment.end)  # fmt: skip
+    found = OpenSegment(segment.number, segment.stop is not None, list(open_tasks),
+                        bool(segment.config.get("rehearse")), model.truncated_tail, segment.end)  # fmt: skip
+    return found, score_inputs(model, run_step(model.config), model.truncated_tail)
 
 
 def close_run(run_dir: Path, launcher_status: int | None) -> int:
@@ -89,13 +92,15 @@ def close_run(run_dir: Path, launcher_status: int | None) -> int:
               file=sys.stderr, flush=True)  # fmt: skip
         return 1
     try:
-        segment = last_segment(run_dir)
+        found = last_segment(run_dir)
     except (OSError, ValueError, runlog.UnreadableLog) as exc:
-        print(f"aiperf_mpi: close: {run_dir}'s log cannot be read ({exc}); nothing written", file=sys.stderr)
+        print(f"aiperf_mpi: close: {run_dir}'s log cannot be read or scored ({exc}); nothing written",
+              file=sys.stderr)  # fmt: skip
         return 1
-    if segment is None:
+    if found is None:
         print(f"aiperf_mpi: close: {run_dir}'s log has no run_start: nothing to score", flush=True)
         return 0
+    segment, score = found
     if segment.stopped:
         return 0  # rank 0 wrote the run_stop and its score: the usual end, nothing to say
     if segment.cut or runlog.ends_mid_line(run_dir / MLLOG_FILE):
@@ -113,10 +118,8 @@ def close_run(run_dir: Path, launcher_status: int | None) -> int:
     mllog = MLLogWriter(run_dir)
     mllog.run_stop(runlog.CLOSED_REASON, stopped[runlog.TIME], rehearsal=segment.rehearsal, status="aborted")
     mllog.close()
-    score = score_run(run_dir)
-    log.write(runlog.SCORE, sync=True, **{k: v for k, v in score.to_dict().items() if k != "grid"})
+    record_score(log, run_dir, score)
     log.close()
-    runlog.write_whole(run_dir / "score.json", json.dumps(score.to_dict(), indent=2))
     status = "" if launcher_status is None else f" (its status {launcher_status})"
     print(f"aiperf_mpi: close: the launch ended{status} before rank 0 wrote the score; segment {segment.number} "
           f"closed from its log, {len(segment.open_tasks)} unfinished task(s) discarded", flush=True)  # fmt: skip

@@ -7,9 +7,22 @@ they live in :mod:`analysis.after_run`, a room above this one).
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 from aiperf_mpi.results import runlog
+
+
+def record_score(log: runlog.EventLog, run_dir: Path, score,
+                 guard: Callable[[], AbstractContextManager] = nullcontext) -> None:  # fmt: skip
+    """The ``score`` event (its grid left to the file) and ``score.json``, written whole: what the master writes at
+    its end, and what the job script's close writes for a run whose launch ended first (job/close.py).  ``guard``
+    bounds the file's write (rank 0's fsync watchdog)."""
+    log.write(runlog.SCORE, sync=True, **{k: v for k, v in score.to_dict().items() if k != "grid"})
+    with guard():
+        runlog.write_whole(run_dir / "score.json", json.dumps(score.to_dict(), indent=2))
 
 
 def print_score(score, run_dir: Path) -> None:

@@ -20,7 +20,6 @@ start that fails leaves nothing behind.
 from __future__ import annotations
 
 import datetime
-import json
 import os
 import sys
 import time
@@ -37,7 +36,7 @@ from aiperf_mpi.graph.seeds import seed_model
 from aiperf_mpi.job.clean import megabytes, tree_size
 from aiperf_mpi.job.deadlines import DEFAULT_BOUNDS, LOG_FSYNC, THE_END, PhaseBounds, Watchdog
 from aiperf_mpi.job.faults import HangPolicy
-from aiperf_mpi.job.finish import print_score
+from aiperf_mpi.job.finish import print_score, record_score
 from aiperf_mpi.job.master import Master, master_loop
 from aiperf_mpi.job.mllog import MLLogWriter
 from aiperf_mpi.job.mllog import repair_tail as repair_mllog_tail
@@ -349,9 +348,7 @@ def _run_master_locked(prepared: Prepared, config: RunConfig, transport: MasterT
     mllog.run_stop(reason, stopped[runlog.TIME], rehearsal=config.rehearse)
     ending = [time.monotonic()]  # the end's phases (END_PHASES)
     score = score_run(run_dir)
-    log.write(runlog.SCORE, sync=True, **{k: v for k, v in score.to_dict().items() if k != "grid"})
-    with stall_guard():
-        runlog.write_whole(run_dir / "score.json", json.dumps(score.to_dict(), indent=2))
+    record_score(log, run_dir, score, stall_guard)
     log.close()
     if watchdog is not None:
         watchdog.rename(THE_END, "the score is on disk (score.json); ending the job")
