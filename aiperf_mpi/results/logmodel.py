@@ -239,8 +239,8 @@ class Segment:
     """1 for the first ``run_start`` of the log, then 2, … (the log's order, whatever the event says)"""
     start: float
     end: float
-    """its ``run_stop``'s time, else (killed, or closed after its launch ended: ``runlog.CLOSED_REASON``) its last
-    event's before it"""
+    """its ``run_stop``'s time, else (killed) its last event's (a close after the launch ended writes its
+    ``run_stop`` at that time: job/close.py)"""
     config: dict
     limit: float | None
     """its time limit (its configuration's ``time_limit``; None: not recorded)"""
@@ -323,8 +323,7 @@ class Timeline:
                 self.config = config
                 self.data = event.get("data")
         elif self.segment_records and not self._closed:
-            if not (name == runlog.RUN_STOP and event.get("reason") == runlog.CLOSED_REASON):
-                self._extend(event[runlog.TIME])  # a close after the launch ended: the segment ended at its death
+            self._extend(event[runlog.TIME])
             self._closed = name == runlog.RUN_STOP  # a segment ends at its run_stop; a killed one at its last event
             if self._closed:
                 self.segment_records[-1].stop = event  # type: ignore[assignment]
