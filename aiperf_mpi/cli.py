@@ -231,6 +231,8 @@ DEADLINE_HELP = {
     "end_deadline": "rank 0's end after the drain (score, report, export, --serve-at-end, MPI's end) may take this "
                     "long; then it ends the job, its score on disk",
     "io_deadline": "an fsync of rank 0's run log that takes longer ends the job in one line: a hung file system",
+    "master_deadline": "rank 0 silent this long mid-run (its heartbeat to two watching leaders stops) ends the job in "
+                       "one line: a stopped or hung rank 0; the close scores the log",
 }
 """the ``--*-deadline`` options' help, by field"""
 
@@ -239,8 +241,8 @@ RUN_OPTIONS = (
     "score_step", "max_epochs", "search_warmup_epochs", "patience", "model_seconds", "min_delta", "batch_size",
     "base_lr", "hpo", "search", "inherit", "keep_weights", "xla", "device_prefetch", "seed", "grace",
     "progress_interval", "device_memory_gb", "startup_deadline", "first_model_deadline", "end_deadline", "io_deadline",
-    "monitor_interval", "peak_probe", "peak_seconds", "rehearse", "rehearse_rate", "rehearse_allreduce",
-    "hardware_changed",
+    "master_deadline", "monitor_interval", "peak_probe", "peak_seconds", "rehearse", "rehearse_rate",
+    "rehearse_allreduce", "hardware_changed",
 )  # fmt: skip
 
 

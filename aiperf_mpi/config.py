@@ -91,6 +91,9 @@ class RunConfig:
     job; a training rank's end is bounded by this plus the grace plus a margin"""
     io_deadline: float = 300.0
     """seconds one fsync of rank 0's run log may take before the job is ended (a hung file system)"""
+    master_deadline: float = 120.0
+    """seconds rank 0 may be silent mid-run (no heartbeat to its watching leaders: mpi/heartbeat.py) before a
+    watcher ends the job: a stopped or hung rank 0"""
     progress_interval: float = 10.0
     device_memory_gb: float = 16.0
     """memory of one device, for the batch-size range"""
@@ -148,6 +151,7 @@ NUMERIC_RANGES: dict[str, tuple[float, float, bool]] = {
     "first_model_deadline": (0.0, 31 * 86400.0, False),
     "end_deadline": (0.0, 31 * 86400.0, False),
     "io_deadline": (0.0, 31 * 86400.0, False),
+    "master_deadline": (0.0, 31 * 86400.0, False),
     "progress_interval": (0.1, 86400.0, True),
     "device_memory_gb": (0.0, 2**20, False),
     "monitor_interval": (0.0, 86400.0, True),

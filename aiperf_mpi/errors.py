@@ -26,6 +26,12 @@ EXIT_GROUPS_LOST = 4
 EXIT_DEADLINE = 5
 """a phase passed its deadline (aiperf_mpi/job/deadlines.py): one line says which rank and phase; the log holds every
 event fsync'd before it, and where the run had started, ``--resume`` continues it"""
+EXIT_NOT_SCORED = 6
+"""the job's status from the close (``python -m aiperf_mpi.job.close RUN_DIR --job-status``, which the templates
+exit with): the launch measured nothing, or its run has no score"""
+EXIT_ENDED_EARLY = 7
+"""the job's status from the close: the run scored, but its last segment stopped before its time limit or model
+budget (a signal, a hang, every group lost, the launch's end); ``--resume`` continues it"""
 EXIT_TERMINATED = 128 + signal.SIGTERM
 """SIGTERM: the score is written at once, running epochs are not counted (143, as a shell reports it)"""
 

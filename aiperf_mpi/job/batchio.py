@@ -25,8 +25,20 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
+
+GRAPHS_WRITE = "the graphs file's write and sync"
+WEIGHTS_REMOVAL = "a weights file's removal"
+IO_JOIN = "the end of rank 0's file work"
+"""the phases of rank 0's file work that can block on a stalled file system, each under the I/O guard (its
+``--io-deadline``, as the run log's fsync): the deadline's line names which one hung"""
+
+
+def no_guard(phase: str = "") -> AbstractContextManager:
+    """No bound (the tests' and the benchmark's master, which run without a watchdog)."""
+    return nullcontext()
 
 
 @dataclass
@@ -49,8 +61,12 @@ class BatchWork:
         return bool(self.graphs or self.sync or self.removals or self.prepare)
 
 
-def do_work(works: list[BatchWork], fsync: Callable[[], None]) -> list[str]:
-    """Do batches' work in order (replies prepared, graphs, one fsync, removals); returns the removals that failed."""
+def do_work(works: list[BatchWork], fsync: Callable[[], None],
+            guard: Callable[[str], AbstractContextManager] = no_guard) -> list[str]:  # fmt: skip
+    """Do batches' work in order (replies prepared, graphs, one fsync, removals); returns the removals that failed.
+
+    Each call that can block on the file system runs under ``guard(phase)`` (rank 0's watchdog: the job ends in
+    one line when it outlives ``--io-deadline``); ``fsync`` guards itself (the event log's own guard)."""
     for work in works:
         for prepare in work.prepare:
             prepare()
@@ -61,14 +77,16 @@ def do_work(works: list[BatchWork], fsync: Callable[[], None]) -> list[str]:
     for path, lines in appends.items():
         # one open and one write per round, not one file per model; on stable storage before the log's fsync,
         # so no event on disk points at a graph that is not (model_done no longer carries a copy of it)
-        append_file(path, b"".join(lines), sync=True)
+        with guard(GRAPHS_WRITE):
+            append_file(path, b"".join(lines), sync=True)
     if any(work.sync for work in works):
         fsync()
     failures = []
     for work in works:
         for path in work.removals:
             try:
-                path.unlink()
+                with guard(WEIGHTS_REMOVAL):
+                    path.unlink()
             except FileNotFoundError:  # a resumed run may list a file an earlier segment removed
                 pass
             except OSError as exc:
@@ -103,13 +121,17 @@ class BatchIO:
     cannot be removed is only counted (:attr:`failures`).
     """
 
-    def __init__(self, fsync: Callable[[], None]) -> None:
+    def __init__(self, fsync: Callable[[], None], guard: Callable[[str], AbstractContextManager] = no_guard) -> None:
         self._fsync = fsync
+        self._guard = guard
+        """bounds each blocking call of the work, and :meth:`close`'s wait for the thread (:func:`do_work`)"""
         self._lock = threading.Condition()
         self._queue: list[tuple[BatchWork, list]] = []
         self._released: deque = deque()
         self._submitted = 0
         self._finished = 0
+        self._submit_times: deque[float] = deque()
+        """when each batch not yet done was submitted (:meth:`waiting`)"""
         self._closing = False
         self._error: BaseException | None = None
         self.failures: list[str] = []
@@ -139,7 +161,13 @@ class BatchIO:
         with self._lock:
             self._queue.append((work, replies))
             self._submitted += 1
+            self._submit_times.append(time.monotonic())
             self._lock.notify()
+
+    def waiting(self) -> float:
+        """Seconds the oldest batch not yet done has waited (0 when none): the replies it holds wait as long."""
+        with self._lock:
+            return time.monotonic() - self._submit_times[0] if self._submit_times else 0.0
 
     def completed(self) -> list:
         """The replies whose batches' work is done, in order."""
@@ -154,7 +182,8 @@ class BatchIO:
         with self._lock:
             self._closing = True
             self._lock.notify()
-        self._thread.join()
+        with self._guard(IO_JOIN):  # the queued work's calls are bounded one by one; the wait for all of them too
+            self._thread.join()
         if raise_error:
             self._raise()
         return self.failures
@@ -174,12 +203,14 @@ class BatchIO:
                 taken, self._queue = self._queue, []
             started, started_cpu = time.perf_counter(), time.thread_time()
             try:
-                self.failures += do_work([work for work, _ in taken], self._fsync)
+                self.failures += do_work([work for work, _ in taken], self._fsync, self._guard)
             except BaseException as exc:  # noqa: BLE001 - handed to the loop's thread, which raises it
                 self._error = exc
             self.busy_seconds += time.perf_counter() - started
             self.cpu_seconds += time.thread_time() - started_cpu
             self.rounds += 1
-            for _, replies in taken:
-                self._released.append(replies)
-            self._finished += len(taken)
+            with self._lock:
+                for _, replies in taken:
+                    self._released.append(replies)
+                    self._submit_times.popleft()
+                self._finished += len(taken)

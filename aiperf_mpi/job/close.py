@@ -32,6 +32,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from aiperf_mpi.errors import EXIT_ENDED_EARLY, EXIT_NOT_SCORED
 from aiperf_mpi.job.finish import print_score, record_score
 from aiperf_mpi.job.mllog import MLLOG_FILE, MLLogWriter
 from aiperf_mpi.job.runlock import is_running
@@ -55,6 +56,10 @@ class OpenSegment:
     """the log ends in a cut line"""
     end: float
     """its last event's time: where it ended, as a killed segment ends"""
+    scored: bool = False
+    """a ``score`` event follows its ``run_stop``"""
+    reason: str = ""
+    """its ``run_stop``'s reason ('' without one)"""
 
 
 def last_segment(run_dir: Path) -> tuple[OpenSegment, Score] | None:
@@ -63,11 +68,15 @@ def last_segment(run_dir: Path) -> tuple[OpenSegment, Score] | None:
     did, and its reason is not the run's own end (``logmodel.stopped_by_signal``), so the score is the killed
     segment's, computed before anything is written."""
     open_tasks: dict[int, None] = {}
+    scored = [False]
 
     def follow(event: dict, _: RunModel) -> None:
         name, task = event.get(runlog.EVENT), event.get("task")
+        if name == runlog.SCORE:
+            scored[0] = True
         if name == runlog.RUN_START:
             open_tasks.clear()
+            scored[0] = False
         elif name == runlog.MODEL_PROPOSED and isinstance(task, int):
             open_tasks[task] = None
         elif name in (runlog.MODEL_DONE, runlog.MODEL_FAILED, runlog.GROUP_LOST):
@@ -77,8 +86,10 @@ def last_segment(run_dir: Path) -> tuple[OpenSegment, Score] | None:
     if not model.segment_records:
         return None
     segment = model.segment_records[-1]
+    reason = segment.stop.get("reason") if segment.stop is not None else ""
     found = OpenSegment(segment.number, segment.stop is not None, list(open_tasks),
-                        bool(segment.config.get("rehearse")), model.truncated_tail, segment.end)  # fmt: skip
+                        bool(segment.config.get("rehearse")), model.truncated_tail, segment.end,
+                        scored[0] and segment.stop is not None, reason if isinstance(reason, str) else "")  # fmt: skip
     return found, score_inputs(model, run_step(model.config), model.truncated_tail)
 
 
@@ -127,12 +138,55 @@ def close_run(run_dir: Path, launcher_status: int | None) -> int:
     return 0
 
 
+COMPLETED_REASONS = ("time limit", "max models")
+"""the ``run_stop`` reasons of a run that ended itself where it was meant to: its time limit, its model budget"""
+
+
+def job_status(run_dir: Path, launcher_status: int | None) -> tuple[int, str]:
+    """The job's exit status, from the run's log after the close, and one line that says why (issue 50).
+
+    0 only for a run that scored and whose last segment stopped at its time limit or its model budget, whatever
+    the launcher said (a run that lost groups ends with ``MPI_Abort`` after its score: the launcher's non-zero
+    status is then named in the line).  Otherwise :data:`~aiperf_mpi.errors.EXIT_NOT_SCORED` (no log, no
+    ``run_start``, no score: with Slurm 22.05 ``srun`` exits 0 for a step that never launched, and ``prterun``
+    exits 0 after losing a daemon) or :data:`~aiperf_mpi.errors.EXIT_ENDED_EARLY` (scored, but stopped by a
+    signal, a hang, the loss of every group or of the launch: ``--resume`` continues it).
+    """
+    launcher = "" if launcher_status is None else f"; the launcher's status was {launcher_status}"
+    if not (run_dir / runlog.EVENTS_FILE).is_file():
+        return EXIT_NOT_SCORED, f"the launch measured nothing (no {runlog.EVENTS_FILE} in {run_dir}){launcher}"
+    try:
+        found = last_segment(run_dir)
+    except (OSError, ValueError, runlog.UnreadableLog) as exc:
+        return EXIT_NOT_SCORED, f"{run_dir}'s log cannot be read ({exc}){launcher}"
+    if found is None:
+        return EXIT_NOT_SCORED, f"the launch measured nothing ({run_dir}'s log has no run_start){launcher}"
+    segment, score = found
+    if not segment.scored:
+        return EXIT_NOT_SCORED, (f"segment {segment.number} of {run_dir} has no score (python -m aiperf_mpi.job."
+                                 f"close {run_dir} writes it once the run is ended){launcher}")
+    if segment.reason not in COMPLETED_REASONS:
+        return EXIT_ENDED_EARLY, (f"the run scored {score.score / 1e9:.4f} GOPS but its segment "
+                                  f"{segment.number} stopped early ({segment.reason}): --resume {run_dir} "
+                                  f"continues it{launcher}")
+    return 0, f"the run scored {score.score / 1e9:.4f} GOPS and stopped at its {segment.reason}{launcher}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m aiperf_mpi.job.close", description=__doc__.split("\n")[0])
     parser.add_argument("run_dir", type=Path, help="the run directory the launch wrote")
     parser.add_argument("--launcher-status", type=int, default=None, help="the launcher's exit status, recorded")
+    parser.add_argument("--job-status", action="store_true",
+                        help="then exit with the job's status: 0 only for a run that scored and stopped at its "
+                        f"time limit or model budget; {EXIT_NOT_SCORED} for no score, {EXIT_ENDED_EARLY} for a "
+                        "run that stopped early (one line says which)")  # fmt: skip
     args = parser.parse_args(argv)
-    return close_run(args.run_dir, args.launcher_status)
+    closed = close_run(args.run_dir, args.launcher_status)
+    if not args.job_status:
+        return closed
+    status, why = job_status(args.run_dir, args.launcher_status)
+    print(f"aiperf_mpi: job status {status}: {why}", file=sys.stderr if status else sys.stdout, flush=True)
+    return status
 
 
 if __name__ == "__main__":

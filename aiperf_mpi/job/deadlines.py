@@ -17,6 +17,7 @@ MPI-free (the action is injected); unit tests drive it with a real thread and re
 
 from __future__ import annotations
 
+import faulthandler
 import math
 import sys
 import threading
@@ -58,6 +59,9 @@ class PhaseBounds:
     100,000-model day is ≈ 80 s (BENCHMARKS.md: ≈ 8 s at 10,000), the export a TensorFlow start-up more"""
     io: float = 300.0
     """one fsync of rank 0's run log: milliseconds on a healthy file system, tens of seconds on a loaded one"""
+    master: float = 120.0
+    """rank 0 silent mid-run (mpi/heartbeat.py): its loop passes every 0.2 s at most and beats every 2 s; a
+    stall of seconds (a full collection, a descheduling) is far below it"""
 
     def training_rank_end(self, grace: float) -> float:
         """A training (or relay) rank's bound on its end, from when its group is stopped.
@@ -133,11 +137,14 @@ def launch_bounds(argv: Sequence[str]) -> str:
 
 def bounds_of(config: object) -> PhaseBounds:
     """The run configuration's bounds (``startup_deadline``, ``first_model_deadline``, ``end_deadline``,
-    ``io_deadline``: :class:`~aiperf_mpi.config.RunConfig`)."""
+    ``io_deadline``, ``master_deadline``: :class:`~aiperf_mpi.config.RunConfig`)."""
     return PhaseBounds(config.startup_deadline, config.first_model_deadline, config.end_deadline,
-                       config.io_deadline)  # fmt: skip
+                       config.io_deadline, config.master_deadline)  # fmt: skip
 
 
+BACKSTOP = 30.0
+"""seconds past a phase's bound at which a rank whose watchdog thread could not run ends itself
+(:meth:`Watchdog._arm`): the watchdog's own ``MPI_Abort`` has had that long to end the job"""
 END_MARGIN = 120.0
 """seconds by which a training rank's end outlasts rank 0's: rank 0's deadline ends the job first, score written"""
 
@@ -164,8 +171,12 @@ class Watchdog:
     """
 
     def __init__(self, rank: int, host: str, action: Callable[[int], None],
-                 clock: Callable[[], float] = time.monotonic, tick: float = 0.5) -> None:  # fmt: skip
+                 clock: Callable[[], float] = time.monotonic, tick: float = 0.5,
+                 backstop: float | None = None) -> None:  # fmt: skip
         self.rank, self.host = rank, host
+        self._backstop = backstop
+        """seconds past a phase's due time at which :mod:`faulthandler`'s C thread ends the process (None: no
+        backstop; ``clock`` must then be the real monotonic clock): see :meth:`_arm`"""
         self._action, self._clock, self._tick = action, clock, tick
         self._phase: _Deadline | None = None
         self._guards: dict[int, _Deadline] = {}
@@ -189,6 +200,7 @@ class Watchdog:
         with self._lock:
             self._phase = _Deadline(phase, bound, start + bound, what, status)
             self._lock.notify()
+        self._arm(start + bound)
 
     def rename(self, phase: str, what: str) -> None:
         """Name the part of the current phase the rank is in; its deadline stays (the line says where it hung)."""
@@ -200,6 +212,21 @@ class Watchdog:
         """The current phase ended in time: no deadline until the next :meth:`enter`."""
         with self._lock:
             self._phase = None
+        if self._backstop is not None:
+            faulthandler.cancel_dump_traceback_later()
+
+    def _arm(self, due: float) -> None:
+        """The backstop for a phase due at ``due``: :func:`faulthandler.dump_traceback_later` with ``exit=True``.
+
+        The watchdog is a Python thread: while the rank's main thread is inside a C call that holds the
+        interpreter lock (mpi4py's ``MPI_Init`` and ``MPI_Finalize``, a library's teardown) it cannot run, and a
+        hang there would outlive every bound (issue 50).  :mod:`faulthandler`'s timer is a C thread that needs no
+        lock: ``backstop`` seconds after the phase's due time, if the process is still there (the watchdog's
+        own action had no chance), it writes every thread's stack to stderr — where the rank hung — and ends the
+        process with status 1; the launcher sees a rank die.  One timer per process: phases only (a guard bounds
+        an ``fsync``, which releases the lock)."""
+        if self._backstop is not None:
+            faulthandler.dump_traceback_later(max(1.0, due - self._clock() + self._backstop), exit=True)
 
     def remaining(self) -> float | None:
         """Seconds left in the current phase (None: no phase is bounded)."""

@@ -75,12 +75,13 @@ class GroupState:
     has_dictionary: bool = False
     """the wire records' compression dictionary was sent to this group"""
     handed_out: float = 0.0
-    """the master's clock when this group's current Work left"""
+    """rank 0's own clock (:meth:`Master.own_clock`) when this group's current Work left"""
     first_epoch_cost: float | None = None
     """seconds from this group's latest Work to its first completed epoch (search, build, trace, the epoch):
     what a new model costs before it adds any operations; None until one was measured"""
     last_heard: float = 0.0
-    """the master's clock when this group last spoke (monitor samples aside) or was handed work"""
+    """rank 0's own clock (:meth:`Master.own_clock`) when this group last spoke (monitor samples aside) or was
+    handed work"""
     longest_epoch: float | None = None
     """the wall seconds of this group's longest epoch so far (the scale of its hang deadline)"""
     lost: bool = False
@@ -150,6 +151,11 @@ class Master:
     retention: Retention = field(init=False)
     vetter: Vetter = field(default_factory=Vetter)
     """checks and encodes the leaders' messages that no relay rank vetted (job/vetting.py)"""
+    paused: float = 0.0
+    """seconds rank 0 itself did not run its loop, or held every reply behind a stalled write (:meth:`pace`): a
+    stop, a descheduling, a blocked write; every group's deadline is measured without them"""
+    stalls: list[float] = field(default_factory=list)
+    """each of rank 0's own stalls, in seconds, as :meth:`pace` found them (``run_stop``'s ``rank0_stalls``)"""
     compress_later: bool = False
     """leave the compression of a Work's new view records to :meth:`take_batch`'s work (the I/O thread), which
     runs before the replies leave: what :func:`master_loop` does; off, :meth:`handle` returns complete replies"""
@@ -180,6 +186,10 @@ class Master:
         self._candidates: list[int] = []
         self._update_candidates()
         self._next_hang_check = self.started
+        self._last_pace = self.started
+        self._io_counted = 0.0
+        """of the I/O thread's current wait, the seconds already counted as rank 0's stall"""
+        self._stop_started_own = 0.0
         self._hang_cursor = self.groups
         """the next group the hang check's round looks at (``groups``: no round under way)"""
 
@@ -196,7 +206,7 @@ class Master:
             self.lose(group, message.ranks, message.reason)
             return []
         if not isinstance(message, MonitorSample):  # a monitor thread samples on while its group's training hangs
-            state.last_heard = self.clock()
+            state.last_heard = self.clock() - self.paused
         if isinstance(message, MonitorSample):
             self.log.write(runlog.MONITOR, time=message.time, group=group, host=message.host, node=message.node,
                            source=message.source, devices=message.devices, flush=False)  # fmt: skip
@@ -312,7 +322,7 @@ class Master:
         state = self.state[group]
         if state.lost:
             return
-        now = self.clock()
+        now = self.own_clock()
         # the task the log knows it trains: one handed out but not yet proposed (lost in its search: the
         # first-model deadline) left no trace in the log, and the log's readers hold the group to its proposals
         task = state.task if state.task in self._accepted else None
@@ -339,7 +349,7 @@ class Master:
         group).  A round goes :data:`HANG_CHECK_SLICE` groups a call: the whole walk at once took ≈ 0.5 µs a
         group, ≈ 35 ms at 65,536 groups once a second on this machine under load, a pause every message arriving
         meanwhile queued behind (benchmarks/master.py: the queueing p99's goal is 5 ms)."""
-        now = self.clock()
+        now = self.own_clock()
         if self._hang_cursor >= self.groups:
             if now < self._next_hang_check:
                 return
@@ -354,7 +364,7 @@ class Master:
             if state.task is None:  # waiting for its Work is the master's doing; before its first Ready, not
                 if state.ranks or self.hang.first_model is None:
                     continue
-                state.last_heard = state.last_heard or self.started  # silent since the start line
+                state.last_heard = state.last_heard or self.started  # silent since the start line (own clock: 0 paused)
             limit = self.hang.silent_limit(state.longest_epoch, state.first_epoch_cost)
             silent = now - state.last_heard
             if limit is not None and silent > limit:
@@ -370,7 +380,8 @@ class Master:
         (:meth:`HangPolicy.lost_at_drain_end`).  A stopped rank's group whose deadline falls after the drain's
         end is so logged lost with the default ``--grace`` (the multi-node SIGSTOP case), not merely discarded.
         """
-        now, drain, lost = self.clock(), self.clock() - self.stop_started, 0
+        now = self.own_clock()
+        drain, lost = now - self._stop_started_own, 0
         for group in sorted(set(self.tasks.values())):
             state = self.state[group]
             silent = now - state.last_heard
@@ -384,6 +395,49 @@ class Master:
     def _begin_stop(self, reason: str) -> None:
         self.stopping = reason
         self.stop_started = self.clock()
+        self._stop_started_own = self.own_clock()
+
+    # ------------------------------------------------------------------ rank 0's own time
+
+    def own_clock(self) -> float:
+        """The master's clock less rank 0's own stalls: what every group's deadline is measured on.
+
+        A group is silent when it does not speak while rank 0 listens.  Measured on the wall clock, a rank 0
+        that was stopped (SIGSTOP), descheduled, or blocked in a write for longer than a group's deadline
+        found every healthy group silent when it ran again and declared them lost (issue 50: "2 group(s) lost |
+        stopping: hang deadline" after a SIGCONT).  The time limit and the grace stay on the wall clock: the
+        scored window is the declared one, whatever rank 0 did.
+        """
+        return self.clock() - self.paused
+
+    def pace(self, io_wait: float = 0.0) -> float:
+        """Called by the loop at every pass: count rank 0's own stall, if any; the stall that just ended (s) or 0.
+
+        A stall is a gap of more than :data:`STALL_SECONDS` between two passes (the loop passes at least every
+        0.2 s while it runs), or the seconds the I/O thread's oldest batch waited beyond it (``io_wait``: its
+        replies, the groups' next Work among them, are held until the log is on disk).  Either is added to
+        :attr:`paused`, so every group's deadline moves by it, and kept in :attr:`stalls`.
+        """
+        now = self.clock()
+        gap, self._last_pace = now - self._last_pace, now
+        if io_wait > STALL_SECONDS:  # the replies wait for the disk: the loop runs, the groups cannot speak
+            self.paused += io_wait - self._io_counted
+            self._io_counted = io_wait
+            return 0.0
+        ended, self._io_counted = self._io_counted, 0.0
+        if ended:
+            self.stalls.append(ended)
+        if gap > STALL_SECONDS:
+            self.paused += gap
+            self.stalls.append(gap)
+            return gap
+        return ended
+
+    def stall_summary(self) -> dict:
+        """``run_stop``'s ``rank0_stalls``: how many, their seconds in all, the longest (empty when none)."""
+        if not self.stalls:
+            return {}
+        return {"count": len(self.stalls), "seconds": round(sum(self.stalls), 3), "longest": round(max(self.stalls), 3)}
 
     def _update(self, state: GroupState) -> ViewUpdate:
         update = self.history.update(state.seen, not state.has_dictionary, self._later if self.compress_later else None)
@@ -421,7 +475,7 @@ class Master:
         task = self.next_task
         self.next_task += 1
         state.task = task
-        state.handed_out = state.last_heard = now
+        state.handed_out = state.last_heard = now - self.paused
         self.tasks[task] = state.index
         return [(state.index, Work(task, update, state.rounds, seed_model=not self.history.trained,
                                    seconds_left=seconds_left))]  # fmt: skip
@@ -482,7 +536,7 @@ class Master:
         epoch = message.epoch  # checked when vetted: joined to the master's fields as the leader encoded it
         self.log.write_tail(runlog.EPOCH, message.tail, sync=True)
         if message.task_id == state.task and epoch.get("epoch") == 1:
-            state.first_epoch_cost = self.clock() - state.handed_out
+            state.first_epoch_cost = self.own_clock() - state.handed_out
         wall = epoch.get("end", 0.0) - epoch.get("start", 0.0)
         state.longest_epoch = wall if state.longest_epoch is None else max(state.longest_epoch, wall)
         self.ops_done += int(epoch["ops"])
@@ -571,6 +625,10 @@ def _clock(seconds: float) -> str:
 
 STOP_SLICE = 4096
 """groups :meth:`Master.tick` sends their Stop per call at the end (≈ 16 ms of the loop's CPU on this machine)"""
+STALL_SECONDS = 2.0
+"""a gap between two passes of the master's loop (or a wait of its I/O thread) longer than this is rank 0's own
+stall (:meth:`Master.pace`): a pass polls at most 0.2 s and handles at most :data:`BATCH` messages (milliseconds;
+the collector's full pass ≈ 50 ms at 65,536 groups), an fsync takes milliseconds on a healthy file system"""
 HANG_CHECK_SLICE = 1024
 """groups the hang check looks at per call of :meth:`Master.tick` (≈ 0.5 ms): a round over 65,536 groups takes 64
 passes of the loop, which polls every millisecond while one is under way (:func:`master_loop`)"""
@@ -611,6 +669,12 @@ def refuse(master: Master, group: int, message: object, exc: Exception) -> None:
     master.lose(group, [], reason[:2000])
 
 
+def stall_line(seconds: float) -> str:
+    """The line rank 0 prints when it finds it was itself stalled (:meth:`Master.pace`)."""
+    return (f"aiperf_mpi: rank 0 itself was stalled for {seconds:.1f} s (stopped, descheduled or waiting on its file "
+            "system); every group's deadline moves by as much: no group is blamed for it")
+
+
 def _forget_lost(master: Master, transport: MasterTransport) -> None:
     """Tell the transport about groups lost since the last call (it sends them nothing more), and say so once."""
     for group in master.newly_lost:
@@ -628,11 +692,15 @@ def master_loop(
     stop_flag: Callable[[], str],
     progress_interval: float,
     urgent: Callable[[], bool] = lambda: False,
+    beat: Callable[[], None] = lambda: None,
 ) -> str:
     """Poll leaders, hand out work, stop; ``'done'``, ``'grace expired'`` or ``'terminated'``.
 
     ``urgent()`` true (SIGTERM: the kill is under way) ends the loop as soon
     as the stop has begun, without waiting for the groups' running epochs.
+    ``beat()`` is called at every pass: rank 0's heartbeat to the leaders that watch it (over MPI,
+    :class:`~aiperf_mpi.mpi.heartbeat.RankZeroHeartbeat`, which sends only every few seconds).  Every pass also
+    tells the master how long it took (:meth:`Master.pace`): a stall of rank 0's own moves every group's deadline.
 
     Progress is printed as plain periodic lines, never as a refreshing line:
     Open MPI gives rank 0 a pseudo-terminal even when mpirun's output goes to
@@ -646,9 +714,12 @@ def master_loop(
     # 65,536 groups (BENCHMARKS.md, the master), a pause that every message arriving meanwhile queues behind
     gc.collect()  # garbage first: what is frozen is never collected
     gc.freeze()
-    with BatchIO(master.log.fsync) as io:  # the graphs file, fsyncs and removals, off this thread
+    # the graphs file, fsyncs and removals, off this thread, each under the log's stall guard (--io-deadline)
+    with BatchIO(master.log.fsync, master.log.stall_guard) as io:
         # the Stops first, then the file work (when a Stop carried view records, the batch that carried it
         # compressed them; taken the other way round, a resumed run stopped at once sent its groups empty records)
+        if stall := master.pace():  # rank 0 stopped between the start line and here: no group's silence
+            print(stall_line(stall), flush=True)
         stops = master.tick(stop_flag())
         io.submit(master.take_batch(), stops)
         replies: list[tuple[int, object]] = []
@@ -656,6 +727,10 @@ def master_loop(
         while not master.done or io.pending:
             # replies may be released any moment; a round of the hang check, or the Stops, go on at the next pass
             item = transport.poll(0.001 if io.pending or master.checking_hangs or master.sending_stops else 0.2)
+            beat()
+            stall = master.pace(io.waiting())
+            if stall:
+                print(stall_line(stall), flush=True)
             handled = 0
             while item is not None and handled < BATCH:  # a burst of messages shares one fsync
                 try:

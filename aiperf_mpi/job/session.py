@@ -42,7 +42,7 @@ from aiperf_mpi.job.mllog import MLLogWriter
 from aiperf_mpi.job.mllog import repair_tail as repair_mllog_tail
 from aiperf_mpi.job.resume import Resumed, history_from_log
 from aiperf_mpi.job.runlock import RunLock
-from aiperf_mpi.job.transport import MasterTransport
+from aiperf_mpi.job.transport import Heartbeat, MasterTransport
 from aiperf_mpi.results import provenance, runlog
 from aiperf_mpi.results.epochs import rank_batches
 from aiperf_mpi.results.graphs import GRAPHS_DIR
@@ -252,6 +252,7 @@ def run_master(
     hang: HangPolicy | None = None,
     watchdog: Watchdog | None = None,
     bounds: PhaseBounds | None = None,
+    heartbeat: Heartbeat | None = None,
 ) -> Ended:
     """The master's session, from the log's repair to the end-of-run hooks; the groups talk through ``transport``.
 
@@ -266,6 +267,8 @@ def run_master(
     complete after a failure: the job is ended once the score is written).
     ``watchdog`` (over MPI: :mod:`aiperf_mpi.mpi.deadline`) bounds each fsync of the log by ``bounds.io`` and,
     from the drain's end, the session's end and whatever follows it on this rank by ``bounds.end``.
+    ``heartbeat`` (over MPI: :class:`~aiperf_mpi.mpi.heartbeat.RankZeroHeartbeat`) beats at every pass of the
+    master loop and is told when the loop is over, before rank 0's end.
     """
     run_dir = Path(prepared.run_dir)
     # a second job on the same run directory (a --resume of a live run) raises here, on rank 0 alone: the
@@ -274,11 +277,13 @@ def run_master(
         return _run_master_locked(prepared, config, transport, system=system, layout=layout, staging=staging,
                                   stop=stop, urgent=urgent, version=version, end=end,
                                   search_config=search_config, hang=hang, watchdog=watchdog,
-                                  bounds=bounds or DEFAULT_BOUNDS)  # fmt: skip
+                                  bounds=bounds or DEFAULT_BOUNDS, heartbeat=heartbeat)  # fmt: skip
 
 
-def _stall_guard(watchdog: Watchdog | None, bounds: PhaseBounds) -> Callable[[], object]:
-    """What bounds each fsync of rank 0's files: the watchdog's guard (none without a watchdog)."""
+def _stall_guard(watchdog: Watchdog | None, bounds: PhaseBounds) -> Callable[..., object]:
+    """What bounds each call of rank 0's that can block on its file system (the log's fsync by default; the
+    graphs file's write and sync, a weights file's removal and the I/O thread's end by their phase names:
+    job/batchio.py): the watchdog's guard at ``--io-deadline`` (none without a watchdog)."""
     from contextlib import nullcontext
 
     if watchdog is None:
@@ -286,14 +291,14 @@ def _stall_guard(watchdog: Watchdog | None, bounds: PhaseBounds) -> Callable[[],
     what = ("the file system holding the run directory hangs; the log holds every event fsync'd before it "
             "(rank 0 claims nothing after it; once the file system answers, python -m aiperf_mpi.job.close scores "
             "what reached the log, as the templates do) and --resume continues the run")  # fmt: skip
-    return lambda: watchdog.guard(LOG_FSYNC, bounds.io, what, EXIT_DEADLINE)
+    return lambda phase=LOG_FSYNC: watchdog.guard(phase, bounds.io, what, EXIT_DEADLINE)
 
 
 def _run_master_locked(prepared: Prepared, config: RunConfig, transport: MasterTransport, *, system: dict,
                        layout: dict, staging: list[dict], stop: Callable[[], str], urgent: Callable[[], bool],
                        version: str, end: EndOfRunHooks, search_config: SearchConfig | None,
                        hang: HangPolicy | None = None, watchdog: Watchdog | None = None,
-                       bounds: PhaseBounds = DEFAULT_BOUNDS) -> Ended:  # fmt: skip
+                       bounds: PhaseBounds = DEFAULT_BOUNDS, heartbeat: Heartbeat | None = None) -> Ended:  # fmt: skip
     """:func:`run_master`'s body, while the run directory's lock is held (:mod:`aiperf_mpi.job.runlock`)."""
     run_dir = Path(prepared.run_dir)
     search = search_config or SearchConfig()
@@ -336,7 +341,12 @@ def _run_master_locked(prepared: Prepared, config: RunConfig, transport: MasterT
     print(f"aiperf_mpi: run directory {run_dir} (segment {prepared.segment}); {layout['world_size']} ranks, "
           f"{groups} group(s); time limit {config.time_limit:.0f} s", flush=True)  # fmt: skip
     loop_began = (time.process_time(), time.monotonic())  # rank 0's busy share of the run
-    outcome = master_loop(master, transport, stop, config.progress_interval, urgent=urgent)
+    if heartbeat is not None:
+        heartbeat.beat()  # the watchers' first, before a resumed history's load
+    outcome = master_loop(master, transport, stop, config.progress_interval, urgent=urgent,
+                          beat=heartbeat.beat if heartbeat is not None else lambda: None)  # fmt: skip
+    if heartbeat is not None:  # the watch is over: rank 0's end is bounded by its own deadline from here
+        heartbeat.over()
     busy = (time.process_time() - loop_began[0]) / max(1e-9, time.monotonic() - loop_began[1])
     if watchdog is not None:  # the drain is over (bounded by --grace): the rest of the job's end is bounded too
         watchdog.enter(THE_END, bounds.end, "no score was written (--resume continues the run)", EXIT_DEADLINE)
@@ -344,7 +354,8 @@ def _run_master_locked(prepared: Prepared, config: RunConfig, transport: MasterT
     discarded = master.tasks_in_flight
     stopped = log.write(runlog.RUN_STOP, sync=True, reason=reason, discarded_tasks=discarded,
                         segment=prepared.segment, groups_stopped_early=master.early_stops,
-                        **({"groups_lost": master.lost_groups} if master.lost_groups else {}))  # fmt: skip
+                        **({"groups_lost": master.lost_groups} if master.lost_groups else {}),
+                        **({"rank0_stalls": stalls} if (stalls := master.stall_summary()) else {}))  # fmt: skip
     mllog.run_stop(reason, stopped[runlog.TIME], rehearsal=config.rehearse)
     ending = [time.monotonic()]  # the end's phases (END_PHASES)
     score = score_run(run_dir)

@@ -33,6 +33,16 @@ class MasterTransport(Protocol):
         ...
 
 
+class Heartbeat(Protocol):
+    """Rank 0's heartbeat to the leaders that watch it (over MPI: :mod:`aiperf_mpi.mpi.heartbeat`)."""
+
+    def beat(self) -> None:
+        """Called at every pass of the master loop; sends only when its interval has passed."""
+
+    def over(self) -> None:
+        """The master loop has ended: the watchers stop watching."""
+
+
 class LeaderChannel(Protocol):
     """A leader's side: talk to the master."""
 

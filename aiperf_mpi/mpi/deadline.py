@@ -20,7 +20,7 @@ import time
 
 from mpi4py import MPI
 
-from aiperf_mpi.job.deadlines import END_MARGIN, Watchdog
+from aiperf_mpi.job.deadlines import BACKSTOP, END_MARGIN, Watchdog
 from aiperf_mpi.mpi.faults import FINALIZE_ALARM, finalize_with_a_backstop
 
 
@@ -48,7 +48,7 @@ def rank_watchdog() -> Watchdog:
     """This rank's watchdog, its action :func:`end_the_job` (started in ``main``, before anything collective)."""
     thread_multiple = MPI.Query_thread() >= MPI.THREAD_MULTIPLE
     return Watchdog(MPI.COMM_WORLD.Get_rank(), socket.gethostname(),
-                    lambda status: end_the_job(status, thread_multiple))  # fmt: skip
+                    lambda status: end_the_job(status, thread_multiple), backstop=BACKSTOP)  # fmt: skip
 
 
 def abort_kind() -> str:

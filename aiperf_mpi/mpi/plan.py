@@ -197,6 +197,25 @@ GROUPS_PER_RELAY = 16_384
 core for 65,536 groups; rank 0 alone is 75–90 % busy at 65,536 groups, ≈ 40 % at 16,384)"""
 
 
+WATCHERS = 2
+"""leaders that watch rank 0 (mpi/heartbeat.py): one is enough to end the job, a second covers the loss of the
+first's node"""
+
+
+def watcher_ranks(plan: LayoutPlan) -> list[int]:
+    """The world ranks of the leaders that watch rank 0: the first group's, then the first group's on another
+    node (the second group's where every group shares a node), at most :data:`WATCHERS`."""
+    leaders = [(plan.nodes[group.leader], group.leader) for group in plan.groups]
+    chosen: list[tuple[int, int]] = []
+    for node, leader in leaders:
+        if len(chosen) < WATCHERS and all(node != taken for taken, _ in chosen):
+            chosen.append((node, leader))
+    for pair in leaders:
+        if len(chosen) < WATCHERS and pair not in chosen:
+            chosen.append(pair)
+    return [leader for _, leader in chosen]
+
+
 def relay_hint(groups: int, relays: int) -> str | None:
     """What rank 0 says when a run of ``groups`` groups has no relays and would want them (``--relays``)."""
     if relays or groups < GROUPS_PER_RELAY:

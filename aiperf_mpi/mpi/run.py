@@ -42,11 +42,12 @@ from aiperf_mpi.job.session import (
     run_master,
 )
 from aiperf_mpi.job.transport import FirstWorkClock
-from aiperf_mpi.mpi.deadline import abort_kind
+from aiperf_mpi.mpi.deadline import abort_kind, end_the_job
+from aiperf_mpi.mpi.heartbeat import RankZeroHeartbeat, RankZeroWatch
 from aiperf_mpi.mpi.horovod import horovod_on
 from aiperf_mpi.mpi.layout import RankLayout, build_layout
 from aiperf_mpi.mpi.limits import say_limits
-from aiperf_mpi.mpi.plan import LayoutPlan, relay_hint
+from aiperf_mpi.mpi.plan import LayoutPlan, relay_hint, watcher_ranks
 from aiperf_mpi.mpi.staging import stage_on_nodes
 from aiperf_mpi.mpi.system import system_description
 from aiperf_mpi.mpi.tolerance import job_fault_tolerance, job_start_line
@@ -278,8 +279,10 @@ class MasterRole:
         groups = context.layout.plan.groups
         tolerant, _ = job_fault_tolerance()
         hang = HangPolicy(first_model=context.bounds.first_model, tolerant=tolerant)
+        watchers = watcher_ranks(context.layout.plan) if _thread_multiple() else []
+        heartbeat = RankZeroHeartbeat(context.comm, watchers) if watchers else None
         print(job_start_line(hang), flush=True)
-        print(deadlines_line(context.bounds, context.local.grace, tolerant), flush=True)
+        print(deadlines_line(context.bounds, context.local.grace, tolerant, watchers), flush=True)
         relays = context.layout.plan.relay_ranks
         transport = MpiMasterTransport(context.comm, {g.index: g.leader for g in groups},
                                        {g.index: list(g.ranks) for g in groups}, fault_tolerant=tolerant,
@@ -294,7 +297,7 @@ class MasterRole:
         ended = run_master(context.prepared, config, clocked, system=system, layout=context.layout.plan.to_dict(),
                            staging=context.staging, stop=context.stop_flag, urgent=lambda: context.stop_flag.urgent,
                            version=__version__, end=context.end, watchdog=context.watchdog, bounds=context.bounds,
-                           hang=hang)  # fmt: skip
+                           hang=hang, heartbeat=heartbeat)  # fmt: skip
         self.outcome = ended.outcome
         if ended.exit_status:  # groups abandoned mid-epoch, or lost (MPI_Finalize would hang): end every rank
             context.comm.Abort(ended.exit_status)
@@ -303,12 +306,19 @@ class MasterRole:
         return 0
 
 
-def deadlines_line(bounds: PhaseBounds, grace: float, tolerant: bool) -> str:
-    """Rank 0's line at start: each phase's bound, and what a phase past it costs."""
+def deadlines_line(bounds: PhaseBounds, grace: float, tolerant: bool, watchers: list[int] | None = None) -> str:
+    """Rank 0's line at start: each phase's bound, and what a phase past it costs; who watches rank 0."""
     lost = "its group is lost" if tolerant else "the run ends with its score"
+    watched = (f"rank 0 silent {bounds.master:.0f} s (watched by rank(s) {', '.join(map(str, watchers))})" if watchers
+               else "rank 0 unwatched mid-run (the MPI library gives no MPI_THREAD_MULTIPLE for the watch)")
     return (f"aiperf_mpi: deadlines: start-up {bounds.startup:.0f} s, a group's first model {bounds.first_model:.0f} s "
-            f"({lost}), the end {grace:.0f} s of drain + {bounds.end:.0f} s, a log fsync {bounds.io:.0f} s; past "
-            f"one, the job ends by {abort_kind()}")  # fmt: skip
+            f"({lost}), the end {grace:.0f} s of drain + {bounds.end:.0f} s, a file write or fsync of rank 0 "
+            f"{bounds.io:.0f} s, {watched}; past one, the job ends by {abort_kind()}")  # fmt: skip
+
+
+def _thread_multiple() -> bool:
+    """Whether a second thread may call MPI (the watch of rank 0, the utilisation monitor)."""
+    return MPI.Query_thread() >= MPI.THREAD_MULTIPLE
 
 
 class RelayRole:
@@ -386,10 +396,13 @@ class GroupRole:
                 return
             channel = MpiLeaderChannel(context.comm, layout.plan.relay_of(layout.group.index))
             monitor = _start_monitor(layout, config, channel, context.node_pids)
+            watch = _start_watch(context, config, channel)
             try:
                 leader_loop(channel, layout.group.index, layout.group.horovod_size, config, graph, runner,
                             context.stop_flag, peak=self.peak, rank=layout.rank,
                             max_batch=prepared.data_sizes["train"] // layout.group.horovod_size)  # fmt: skip
+                if watch is not None:  # until rank 0's loop is over (the drain): it may still stall there
+                    watch.finish()
             finally:
                 if monitor is not None:
                     monitor.stop()
@@ -467,6 +480,18 @@ def _start_line(comm: MPI.Comm, stop_flag: StopFlag) -> None:
             print("aiperf_mpi: terminated during start-up; nothing was measured", file=sys.stderr, flush=True)
             comm.Abort(EXIT_TERMINATED)
         time.sleep(0.01)
+
+
+def _start_watch(context: RankContext, config: RunConfig, channel: MpiLeaderChannel) -> RankZeroWatch | None:
+    """The watch of rank 0 (mpi/heartbeat.py), on a leader that :func:`watcher_ranks` names (None elsewhere)."""
+    layout = context.layout
+    if layout.rank not in watcher_ranks(layout.plan) or not _thread_multiple():
+        return None
+    thread_multiple = True
+    watch = RankZeroWatch(context.comm, config.master_deadline, lambda status: end_the_job(status, thread_multiple),
+                          EXIT_DEADLINE, layout.rank, layout.group.host)  # fmt: skip
+    channel.on_heartbeat = watch.heard
+    return watch
 
 
 def _start_monitor(layout, config: RunConfig, channel: MpiLeaderChannel, node_pids: list[int]):

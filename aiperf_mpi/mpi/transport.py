@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Callable
 
 from mpi4py import MPI
 
@@ -35,6 +36,7 @@ from aiperf_mpi.job.messages import (
 )
 from aiperf_mpi.job.wire import WireFormatError, from_wire, leader_message, plain_loads, relayed_message, to_wire
 from aiperf_mpi.mpi.faults import world_ranks
+from aiperf_mpi.mpi.heartbeat import HEARTBEAT
 from aiperf_mpi.mpi.receive import Receiver
 
 MASTER = 0
@@ -246,6 +248,9 @@ class MpiLeaderChannel:
         self.upstream = upstream
         """where this leader's messages go: rank 0, or its relay (``LayoutPlan.relay_of``); answers come from 0"""
         self._held: deque = deque()
+        self.on_heartbeat: Callable[[object], None] = lambda word: None
+        """a watching leader's :meth:`RankZeroWatch.heard <aiperf_mpi.mpi.heartbeat.RankZeroWatch.heard>`: this
+        channel receives any tag from rank 0, so a heartbeat its receive took first is handed on"""
 
     def send(self, message: object) -> None:
         self.comm.send(to_wire(message), dest=self.upstream, tag=TAGS[type(message)])
@@ -259,6 +264,9 @@ class MpiLeaderChannel:
             return self._held.popleft()
         status = MPI.Status()
         data = self.comm.recv(source=MASTER, tag=MPI.ANY_TAG, status=status)
+        while status.Get_tag() == HEARTBEAT:  # rank 0's heartbeat to a watching leader (mpi/heartbeat.py)
+            self.on_heartbeat(data)
+            data = self.comm.recv(source=MASTER, tag=MPI.ANY_TAG, status=status)
         kind = TAG_TYPES.get(status.Get_tag())
         if kind not in TO_LEADER:
             raise RuntimeError(f"unexpected message (tag {status.Get_tag()}) from rank 0")

@@ -83,7 +83,7 @@ OPTIONAL: dict[str, dict[str, object]] = {
     MODEL_DONE: {"weights_sha256": STR},
     MODEL_FAILED: {"graph_hash": (STR, NULL)},
     GROUP_LOST: {"silent": NUM},
-    RUN_STOP: {"groups_stopped_early": INT, "groups_lost": INT, "closed": DICT},
+    RUN_STOP: {"groups_stopped_early": INT, "groups_lost": INT, "closed": DICT, "rank0_stalls": DICT},
     SCORE: {"rules_version": STR, "ops_cv_last_half": (NUM, NULL), "ops_change_last_quarter": (NUM, NULL)},
 }
 """fields some events carry (newer than the first logs, or only in some runs): typed when present"""

@@ -175,20 +175,27 @@ status=0
 wait "$launcher" || status=$?
 while kill -0 "$launcher" 2>/dev/null; do status=0; wait "$launcher" || status=$?; done
 # A launch that ended before rank 0 wrote the run's score (a rank's death across nodes under a direct srun, a
-# lost node): the score from the log, which is whole up to the end (every epoch is on disk before the next), by
-# one process here, with a run_stop that says so (reason "launch ended", aiperf_mpi/job/close.py); a run that
-# ended with its score, or whose lock a live rank 0 still holds, is left as it is.  Bounded: on a file system
-# that stalls (what may have ended the run: rank 0's --io-deadline) the close would wait with it, and hold the
-# allocation; past CLOSE_BOUND it is left, in one line, and the same command scores the run later.
+# lost node, rank 0 stopped and ended by its watchers): the score from the log, which is whole up to the end
+# (every epoch is on disk before the next), by one process here, with a run_stop that says so (reason "launch
+# ended", aiperf_mpi/job/close.py); a run that ended with its score, or whose lock a live rank 0 still holds, is
+# left as it is.  Bounded: on a file system that stalls (what may have ended the run: rank 0's --io-deadline)
+# the close would wait with it, and hold the allocation; past CLOSE_BOUND it is left, in one line, and the same
+# command scores the run later.
+# The job's status is the close's (--job-status), not the launcher's: srun exits 0 for a step that never
+# launched and prterun after losing a daemon, so 0 only for a run that scored and stopped at its time limit
+# or model budget; 6 for no score, 7 for a run that stopped early (--resume continues it), one line each.
 CLOSE_BOUND=120
 if [ ${#RUN[@]} -gt 0 ]; then
-    python -m aiperf_mpi.job.close "$RUN_DIR" --launcher-status "$status" &
+    python -m aiperf_mpi.job.close "$RUN_DIR" --launcher-status "$status" --job-status &
     closer=$!
     for _ in $(seq $CLOSE_BOUND); do kill -0 "$closer" 2>/dev/null || break; sleep 1; done
     if kill -0 "$closer" 2>/dev/null; then
         echo "aiperf_mpi job $SLURM_JOB_ID: the close of $RUN_DIR did not end within ${CLOSE_BOUND} s (its file" \
-             "system?): left; python -m aiperf_mpi.job.close $RUN_DIR scores the run later" >&2
+             "system?): left; python -m aiperf_mpi.job.close $RUN_DIR scores the run later; job status 6" >&2
         kill -KILL "$closer" 2>/dev/null || true
+        exit 6
     fi
+    status=0
+    wait "$closer" || status=$?
 fi
 exit "$status"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import time
 
@@ -199,3 +200,58 @@ def test_a_stalled_fsync_on_rank_0_ends_the_job_within_the_io_bound_and_the_run_
     assert data.endswith("\n") and len(events_so_far(run_dir)) == data.count("\n")  # every line whole
     assert not any(e["event"] == runlog.SCORE for e in events_so_far(run_dir))  # no score was claimed
     resumed_once_more(run_dir, False, scores=1)  # the stalled segment has none: the resume's is the run's
+
+
+@pytest.mark.parametrize("tolerant", [False, True], ids=["mpirun", "mpirun-ulfm"])
+def test_rank_0_stopped_mid_run_ends_the_job_at_its_watchers_deadline_and_the_close_scores_it(
+        tmp_path, tolerant: bool) -> None:  # fmt: skip
+    """Rank 0 stopped after the first epoch is logged (issue 50: before, the job was alive 300 s later and went
+    on): its heartbeat stops, a watching leader's deadline (--master-deadline) ends the job with MPI_Abort, the
+    stopped rank 0 included; the log is whole up to the stall, and the close scores it (one score), which verify
+    passes, and --resume continues the run."""
+    run_dir = tmp_path / "run"
+    bound = 20
+    job = launch(run_dir, ["--master-deadline", str(bound), "--time-limit", "120"], tolerant)
+    epoch = lambda: any(e["event"] == runlog.EPOCH for e in events_so_far(run_dir))  # noqa: E731
+    pid, stopped_at = stop_when(job, 0, epoch)
+    output, took = ended(job, pid, stopped_at)
+    assert job.process.returncode == EXIT_DEADLINE, output[-4000:]
+    lines = deadline_lines(output)
+    assert lines and {(phase, b) for _, phase, b in lines} == {("rank 0's heartbeat", bound)}, output[-4000:]
+    assert {rank for rank, _, _ in lines} <= {1, 3}, lines  # the watchers: the leaders of groups 0 and 1
+    assert took < bound + 15, output[-4000:]  # the bound from the last heartbeat (2 s before at most), Abort's latency
+    assert (run_dir / runlog.EVENTS_FILE).read_text().endswith("\n")
+    # prterun's abort sends SIGCONT, then SIGTERM, then SIGKILL: rank 0, continued, may score its own segment on
+    # the SIGTERM before the kill (seen here), or not (srun across nodes); the close, as the templates run it
+    # after the launch, scores what rank 0 did not and leaves a scored segment alone: one score either way
+    closed = subprocess.run([sys.executable, "-m", "aiperf_mpi.job.close", str(run_dir)], capture_output=True,
+                            text=True, timeout=120)  # fmt: skip
+    events = events_so_far(run_dir)
+    assert sum(e["event"] == runlog.SCORE for e in events) == 1, closed.stdout + closed.stderr
+    [stop] = [e["reason"] for e in events if e["event"] == runlog.RUN_STOP]
+    assert stop in (runlog.CLOSED_REASON, "signal SIGTERM"), stop
+    print(f"the run's stop: {stop}; the close said: {(closed.stdout + closed.stderr).strip()}")
+    verified(run_dir, {0, 1})
+    resumed_once_more(run_dir, tolerant)
+
+
+def test_rank_0_stopped_and_continued_within_its_watchers_bound_blames_no_group(tmp_path) -> None:
+    """Rank 0 stopped for 25 s in the groups' first model, whose deadline is 15 s (issue 50: after a SIGCONT, rank
+    0 declared both healthy groups lost by the hang deadline): the watchers' bound is longer, so the job goes on;
+    rank 0 counts the gap as its own stall, every group's deadline moves by it, no group is lost, the run ends at
+    its time limit with its own score, and run_stop records the stall."""
+    run_dir = tmp_path / "run"
+    job = launch(run_dir, ["--master-deadline", "60", "--first-model-deadline", "15", "--time-limit", "45"], True)
+    started = lambda: any(e["event"] == runlog.RUN_START for e in events_so_far(run_dir))  # noqa: E731
+    pid, _ = stop_when(job, 0, started)
+    time.sleep(25.0)
+    os.kill(pid, signal.SIGCONT)
+    output = job.finish(OUTER_TIMEOUT, "the job did not end after rank 0 was continued")
+    assert job.process.returncode == 0, output[-4000:]
+    assert "rank 0 itself was stalled for" in output and not deadline_lines(output), output[-4000:]
+    events = events_so_far(run_dir)
+    assert not any(e["event"] == runlog.GROUP_LOST for e in events), output[-4000:]
+    [stop] = [e for e in events if e["event"] == runlog.RUN_STOP]
+    assert stop["reason"] == "time limit" and stop["rank0_stalls"]["longest"] >= 20, stop
+    assert sum(e["event"] == runlog.SCORE for e in events) == 1
+    verified(run_dir, {0, 1})

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from aiperf_mpi.errors import EXIT_ENDED_EARLY
 from aiperf_mpi.results import runlog
 from tests.support.slurm import KILL_WAIT, JobEnd, SlurmCluster, assert_no_process_left, read_batch_script
 
@@ -174,7 +175,10 @@ def test_the_time_limit_warning_ends_the_run_with_a_score(slurm: SlurmCluster, t
     assert_scored(end, run_dir)
     assert stop_reason(run_dir) == "signal SIGUSR1", end.output
     assert (run_dir / "report" / "report.md").is_file() == report, end.output
-    assert end.state == "COMPLETED" and end.exit_code == 0, f"{end.state} {end.exit_code}:\n{end.output}"
+    # scored, but stopped before its own time limit (issue 50: the job's status is the close's, 0 only for a run
+    # that stopped at its time limit or model budget): --resume continues it, and the job says so
+    assert end.state == "FAILED" and end.exit_code == EXIT_ENDED_EARLY, f"{end.state} {end.exit_code}:\n{end.output}"
+    assert "job status 7: the run scored" in end.output and "stopped early (signal SIGUSR1)" in end.output
     assert_no_process_left(slurm, job)
 
 

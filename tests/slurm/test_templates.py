@@ -51,7 +51,7 @@ def test_time_warning_and_grace_fit_together(template: Path) -> None:
     # the launcher is this shell's child: the warning and SIGTERM are passed on, and a run whose launch ended
     # before rank 0 scored is closed from its log (aiperf_mpi/job/close.py)
     assert re.search(r"^trap .*kill -USR1 \"\$launcher\".* USR1", text, re.M)
-    assert 'python -m aiperf_mpi.job.close "$RUN_DIR" --launcher-status "$status"' in text
+    assert 'python -m aiperf_mpi.job.close "$RUN_DIR" --launcher-status "$status" --job-status' in text
     # a failed node leaves the allocation to the other nodes (Slurm's default ends the job): the fault-tolerant
     # launch goes on there, and without it rank 0 may still write the score
     assert "--no-kill" in script.options, "#SBATCH --no-kill"

@@ -87,3 +87,24 @@ def test_a_cut_last_line_is_left_to_resume(run, capsys) -> None:
 def test_a_launch_that_wrote_nothing_has_nothing_to_close(tmp_path, capsys) -> None:
     assert close_run(tmp_path, launcher_status=1) == 0
     assert "the launch measured nothing" in capsys.readouterr().out
+
+
+def test_the_job_status_is_0_only_for_a_run_that_scored_at_its_time_limit(run, tmp_path, capsys) -> None:
+    """Issue 50: the job said COMPLETED 0 when nothing was measured (srun exits 0 for a step that never launched,
+    prterun after losing a daemon, and the close returned 0 for 'the launch measured nothing')."""
+    from aiperf_mpi.errors import EXIT_ENDED_EARLY, EXIT_NOT_SCORED
+    from aiperf_mpi.job.close import job_status, main
+
+    [stop] = [e for e in read_log(run) if e["event"] == runlog.RUN_STOP]
+    status, line = job_status(run, launcher_status=4)
+    assert (status, stop["reason"]) == (0, "time limit") and "launcher's status was 4" in line, line
+    nothing = tmp_path / "never-launched"
+    nothing.mkdir()
+    assert job_status(nothing, 0)[0] == EXIT_NOT_SCORED and "measured nothing" in job_status(nothing, 0)[1]
+    assert main([str(nothing), "--launcher-status", "0", "--job-status"]) == EXIT_NOT_SCORED
+    assert "aiperf_mpi: job status 6: the launch measured nothing" in capsys.readouterr().err
+    killed(run, keep=len(read_log(run)) - 2)  # the run_stop and score gone: the launch ended before rank 0 scored
+    assert job_status(run, 137)[0] == EXIT_NOT_SCORED  # not closed yet: no score
+    assert main([str(run), "--launcher-status", "137", "--job-status"]) == EXIT_ENDED_EARLY  # closed: scored, early
+    assert "stopped early (launch ended): --resume" in capsys.readouterr().err
+    assert main([str(run), "--launcher-status", "137"]) == 0  # the close alone: nothing left to do

@@ -234,3 +234,45 @@ def test_once_the_ranks_met_mpi_finalize_gets_what_is_left_of_the_phase_at_most_
     assert watchdog.finalize_bound(120.0) == 5.0
     watchdog.leave()
     assert watchdog.finalize_bound(120.0) == 30.0
+
+
+def test_a_phase_past_its_bound_ends_the_rank_while_a_c_call_holds_the_interpreter_lock() -> None:
+    """Issue 50: the watchdog is a Python thread, which cannot run while the main thread is inside a C call that
+    holds the interpreter lock (mpi4py's MPI_Init and MPI_Finalize, a library's teardown).  Here the main thread
+    calls libc's sleep(60) through ctypes.PyDLL, which keeps the lock: the watchdog's own line never comes, and
+    faulthandler's C thread ends the process with status 1 at the bound plus the backstop, its stack on stderr."""
+    import subprocess
+    import sys
+
+    program = (
+        "import ctypes, time\n"
+        "from aiperf_mpi.job.deadlines import Watchdog\n"
+        "watchdog = Watchdog(0, 'host', lambda status: print('ACTION', flush=True), backstop=1.0)\n"
+        "watchdog.enter('a test phase', 1.0, 'a C call holds the lock', 9)\n"
+        "ctypes.PyDLL(None).sleep(60)\n"  # PyDLL: the interpreter lock is held through the call
+        "print('NOT REACHED', flush=True)\n"
+    )
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=50)
+    took = time.monotonic() - started
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Timeout" in done.stderr and "sleep" not in done.stdout and "NOT REACHED" not in done.stdout
+    assert "ACTION" not in done.stdout and "passed its deadline" not in done.stderr  # the Python thread never ran
+    assert took < 20, took  # 2 s after the phase began, a start-up of the interpreter besides
+
+
+def test_a_phase_left_in_time_cancels_its_backstop() -> None:
+    import subprocess
+    import sys
+
+    program = (
+        "import time\n"
+        "from aiperf_mpi.job.deadlines import Watchdog\n"
+        "watchdog = Watchdog(0, 'host', lambda status: None, backstop=0.5)\n"
+        "watchdog.enter('a test phase', 0.5, 'nothing', 9)\n"
+        "watchdog.leave()\n"
+        "time.sleep(3)\n"
+        "print('ALIVE', flush=True)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=50)
+    assert done.returncode == 0 and "ALIVE" in done.stdout, done.stderr
