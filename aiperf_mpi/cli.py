@@ -206,6 +206,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--monitor-interval", type=float, metavar="SECONDS",
                      help=f"utilisation/memory sample period on each node ({default('monitor_interval')}; "
                      "0: off)")  # fmt: skip
+    run.add_argument("--ignore-limits", action="store_const", const=True,
+                     help="start even when a node's memory (its cgroup's memory.max or MemAvailable) or rank 0's "
+                     "open-file hard limit is short of what the job needs; without it rank 0 refuses in one line")
     run.add_argument("--no-peak-probe", dest="peak_probe", action="store_const", const=False,
                      help="skip the start-up matrix-multiply probe of each group's peak")  # fmt: skip
     run.add_argument("--peak-seconds", type=float, metavar="SECONDS",
@@ -241,7 +244,7 @@ RUN_OPTIONS = (
     "score_step", "max_epochs", "search_warmup_epochs", "patience", "model_seconds", "min_delta", "batch_size",
     "base_lr", "hpo", "search", "inherit", "keep_weights", "xla", "device_prefetch", "seed", "grace",
     "progress_interval", "device_memory_gb", "startup_deadline", "first_model_deadline", "end_deadline", "io_deadline",
-    "master_deadline", "monitor_interval", "peak_probe", "peak_seconds", "rehearse", "rehearse_rate",
+    "master_deadline", "ignore_limits", "monitor_interval", "peak_probe", "peak_seconds", "rehearse", "rehearse_rate",
     "rehearse_allreduce", "hardware_changed",
 )  # fmt: skip
 

@@ -91,6 +91,9 @@ class RunConfig:
     job; a training rank's end is bounded by this plus the grace plus a margin"""
     io_deadline: float = 300.0
     """seconds one fsync of rank 0's run log may take before the job is ended (a hung file system)"""
+    ignore_limits: bool = False
+    """start even when rank 0 finds a node's memory (its cgroup's or its own) or its open-file hard limit short of
+    what the job needs (mpi/limits.py); by default it refuses, in one line, before anything starts"""
     master_deadline: float = 120.0
     """seconds rank 0 may be silent mid-run (no heartbeat to its watching leaders: mpi/heartbeat.py) before a
     watcher ends the job: a stopped or hung rank 0"""

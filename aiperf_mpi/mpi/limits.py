@@ -34,7 +34,9 @@ import math
 import os
 import resource
 from collections.abc import Mapping
+from pathlib import Path
 
+from aiperf_mpi.errors import UsageError
 from aiperf_mpi.mpi.plan import LayoutPlan
 
 FILES_BESIDE_PEERS = 64
@@ -81,28 +83,53 @@ def role_of(plan: LayoutPlan, rank: int) -> str:
     return "leader" if group is not None and group.leader == rank else "other"
 
 
-def memory_line(plan: LayoutPlan, reports: list[tuple[int, int]], seed: str, rehearse: bool) -> str | None:
-    """Rank 0's one line when a node cannot hold its ranks (None when every node can).
+def node_room(plan: LayoutPlan, reports: list[tuple[int, ...]], seed: str,
+              rehearse: bool) -> dict[int, tuple[float, float | None]]:  # fmt: skip
+    """Each node's (need, room) in MiB; room None where a rank could not read its memory.
 
-    ``reports[rank]``: (the node's ``MemAvailable``, the rank's ``RssAnon``), in KiB, as each rank read them at
-    start (0 where it could not).  A node's room is its least ``MemAvailable`` reading plus what its ranks
-    already hold (counted in neither); its need is its ranks' peak figures (:func:`rank_need_mib`).
+    ``reports[rank]``: (the node's ``MemAvailable``, the rank's ``RssAnon``[, its cgroup's room]), in KiB, as each
+    rank read them at start (0 where it could not).  A rank's reading is the smaller of ``MemAvailable`` and its
+    cgroup's room (``memory.max`` less ``memory.current``, the tightest of its cgroup and their parents: under
+    Slurm the job's limit, which the kernel's OOM killer enforces whatever the node has free).  A node's room is
+    its least reading plus what its ranks already hold (counted in neither); its need is its ranks' peak
+    figures (:func:`rank_need_mib`).
     """
-    room: dict[int, float] = {}
+    held: dict[int, float] = {}
     need: dict[int, float] = {}
     readings: dict[int, list[int]] = {}
-    for rank, (available, anonymous) in enumerate(reports):
+    for rank, report in enumerate(reports):
+        available, anonymous = report[0], report[1]
+        cgroup = report[2] if len(report) > 2 else 0
         node = plan.nodes[rank]
-        readings.setdefault(node, []).append(available)
-        room[node] = room.get(node, 0.0) + anonymous / 1024
+        readings.setdefault(node, []).append(min(available, cgroup) if available and cgroup else available)
+        held[node] = held.get(node, 0.0) + anonymous / 1024
         need[node] = need.get(node, 0.0) + rank_need_mib(role_of(plan, rank), seed, rehearse)
+    return {node: (need[node], min(values) / 1024 + held[node] if all(values) else None)
+            for node, values in readings.items()}  # fmt: skip
+
+
+def memory_summary(plan: LayoutPlan, reports: list[tuple[int, ...]], seed: str, rehearse: bool) -> str:
+    """Rank 0's start line on memory: a rank's figure by role, the busiest node's need and the tightest room."""
+    rooms = node_room(plan, reports, seed, rehearse)
+    roles = ("master", "relay", "leader", "other")
+    figures = ", ".join(f"{role} {rank_need_mib(role, seed, rehearse):.0f}" for role in roles
+                        if any(role_of(plan, rank) == role for rank in range(len(plan.nodes))))  # fmt: skip
+    busiest = max(rooms, key=lambda node: rooms[node][0])
+    known = [room for _, room in rooms.values() if room is not None]
+    tightest = f"{min(known) / 1024:.1f} GiB" if known else "unknown (no /proc/meminfo)"
+    cgroups = sum(1 for report in reports if len(report) > 2 and report[2])
+    kind = "a rehearsal's" if rehearse else "a training rank's on 32×32 images (larger images need more)"
+    return (f"aiperf_mpi: memory: a rank's peak MiB by role {figures} ({kind}, seed {seed}: mpi/limits.py's "
+            f"measured table); the busiest node needs ≈ {rooms[busiest][0] / 1024:.1f} GiB, the tightest node has "
+            f"{tightest} (MemAvailable{', the job cgroup' + chr(39) + 's memory.max' if cgroups else ''})")
+
+
+def memory_line(plan: LayoutPlan, reports: list[tuple[int, ...]], seed: str, rehearse: bool) -> str | None:
+    """Rank 0's one line when a node cannot hold its ranks (None when every node can): :func:`node_room`."""
     short = []
-    for node, values in readings.items():
-        if not all(values):
-            continue  # a node that could not say (no /proc/meminfo): nothing to hold it to
-        have = min(values) / 1024 + room[node]
-        if need[node] > have:
-            short.append((need[node] - have, node, need[node], have))
+    for node, (need, have) in node_room(plan, reports, seed, rehearse).items():
+        if have is not None and need > have:  # a node that could not say (no /proc/meminfo): nothing to hold it to
+            short.append((need - have, node, need, have))
     if not short:
         return None
     gap, node, wanted, have = max(short)
@@ -115,8 +142,43 @@ def memory_line(plan: LayoutPlan, reports: list[tuple[int, int]], seed: str, reh
             "memory\")")
 
 
-def memory_report() -> tuple[int, int]:
-    """(``MemAvailable`` of this node, ``RssAnon`` of this process), KiB; 0 for what cannot be read."""
+def cgroup_room_kib(proc_self_cgroup: str = "/proc/self/cgroup", root: str = "/sys/fs/cgroup") -> int:
+    """KiB this process's memory cgroup (v2, or v1's memory controller) and its parents still allow: the
+    tightest ``memory.max`` − ``memory.current`` among them (0: no limit, or none could be read)."""
+    try:
+        with open(proc_self_cgroup, encoding="utf-8") as handle:
+            lines = handle.read().splitlines()
+    except OSError:
+        return 0
+    places = []
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        if parts[0] == "0" and parts[1] == "":  # v2: the unified hierarchy
+            places.append((Path(root), parts[2], "memory.max", "memory.current"))
+        elif "memory" in parts[1].split(","):  # v1: the memory controller's own hierarchy
+            places.append((Path(root) / "memory", parts[2], "memory.limit_in_bytes", "memory.usage_in_bytes"))
+    rooms = []
+    for base, path, limit_name, usage_name in places:
+        folder = base / path.lstrip("/")
+        while True:
+            try:
+                limit = (folder / limit_name).read_text().strip()
+                usage = int((folder / usage_name).read_text().strip())
+                if limit != "max" and int(limit) < 1 << 60:  # v1 says 'no limit' as a huge number
+                    rooms.append(max(0, int(limit) - usage) // 1024)
+            except (OSError, ValueError):
+                pass
+            if folder == base or base not in folder.parents:
+                break
+            folder = folder.parent
+    return min(rooms) if rooms else 0
+
+
+def memory_report() -> tuple[int, int, int]:
+    """(``MemAvailable`` of this node, ``RssAnon`` of this process, its cgroup's room: :func:`cgroup_room_kib`),
+    KiB; 0 for what cannot be read."""
     def field(path: str, name: str) -> int:
         try:
             with open(path, encoding="ascii") as handle:
@@ -127,7 +189,7 @@ def memory_report() -> tuple[int, int]:
             pass
         return 0
 
-    return field("/proc/meminfo", "MemAvailable:"), field("/proc/self/status", "RssAnon:")
+    return field("/proc/meminfo", "MemAvailable:"), field("/proc/self/status", "RssAnon:"), cgroup_room_kib()
 
 
 def collective_partners(world_size: int) -> int:
@@ -206,17 +268,32 @@ def open_files_line(plan: LayoutPlan, soft: int, hard: int, tcp: bool) -> str | 
             "Slurm's PropagateResourceLimits) or use fewer groups (docs/cluster.md, \"Open files and memory\")")
 
 
-def say_limits(comm, plan: LayoutPlan, seed: str, rehearse: bool) -> None:
-    """Collective, once the layout is known (``mpi/run.py``): rank 0 says in one line each limit that cannot
-    hold the job — its open files over TCP, a node's memory.
+OVERRIDE = "--ignore-limits"
+"""the option that starts a job rank 0 would refuse for its limits"""
 
-    ``comm`` is the world communicator (mpi4py's ``gather`` and ``Get_rank``): one gather of two numbers a
-    rank.  The open-file limits are read as :func:`raise_open_files` left them.
+
+def say_limits(comm, plan: LayoutPlan, seed: str, rehearse: bool, ignore: bool = False) -> None:
+    """Collective, once the layout is known (``mpi/run.py``): rank 0 states the job's memory and its room, and
+    refuses in one line each limit that cannot hold the job — its open files over TCP (the hard limit, to which
+    every rank raised its soft one: past it the job hangs), a node's memory (past it the OOM killer takes
+    ranks) — unless ``ignore`` (``--ignore-limits``), when the line is a warning and the job starts.
+
+    ``comm`` is the world communicator (mpi4py's ``gather``, ``bcast`` and ``Get_rank``): one gather of three
+    numbers a rank, one broadcast of the verdict, so that every rank raises the same ``UsageError`` and the job
+    ends at once.  The open-file limits are read as :func:`raise_open_files` left them.
     """
     reports = comm.gather(memory_report(), root=plan.master_rank)
-    if comm.Get_rank() != plan.master_rank:
-        return
-    lines = [open_files_line(plan, *resource.getrlimit(resource.RLIMIT_NOFILE), talks_tcp(os.environ)),
-             memory_line(plan, reports, seed, rehearse)]  # fmt: skip
-    for line in filter(None, lines):
-        print(line, flush=True)
+    refusal = None
+    if comm.Get_rank() == plan.master_rank:
+        print(memory_summary(plan, reports, seed, rehearse), flush=True)
+        lines = [open_files_line(plan, *resource.getrlimit(resource.RLIMIT_NOFILE), talks_tcp(os.environ)),
+                 memory_line(plan, reports, seed, rehearse)]  # fmt: skip
+        short = [line for line in lines if line]
+        if short and not ignore:
+            refusal = "; ".join(line.removeprefix("aiperf_mpi: warning: ") for line in short)
+            refusal += f"; refused before anything started ({OVERRIDE} starts it anyway)"
+        for line in short if ignore else ():
+            print(f"{line} ({OVERRIDE}: starting anyway)", flush=True)
+    refusal = comm.bcast(refusal, root=plan.master_rank)
+    if refusal:
+        raise UsageError(refusal)

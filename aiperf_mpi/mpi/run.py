@@ -122,7 +122,12 @@ def run_benchmark(
     horovod = horovod and training.horovod
     marks.append(time.monotonic())
     layout = build_layout(comm, prepared.config.group_size or None, prepared.config.relays)
-    say_limits(comm, layout.plan, prepared.config.seed_model, prepared.config.rehearse)  # rank 0: what cannot fit
+    try:  # rank 0 states the job's memory and refuses what cannot fit, on every rank at once
+        say_limits(comm, layout.plan, prepared.config.seed_model, prepared.config.rehearse,
+                   prepared.config.ignore_limits)  # fmt: skip
+    except UsageError:
+        layout.free()
+        raise
     marks.append(time.monotonic())
     startup.passed(3)
     try:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 RESUME_OPTIONS = ("time_limit", "hardware_changed", "startup_deadline", "first_model_deadline", "end_deadline",
-                  "io_deadline", "master_deadline")
+                  "io_deadline", "master_deadline", "ignore_limits")
 """the run options ``--resume`` takes from the command line (a new time limit; why the hardware is not the first
 segment's, verify holding the segment to the first segment's hardware without it; the phases' deadlines, which
 belong to the machine and the job that runs the segment, not to the result); the rest is the logged

@@ -73,7 +73,10 @@ from analysis.verify.weights import KeptWeights
 VERIFY_RULES_VERSION = "2026.12-9"
 """the version of :data:`FAMILIES`: what verify checks, and how (a new one for any change of a row's rule).
 2026.12-9: the schema's optional ``rank0_stalls`` record of a ``run_stop`` (rank 0's own stalls, which moved every
-group's deadline: issue 50), typed as an object when present; no row's rule changed;
+group's deadline: issue 50), typed as an object when present; ``segments`` lets a resumed segment change the two
+new run options that belong to the machine, not the result (``master_deadline``, ``ignore_limits``: issue 50), as
+it lets it change the other deadlines (the corpus: 345 of 355 identical apart from the version, the 10 others
+nine bundles' note on the version and one resume that changes ``master_deadline``, no longer a mismatch there);
 2026.12-8: a ``run_stop`` of reason ``launch ended`` (the job script's close of a segment whose launch ended
 before rank 0 wrote one, ``aiperf_mpi/job/close.py``, issue 43) is a stop the run writes; the segment it closes is
 judged as a killed one: ``scored window`` takes it on the axis as it ran to its last event before the close, and

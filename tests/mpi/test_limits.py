@@ -27,12 +27,12 @@ STARTED = "start-up on the slowest rank"
 """rank 0's line once every rank is past the start line (and so past its raise)"""
 
 
-def launch(tmp_path: Path, soft: int, hard: int):
+def launch(tmp_path: Path, soft: int, hard: int, extra: list[str] | None = None):
     run_dir = tmp_path / "run"
     argv = ["prlimit", f"--nofile={soft}:{hard}", sys.executable, "-m", "aiperf_mpi", "--rehearse",
             "--rehearse-rate", "2e10", "--group-size", "1", "--dataset", "synthetic", "--seed-model", "tiny",
             "--time-limit", "10", "--score-step", "5", "--monitor-interval", "0", "--no-report",
-            "--run-dir", str(run_dir)]  # fmt: skip
+            "--run-dir", str(run_dir), *(extra or [])]  # fmt: skip
     command = mpirun_command(RANKS, argv)
     command[1:1] = ["--mca", "pml", "ob1", "--mca", "btl", "tcp,self"]
     return run_dir, start_in_background(command, tmp_path / "output.txt")
@@ -72,12 +72,26 @@ def test_every_rank_raises_its_soft_limit_and_the_run_ends_where_it_hung_before(
     assert (run_dir / "score.json").exists()
 
 
-def test_rank_0_says_in_one_line_when_the_hard_limit_cannot_cover_its_sockets(tmp_path) -> None:
-    # rank 0 needs 32 leaders + ⌈log₂ 33⌉ + 64 ≈ 102 by the rule, 53 in fact: the line, and the run still ends
+def test_rank_0_refuses_in_one_line_when_the_hard_limit_cannot_cover_its_sockets(tmp_path) -> None:
+    """Issue 50: the check only warned, and past the limit the job hung until its first-model deadline.  Rank 0
+    needs 32 leaders + ⌈log₂ 33⌉ + 64 ≈ 102 by the rule: under a hard limit of 80 it refuses before anything
+    starts, one line, every rank out with status 2, nothing measured."""
     run_dir, job = launch(tmp_path, 40, 80)
+    output = job.finish(TIMEOUT, "the refused run hung")
+    assert job.process.returncode == 2, output[-4000:]
+    errors = [line for line in output.splitlines() if "aiperf_mpi: error:" in line]
+    assert len(errors) == 1 and errors[0].startswith("[1,0]"), errors
+    assert "rank 0 may open" in errors[0] and "limit is 80 (hard 80)" in errors[0] and "--ignore-limits" in errors[0]
+    assert "Traceback" not in output and not (run_dir / "events.jsonl").exists()
+
+
+def test_ignore_limits_starts_the_job_with_the_line_as_a_warning(tmp_path) -> None:
+    # 53 open files in fact: the run still ends, as it did when the check only warned
+    run_dir, job = launch(tmp_path, 40, 80, ["--ignore-limits"])
     output = job.finish(TIMEOUT, "the run hung")
     assert job.process.returncode == 0, output[-4000:]
     warnings = [line for line in output.splitlines() if WARNING in line]
     assert len(warnings) == 1 and warnings[0].startswith("[1,0]"), warnings
     assert "32 group leaders" in warnings[0] and "limit is 80 (hard 80)" in warnings[0]
+    assert "--ignore-limits: starting anyway" in warnings[0]
     assert (run_dir / "score.json").exists()

@@ -94,3 +94,57 @@ def test_the_node_short_of_memory_is_the_one_named() -> None:
     reports = [(4 * gib, 0)] * 8 + [(gib // 4, 0)] * 8  # node1 has 0.25 GiB for 4 leaders and 4 others
     line = memory_line(plan, reports, "resnet50", rehearse=True)
     assert line is not None and "1 node(s)" in line and "node1's 8 ranks" in line
+
+
+def _cgroup_tree(tmp_path, version: int, limit: str, usage: int, parent_limit: str = "max") -> tuple[str, str]:
+    """A /proc/self/cgroup and a /sys/fs/cgroup tree in the kernel's layouts: Slurm's job/step/task nesting, the
+    limit on the job's cgroup, the process in its task's."""
+    root = tmp_path / "cgroup"
+    place = "/system.slice/slurmstepd.scope/job_7/step_0/task_1"
+    base = root if version == 2 else root / "memory"
+    limit_name, usage_name = ("memory.max", "memory.current") if version == 2 else \
+        ("memory.limit_in_bytes", "memory.usage_in_bytes")  # fmt: skip
+    folder = base / place.lstrip("/")
+    folder.mkdir(parents=True)
+    unlimited = "max" if version == 2 else str(2**63 - 4096)
+    for level in (folder, folder.parent, folder.parent.parent, folder.parent.parent.parent):
+        (level / limit_name).write_text(unlimited + "\n")
+        (level / usage_name).write_text(f"{usage}\n")
+    job = folder.parent.parent
+    (job / limit_name).write_text(f"{limit}\n")
+    if parent_limit != "max":
+        (job.parent / limit_name).write_text(f"{parent_limit}\n")
+    proc = tmp_path / "cgroup-of-self"
+    proc.write_text(f"0::{place}\n" if version == 2 else f"12:pids:/\n4:memory:{place}\n0::/\n")
+    return str(proc), str(root)
+
+
+def test_the_cgroups_room_is_its_tightest_limit_less_its_usage_in_both_layouts(tmp_path) -> None:
+    """Issue 50: under Slurm the limit that matters is the job's cgroup, not the node's MemAvailable."""
+    from aiperf_mpi.mpi.limits import cgroup_room_kib
+
+    gib = 2**30
+    for version in (1, 2):
+        proc, root = _cgroup_tree(tmp_path / f"v{version}", version, str(4 * gib), gib)
+        assert cgroup_room_kib(proc, root) == 3 * gib // 1024
+        proc, root = _cgroup_tree(tmp_path / f"v{version}-parent", version, str(4 * gib), gib, str(2 * gib))
+        assert cgroup_room_kib(proc, root) == gib // 1024  # a tighter limit above the job's
+    proc, root = _cgroup_tree(tmp_path / "unlimited", 2, "max", gib)
+    assert cgroup_room_kib(proc, root) == 0  # no limit: the node's MemAvailable alone
+    assert cgroup_room_kib(str(tmp_path / "absent"), root) == 0
+
+
+def test_a_cgroup_tighter_than_the_node_is_what_the_ranks_are_held_to() -> None:
+    """The by-hand 128-rank ResNet-50 run lost 28 groups to the OOM killer: a node with 24 GiB free whose job's
+    cgroup allows 8 is short, and the line names it; the start line states need and room either way."""
+    from aiperf_mpi.mpi.limits import memory_line, memory_summary
+
+    plan = plan_layout(*nodes_of(128, 128), group_size=2, relays=1)
+    gib = 1024 * 1024  # KiB
+    held = 60 * 1024
+    assert memory_line(plan, [(24 * gib, held, 0)] * 128, "resnet50", rehearse=True) is None
+    short = memory_line(plan, [(24 * gib, held, 8 * gib)] * 128, "resnet50", rehearse=True)
+    assert short is not None and "it has 15.5 GiB" in short  # 8 GiB of room + 7.5 GiB the ranks hold already
+    summary = memory_summary(plan, [(24 * gib, held, 8 * gib)] * 128, "resnet50", rehearse=True)
+    assert "the busiest node needs ≈ 17." in summary and "the tightest node has 15.5 GiB" in summary
+    assert "memory.max" in summary and "leader 230" in summary and "\n" not in summary
