@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from aiperf_mpi import __version__
-from aiperf_mpi.errors import EXIT_OK, UsageError, positive_int, whole_number
+from aiperf_mpi.errors import EXIT_OK, OneLineParser, UsageError, positive_int, whole_number
 from aiperf_mpi.results.resumable import RESUME_OPTIONS
 
 if TYPE_CHECKING:  # the parser itself is MPI-free so unit tests need no MPI
@@ -47,8 +47,9 @@ class _ParserExit(Exception):
         self.status = status
 
 
-class _Parser(argparse.ArgumentParser):
-    """An ArgumentParser that raises instead of calling ``sys.exit``."""
+class _Parser(OneLineParser):
+    """The one-line parser (:class:`~aiperf_mpi.errors.OneLineParser`) that raises instead of calling ``sys.exit``:
+    rank 0 parses, and every rank learns the verdict."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
         raise UsageError(message)
@@ -337,3 +338,29 @@ def parse_on_root(comm: MPI.Comm, argv: Sequence[str] | None) -> argparse.Namesp
     if outcome.exit_status is not None:
         raise SystemExit(outcome.exit_status or EXIT_OK)
     return argparse.Namespace(**outcome.options)
+
+
+def resume_arguments(run_dir: str, time_limit: int, argv: Sequence[str]) -> list[str]:
+    """A relaunch's options (the templates' relaunch after a lost node, :mod:`aiperf_mpi.job.relaunch`):
+    ``--resume RUN_DIR --time-limit T`` and those of the first launch's options ``argv`` that a resume may take
+    (:data:`~aiperf_mpi.results.resumable.RESUME_OPTIONS` but the time limit and the hardware's reason), read by
+    this parser, so that the shell restates no option."""
+    options, _ = build_parser().parse_known_args(list(argv))
+    kept: list[str] = []
+    for name in RESUME_OPTIONS:
+        value = getattr(options, name, None)
+        if name in ("time_limit", "hardware_changed") or value is None:
+            continue
+        flag = _flag(name)
+        kept += [flag] if value is True else [flag, f"{value:g}" if isinstance(value, float) else str(value)]
+    return ["--resume", run_dir, "--time-limit", str(time_limit), *kept]
+
+
+if __name__ == "__main__":  # the templates' relaunch: python -m aiperf_mpi.cli resume-arguments RUN_DIR T -- ARGS...
+    import sys
+
+    if len(sys.argv) < 4 or sys.argv[1] != "resume-arguments":
+        print("usage: python -m aiperf_mpi.cli resume-arguments RUN_DIR TIME_LIMIT -- OPTIONS...", file=sys.stderr)
+        sys.exit(2)
+    rest = sys.argv[4:]
+    print("\n".join(resume_arguments(sys.argv[2], int(sys.argv[3]), rest[1:] if rest[:1] == ["--"] else rest)))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import signal
+import sys
 
 EXIT_OK = 0
 EXIT_FATAL = 1
@@ -68,3 +69,22 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose bad options are one line and an exit status, never argparse's usage and error.
+
+    The one home of that behaviour for the package's and ``analysis``' commands: ``name`` starts the line
+    (``NAME: error: MESSAGE``, the message's whitespace folded), ``hint`` follows it, ``status`` is the exit status
+    (:data:`EXIT_USAGE` by default).  The benchmark's own command line raises instead (``cli.py``: rank 0 parses
+    and every rank learns the verdict), and so overrides :meth:`error`.
+    """
+
+    def __init__(self, *args: object, name: str = "", hint: str = "", status: int = EXIT_USAGE,
+                 **kwargs: object) -> None:  # fmt: skip
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.one_line_name, self.one_line_hint, self.one_line_status = name or self.prog, hint, status
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        print(f"{self.one_line_name}: error: {' '.join(message.split())}{self.one_line_hint}", file=sys.stderr)
+        raise SystemExit(self.one_line_status)

@@ -60,6 +60,7 @@ from pathlib import Path
 import networkx as nx
 import numpy as np
 
+from aiperf_mpi.errors import OneLineParser
 from aiperf_mpi.graph.lineage import rebuild, seed_from_record, structure_difference
 from aiperf_mpi.graph.model import GraphError, as_trained, from_json, to_json
 from aiperf_mpi.results import runlog
@@ -704,14 +705,6 @@ def audit(run_dir: Path, count: int, seed: int, tolerance: float, seconds: float
     return result
 
 
-class _OneLineParser(argparse.ArgumentParser):
-    """Bad options are one line and exit 2, as every bad input of the analysis tools is."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        print(f"{PROG}: error: {' '.join(message.split())}", file=sys.stderr)
-        raise SystemExit(EXIT_BAD_INPUT)
-
-
 def _option(kind: type, low: float, high: float, what: str):
     """An argparse type: a ``kind`` (int or float) in [low, high), else an error naming ``what`` it expects."""
 
@@ -728,7 +721,8 @@ def _option(kind: type, low: float, high: float, what: str):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _OneLineParser(prog=f"python -m {PROG}", description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog=f"python -m {PROG}", description=__doc__.split("\n\n")[0], name=PROG,
+                           status=EXIT_BAD_INPUT)  # bad options: one line and exit 2, as every bad input here
     seconds = _option(float, 1e-3, 1e7, "a positive number of seconds")
     parser.add_argument("run", type=Path, help="the run directory")
     parser.add_argument("--sample", type=_option(int, 1, math.inf, "a positive integer"), required=True, metavar="K",

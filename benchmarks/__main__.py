@@ -33,6 +33,7 @@ BENCHMARKS = {
     "master": "The master against simulated groups",
     "report": "The run report on a 10,000-model, 500,000-epoch log",
     "verify": "The verifier on 1,000, 10,000 and 100,000 models: seconds per model, linearity, peak RSS",
+    "close": "The close of a killed run's log at 10,000 and 100,000 models, against the templates' bound",
     "ft_start": "Fault-tolerant launches that fail to start or to end, at 4, 32 and 128 ranks",
     "memory": "Memory per rank of a rehearsal, by seed model and role",
 }

@@ -63,6 +63,7 @@ from aiperf_mpi.job.master import BATCH, HANG_CHECK_SLICE, Master, retire_surviv
 from aiperf_mpi.job.messages import RELAYED, TAGS, EpochStarted, Ready, Result, Stop, epoch_done, proposed
 from aiperf_mpi.job.mllog import MLLogWriter
 from aiperf_mpi.job.wire import to_wire
+from aiperf_mpi.mpi.heartbeat import RankZeroHeartbeat
 from aiperf_mpi.mpi.relay import INTERVAL as RELAY_INTERVAL
 from aiperf_mpi.mpi.relay import Relay
 from aiperf_mpi.mpi.transport import MpiMasterTransport
@@ -231,6 +232,9 @@ def simulate(groups: int, history_size: int, speed: float = 1.0, comm: MPI.Comm 
             fsyncs.append(time.perf_counter() - began)
 
         io = BatchIO(timed_fsync)
+        # rank 0's heartbeat to a watching leader (mpi/heartbeat.py), here rank 1, which leaves them unread: as in
+        # master_loop, a call at every pass (a send every 2 s), and the pass's own pace (Master.pace)
+        heartbeat = RankZeroHeartbeat(comm, [leaders_rank])
         walks: list[float] = []
         """the CPU of each tick that walked a slice of the groups for the hang deadline (a round once a second)"""
         timed = timed_models(groups, speed)
@@ -334,6 +338,8 @@ def simulate(groups: int, history_size: int, speed: float = 1.0, comm: MPI.Comm 
             held += handled
             start, start_cpu = time.perf_counter(), time.thread_time()
             walking = master.checking_hangs or time.monotonic() >= master._next_hang_check
+            heartbeat.beat()  # as master_loop, at every pass: rank 0's heartbeat, and its own stall's count
+            master.pace(io.waiting())
             master.tick()  # as master_loop, after each pass: the hang check, a round once a second (no stop here)
             if walking:
                 walks.append(time.thread_time() - start_cpu)

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from aiperf_mpi.data.sources import SPLITS, DataError, cifar10_source, digits_source, imagenet_source
+from aiperf_mpi.errors import OneLineParser
 
 CHUNK = 1024
 
@@ -137,17 +138,11 @@ def _image_size(text: str) -> int:
     return value
 
 
-class _OneLineParser(argparse.ArgumentParser):
-    """Bad options are one line, like every other error of the converter (not usage + error)."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        print(f"aiperf_mpi.data: error: {message} (see python -m aiperf_mpi.data convert --help)", file=sys.stderr)
-        raise SystemExit(2)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = _OneLineParser(prog="python -m aiperf_mpi.data", description=__doc__,
-                            formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    # bad options are one line, like every other error of the converter (not usage + error)
+    parser = OneLineParser(prog="python -m aiperf_mpi.data", description=__doc__, name="aiperf_mpi.data",
+                           hint=" (see python -m aiperf_mpi.data convert --help)",
+                           formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     commands = parser.add_subparsers(dest="command", required=True)
     conv = commands.add_parser("convert", help="convert a data set to one HDF5 file")
     conv.add_argument("--from", dest="kind", required=True, choices=["cifar10", "imagenet", "digits"])

@@ -29,7 +29,7 @@ import os
 import socket
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from aiperf_mpi.errors import EXIT_ENDED_EARLY, EXIT_NOT_SCORED
@@ -95,30 +95,41 @@ def last_segment(run_dir: Path) -> tuple[OpenSegment, Score] | None:
 
 def close_run(run_dir: Path, launcher_status: int | None) -> int:
     """Close ``run_dir``'s open last segment with its score; the exit status (0: closed, or nothing to close)."""
+    return close_and_read(run_dir, launcher_status)[0]
+
+
+UNREAD = "unread"
+"""what :func:`close_and_read` gives for a log it did not read (no log, a live lock, a log that cannot be read)"""
+
+
+def close_and_read(run_dir: Path, launcher_status: int | None) -> tuple[int, tuple[OpenSegment, Score] | None | str]:
+    """:func:`close_run`, and the last segment and score as they stand on disk after it (None: no ``run_start``;
+    :data:`UNREAD`), from its one pass over the log: the job's status needs no second (a day's log is 100,000
+    models: ``benchmarks/close.py``)."""
     if not (run_dir / runlog.EVENTS_FILE).is_file():
         print(f"aiperf_mpi: close: {run_dir} has no {runlog.EVENTS_FILE}: the launch measured nothing", flush=True)
-        return 0
+        return 0, UNREAD
     if is_running(run_dir):
         print(f"aiperf_mpi: close: a live process holds {run_dir}'s lock: the run is not ended; nothing written",
               file=sys.stderr, flush=True)  # fmt: skip
-        return 1
+        return 1, UNREAD
     try:
         found = last_segment(run_dir)
     except (OSError, ValueError, runlog.UnreadableLog) as exc:
         print(f"aiperf_mpi: close: {run_dir}'s log cannot be read or scored ({exc}); nothing written",
               file=sys.stderr)  # fmt: skip
-        return 1
+        return 1, UNREAD
     if found is None:
         print(f"aiperf_mpi: close: {run_dir}'s log has no run_start: nothing to score", flush=True)
-        return 0
+        return 0, None
     segment, score = found
     if segment.stopped:
-        return 0  # rank 0 wrote the run_stop and its score: the usual end, nothing to say
+        return 0, found  # rank 0 wrote the run_stop and its score: the usual end, nothing to say
     if segment.cut or runlog.ends_mid_line(run_dir / MLLOG_FILE):
         print(f"aiperf_mpi: close: {run_dir}'s log or mllog.log ends in a cut line (a write the death cut "
               "short): not closed here; --resume sets the line aside and scores the run", file=sys.stderr,
               flush=True)  # fmt: skip
-        return 1
+        return 1, found
     log = runlog.EventLog(run_dir)
     closed = {"host": socket.gethostname(), "pid": os.getpid(), "launcher_status": launcher_status, "at": time.time()}
     # at the segment's end (its last event), as a killed segment ends: the time limit's checks hold the end of the
@@ -135,14 +146,15 @@ def close_run(run_dir: Path, launcher_status: int | None) -> int:
     print(f"aiperf_mpi: close: the launch ended{status} before rank 0 wrote the score; segment {segment.number} "
           f"closed from its log, {len(segment.open_tasks)} unfinished task(s) discarded", flush=True)  # fmt: skip
     print_score(score, run_dir)
-    return 0
+    return 0, (replace(segment, stopped=True, scored=True, reason=runlog.CLOSED_REASON), score)
 
 
 COMPLETED_REASONS = ("time limit", "max models")
 """the ``run_stop`` reasons of a run that ended itself where it was meant to: its time limit, its model budget"""
 
 
-def job_status(run_dir: Path, launcher_status: int | None) -> tuple[int, str]:
+def job_status(run_dir: Path, launcher_status: int | None,
+               found: tuple[OpenSegment, Score] | None | str = UNREAD) -> tuple[int, str]:  # fmt: skip
     """The job's exit status, from the run's log after the close, and one line that says why (issue 50).
 
     0 only for a run that scored and whose last segment stopped at its time limit or its model budget, whatever
@@ -150,16 +162,17 @@ def job_status(run_dir: Path, launcher_status: int | None) -> tuple[int, str]:
     status is then named in the line).  Otherwise :data:`~aiperf_mpi.errors.EXIT_NOT_SCORED` (no log, no
     ``run_start``, no score: with Slurm 22.05 ``srun`` exits 0 for a step that never launched, and ``prterun``
     exits 0 after losing a daemon) or :data:`~aiperf_mpi.errors.EXIT_ENDED_EARLY` (scored, but stopped by a
-    signal, a hang, the loss of every group or of the launch: ``--resume`` continues it).
+    signal, a hang, the loss of every group or of the launch: ``--resume`` continues it).  ``found``: the last
+    segment and score as :func:`close_and_read` left them (read here when :data:`UNREAD`).
     """
     launcher = "" if launcher_status is None else f"; the launcher's status was {launcher_status}"
     if not (run_dir / runlog.EVENTS_FILE).is_file():
         return EXIT_NOT_SCORED, f"the launch measured nothing (no {runlog.EVENTS_FILE} in {run_dir}){launcher}"
     try:
-        found = last_segment(run_dir)
+        found = last_segment(run_dir) if found == UNREAD else found
     except (OSError, ValueError, runlog.UnreadableLog) as exc:
         return EXIT_NOT_SCORED, f"{run_dir}'s log cannot be read ({exc}){launcher}"
-    if found is None:
+    if found is None or isinstance(found, str):
         return EXIT_NOT_SCORED, f"the launch measured nothing ({run_dir}'s log has no run_start){launcher}"
     segment, score = found
     if not segment.scored:
@@ -181,10 +194,10 @@ def main(argv: list[str] | None = None) -> int:
                         f"time limit or model budget; {EXIT_NOT_SCORED} for no score, {EXIT_ENDED_EARLY} for a "
                         "run that stopped early (one line says which)")  # fmt: skip
     args = parser.parse_args(argv)
-    closed = close_run(args.run_dir, args.launcher_status)
+    closed, found = close_and_read(args.run_dir, args.launcher_status)
     if not args.job_status:
         return closed
-    status, why = job_status(args.run_dir, args.launcher_status)
+    status, why = job_status(args.run_dir, args.launcher_status, found)
     print(f"aiperf_mpi: job status {status}: {why}", file=sys.stderr if status else sys.stdout, flush=True)
     return status
 

@@ -61,19 +61,27 @@ elif [ -n "${AIPERF_VENV:-}" ]; then
 fi
 RUN_DIR=${AIPERF_RUN_DIR:-$SLURM_SUBMIT_DIR/runs/aiperf-$SLURM_JOB_ID}
 GRACE=${AIPERF_GRACE:-120}
+# the job's time left ([D-]HH:MM:SS or MM:SS, squeue's %L) in seconds; empty without squeue or a time limit
+seconds_left() {
+    local left days=0 seconds=0 part parts
+    left=$(squeue -h -j "$SLURM_JOB_ID" -o %L 2>/dev/null || true)
+    [[ $left =~ ^([0-9]+-)?[0-9:]+$ ]] || return 0
+    if [[ $left == *-* ]]; then days=${left%%-*}; left=${left#*-}; fi
+    IFS=: read -ra parts <<<"$left"
+    for part in "${parts[@]}"; do seconds=$((seconds * 60 + 10#$part)); done
+    echo $((days * 86400 + seconds))
+}
+# the benchmark's clock for a launch with this much time left: minus the warning and the start-up
+clock_for() {
+    local limit=$(($1 - WARN - START))
+    if ((limit < $1 / 2)); then limit=$(($1 / 2)); fi  # a short test job: half of it
+    echo "$limit"
+}
 TIME_LIMIT=${AIPERF_TIME_LIMIT:-}
 if [ -z "$TIME_LIMIT" ]; then
-    # the job's time left ([D-]HH:MM:SS or MM:SS) in seconds, minus the warning and the start-up
-    left=$(squeue -h -j "$SLURM_JOB_ID" -o %L 2>/dev/null || true)
-    if [[ $left =~ ^([0-9]+-)?[0-9:]+$ ]]; then
-        days=0
-        if [[ $left == *-* ]]; then days=${left%%-*}; left=${left#*-}; fi
-        seconds=0
-        IFS=: read -ra parts <<<"$left"
-        for part in "${parts[@]}"; do seconds=$((seconds * 60 + 10#$part)); done
-        left=$((days * 86400 + seconds))
-        TIME_LIMIT=$((left - WARN - START))
-        if ((TIME_LIMIT < left / 2)); then TIME_LIMIT=$((left / 2)); fi  # a short test job: half of it
+    left=$(seconds_left)
+    if [ -n "$left" ]; then
+        TIME_LIMIT=$(clock_for "$left")
     else
         TIME_LIMIT=$((3600 - WARN))  # no squeue here, or no time limit: one hour
     fi
@@ -88,6 +96,11 @@ export PYTHONUNBUFFERED=1
 mkdir -p "$(dirname "$RUN_DIR")"
 echo "aiperf_mpi job $SLURM_JOB_ID: $SLURM_NTASKS tasks on $SLURM_JOB_NUM_NODES node(s), time limit ${TIME_LIMIT} s," \
      "grace ${GRACE} s, run directory $RUN_DIR"
+echo "aiperf_mpi job $SLURM_JOB_ID: a lost node ends the launch; Slurm finds it after its SlurmdTimeout" \
+     "($(scontrol show config 2>/dev/null | sed -n 's/^SlurmdTimeout *= *//p' || true)), the close scores the" \
+     "segment, and the run is launched again with --resume on the nodes left, at most" \
+     "${AIPERF_RELAUNCHES:-2} time(s) (AIPERF_RELAUNCHES), while ${AIPERF_RELAUNCH_LEAST:-600} s of the" \
+     "allocation are left: a loss costs the groups' epochs in progress and a new start-up (docs/cluster.md)"
 # AIPERF_ARGS is a list of options: split on spaces on purpose
 # shellcheck disable=SC2206
 RUN=(--time-limit "$TIME_LIMIT" --grace "$GRACE" --run-dir "$RUN_DIR")
@@ -110,92 +123,146 @@ read -r startup_bound end_bound < <(python -m aiperf_mpi.job.deadlines "${ARGS[@
 # The launch, as this shell's child: once it has ended, this shell closes a run whose launch ended before
 # rank 0 could write its score (below).  Before, the launcher was exec'd so that the time-limit warning reached
 # it; now this shell passes the warning (SIGUSR1, sent to it alone: --signal=B:) and a SIGTERM on to it, and it
-# keeps the launcher's exit status as the job's.
-case $LAUNCHER in
-    srun)
-        # --mpi=pmix for Open MPI; pmi2 for MPICH / Intel MPI.  Without the right --mpi every task
-        # would start as a world of one: aiperf_mpi refuses that launch with one line.  --kill-on-bad-exit=1:
-        # when a rank dies, srun sends the others SIGTERM at once (0.1 s, measured), and on one node rank 0 writes
-        # the score; across nodes over TCP Open MPI aborts on the lost connection first and Slurm SIGKILLs the
-        # step (0.15 s): rank 0 writes no score, and the close below writes it from the log (docs/cluster.md,
-        # "A direct srun across nodes").  --wait: the ranks leave together after the end's meeting, so once the
-        # first has ended the others get the end's own bound (a rank stopped after its part of the last meeting,
-        # with no rank left waiting for it, would hold the step).
-        LAUNCH=(srun --mpi=pmix --kill-on-bad-exit=1 --wait="$end_bound") ;;
-    mpirun)
-        # Open MPI or MPICH mpirun read the allocation.  mpirun answers SIGTERM by killing the ranks at
-        # once, so with mpirun the warning above is what lets the run write its score.
-        LAUNCH=(mpirun -n "$SLURM_NTASKS" --bind-to none "${FT_MPIRUN[@]}") ;;
-    *)
-        echo "AIPERF_LAUNCHER must be srun or mpirun, not '$AIPERF_LAUNCHER'" >&2
-        exit 2 ;;
-esac
+# keeps the close's verdict as the job's status.
+launcher_command() {  # the launcher and its options for a launch on NODES nodes and TASKS tasks
+    case $LAUNCHER in
+        srun)
+            # --mpi=pmix for Open MPI; pmi2 for MPICH / Intel MPI.  Without the right --mpi every task
+            # would start as a world of one: aiperf_mpi refuses that launch with one line.  --kill-on-bad-exit=1:
+            # when a rank dies, srun sends the others SIGTERM at once (0.1 s, measured), and on one node rank 0
+            # writes the score; across nodes over TCP Open MPI aborts on the lost connection first and Slurm
+            # SIGKILLs the step (0.15 s): rank 0 writes no score, and the close below writes it from the log
+            # (docs/cluster.md, "A direct srun across nodes").  --wait: the ranks leave together after the end's
+            # meeting, so once the first has ended the others get the end's own bound (a rank stopped after its
+            # part of the last meeting, with no rank left waiting for it, would hold the step).  The nodes and
+            # tasks are named: after a lost node the batch environment's counts are the allocation's old ones.
+            LAUNCH=(srun --mpi=pmix --kill-on-bad-exit=1 --wait="$end_bound" --nodes="$1" --ntasks="$2") ;;
+        mpirun)
+            # Open MPI or MPICH mpirun read the allocation (the SLURM_* variables, set anew for a relaunch).
+            # mpirun answers SIGTERM by killing the ranks at once, so with mpirun the warning above is what
+            # lets the run write its score.
+            LAUNCH=(mpirun -n "$2" --bind-to none "${FT_MPIRUN[@]}") ;;
+        *)
+            echo "AIPERF_LAUNCHER must be srun or mpirun, not '$AIPERF_LAUNCHER'" >&2
+            exit 2 ;;
+    esac
+}
+
 launcher=
 trap '[ -z "$launcher" ] || kill -USR1 "$launcher" 2>/dev/null || true' USR1  # untrapped, bash would die of it
 trap '[ -z "$launcher" ] || kill -TERM "$launcher" 2>/dev/null || true' TERM  # (set -e: a failed trap would end it)
-"${LAUNCH[@]}" python -m aiperf_mpi "${ARGS[@]}" &
-launcher=$!
 
-if [ ${#RUN[@]} -gt 0 ]; then
-    (
-        log=$RUN_DIR/events.jsonl
-        offset=$(stat -c %s "$log" 2>/dev/null || echo 0)
-        phase=start-up deadline=$((SECONDS + startup_bound + MARGIN)) bound=$startup_bound
-        while kill -0 "$launcher" 2>/dev/null; do
-            size=$(stat -c %s "$log" 2>/dev/null || echo 0)
-            if [ "$size" -gt "$offset" ]; then
-                seen=$(tail -c +$((offset + 1)) "$log" | head -c $((size - offset)) \
-                       | grep -o '^{"event":"run_st[a-z]*"' | tr '\n' ' ')
-                offset=$size
-                case $phase:$seen in
-                    start-up:*run_start*) phase=run deadline= ;;
-                esac
-                case $phase:$seen in
-                    run:*run_stop*) phase=end deadline=$((SECONDS + end_bound + MARGIN)) bound=$end_bound ;;
-                esac
-            fi
-            if [ -n "$deadline" ] && [ "$SECONDS" -ge "$deadline" ]; then
-                echo "aiperf_mpi job $SLURM_JOB_ID: the launch outlived the run's $phase deadline (${bound} s +" \
-                     "${MARGIN} s): a rank hangs where no rank's own deadline reaches it; ending the launcher" \
-                     "($([ "$phase" = start-up ] && echo 'nothing was measured: launch again' \
-                         || echo 'the log is whole; score.json is there if rank 0 wrote it'))" >&2
-                kill -TERM "$launcher" 2>/dev/null
-                for _ in $(seq 30); do kill -0 "$launcher" 2>/dev/null || exit 0; sleep 1; done
-                kill -KILL "$launcher" 2>/dev/null
-                exit 0
-            fi
-            sleep 5
-        done
-    ) &
-fi
-
-
-# The launcher's end.  wait returns early when a trapped signal arrives (the launcher still runs): wait again.
-status=0
-wait "$launcher" || status=$?
-while kill -0 "$launcher" 2>/dev/null; do status=0; wait "$launcher" || status=$?; done
-# A launch that ended before rank 0 wrote the run's score (a rank's death across nodes under a direct srun, a
-# lost node, rank 0 stopped and ended by its watchers): the score from the log, which is whole up to the end
-# (every epoch is on disk before the next), by one process here, with a run_stop that says so (reason "launch
-# ended", aiperf_mpi/job/close.py); a run that ended with its score, or whose lock a live rank 0 still holds, is
-# left as it is.  Bounded: on a file system that stalls (what may have ended the run: rank 0's --io-deadline)
-# the close would wait with it, and hold the allocation; past CLOSE_BOUND it is left, in one line, and the same
-# command scores the run later.
-# The job's status is the close's (--job-status), not the launcher's: srun exits 0 for a step that never
-# launched and prterun after losing a daemon, so 0 only for a run that scored and stopped at its time limit
-# or model budget; 6 for no score, 7 for a run that stopped early (--resume continues it), one line each.
-CLOSE_BOUND=120
-if [ ${#RUN[@]} -gt 0 ]; then
-    python -m aiperf_mpi.job.close "$RUN_DIR" --launcher-status "$status" --job-status &
-    closer=$!
-    for _ in $(seq $CLOSE_BOUND); do kill -0 "$closer" 2>/dev/null || break; sleep 1; done
-    if kill -0 "$closer" 2>/dev/null; then
-        echo "aiperf_mpi job $SLURM_JOB_ID: the close of $RUN_DIR did not end within ${CLOSE_BOUND} s (its file" \
-             "system?): left; python -m aiperf_mpi.job.close $RUN_DIR scores the run later; job status 6" >&2
-        kill -KILL "$closer" 2>/dev/null || true
-        exit 6
+launch_and_close() {  # one launch of the benchmark with "$@", its watcher, its end and its close; sets status
+    "${LAUNCH[@]}" python -m aiperf_mpi "$@" &
+    launcher=$!
+    if [ ${#RUN[@]} -gt 0 ]; then
+        (
+            log=$RUN_DIR/events.jsonl
+            offset=$(stat -c %s "$log" 2>/dev/null || echo 0)
+            phase=start-up deadline=$((SECONDS + startup_bound + MARGIN)) bound=$startup_bound
+            while kill -0 "$launcher" 2>/dev/null; do
+                size=$(stat -c %s "$log" 2>/dev/null || echo 0)
+                if [ "$size" -gt "$offset" ]; then
+                    seen=$(tail -c +$((offset + 1)) "$log" | head -c $((size - offset)) \
+                           | grep -o '^{"event":"run_st[a-z]*"' | tr '\n' ' ')
+                    offset=$size
+                    case $phase:$seen in
+                        start-up:*run_start*) phase=run deadline= ;;
+                    esac
+                    case $phase:$seen in
+                        run:*run_stop*) phase=end deadline=$((SECONDS + end_bound + MARGIN)) bound=$end_bound ;;
+                    esac
+                fi
+                if [ -n "$deadline" ] && [ "$SECONDS" -ge "$deadline" ]; then
+                    echo "aiperf_mpi job $SLURM_JOB_ID: the launch outlived the run's $phase deadline (${bound} s +" \
+                         "${MARGIN} s): a rank hangs where no rank's own deadline reaches it; ending the launcher" \
+                         "($([ "$phase" = start-up ] && echo 'nothing was measured: launch again' \
+                             || echo 'the log is whole; score.json is there if rank 0 wrote it'))" >&2
+                    kill -TERM "$launcher" 2>/dev/null
+                    for _ in $(seq 30); do kill -0 "$launcher" 2>/dev/null || exit 0; sleep 1; done
+                    kill -KILL "$launcher" 2>/dev/null
+                    exit 0
+                fi
+                sleep 5
+            done
+        ) &
     fi
+    # The launcher's end.  wait returns early when a trapped signal arrives (the launcher still runs): wait again.
     status=0
-    wait "$closer" || status=$?
-fi
+    wait "$launcher" || status=$?
+    while kill -0 "$launcher" 2>/dev/null; do status=0; wait "$launcher" || status=$?; done
+    # A launch that ended before rank 0 wrote the run's score (a rank's death across nodes under a direct srun, a
+    # lost node, rank 0 stopped and ended by its watchers): the score from the log, which is whole up to the end
+    # (every epoch is on disk before the next), by one process here, with a run_stop that says so (reason
+    # "launch ended", aiperf_mpi/job/close.py); a run that ended with its score, or whose lock a live rank 0
+    # still holds, is left as it is.  Bounded: on a file system that stalls (what may have ended the run: rank
+    # 0's --io-deadline) the close would wait with it, and hold the allocation; past CLOSE_BOUND it is left, in
+    # one line, and the same command scores the run later.
+    # The job's status is the close's (--job-status), not the launcher's: srun exits 0 for a step that never
+    # launched and prterun after losing a daemon, so 0 only for a run that scored and stopped at its time limit
+    # or model budget; 6 for no score, 7 for a run that stopped early (--resume continues it), one line each.
+    if [ ${#RUN[@]} -gt 0 ]; then
+        python -m aiperf_mpi.job.close "$RUN_DIR" --launcher-status "$status" --job-status &
+        closer=$!
+        for _ in $(seq $CLOSE_BOUND); do kill -0 "$closer" 2>/dev/null || break; sleep 1; done
+        if kill -0 "$closer" 2>/dev/null; then
+            echo "aiperf_mpi job $SLURM_JOB_ID: the close of $RUN_DIR did not end within ${CLOSE_BOUND} s (its" \
+                 "file system?): left; python -m aiperf_mpi.job.close $RUN_DIR scores the run later; job status 6" >&2
+            kill -KILL "$closer" 2>/dev/null || true
+            status=6
+            return
+        fi
+        status=0
+        wait "$closer" || status=$?
+    fi
+}
+
+allocation_nodes() {  # the nodes the allocation holds now (Slurm takes a failed node out of a --no-kill job)
+    scontrol show job "$SLURM_JOB_ID" 2>/dev/null | tr ' ' '\n' | sed -n 's/^NodeList=//p' | head -n 1
+}
+
+CLOSE_BOUND=120
+NODES_AT_START=$SLURM_JOB_NUM_NODES
+TASKS_PER_NODE=$((SLURM_NTASKS / SLURM_JOB_NUM_NODES))
+launcher_command "$SLURM_JOB_NUM_NODES" "$SLURM_NTASKS"
+began=$SECONDS
+launch_and_close "${ARGS[@]}"
+
+# A lost node costs its groups' work in progress, not the allocation (issue 50): with --no-kill Slurm keeps the
+# job and takes the failed node out of it, but every launch ends (srun's step loses a task; PRRTE cannot keep a
+# job whose daemon is lost).  Once the close has scored the segment, the run is launched again with --resume on
+# the nodes left, as many tasks a node as before, its clock what the allocation has left, at most
+# AIPERF_RELAUNCHES times (python -m aiperf_mpi.job.relaunch decides, and says why in one line).  Its score
+# spans every segment; verify reads the relaunch as a resumed segment with fewer ranks.
+relaunches=0
+while [ ${#RUN[@]} -gt 0 ]; do
+    nodes=$(allocation_nodes)
+    count=$( [ -n "$nodes" ] && scontrol show hostnames "$nodes" 2>/dev/null | wc -l || echo 0)
+    left=$(seconds_left)
+    python -m aiperf_mpi.job.relaunch --status "$status" --nodes-at-start "$NODES_AT_START" \
+        --nodes-now "$count" --relaunches "$relaunches" --most "${AIPERF_RELAUNCHES:-2}" \
+        --seconds-left "${left:-0}" --least "${AIPERF_RELAUNCH_LEAST:-600}" || break
+    # its clock: what the allocation has left (as at the start), and no more of AIPERF_TIME_LIMIT than is left
+    clock=$(clock_for "${left:-0}")
+    if [ -n "${AIPERF_TIME_LIMIT:-}" ] && ((AIPERF_TIME_LIMIT - (SECONDS - began) < clock)); then
+        clock=$((AIPERF_TIME_LIMIT - (SECONDS - began)))
+    fi
+    if ((clock < 30)); then
+        echo "aiperf_mpi job $SLURM_JOB_ID: no relaunch: ${clock} s of the run's clock left" >&2
+        break
+    fi
+    relaunches=$((relaunches + 1))
+    tasks=$((count * TASKS_PER_NODE))
+    # the allocation as it is now, for srun's defaults and mpirun's reading of it
+    export SLURM_JOB_NODELIST=$nodes SLURM_NODELIST=$nodes SLURM_JOB_NUM_NODES=$count SLURM_NNODES=$count \
+           SLURM_NTASKS=$tasks SLURM_NPROCS=$tasks SLURM_TASKS_PER_NODE="$TASKS_PER_NODE(x$count)"
+    if [ -n "${SLURM_JOB_CPUS_PER_NODE:-}" ]; then
+        export SLURM_JOB_CPUS_PER_NODE="${SLURM_JOB_CPUS_PER_NODE%%(*}(x$count)"
+    fi
+    mapfile -t RESUME < <(python -m aiperf_mpi.cli resume-arguments "$RUN_DIR" "$clock" -- "${ARGS[@]}")
+    echo "aiperf_mpi job $SLURM_JOB_ID: relaunch $relaunches on $count node(s) ($nodes), $tasks tasks:" \
+         "python -m aiperf_mpi ${RESUME[*]}"
+    launcher_command "$count" "$tasks"
+    launch_and_close "${RESUME[@]}"
+done
 exit "$status"

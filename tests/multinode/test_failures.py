@@ -169,7 +169,8 @@ def start_job(case: Case, request: pytest.FixtureRequest, tmp_path: Path) -> Job
         run_dir, stall = stalling_run_dir(request, slurm.hosts, tmp_path)
     env = {"AIPERF_RUN_DIR": str(run_dir), "AIPERF_TIME_LIMIT": str(TIME_LIMIT), "AIPERF_GRACE": str(GRACE),
            "AIPERF_ARGS": " ".join(args), "AIPERF_LAUNCHER": case.launcher,
-           "AIPERF_FAULT_TOLERANCE": "1" if case.fault_tolerance else "0"}  # fmt: skip
+           "AIPERF_FAULT_TOLERANCE": "1" if case.fault_tolerance else "0",
+           "AIPERF_RELAUNCHES": "0"}  # the matrix's rows end with the job; the relaunch is its own test  # fmt: skip
     job_id = slurm.submit(JOBSCRIPTS / "scale-out.sbatch",
                           ["--nodes=2", "--ntasks-per-node=2", "--cpus-per-task=1", "--time=15"], env=env,
                           output=output)  # fmt: skip
@@ -426,3 +427,71 @@ def test_a_failure_is_detected_in_bounded_time_and_the_run_scores_once(case: Cas
     score = json.loads((job.run_dir / "score.json").read_text())["score"]
     print(f"failure: {case.id}: {'started again' if fresh else 'resumed'}; verify "
           f"{'ok' if result.ok else 'ok but for the freed cores'}; score {score:.4g}")
+
+
+# -- a lost node relaunches the run inside the allocation (issue 50) ------------------------------------------------
+
+
+@pytest.mark.timeout(2 * OUTER_TIMEOUT + 400)
+@pytest.mark.parametrize("launcher", ["srun", "mpirun"], ids=["srun", "mpirun-ft"])
+def test_a_lost_node_relaunches_the_run_on_the_node_left_and_one_score_spans_both(
+        launcher: str, request, tmp_path) -> None:  # fmt: skip
+    """The scale-out template as a site submits it, a relaunch allowed (``AIPERF_RELAUNCHES=1``): node2 is lost
+    once both groups have logged an epoch; Slurm takes it out of the --no-kill allocation, the launch ends, the
+    close scores segment 1, and the batch shell launches again with --resume on node1 (2 tasks: rank 0 and one
+    training rank), which trains, ends at the run's time limit and scores both segments; the job's status is 0
+    (its run scored at its time limit) and verify passes (a resumed segment with fewer ranks)."""
+    run_dir, output = tmp_path / "run", tmp_path / "job.out"
+    slurm: HostsSlurm = own(request, start_slurm(2, SLURMD_TIMEOUT))
+    fault_tolerant = launcher == "mpirun"
+    env = {"AIPERF_RUN_DIR": str(run_dir), "AIPERF_TIME_LIMIT": str(TIME_LIMIT), "AIPERF_GRACE": str(GRACE),
+           "AIPERF_ARGS": " ".join(REHEARSAL), "AIPERF_LAUNCHER": launcher,
+           "AIPERF_FAULT_TOLERANCE": "1" if fault_tolerant else "0", "AIPERF_RELAUNCHES": "1",
+           "AIPERF_RELAUNCH_LEAST": "60"}  # fmt: skip
+    job_id = slurm.submit(JOBSCRIPTS / "scale-out.sbatch",
+                          ["--nodes=2", "--ntasks-per-node=2", "--cpus-per-task=1", "--time=15"], env=env,
+                          output=output)  # fmt: skip
+    text = lambda: output.read_text(errors="replace") if output.exists() else ""  # noqa: E731
+    try:
+        deadline = time.monotonic() + OUTER_TIMEOUT
+        while not reached("mid-run", None, events_so_far(run_dir)):  # type: ignore[arg-type]
+            assert time.monotonic() < deadline, f"no epoch of both groups\n{text()[-4000:]}"
+            assert slurm.job(job_id).get("JobState") in STILL_RUNNING, text()[-4000:]
+            time.sleep(0.25)
+        loss = slurm.hosts.lose_node("node2")
+        deadline = time.monotonic() + 2 * OUTER_TIMEOUT
+        first_epoch_after = None
+        while slurm.job(job_id).get("JobState", "UNKNOWN") in STILL_RUNNING:
+            assert time.monotonic() < deadline, f"the job outlived {2 * OUTER_TIMEOUT} s\n{text()[-4000:]}"
+            events = events_so_far(run_dir)
+            relaunched = [e[runlog.TIME] for e in events if e[runlog.EVENT] == runlog.RUN_START][1:]
+            if first_epoch_after is None and relaunched:  # the relaunch's first epoch, from the loss
+                later = [e for e in events if e[runlog.EVENT] == runlog.EPOCH and e["start"] > relaunched[0]]
+                first_epoch_after = later[0]["end"] - loss.time if later else None
+            time.sleep(0.5)
+        info = slurm.job(job_id)
+    finally:
+        slurm.command(["scancel", job_id], check=False)
+    out = text()
+    events = events_so_far(run_dir)
+    starts = [e for e in events if e[runlog.EVENT] == runlog.RUN_START]
+    layouts = [e for e in events if e[runlog.EVENT] == runlog.LAYOUT]
+    stops = [e["reason"] for e in events if e[runlog.EVENT] == runlog.RUN_STOP]
+    scores = [e for e in events if e[runlog.EVENT] == runlog.SCORE]
+    exit_code = int(info.get("ExitCode", "0:0").split(":")[0])
+    worlds = [x["world_size"] for x in layouts]
+    summary = (f"relaunch: {launcher}: node2 lost; segments {len(starts)}, worlds {worlds}, stops {stops}, "
+               f"scores {len(scores)}, the relaunch's first epoch "
+               f"{first_epoch_after if first_epoch_after is None else round(first_epoch_after, 1)} s after the "
+               f"loss, job {info.get('JobState')} {exit_code}")  # fmt: skip
+    print(summary)
+    assert "relaunch 1 on 1 node(s)" in out and "relaunch: 1 node(s) lost, 1 left" in out, out[-4000:]
+    assert [x["world_size"] for x in layouts] == [4, 2], summary
+    assert stops[-1] == "time limit" and len(scores) == len(stops) == 2, summary
+    assert scores[-1]["segments"] == 2 and first_epoch_after is not None, summary
+    assert any(e[runlog.EVENT] == runlog.EPOCH and e["start"] > starts[1][runlog.TIME] for e in events), summary
+    assert exit_code == 0 and "job status 0: the run scored" in out, summary
+    from analysis.verify import verify
+
+    result = verify(run_dir)
+    assert result.ok or only_rates_of_freed_cores(result, {SURVIVOR}), result.text()
