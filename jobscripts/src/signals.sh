@@ -4,9 +4,9 @@
 # 30 s early.
 #SBATCH --signal=B:USR1@300
 #SBATCH --output=aiperf-%j.out
-# --no-kill: when a node fails, Slurm keeps the allocation (its default ends the whole job at once).  With
-# fault tolerance the ranks on the other nodes then train on and the run scores; without it the launch still
-# ends (the step loses a node; mpirun's ranks are ended) and rank 0, if its node lives, writes the score.
-# Measured in the two-node Slurm fixture, a node's network and its slurmd taken down (docs/cluster.md, the
-# failure table's "real node loss" rows).
+# --no-kill: when a node fails, Slurm keeps the allocation (its default ends the whole job at once) and takes
+# the node out of it.  The launch still ends, on every launcher (srun's step loses a task; PRRTE cannot keep a
+# job whose daemon is lost); the close below scores the segment and the run is launched again with --resume
+# on the nodes left (AIPERF_RELAUNCHES).  Measured in the two-node Slurm fixture, a node's network and its
+# slurmd taken down (docs/cluster.md, the failure table's "real node loss" rows).
 #SBATCH --no-kill

@@ -10,3 +10,6 @@
 #   AIPERF_FAULT_TOLERANCE  1: a dead or hung rank costs its group, not the run (Open MPI 5 with ULFM,
 #                      launched by mpirun inside the allocation: a direct srun gives none; docs/cluster.md,
 #                      "When a node fails"); default 0: one dead rank ends the job
+#   AIPERF_RELAUNCHES  after a lost node, launch the run again with --resume on the nodes left, at most this
+#                      many times (default 2; 0: never)
+#   AIPERF_RELAUNCH_LEAST  the least allocation time left, in seconds, a relaunch is worth (default 600)
