@@ -198,7 +198,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--grace", type=float, metavar="SECONDS",
                      help=f"after the time limit, how long running epochs may finish ({default('grace')})")  # fmt: skip
     for name, what in DEADLINE_HELP.items():  # the phases' bounds (aiperf_mpi/job/deadlines.py)
-        run.add_argument(f"--{name.replace('_', '-')}", type=float, metavar="SECONDS", help=f"{what} ({default(name)})")
+        zero = DERIVED_HELP.get(name, "")
+        run.add_argument(f"--{name.replace('_', '-')}", type=float, metavar="SECONDS",
+                         help=f"{what} ({default(name, zero)})")  # fmt: skip
     run.add_argument("--progress-interval", type=float, metavar="SECONDS",
                      help=f"progress line period ({default('progress_interval')})")  # fmt: skip
     run.add_argument("--device-memory-gb", type=float, metavar="GB",
@@ -239,6 +241,12 @@ DEADLINE_HELP = {
                        "one line: a stopped or hung rank 0; the close scores the log",
 }
 """the ``--*-deadline`` options' help, by field"""
+DERIVED_HELP = {
+    "startup_deadline": "derived from the job's size, 300 s + 0.3 s a rank",
+    "first_model_deadline": "derived per group, 300 s + 3 × the seed's first epoch at 10 %% of the group's "
+                            "probed peak; 3600 s without a probe",
+}
+"""what a deadline of 0 means, where it has a meaning (job/deadlines.py)"""
 
 RUN_OPTIONS = (
     "time_limit", "max_models", "dataset", "data_path", "stage_dir", "image_size", "seed_model", "precision", "run_dir",

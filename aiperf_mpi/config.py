@@ -82,10 +82,12 @@ class RunConfig:
     this default serves only code that builds a RunConfig itself"""
     grace: float = 120.0
     """seconds the master waits, after the time limit, for running epochs to finish"""
-    startup_deadline: float = 1800.0
-    """seconds a rank may take from its start to the start line before the job is ended (job/deadlines.py)"""
-    first_model_deadline: float = 3600.0
-    """seconds a group may be silent in its first model (search, build, trace, first epoch) before it is lost"""
+    startup_deadline: float = 0.0
+    """seconds a rank may take from its start to the start line before the job is ended (job/deadlines.py); 0:
+    derived from the world's size (300 s + 0.3 s a rank)"""
+    first_model_deadline: float = 0.0
+    """seconds a group may be silent in its first model (search, build, trace, first epoch) before it is lost; 0:
+    derived per group from its probed peak and the seed's first epoch (job/deadlines.first_model_for)"""
     end_deadline: float = 900.0
     """seconds rank 0's end may take after the drain (score, report, agreement, MPI_Finalize) before it ends the
     job; a training rank's end is bounded by this plus the grace plus a margin"""
@@ -150,8 +152,8 @@ NUMERIC_RANGES: dict[str, tuple[float, float, bool]] = {
     "base_lr": (0.0, 1000.0, False),
     "seed": (0, 2**32 - 1, True),
     "grace": (0.0, 86400.0, True),
-    "startup_deadline": (0.0, 31 * 86400.0, False),
-    "first_model_deadline": (0.0, 31 * 86400.0, False),
+    "startup_deadline": (0.0, 31 * 86400.0, True),  # 0: derived from the job
+    "first_model_deadline": (0.0, 31 * 86400.0, True),
     "end_deadline": (0.0, 31 * 86400.0, False),
     "io_deadline": (0.0, 31 * 86400.0, False),
     "master_deadline": (0.0, 31 * 86400.0, False),

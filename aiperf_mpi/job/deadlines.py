@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import faulthandler
 import math
+import os
 import sys
 import threading
 import time
@@ -38,6 +39,62 @@ LOG_FSYNC = "the run log's fsync"
 """rank 0's fsync of events.jsonl (and the score's file): stable storage of what the log claims"""
 
 
+DERIVED = 0.0
+"""``--startup-deadline`` or ``--first-model-deadline`` 0, their default: the bound is derived from the job"""
+STARTUP_FLOOR = 300.0
+STARTUP_PER_RANK = 0.3
+"""the derived start-up bound: :data:`STARTUP_FLOOR` + this × ranks (:func:`startup_for`)"""
+STARTUP_UNKNOWN = 1800.0
+"""the start-up bound where the world's size is not known before MPI_Init (no launcher's variable)"""
+FIRST_MODEL_FLOOR = 300.0
+FIRST_MODEL_EPOCHS = 3.0
+EFFICIENCY_FLOOR = 0.1
+"""the derived first-model bound: :data:`FIRST_MODEL_FLOOR` + :data:`FIRST_MODEL_EPOCHS` × the seed's first
+epoch at :data:`EFFICIENCY_FLOOR` of the group's probed peak (:func:`first_model_for`)"""
+FIRST_MODEL_UNMEASURED = 3600.0
+"""a group's first-model bound when it reports no peak (``--no-peak-probe``): a ResNet-50 epoch of ImageNet on one
+GPU is ≈ 20 minutes; an hour covers it three times over"""
+WORLD_SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS")
+"""where a launcher tells a rank (or the batch shell) the job's size before MPI_Init: Open MPI's mpirun, MPICH's
+Hydra and srun's PMI-2, srun, the allocation"""
+
+
+def startup_for(ranks: int | None) -> float:
+    """The derived start-up bound for a world of ``ranks``: 300 s + 0.3 s a rank (331 s at 128 ranks, 1,529 s at
+    4,096), :data:`STARTUP_UNKNOWN` when the size is not known.
+
+    From measurements (BENCHMARKS.md): the start-up of 128 rehearsing ranks took 32 s on this 2-core machine at
+    load 50–140, its imports queued on two cores (0.25 s a rank), and at 4,096 ranks the imports from a parallel
+    file system were projected at ≈ 22 minutes without the templates' local venv ("Projection to 4,096"); the
+    collectives are O(log ranks).  Before, 1,800 s for every job: a 3-rank ``make run`` was held half an hour by
+    a rank stopped in start-up (issue 50).
+    """
+    if not ranks or ranks < 1:
+        return STARTUP_UNKNOWN
+    return min(LONGEST_BOUND, STARTUP_FLOOR + STARTUP_PER_RANK * ranks)
+
+
+def first_model_for(epoch_ops: float, peak: float | None) -> float:
+    """The derived first-model bound of a group whose probe measured ``peak`` operations per second, for a seed
+    whose first epoch is ``epoch_ops`` operations: 300 s (the search, the build and the trace) + 3 × that epoch at
+    10 % of the peak.  Measured here: ResNet-50's training steps reach 20–40 % of the matmul peak on this CPU
+    (BENCHMARKS.md, "ResNet-50's convolutions against the matmul peak"), so 10 % is a floor with room for a busy
+    node; a ResNet-50 epoch of ImageNet (3.0e16 operations) on a group whose probe says 1e15 ops/s gets 1,200 s.
+    Without a peak, :data:`FIRST_MODEL_UNMEASURED`."""
+    if not peak or peak <= 0 or not math.isfinite(peak) or epoch_ops <= 0:
+        return FIRST_MODEL_UNMEASURED
+    return min(LONGEST_BOUND, FIRST_MODEL_FLOOR + FIRST_MODEL_EPOCHS * epoch_ops / (peak * EFFICIENCY_FLOOR))
+
+
+def world_size_from(environ: dict | os._Environ) -> int | None:
+    """The job's size as the launcher gave it in the environment (:data:`WORLD_SIZE_VARIABLES`), or None."""
+    for name in WORLD_SIZE_VARIABLES:
+        value = environ.get(name, "")
+        if value.isdigit() and int(value) > 0:
+            return int(value)
+    return None
+
+
 @dataclass(frozen=True)
 class PhaseBounds:
     """The bound of each phase, in seconds (``RunConfig``'s ``*_deadline`` options; docs/cluster.md).
@@ -47,13 +104,11 @@ class PhaseBounds:
     an allocation of hours.
     """
 
-    startup: float = 1800.0
-    """from a rank's ``main`` to the start line: 32 s measured at 128 ranks (load 50–140); at 4,096 ranks the
-    per-rank imports from a parallel file system alone were projected at ≈ 22 minutes without the templates'
-    local venv (BENCHMARKS.md, "Projection to 4,096"), the collectives O(log ranks): 30 minutes covers that"""
-    first_model: float = 3600.0
-    """a group's first model (search, build, trace and first epoch, from its Work) before it has timed anything:
-    a ResNet-50 epoch of ImageNet on one GPU is ≈ 20 minutes; an hour covers it three times over"""
+    startup: float = STARTUP_UNKNOWN
+    """from a rank's ``main`` to the start line; by default derived from the world's size (:func:`startup_for`)"""
+    first_model: float = FIRST_MODEL_UNMEASURED
+    """a group's first model (search, build, trace and first epoch, from its Work) before it has timed anything;
+    by default derived per group from its probed peak (:func:`first_model_for`), this where it has none"""
     end: float = 900.0
     """rank 0's end after the drain (score, report, export, agreement, MPI_Finalize): the report of a
     100,000-model day is ≈ 80 s (BENCHMARKS.md: ≈ 8 s at 10,000), the export a TensorFlow start-up more"""
@@ -62,6 +117,10 @@ class PhaseBounds:
     master: float = 120.0
     """rank 0 silent mid-run (mpi/heartbeat.py): its loop passes every 0.2 s at most and beats every 2 s; a
     stall of seconds (a full collection, a descheduling) is far below it"""
+    startup_from: str = "--startup-deadline"
+    """where :attr:`startup` came from, for the start line"""
+    first_model_derived: bool = False
+    """the first model's bound is derived per group (``--first-model-deadline 0``, the default)"""
 
     def training_rank_end(self, grace: float) -> float:
         """A training (or relay) rank's bound on its end, from when its group is stopped.
@@ -85,16 +144,19 @@ LONGEST_BOUND = 31 * 86400.0
 """the largest bound the configuration accepts (config.py's ``NUMERIC_RANGES``)"""
 
 
-def startup_bound_from_argv(argv: Sequence[str], default: float = DEFAULT_BOUNDS.startup) -> float:
+def startup_bound_from_argv(argv: Sequence[str], default: float | None = None) -> float:
     """The start-up bound the command line gives (``--startup-deadline S`` or ``--startup-deadline=S``), read
     before MPI_Init, or ``default``.
 
     ``main`` needs it before MPI exists: mpi4py's import runs ``MPI_Init`` with the interpreter lock held, so no
     watchdog thread runs there and SIGALRM's default action is the only deadline; without this the alarm was the
     1,800 s default whatever the option said (a rank stopped inside MPI_Init on another node held a two-node job
-    ≈ 500 s and more).  The templates' start-up watcher reads it too (:func:`launch_bounds`).
+    ≈ 500 s and more).  The templates' start-up watcher reads it too (:func:`launch_bounds`).  Not given (or 0):
+    derived from the world's size the launcher put in the environment (:func:`startup_for`), or ``default``.
     """
-    return bound_from_argv(argv, STARTUP_OPTION, default)
+    derived = startup_for(world_size_from(os.environ)) if default is None else default
+    bound = bound_from_argv(argv, STARTUP_OPTION, DERIVED)
+    return derived if bound == DERIVED else bound
 
 
 def bound_from_argv(argv: Sequence[str], option: str, default: float) -> float:
@@ -118,7 +180,7 @@ def bound_from_argv(argv: Sequence[str], option: str, default: float) -> float:
         bound = float(found) if found is not None else default
     except ValueError:
         return default
-    return bound if 0 < bound <= LONGEST_BOUND else default  # a NaN is neither: the default
+    return bound if 0 < bound <= LONGEST_BOUND or bound == DERIVED else default  # a NaN is neither: the default
 
 
 def launch_bounds(argv: Sequence[str]) -> str:
@@ -135,11 +197,20 @@ def launch_bounds(argv: Sequence[str]) -> str:
     return f"{math.ceil(startup)} {math.ceil(end)}"
 
 
-def bounds_of(config: object) -> PhaseBounds:
+def bounds_of(config: object, ranks: int | None = None) -> PhaseBounds:
     """The run configuration's bounds (``startup_deadline``, ``first_model_deadline``, ``end_deadline``,
-    ``io_deadline``, ``master_deadline``: :class:`~aiperf_mpi.config.RunConfig`)."""
-    return PhaseBounds(config.startup_deadline, config.first_model_deadline, config.end_deadline,
-                       config.io_deadline, config.master_deadline)  # fmt: skip
+    ``io_deadline``, ``master_deadline``: :class:`~aiperf_mpi.config.RunConfig`), each of 0 derived: the
+    start-up from ``ranks`` (:func:`startup_for`), the first model per group later, on rank 0 (:func:`first_model_for`:
+    :attr:`PhaseBounds.first_model` is then the bound of a group with no peak)."""
+    startup, source = config.startup_deadline, "--startup-deadline"
+    if startup == DERIVED:
+        startup = startup_for(ranks)
+        source = (f"{STARTUP_FLOOR:g} + {STARTUP_PER_RANK:g} s × {ranks} ranks" if ranks
+                  else "the world's size unknown")  # fmt: skip
+    derived = config.first_model_deadline == DERIVED
+    first_model = FIRST_MODEL_UNMEASURED if derived else config.first_model_deadline
+    return PhaseBounds(startup, first_model, config.end_deadline, config.io_deadline, config.master_deadline,
+                       source, derived)  # fmt: skip
 
 
 BACKSTOP = 30.0

@@ -27,6 +27,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from aiperf_mpi.job.deadlines import first_model_for
+
 
 @dataclass(frozen=True)
 class HangPolicy:
@@ -40,12 +42,24 @@ class HangPolicy:
     """seconds between two walks over the groups (a walk is O(groups): never once per message)"""
     first_model: float | None = None
     """seconds a group may be silent after a Work before it has timed any epoch (None: no deadline then)"""
+    first_model_epoch_ops: float | None = None
+    """the seed's first epoch, in operations: given, each group's first-model bound is derived from the peak its
+    Ready reports (:meth:`first_model_for`; :attr:`first_model` is then the bound before a group is Ready)"""
     tolerant: bool = True
     """fault tolerance on: a group past its deadline is lost and the others go on; off, the run then ends with
     its score (the hung rank is ended with the job's ``MPI_Abort``; ``--resume`` continues the run)"""
 
-    def silent_limit(self, longest_epoch: float | None, first_epoch_cost: float | None) -> float | None:
-        """Seconds of silence after which the group is lost; before it has timed an epoch, ``first_model``.
+    def first_model_for(self, peak: float | None) -> float | None:
+        """A group's own first-model bound, from the peak (ops/s) its probe measured, where it is derived
+        (:func:`~aiperf_mpi.job.deadlines.first_model_for`); None: :attr:`first_model` applies."""
+        if self.first_model_epoch_ops is None:
+            return None
+        return first_model_for(self.first_model_epoch_ops, peak)
+
+    def silent_limit(self, longest_epoch: float | None, first_epoch_cost: float | None,
+                     first_model: float | None = None) -> float | None:  # fmt: skip
+        """Seconds of silence after which the group is lost; before it has timed an epoch, ``first_model`` (the
+        group's own, :meth:`first_model_for`) or :attr:`first_model`.
 
         The longest of the group's epochs and its first-epoch cost (from
         its Work to its first epoch's end: a new model's search, build and
@@ -55,7 +69,7 @@ class HangPolicy:
         """
         known = [t for t in (longest_epoch, first_epoch_cost) if t is not None]
         if not known:
-            return self.first_model
+            return self.first_model if first_model is None else first_model
         return self.epochs * max(known) + self.margin
 
     @staticmethod

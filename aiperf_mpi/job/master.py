@@ -86,6 +86,8 @@ class GroupState:
     """the wall seconds of this group's longest epoch so far (the scale of its hang deadline)"""
     lost: bool = False
     """a rank of the group died or hangs: it gets nothing more and what it sends is ignored"""
+    first_model: float | None = None
+    """this group's own first-model bound, derived from the peak its Ready reported (HangPolicy.first_model_for)"""
 
 
 def _graphs_file_end(path: Path) -> int:
@@ -233,6 +235,8 @@ class Master:
             if type(message.ranks) is not int or type(message.host) is not str or len(message.host) > 255:
                 raise ValueError("a Ready's ranks must be a number and its host a name")  # logged in group_lost later
             state.ranks, state.host = message.ranks, message.host
+            if self.hang is not None and self.hang.first_model_epoch_ops is not None:
+                state.first_model = self.hang.first_model_for(self._peak_of(message))
             if message.peak is not None:
                 self.log.write(runlog.PEAK, sync=True, group=group, host=message.host, **message.peak)
             return self._next(state)
@@ -365,7 +369,7 @@ class Master:
                 if state.ranks or self.hang.first_model is None:
                     continue
                 state.last_heard = state.last_heard or self.started  # silent since the start line (own clock: 0 paused)
-            limit = self.hang.silent_limit(state.longest_epoch, state.first_epoch_cost)
+            limit = self.hang.silent_limit(state.longest_epoch, state.first_epoch_cost, state.first_model)
             silent = now - state.last_heard
             if limit is not None and silent > limit:
                 timed = state.longest_epoch is not None or state.first_epoch_cost is not None
@@ -391,6 +395,15 @@ class Master:
         return lost
 
     # ------------------------------------------------------------------ internals
+
+    def _peak_of(self, ready: Ready) -> float | None:
+        """A Ready's group's peak in ops/s: its probe's, or a rehearsal's stand-in rate for its ranks (exact)."""
+        peak = ready.peak.get("ops_per_second") if isinstance(ready.peak, dict) else None
+        if isinstance(peak, int | float) and not isinstance(peak, bool):
+            return float(peak)
+        if self.config.rehearse:
+            return self.config.rehearse_rate * max(1, ready.ranks)
+        return None
 
     def _begin_stop(self, reason: str) -> None:
         self.stopping = reason

@@ -28,7 +28,19 @@ from aiperf_mpi.config import RunConfig, resolve_precision
 from aiperf_mpi.data.sources import DataError
 from aiperf_mpi.errors import EXIT_DEADLINE, EXIT_TERMINATED, UsageError
 from aiperf_mpi.graph.seeds import seed_model
-from aiperf_mpi.job.deadlines import DEFAULT_BOUNDS, STARTUP, TEARDOWN, THE_END, PhaseBounds, Watchdog, bounds_of
+from aiperf_mpi.job.deadlines import (
+    DEFAULT_BOUNDS,
+    EFFICIENCY_FLOOR,
+    FIRST_MODEL_EPOCHS,
+    FIRST_MODEL_FLOOR,
+    FIRST_MODEL_UNMEASURED,
+    STARTUP,
+    TEARDOWN,
+    THE_END,
+    PhaseBounds,
+    Watchdog,
+    bounds_of,
+)
 from aiperf_mpi.job.faults import HangPolicy
 from aiperf_mpi.job.leader import Runner, leader_loop
 from aiperf_mpi.job.session import (
@@ -112,7 +124,7 @@ def run_benchmark(
     stop_flag = stop_flag or StopFlag().install()
     marks = [time.monotonic()]  # the start-up phases' ends, for the line and the system event (STARTUP_PHASES)
     prepared: Prepared = agree(comm, lambda: prepare(config, resume, comm.Get_size()))
-    bounds = bounds_of(prepared.config)
+    bounds = bounds_of(prepared.config, comm.Get_size())
     if watchdog is not None:
         watchdog.after_meeting = bounds.end
     startup = _StartupClock(watchdog, bounds)  # the start-up bound as the run configures it, from the rank's start
@@ -283,11 +295,14 @@ class MasterRole:
         context = self.context
         groups = context.layout.plan.groups
         tolerant, _ = job_fault_tolerance()
-        hang = HangPolicy(first_model=context.bounds.first_model, tolerant=tolerant)
+        bounds = context.bounds
+        epoch_ops = seed_epoch_ops(context.prepared, config) if bounds.first_model_derived else None
+        hang = HangPolicy(first_model=FIRST_MODEL_FLOOR if epoch_ops is not None else bounds.first_model,
+                          first_model_epoch_ops=epoch_ops, tolerant=tolerant)  # fmt: skip
         watchers = watcher_ranks(context.layout.plan) if _thread_multiple() else []
         heartbeat = RankZeroHeartbeat(context.comm, watchers) if watchers else None
         print(job_start_line(hang), flush=True)
-        print(deadlines_line(context.bounds, context.local.grace, tolerant, watchers), flush=True)
+        print(deadlines_line(context.bounds, context.local.grace, tolerant, watchers, epoch_ops), flush=True)
         relays = context.layout.plan.relay_ranks
         transport = MpiMasterTransport(context.comm, {g.index: g.leader for g in groups},
                                        {g.index: list(g.ranks) for g in groups}, fault_tolerant=tolerant,
@@ -311,12 +326,29 @@ class MasterRole:
         return 0
 
 
-def deadlines_line(bounds: PhaseBounds, grace: float, tolerant: bool, watchers: list[int] | None = None) -> str:
-    """Rank 0's line at start: each phase's bound, and what a phase past it costs; who watches rank 0."""
+def seed_epoch_ops(prepared: Prepared, config: RunConfig) -> float:
+    """The seed model's first epoch in operations, on the run's splits at the warm-up batch: what a group's derived
+    first-model bound is measured against (:func:`~aiperf_mpi.job.deadlines.first_model_for`)."""
+    from aiperf_mpi.graph.ops import count_ops, epoch_ops
+
+    shape = prepared.data_check.get("image_shape") or [32, 32, 3]
+    graph = seed_model(config.seed_model, shape[0], shape[2], prepared.data_check.get("classes", 10))
+    sizes = prepared.data_sizes
+    return float(epoch_ops(count_ops(graph), sizes["train"], sizes.get("validation", 0), config.batch_size).total)
+
+
+def deadlines_line(bounds: PhaseBounds, grace: float, tolerant: bool, watchers: list[int] | None = None,
+                   epoch_ops: float | None = None) -> str:  # fmt: skip
+    """Rank 0's line at start: each phase's bound and where it came from, and what a phase past it costs; who
+    watches rank 0."""
     lost = "its group is lost" if tolerant else "the run ends with its score"
+    first = (f"a group's first model {FIRST_MODEL_FLOOR:.0f} s + {FIRST_MODEL_EPOCHS:g} × the seed's first epoch "
+             f"({epoch_ops:.3g} operations) at {EFFICIENCY_FLOOR:.0%} of its probed peak, "
+             f"{FIRST_MODEL_UNMEASURED:.0f} s without a probe" if epoch_ops is not None
+             else f"a group's first model {bounds.first_model:.0f} s (--first-model-deadline)")  # fmt: skip
     watched = (f"rank 0 silent {bounds.master:.0f} s (watched by rank(s) {', '.join(map(str, watchers))})" if watchers
                else "rank 0 unwatched mid-run (the MPI library gives no MPI_THREAD_MULTIPLE for the watch)")
-    return (f"aiperf_mpi: deadlines: start-up {bounds.startup:.0f} s, a group's first model {bounds.first_model:.0f} s "
+    return (f"aiperf_mpi: deadlines: start-up {bounds.startup:.0f} s ({bounds.startup_from}), {first} "
             f"({lost}), the end {grace:.0f} s of drain + {bounds.end:.0f} s, a file write or fsync of rank 0 "
             f"{bounds.io:.0f} s, {watched}; past one, the job ends by {abort_kind()}")  # fmt: skip
 

@@ -135,6 +135,8 @@ def job_fault_tolerance() -> tuple[bool, str]:
 def deadline(hang) -> str:
     """The master's deadline for a hung group, in words, from a :class:`~aiperf_mpi.job.faults.HangPolicy`."""
     first = f"{hang.first_model:g} s in its first model, then " if getattr(hang, "first_model", None) else ""
+    if getattr(hang, "first_model_epoch_ops", None) is not None:
+        first = "a bound derived from its probed peak in its first model (the deadlines line), then "
     return (f"{first}{hang.epochs:g} × the group's longest epoch + {hang.margin:g} s, checked every "
             f"{hang.check_interval:g} s")  # fmt: skip
 

@@ -117,8 +117,10 @@ ARGS=("${RUN[@]}" "${SHAPE[@]}" ${AIPERF_ARGS:-})
 # and it says so in one line and ends the launcher (SIGTERM, then SIGKILL), which
 # ends every rank, a stopped one too (docs/cluster.md, the failure table).  It leaves with the launcher.
 MARGIN=60   # seconds past the benchmark's own bound: the ranks' start after the launcher's, rank 0's abort
-# the benchmark's start-up and end bounds, as its options give them (aiperf_mpi/job/deadlines.py)
-read -r startup_bound end_bound < <(python -m aiperf_mpi.job.deadlines "${ARGS[@]}" || echo 1800 900)
+# the benchmark's start-up and end bounds, as its options give them, or as it derives them for this job's size
+# (aiperf_mpi/job/deadlines.py, their one home: no default is restated here; a failure ends the script)
+bounds=$(python -m aiperf_mpi.job.deadlines "${ARGS[@]}")
+read -r startup_bound end_bound <<<"$bounds"
 
 # The launch, as this shell's child: once it has ended, this shell closes a run whose launch ended before
 # rank 0 could write its score (below).  Before, the launcher was exec'd so that the time-limit warning reached

@@ -276,3 +276,63 @@ def test_a_phase_left_in_time_cancels_its_backstop() -> None:
     )
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=50)
     assert done.returncode == 0 and "ALIVE" in done.stdout, done.stderr
+
+
+def test_the_default_start_up_bound_scales_with_the_job_and_says_where_it_came_from(monkeypatch) -> None:
+    """Issue 50: a 3-rank make run started with 'start-up 1800 s'; the bound is now 300 s + 0.3 s a rank, read
+    from the launcher's variables before MPI_Init and from the world after it, and an explicit option wins."""
+    from aiperf_mpi.config import RunConfig
+    from aiperf_mpi.job.deadlines import STARTUP_UNKNOWN, bounds_of, startup_for, world_size_from
+
+    assert startup_for(3) == pytest.approx(300.9) and startup_for(4096) == pytest.approx(1528.8)
+    assert startup_for(None) == STARTUP_UNKNOWN
+    assert world_size_from({"OMPI_COMM_WORLD_SIZE": "128", "SLURM_NTASKS": "4"}) == 128  # the launcher's own first
+    assert world_size_from({"SLURM_NTASKS": "4"}) == 4 and world_size_from({"PMI_SIZE": "x"}) is None
+    for name in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_STEP_NUM_TASKS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("SLURM_NTASKS", "1000")
+    assert startup_bound_from_argv([]) == pytest.approx(600.0)
+    assert startup_bound_from_argv(["--startup-deadline", "0"]) == pytest.approx(600.0)  # 0: derived
+    assert startup_bound_from_argv(["--startup-deadline", "40"]) == 40.0
+    derived = bounds_of(RunConfig(), 3)
+    assert derived.startup == pytest.approx(300.9) and "0.3 s × 3 ranks" in derived.startup_from
+    assert derived.first_model_derived
+    given = bounds_of(RunConfig(startup_deadline=50.0, first_model_deadline=70.0), 3)
+    assert (given.startup, given.startup_from, given.first_model, given.first_model_derived) == \
+        (50.0, "--startup-deadline", 70.0, False)  # fmt: skip
+
+
+def test_a_groups_first_model_bound_is_derived_from_its_probed_peak(tmp_path) -> None:
+    """Issue 50: the first model's bound was 3600 s for every job.  Derived, each group's is 300 s + 3 × the seed's
+    first epoch at 10 % of the peak its Ready reports: a slow group gets longer than a fast one, a group with no
+    probe 3600 s, and a group never Ready the floor."""
+    from aiperf_mpi.config import RunConfig
+    from aiperf_mpi.job.deadlines import FIRST_MODEL_UNMEASURED, first_model_for
+    from aiperf_mpi.job.master import Master
+    from aiperf_mpi.job.messages import Ready
+    from aiperf_mpi.search.bayesian import SearchConfig
+    from aiperf_mpi.search.view import MasterHistory
+
+    ops = 7.39e11  # the ResNet-50 seed's first epoch of the embedded digits (make run)
+    assert first_model_for(ops, 5e10) == pytest.approx(300 + 3 * ops / 5e9)
+    assert first_model_for(ops, None) == FIRST_MODEL_UNMEASURED == first_model_for(ops, float("nan"))
+    now = [0.0]
+    master = Master(RunConfig(time_limit=10_000, seed_model="tiny", run_dir=str(tmp_path)),
+                    runlog.EventLog(tmp_path), MasterHistory(SearchConfig().view_bounds()), 3, tmp_path,
+                    clock=lambda: now[0], hang=HangPolicy(first_model=300.0, first_model_epoch_ops=ops))  # fmt: skip
+    peak = {"precision": "fp32", "ranks": 2, "ops_per_second": 5e10}
+    master.handle(0, Ready(0, 2, "fast", {**peak, "ops_per_second": 1e12}))
+    master.handle(1, Ready(1, 2, "slow", peak))
+    assert master.state[0].first_model == pytest.approx(300 + 3 * ops / 1e11)  # 322 s
+    assert master.state[1].first_model == pytest.approx(300 + 3 * ops / 5e9)  # 743 s
+    now[0] = 301.5
+    master.tick()
+    lost = {e["group"]: e["reason"] for e in lost_events(tmp_path)}
+    assert set(lost) == {2} and "in its first model" in lost[2]  # never Ready: the floor
+    now[0] = 330.0
+    master.tick()
+    assert {e["group"] for e in lost_events(tmp_path)} == {0, 2}  # the fast group, past its 322 s
+    now[0] = 745.0
+    master.tick()
+    assert {e["group"] for e in lost_events(tmp_path)} == {0, 1, 2}
+    master.log.close()
