@@ -353,5 +353,48 @@ class Watchdog:
             return  # the action ends the process; a test's returns, and the watchdog has done its one thing
 
 
+def bounds_markdown() -> str:
+    """docs/cluster.md's table of the bounds, generated from the constants here (their one home), so that the page
+    cannot state another default (``tests/unit/test_deadlines.py`` holds it to this)."""
+    rows = [
+        ("`MPI_Init` (mpi4py's import)",
+         f"`--startup-deadline` as the command line gives it, else derived as below from the launcher's variables "
+         f"({', '.join(f'`{name}`' for name in WORLD_SIZE_VARIABLES)}; {STARTUP_UNKNOWN:.0f} s where none is set), "
+         "from the rank's start, by SIGALRM's default action",
+         "every rank waiting in the launcher's fence",
+         "mpi4py holds the interpreter lock in `MPI_Init`: no thread runs there and no line is printed (under `srun` "
+         "a site sees `Alarm clock` for each waiting rank); the option is read before MPI exists"),
+        ("start-up: every collective before the start line",
+         f"`--startup-deadline`; 0 (the default): {STARTUP_FLOOR:.0f} s + {STARTUP_PER_RANK:g} s a rank "
+         f"({startup_for(3):.0f} s at 3 ranks, {startup_for(4096):.0f} s at 4,096), from the rank's start",
+         "each waiting rank",
+         "32 s measured at 128 ranks here (load 50–140); the imports from a parallel file system projected at ≈ 22 "
+         "min at 4,096 without the templates' local venv (BENCHMARKS.md); a `faulthandler` backstop "
+         f"{BACKSTOP:.0f} s past it where the interpreter lock is held"),
+        ("a group's first model",
+         f"`--first-model-deadline`; 0 (the default): per group, {FIRST_MODEL_FLOOR:.0f} s + "
+         f"{FIRST_MODEL_EPOCHS:g} × the seed's first epoch at {EFFICIENCY_FLOOR:.0%} of the peak its Ready reports "
+         f"(a rehearsal: its stand-in's rate), {FIRST_MODEL_UNMEASURED:.0f} s without a probe, "
+         f"{FIRST_MODEL_FLOOR:.0f} s before the group is Ready",
+         "the master",
+         "ResNet-50's steps reach 20–40 % of the matmul peak on this CPU: 10 % is a floor; a ResNet-50 epoch of "
+         f"ImageNet on a group probed at 1e15 ops/s gets {first_model_for(3.0e16, 1e15):.0f} s"),
+        ("mid-run", "3 × the group's longest epoch (or first-epoch cost) + 60 s, on rank 0's own clock",
+         "the master", "its own scale; a stall of rank 0's own moves it (issue 50)"),
+        ("rank 0 silent mid-run", f"`--master-deadline`, {DEFAULT_BOUNDS.master:.0f} s since its last heartbeat",
+         "the two watching leaders", "rank 0's loop passes every 0.2 s and beats every 2 s"),
+        ("the end after the drain",
+         f"`--end-deadline`, {DEFAULT_BOUNDS.end:.0f} s on rank 0; grace + end + {END_MARGIN:.0f} s on the others, "
+         "and at most the end's bound in `MPI_Finalize` once every rank has met",
+         "rank 0 first",
+         "the report of a 100,000-model day ≈ 80 s, the export a TensorFlow start-up; `--serve-at-end` inside it"),
+        ("rank 0's file writes (the log's fsync, the graphs file, weights removals, the I/O thread's end)",
+         f"`--io-deadline`, {DEFAULT_BOUNDS.io:.0f} s a call", "rank 0", "milliseconds when healthy"),
+    ]  # fmt: skip
+    lines = ["| phase | bound (option, default) | who detects | why the default |", "|---|---|---|---|"]
+    lines += [f"| {phase} | {bound} | {who} | {why} |" for phase, bound, who, why in rows]
+    return "\n".join(lines) + "\n"
+
+
 if __name__ == "__main__":  # the templates' launch: python -m aiperf_mpi.job.deadlines OPTIONS...
     print(launch_bounds(sys.argv[1:]))

@@ -336,3 +336,16 @@ def test_a_groups_first_model_bound_is_derived_from_its_probed_peak(tmp_path) ->
     master.tick()
     assert {e["group"] for e in lost_events(tmp_path)} == {0, 1, 2}
     master.log.close()
+
+
+def test_the_bounds_table_of_docs_cluster_md_is_generated_from_their_one_home() -> None:
+    """Issue 51: the defaults lived in five places; docs/cluster.md's table is deadlines.py's own rendering."""
+    from pathlib import Path
+
+    from aiperf_mpi.job.deadlines import bounds_markdown
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "cluster.md").read_text()
+    marker = "<!-- generated from aiperf_mpi/job/deadlines.py (bounds_markdown): "
+    begin, end = marker + "begin -->\n", marker + "end -->"
+    assert text.count(begin) == 1 and text.count(end) == 1, "docs/cluster.md has lost the bounds table's markers"
+    assert text[text.index(begin) + len(begin):text.index(end)] == bounds_markdown(), "regenerate the table"
