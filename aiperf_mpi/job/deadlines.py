@@ -77,10 +77,10 @@ def startup_for(ranks: int | None) -> float:
 def first_model_for(epoch_ops: float, peak: float | None) -> float:
     """The derived first-model bound of a group whose probe measured ``peak`` operations per second, for a seed
     whose first epoch is ``epoch_ops`` operations: 300 s (the search, the build and the trace) + 3 × that epoch at
-    10 % of the peak.  Measured here: ResNet-50's training steps reach 20–40 % of the matmul peak on this CPU
-    (BENCHMARKS.md, "ResNet-50's convolutions against the matmul peak"), so 10 % is a floor with room for a busy
-    node; a ResNet-50 epoch of ImageNet (3.0e16 operations) on a group whose probe says 1e15 ops/s gets 1,200 s.
-    Without a peak, :data:`FIRST_MODEL_UNMEASURED`."""
+    10 % of the peak.  Measured here: ResNet-50's training steps reach 30–55 % of the matmul peak on this CPU
+    (BENCHMARKS.md: a training step ÷ the fp32 matmul peak, 0.305 at 32², 0.552 at 224²), so 10 % is a floor with
+    room for a busy node; a ResNet-50 epoch of ImageNet (3.0e16 operations) on a group whose probe says 1e15
+    ops/s gets 1,200 s.  Without a peak, :data:`FIRST_MODEL_UNMEASURED`."""
     if not peak or peak <= 0 or not math.isfinite(peak) or epoch_ops <= 0:
         return FIRST_MODEL_UNMEASURED
     return min(LONGEST_BOUND, FIRST_MODEL_FLOOR + FIRST_MODEL_EPOCHS * epoch_ops / (peak * EFFICIENCY_FLOOR))
@@ -377,7 +377,7 @@ def bounds_markdown() -> str:
          f"(a rehearsal: its stand-in's rate), {FIRST_MODEL_UNMEASURED:.0f} s without a probe, "
          f"{FIRST_MODEL_FLOOR:.0f} s before the group is Ready",
          "the master",
-         "ResNet-50's steps reach 20–40 % of the matmul peak on this CPU: 10 % is a floor; a ResNet-50 epoch of "
+         "ResNet-50's steps reach 30–55 % of the matmul peak on this CPU: 10 % is a floor; a ResNet-50 epoch of "
          f"ImageNet on a group probed at 1e15 ops/s gets {first_model_for(3.0e16, 1e15):.0f} s"),
         ("mid-run", "3 × the group's longest epoch (or first-epoch cost) + 60 s, on rank 0's own clock",
          "the master", "its own scale; a stall of rank 0's own moves it (issue 50)"),

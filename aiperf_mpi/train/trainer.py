@@ -55,6 +55,26 @@ def _train_device() -> str:
     return "/GPU:0" if tf.config.list_logical_devices("GPU") else "/CPU:0"
 
 
+GRADIENTS_NAME = "aiperf_gradients"
+"""the name of every training step's all-reduce of the gradients (:func:`average_as_one`)"""
+
+
+def average_as_one(hvd: ModuleType, grads: list) -> list:
+    """The group's average of ``grads`` as ONE all-reduce of one flat tensor under one name, split back.
+
+    Horovod's response cache is keyed by each tensor's name.  A grouped all-reduce names its tensors after the
+    gradients and their count, both new with every model the search builds, so a run filled the cache (1,024
+    entries) with models it no longer trains and Horovod warned at every eviction ("A response has been evicted
+    from cache", twice in each ``make run``: issue 51).  One tensor under one name is one entry: a step hits it,
+    and a new model's shape replaces it.  The concatenation is the copy Horovod's tensor fusion made anyway (into
+    its fusion buffer).  Gradients of mixed dtypes (none in this trainer) keep the grouped all-reduce."""
+    if len({g.dtype for g in grads}) != 1:
+        return hvd.grouped_allreduce(grads, op=hvd.Average)
+    flat = tf.concat([tf.reshape(g, [-1]) for g in grads], axis=0)
+    reduced = hvd.allreduce(flat, op=hvd.Average, name=GRADIENTS_NAME)
+    parts = tf.split(reduced, [int(np.prod(g.shape)) for g in grads])
+    return [tf.reshape(part, g.shape) for part, g in zip(parts, grads, strict=True)]
+
 class TrialFailed(Exception):
     """One trial (one model) failed; the group carries on."""
 
@@ -368,7 +388,7 @@ class GroupTrainer:
 
     def _make_step(self, model, optimizer, loss_fn):
         hvd = self.hvd
-        allreduce = (lambda grads: hvd.grouped_allreduce(grads, op=hvd.Average)) if self.size > 1 else None
+        allreduce = (lambda grads: average_as_one(hvd, grads)) if self.size > 1 else None
         return make_train_step(model, optimizer, loss_fn, self.config.precision == "fp16", self.config.xla, allreduce)
 
     def _validate(self, evaluate, batch: int) -> tuple[float, int, float, int]:
