@@ -163,3 +163,25 @@ def test_a_rank_stopped_in_the_end_under_srun_ends_the_job_within_the_end_bound_
     assert len(of(run_dir, runlog.SCORE)) == 1 and (run_dir / "score.json").exists()
     verified(run_dir, {0, 1})
     resumed_once_more(run_dir, False)
+
+
+@pytest.mark.timeout(600)
+def test_rank_0_stopped_mid_run_under_srun_ends_the_job_at_its_watchers_deadline_with_one_score(
+    slurm: SlurmCluster, tmp_path: Path
+) -> None:
+    """Issue 50 under the templates' default launch: rank 0 stopped once both groups logged an epoch; its
+    heartbeat stops, a watching leader (rank 1 or 3) ends the job with MPI_Abort at --master-deadline, the step's
+    kill takes the stopped rank 0, and the template's close scores the run from its log (or rank 0 did, on the
+    step's SIGTERM): one score, the job's status 7 (scored, stopped early), a log that verifies, a resume."""
+    bound = 20
+    both = lambda run_dir: {e["group"] for e in of(run_dir, runlog.EPOCH)} == {0, 1}  # noqa: E731
+    run_dir, end, _, took = stopped_in(slurm, tmp_path, f"--time-limit 240 --master-deadline {bound}", 0, both)
+    lines = deadline_lines(end.output)
+    assert lines and {(phase, b) for _, phase, b in lines} == {("rank 0's heartbeat", bound)}, end.output[-4000:]
+    assert took < bound + 30, end.output[-4000:]  # the bound, the abort, the step's end and the close
+    assert len(of(run_dir, runlog.SCORE)) == 1, end.output[-4000:]
+    [stop] = of(run_dir, runlog.RUN_STOP)
+    assert stop["reason"] in (runlog.CLOSED_REASON, "signal SIGTERM"), stop
+    assert end.state == "FAILED" and end.exit_code == 7 and "job status 7" in end.output, (end.state, end.exit_code)
+    verified(run_dir, {0, 1})
+    resumed_once_more(run_dir, False)
