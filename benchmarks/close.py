@@ -10,13 +10,14 @@ write_verifiable_log`, 64 groups, two epochs a model), cut after its last epoch 
 
 from __future__ import annotations
 
+import math
 import os
-import re
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from aiperf_mpi.job.deadlines import CLOSE_BOUND
 from aiperf_mpi.results import runlog
 from benchmarks.report import _measure
 from benchmarks.verify import write_verifiable_log
@@ -24,12 +25,11 @@ from benchmarks.verify import write_verifiable_log
 SIZES = (10_000, 100_000)
 EXPECTING_7 = ("import sys; from aiperf_mpi.job.close import main; "
                "status = main([sys.argv[1], '--launcher-status', '137', '--job-status']); sys.exit(status != 7)")
-TEMPLATE = Path(__file__).resolve().parents[1] / "jobscripts" / "src" / "common.sh"
 
 
 def close_bound() -> int:
-    """The templates' bound on the close, read from their source (one home: the shell's ``CLOSE_BOUND``)."""
-    return int(re.search(r"^CLOSE_BOUND=(\d+)", TEMPLATE.read_text(), re.M).group(1))
+    """The templates' bound on the close (its one home: ``aiperf_mpi/job/deadlines.py``, which they read)."""
+    return math.ceil(CLOSE_BOUND)
 
 
 def killed(run_dir: Path) -> None:

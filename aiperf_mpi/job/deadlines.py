@@ -27,6 +27,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from aiperf_mpi.config import RunConfig
+
 PROGRAM = "aiperf_mpi"
 
 STARTUP = "start-up"
@@ -109,12 +111,12 @@ class PhaseBounds:
     first_model: float = FIRST_MODEL_UNMEASURED
     """a group's first model (search, build, trace and first epoch, from its Work) before it has timed anything;
     by default derived per group from its probed peak (:func:`first_model_for`), this where it has none"""
-    end: float = 900.0
+    end: float = RunConfig.end_deadline
     """rank 0's end after the drain (score, report, export, agreement, MPI_Finalize): the report of a
     100,000-model day is ≈ 80 s (BENCHMARKS.md: ≈ 8 s at 10,000), the export a TensorFlow start-up more"""
-    io: float = 300.0
+    io: float = RunConfig.io_deadline
     """one fsync of rank 0's run log: milliseconds on a healthy file system, tens of seconds on a loaded one"""
-    master: float = 120.0
+    master: float = RunConfig.master_deadline
     """rank 0 silent mid-run (mpi/heartbeat.py): its loop passes every 0.2 s at most and beats every 2 s; a
     stall of seconds (a full collection, a descheduling) is far below it"""
     startup_from: str = "--startup-deadline"
@@ -183,9 +185,19 @@ def bound_from_argv(argv: Sequence[str], option: str, default: float) -> float:
     return bound if 0 < bound <= LONGEST_BOUND or bound == DERIVED else default  # a NaN is neither: the default
 
 
+LAUNCH_MARGIN = 60.0
+"""seconds the templates' watcher allows past the run's own start-up or end bound before it ends the launcher: the
+ranks start after the launcher does, and rank 0's abort takes its moment"""
+CLOSE_BOUND = 120.0
+"""seconds the templates give the close once the launcher has returned (``benchmarks/close.py``: 2.2 s for a log
+of 100,000 models); past it, on a stalled file system, the close is left and the job's status is 6"""
+
+
 def launch_bounds(argv: Sequence[str]) -> str:
-    """``STARTUP END`` in whole seconds, as the templates' launch reads them from the benchmark's options
-    (``python -m aiperf_mpi.job.deadlines OPTIONS...``): the start-up watcher's bound, and srun's ``--wait``.
+    """``STARTUP END MARGIN CLOSE`` in whole seconds, as the templates' launch reads them from the benchmark's
+    options (``python -m aiperf_mpi.job.deadlines OPTIONS...``): the start-up watcher's bound, srun's ``--wait``,
+    the watcher's margin past either (:data:`LAUNCH_MARGIN`) and the close's bound (:data:`CLOSE_BOUND`): every
+    bound of the batch shell has its one home here.
 
     srun's ``--wait=S`` ends the step's other tasks S seconds after its first task ends.  The ranks leave
     together, after the end's meeting (``mpi/deadline.py``), so in a healthy run the first task's end is the
@@ -194,7 +206,7 @@ def launch_bounds(argv: Sequence[str]) -> str:
     """
     startup = startup_bound_from_argv(argv)
     end = bound_from_argv(argv, END_OPTION, DEFAULT_BOUNDS.end)
-    return f"{math.ceil(startup)} {math.ceil(end)}"
+    return f"{math.ceil(startup)} {math.ceil(end)} {math.ceil(LAUNCH_MARGIN)} {math.ceil(CLOSE_BOUND)}"
 
 
 def bounds_of(config: object, ranks: int | None = None) -> PhaseBounds:

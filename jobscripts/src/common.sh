@@ -116,11 +116,12 @@ ARGS=("${RUN[@]}" "${SHAPE[@]}" ${AIPERF_ARGS:-})
 # start-up bound and MARGIN, or the launcher still running the end's bound and MARGIN after the run_stop,
 # and it says so in one line and ends the launcher (SIGTERM, then SIGKILL), which
 # ends every rank, a stopped one too (docs/cluster.md, the failure table).  It leaves with the launcher.
-MARGIN=60   # seconds past the benchmark's own bound: the ranks' start after the launcher's, rank 0's abort
 # the benchmark's start-up and end bounds, as its options give them, or as it derives them for this job's size
 # (aiperf_mpi/job/deadlines.py, their one home: no default is restated here; a failure ends the script)
+# MARGIN: the watcher's seconds past the benchmark's own bound (the ranks start after the launcher, rank 0's abort
+# takes its moment); CLOSE_BOUND: the close's
 bounds=$(python -m aiperf_mpi.job.deadlines "${ARGS[@]}")
-read -r startup_bound end_bound <<<"$bounds"
+read -r startup_bound end_bound MARGIN CLOSE_BOUND <<<"$bounds"
 
 # The launch, as this shell's child: once it has ended, this shell closes a run whose launch ended before
 # rank 0 could write its score (below).  Before, the launcher was exec'd so that the time-limit warning reached
@@ -223,7 +224,6 @@ allocation_nodes() {  # the nodes the allocation holds now (Slurm takes a failed
     scontrol show job "$SLURM_JOB_ID" 2>/dev/null | tr ' ' '\n' | sed -n 's/^NodeList=//p' | head -n 1
 }
 
-CLOSE_BOUND=120
 NODES_AT_START=$SLURM_JOB_NUM_NODES
 TASKS_PER_NODE=$((SLURM_NTASKS / SLURM_JOB_NUM_NODES))
 launcher_command "$SLURM_JOB_NUM_NODES" "$SLURM_NTASKS"

@@ -31,6 +31,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from aiperf_mpi.job.deadlines import LAUNCH_MARGIN
+
 SLURMD_TIMEOUT = 30
 """the two-node Slurm's ``SlurmdTimeout`` in these tests (Slurm's default: 300 s; a site's bound scales with it)"""
 
@@ -94,7 +96,7 @@ library reports the failure as a PMIx event instead, and Slurm's PMIx plugin SIG
 On one node the ranks share memory, no connection closes, and srun's SIGTERM comes first (rank 0 scored on it).
 The job's score is then the template's close, from the log, after srun returned (before the close: none)"""
 
-LAUNCHER_MARGIN = 60
+LAUNCHER_MARGIN = LAUNCH_MARGIN
 """the templates' ``MARGIN`` (jobscripts/src/common.sh): past the ranks' start-up bound, the batch shell's
 watcher ends a launcher whose run has not logged its ``run_start``.  Under fault tolerance a rank stopped inside
 MPI_Init is bounded only so: the waiting ranks' SIGALRM ends them, mpirun keeps a job whose ranks died and waits
