@@ -243,7 +243,7 @@ DEADLINE_HELP = {
 """the ``--*-deadline`` options' help, by field"""
 DERIVED_HELP = {
     "startup_deadline": "derived from the job's size, 300 s + 0.3 s a rank",
-    "first_model_deadline": "derived per group, 300 s + 3 × the seed's first epoch at 10 %% of the group's "
+    "first_model_deadline": "derived per group, 300 s + 3 × the seed's first epoch at 3 %% of the group's "
                             "probed peak; 3600 s without a probe",
 }
 """what a deadline of 0 means, where it has a meaning (job/deadlines.py)"""

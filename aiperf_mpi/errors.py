@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import signal
 import sys
 
@@ -84,6 +85,13 @@ class OneLineParser(argparse.ArgumentParser):
                  **kwargs: object) -> None:  # fmt: skip
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.one_line_name, self.one_line_hint, self.one_line_status = name or self.prog, hint, status
+
+    def add_subparsers(self, **kwargs: object):  # type: ignore[override]
+        """Subcommands' parsers are one-line too, under this parser's name and status (argparse makes them of
+        this class but with their own ``prog`` alone)."""
+        kwargs.setdefault("parser_class", functools.partial(type(self), name=self.one_line_name,
+                                                            hint=self.one_line_hint, status=self.one_line_status))
+        return super().add_subparsers(**kwargs)  # type: ignore[arg-type]
 
     def error(self, message: str) -> None:  # type: ignore[override]
         print(f"{self.one_line_name}: error: {' '.join(message.split())}{self.one_line_hint}", file=sys.stderr)

@@ -178,6 +178,9 @@ def job_status(run_dir: Path, launcher_status: int | None,
     if not segment.scored:
         return EXIT_NOT_SCORED, (f"segment {segment.number} of {run_dir} has no score (python -m aiperf_mpi.job."
                                  f"close {run_dir} writes it once the run is ended){launcher}")
+    if not score.score > 0:
+        return EXIT_NOT_SCORED, (f"the run's score is {score.score:g}: nothing was measured (no epoch completed "
+                                 f"in its window){launcher}")  # fmt: skip
     if segment.reason not in COMPLETED_REASONS:
         return EXIT_ENDED_EARLY, (f"the run scored {score.score / 1e9:.4f} GOPS but its segment "
                                   f"{segment.number} stopped early ({segment.reason}): --resume {run_dir} "

@@ -427,15 +427,19 @@ class Master:
         """Called by the loop at every pass: count rank 0's own stall, if any; the stall that just ended (s) or 0.
 
         A stall is a gap of more than :data:`STALL_SECONDS` between two passes (the loop passes at least every
-        0.2 s while it runs), or the seconds the I/O thread's oldest batch waited beyond it (``io_wait``: its
-        replies, the groups' next Work among them, are held until the log is on disk).  Either is added to
+        0.2 s while it runs), or a wait of the I/O thread's oldest batch of more than :data:`IO_STALL_SECONDS`
+        (``io_wait``: its replies, the groups' next Work among them, are held until the log is on disk), counted
+        whole from the batch's submission to the end of the episode.  Either is added to
         :attr:`paused`, so every group's deadline moves by it, and kept in :attr:`stalls`.
         """
         now = self.clock()
         gap, self._last_pace = now - self._last_pace, now
-        if io_wait > STALL_SECONDS:  # the replies wait for the disk: the loop runs, the groups cannot speak
-            self.paused += io_wait - self._io_counted
-            self._io_counted = io_wait
+        if io_wait > IO_STALL_SECONDS:  # the replies wait for the disk: the loop runs, the groups cannot speak
+            # an episode's whole wait when it is first seen, then each pass's gap while it lasts (the oldest batch
+            # may change within it: the thread takes every queued batch at once, and a younger one waits on)
+            counted = io_wait if not self._io_counted else gap
+            self.paused += counted
+            self._io_counted += counted
             return 0.0
         ended, self._io_counted = self._io_counted, 0.0
         if ended:
@@ -642,6 +646,10 @@ STALL_SECONDS = 2.0
 """a gap between two passes of the master's loop (or a wait of its I/O thread) longer than this is rank 0's own
 stall (:meth:`Master.pace`): a pass polls at most 0.2 s and handles at most :data:`BATCH` messages (milliseconds;
 the collector's full pass ≈ 50 ms at 65,536 groups), an fsync takes milliseconds on a healthy file system"""
+IO_STALL_SECONDS = 10.0
+"""a wait of the I/O thread's oldest batch longer than this is rank 0's own stall (:meth:`Master.pace`): longer
+than :data:`STALL_SECONDS`, so that a slow but working file system (fsyncs of seconds, one after another) does not
+stop rank 0's own clock, and with it every group's deadline"""
 HANG_CHECK_SLICE = 1024
 """groups the hang check looks at per call of :meth:`Master.tick` (≈ 0.5 ms): a round over 65,536 groups takes 64
 passes of the loop, which polls every millisecond while one is under way (:func:`master_loop`)"""

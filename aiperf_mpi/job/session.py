@@ -301,6 +301,8 @@ def _run_master_locked(prepared: Prepared, config: RunConfig, transport: MasterT
                        bounds: PhaseBounds = DEFAULT_BOUNDS, heartbeat: Heartbeat | None = None) -> Ended:  # fmt: skip
     """:func:`run_master`'s body, while the run directory's lock is held (:mod:`aiperf_mpi.job.runlock`)."""
     run_dir = Path(prepared.run_dir)
+    if heartbeat is not None:
+        heartbeat.beat()  # the watchers' first, before a resumed history's load and the log's first fsyncs
     search = search_config or SearchConfig()
     view_bounds = search.view_bounds()  # the leaders' search reads this view
     # the history first: its reader skips a cut last line as the repair below sets it aside, and a resume it
@@ -341,8 +343,6 @@ def _run_master_locked(prepared: Prepared, config: RunConfig, transport: MasterT
     print(f"aiperf_mpi: run directory {run_dir} (segment {prepared.segment}); {layout['world_size']} ranks, "
           f"{groups} group(s); time limit {config.time_limit:.0f} s", flush=True)  # fmt: skip
     loop_began = (time.process_time(), time.monotonic())  # rank 0's busy share of the run
-    if heartbeat is not None:
-        heartbeat.beat()  # the watchers' first, before a resumed history's load
     outcome = master_loop(master, transport, stop, config.progress_interval, urgent=urgent,
                           beat=heartbeat.beat if heartbeat is not None else lambda: None)  # fmt: skip
     if heartbeat is not None:  # the watch is over: rank 0's end is bounded by its own deadline from here

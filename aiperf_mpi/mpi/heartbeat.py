@@ -45,6 +45,10 @@ OVER = "over"
 """the heartbeat's payloads: rank 0 is alive; rank 0's master loop is over (the watch ends)"""
 BEAT_SECONDS = 2.0
 """seconds between two heartbeats: a few small sends against rank 0's thousands of messages a second"""
+FIRST_BEAT_GRACE = 300.0
+"""seconds the watch adds to its bound before rank 0's first heartbeat: rank 0 beats first as its segment begins,
+and a resumed segment's history load or the log's first fsyncs on a loaded file system (each up to the I/O bound)
+may come before its loop's beats"""
 PHASE = "rank 0's heartbeat"
 """the watch's phase in its deadline line (``aiperf_mpi: rank R on HOST: rank 0's heartbeat passed its deadline``)"""
 WHAT = ("rank 0 is stopped or hung mid-run (its log is whole up to the stall; python -m aiperf_mpi.job.close RUN_DIR "
@@ -110,8 +114,8 @@ class RankZeroWatch:
                  host: str, clock: Callable[[], float] = time.monotonic, tick: float = 0.5) -> None:  # fmt: skip
         self.comm, self.bound, self.on_silence, self.status = comm, bound, on_silence, status
         self.rank, self.host, self.clock, self.tick = rank, host, clock, tick
-        self.last = clock()
-        """when rank 0 was last heard (the watch's start before its first heartbeat)"""
+        self.last = clock() + FIRST_BEAT_GRACE
+        """when rank 0 was last heard; before its first heartbeat, the watch's start plus :data:`FIRST_BEAT_GRACE`"""
         self.ended = threading.Event()
         """rank 0's loop is over (:data:`OVER`), or the watch ended the job"""
         self.fired = False

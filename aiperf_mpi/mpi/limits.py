@@ -144,7 +144,9 @@ def memory_line(plan: LayoutPlan, reports: list[tuple[int, ...]], seed: str, reh
 
 def cgroup_room_kib(proc_self_cgroup: str = "/proc/self/cgroup", root: str = "/sys/fs/cgroup") -> int:
     """KiB this process's memory cgroup (v2, or v1's memory controller) and its parents still allow: the
-    tightest ``memory.max`` − ``memory.current`` among them (0: no limit, or none could be read)."""
+    tightest ``memory.max`` − (``memory.current`` − the inactive file cache, which the kernel reclaims before its
+    OOM killer acts: ``memory.stat``'s ``inactive_file``, v1's ``total_inactive_file``) among them, at least 1
+    where a limit is set (0: no limit, or none could be read)."""
     try:
         with open(proc_self_cgroup, encoding="utf-8") as handle:
             lines = handle.read().splitlines()
@@ -156,24 +158,37 @@ def cgroup_room_kib(proc_self_cgroup: str = "/proc/self/cgroup", root: str = "/s
         if len(parts) != 3:
             continue
         if parts[0] == "0" and parts[1] == "":  # v2: the unified hierarchy
-            places.append((Path(root), parts[2], "memory.max", "memory.current"))
+            places.append((Path(root), parts[2], "memory.max", "memory.current", "inactive_file"))
         elif "memory" in parts[1].split(","):  # v1: the memory controller's own hierarchy
-            places.append((Path(root) / "memory", parts[2], "memory.limit_in_bytes", "memory.usage_in_bytes"))
+            places.append((Path(root) / "memory", parts[2], "memory.limit_in_bytes", "memory.usage_in_bytes",
+                           "total_inactive_file"))  # fmt: skip
     rooms = []
-    for base, path, limit_name, usage_name in places:
+    for base, path, limit_name, usage_name, cache_name in places:
         folder = base / path.lstrip("/")
         while True:
             try:
                 limit = (folder / limit_name).read_text().strip()
-                usage = int((folder / usage_name).read_text().strip())
+                usage = int((folder / usage_name).read_text().strip()) - _stat(folder / "memory.stat", cache_name)
                 if limit != "max" and int(limit) < 1 << 60:  # v1 says 'no limit' as a huge number
-                    rooms.append(max(0, int(limit) - usage) // 1024)
+                    rooms.append(max(1, (int(limit) - max(0, usage)) // 1024))
             except (OSError, ValueError):
                 pass
             if folder == base or base not in folder.parents:
                 break
             folder = folder.parent
     return min(rooms) if rooms else 0
+
+
+def _stat(path: Path, name: str) -> int:
+    """A field of a cgroup's ``memory.stat`` in bytes (0 where it cannot be read)."""
+    try:
+        for line in path.read_text().splitlines():
+            key, _, value = line.partition(" ")
+            if key == name:
+                return int(value)
+    except (OSError, ValueError):
+        pass
+    return 0
 
 
 def memory_report() -> tuple[int, int, int]:

@@ -34,6 +34,7 @@ from aiperf_mpi.job.deadlines import (
     FIRST_MODEL_EPOCHS,
     FIRST_MODEL_FLOOR,
     FIRST_MODEL_UNMEASURED,
+    NOT_READY,
     STARTUP,
     TEARDOWN,
     THE_END,
@@ -297,7 +298,7 @@ class MasterRole:
         tolerant, _ = job_fault_tolerance()
         bounds = context.bounds
         epoch_ops = seed_epoch_ops(context.prepared, config) if bounds.first_model_derived else None
-        hang = HangPolicy(first_model=FIRST_MODEL_FLOOR if epoch_ops is not None else bounds.first_model,
+        hang = HangPolicy(first_model=NOT_READY if epoch_ops is not None else bounds.first_model,
                           first_model_epoch_ops=epoch_ops, tolerant=tolerant)  # fmt: skip
         watchers = watcher_ranks(context.layout.plan) if _thread_multiple() else []
         heartbeat = RankZeroHeartbeat(context.comm, watchers) if watchers else None
@@ -344,7 +345,8 @@ def deadlines_line(bounds: PhaseBounds, grace: float, tolerant: bool, watchers: 
     lost = "its group is lost" if tolerant else "the run ends with its score"
     first = (f"a group's first model {FIRST_MODEL_FLOOR:.0f} s + {FIRST_MODEL_EPOCHS:g} × the seed's first epoch "
              f"({epoch_ops:.3g} operations) at {EFFICIENCY_FLOOR:.0%} of its probed peak, "
-             f"{FIRST_MODEL_UNMEASURED:.0f} s without a probe" if epoch_ops is not None
+             f"{FIRST_MODEL_UNMEASURED:.0f} s without a probe, {NOT_READY:.0f} s before its Ready"
+             if epoch_ops is not None
              else f"a group's first model {bounds.first_model:.0f} s (--first-model-deadline)")  # fmt: skip
     watched = (f"rank 0 silent {bounds.master:.0f} s (watched by rank(s) {', '.join(map(str, watchers))})" if watchers
                else "rank 0 unwatched mid-run (the MPI library gives no MPI_THREAD_MULTIPLE for the watch)")
@@ -441,6 +443,9 @@ class GroupRole:
                 if watch is not None:  # until rank 0's loop is over (the drain): it may still stall there
                     watch.finish()
             finally:
+                if watch is not None:  # an error on the way: the watch ends with the leader, before MPI's end
+                    watch.ended.set()
+                    watch.finish(timeout=5.0)
                 if monitor is not None:
                     monitor.stop()
 

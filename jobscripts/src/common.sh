@@ -238,8 +238,9 @@ launch_and_close "${ARGS[@]}"
 # spans every segment; verify reads the relaunch as a resumed segment with fewer ranks.
 relaunches=0
 while [ ${#RUN[@]} -gt 0 ]; do
-    nodes=$(allocation_nodes)
-    count=$( [ -n "$nodes" ] && scontrol show hostnames "$nodes" 2>/dev/null | wc -l || echo 0)
+    nodes=$(allocation_nodes || true)  # a busy slurmctld must not end the script (set -e): no relaunch then
+    count=0
+    if [ -n "$nodes" ]; then count=$(scontrol show hostnames "$nodes" 2>/dev/null | wc -l || true); fi
     left=$(seconds_left)
     python -m aiperf_mpi.job.relaunch --status "$status" --nodes-at-start "$NODES_AT_START" \
         --nodes-now "$count" --relaunches "$relaunches" --most "${AIPERF_RELAUNCHES:-2}" \
@@ -261,7 +262,13 @@ while [ ${#RUN[@]} -gt 0 ]; do
     if [ -n "${SLURM_JOB_CPUS_PER_NODE:-}" ]; then
         export SLURM_JOB_CPUS_PER_NODE="${SLURM_JOB_CPUS_PER_NODE%%(*}(x$count)"
     fi
-    mapfile -t RESUME < <(python -m aiperf_mpi.cli resume-arguments "$RUN_DIR" "$clock" -- "${ARGS[@]}")
+    # a variable, not a process substitution: a failure here must end the script (set -e), never relaunch bare
+    resume_text=$(python -m aiperf_mpi.cli resume-arguments "$RUN_DIR" "$clock" -- "${ARGS[@]}")
+    mapfile -t RESUME <<<"$resume_text"
+    if [ "${RESUME[0]:-}" != --resume ]; then
+        echo "aiperf_mpi job $SLURM_JOB_ID: no relaunch: the relaunch's options could not be made" >&2
+        break
+    fi
     echo "aiperf_mpi job $SLURM_JOB_ID: relaunch $relaunches on $count node(s) ($nodes), $tasks tasks:" \
          "python -m aiperf_mpi ${RESUME[*]}"
     launcher_command "$count" "$tasks"

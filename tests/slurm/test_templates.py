@@ -47,7 +47,9 @@ def test_time_warning_and_grace_fit_together(template: Path) -> None:
     assert 2 * warn <= job_seconds, "the warning would take most of the job"
     assert re.search(r"^\s*LAUNCH=\(srun --mpi=pmix ", text, re.M)
     assert re.search(r"^\s*LAUNCH=\(mpirun ", text, re.M)
-    assert re.search(r'^"\$\{LAUNCH\[@\]\}" python -m aiperf_mpi "\$\{ARGS\[@\]\}" &$', text, re.M)
+    # one launch (the first with the run's options, a relaunch after a lost node with --resume's: issue 50)
+    assert re.search(r'^\s*"\$\{LAUNCH\[@\]\}" python -m aiperf_mpi "\$@" &$', text, re.M)
+    assert re.search(r'^launch_and_close "\$\{ARGS\[@\]\}"$', text, re.M)
     # the launcher is this shell's child: the warning and SIGTERM are passed on, and a run whose launch ended
     # before rank 0 scored is closed from its log (aiperf_mpi/job/close.py)
     assert re.search(r"^trap .*kill -USR1 \"\$launcher\".* USR1", text, re.M)
@@ -98,8 +100,8 @@ def test_the_readme_maps_every_template() -> None:
 def time_limit_block(template: Path) -> str:
     """The lines of a template that compute the benchmark's time limit from the job's time left."""
     lines = template.read_text().splitlines()
-    first = lines.index("TIME_LIMIT=${AIPERF_TIME_LIMIT:-}")
-    last = lines.index("fi", first)
+    first = lines.index("seconds_left() {")  # its two functions (the relaunch computes its clock by them too)
+    last = lines.index("fi", lines.index("TIME_LIMIT=${AIPERF_TIME_LIMIT:-}"))
     return "\n".join(lines[first : last + 1])
 
 

@@ -11,9 +11,11 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from aiperf_mpi.job.batchio import GRAPHS_WRITE, IO_JOIN, WEIGHTS_REMOVAL, BatchIO, BatchWork
 from aiperf_mpi.job.deadlines import Watchdog
-from aiperf_mpi.job.master import STALL_SECONDS, stall_line
+from aiperf_mpi.job.master import IO_STALL_SECONDS, stall_line
 from aiperf_mpi.job.messages import EpochDone, EpochStarted
 from aiperf_mpi.mpi.plan import plan_layout, watcher_ranks
 from tests.support.fault_master import epoch, lost_events, started_master
@@ -75,13 +77,25 @@ def test_passes_of_the_loop_are_not_stalls_and_a_held_io_batch_is(tmp_path) -> N
         assert master.pace() == 0.0
     assert master.paused == 0.0
     base = now[0]
-    for waited in (1.0, 3.0, 6.0, 9.0):  # the I/O thread's oldest batch waits: counted past STALL_SECONDS
-        now[0] = base + waited
-        assert master.pace(io_wait=waited) == 0.0
-    assert master.paused == 9.0 and STALL_SECONDS < 3.0
-    now[0] = base + 9.1
-    assert master.pace(io_wait=0.0) == 9.0  # the batch is done: one stall, its whole wait
-    assert master.stall_summary()["count"] == 1
+
+    def passes(until: float, waited_at: float) -> None:
+        """The loop's passes every 0.5 s (it polls every millisecond while a batch is held) until ``until``, the
+        oldest batch submitted at ``waited_at``."""
+        while now[0] < base + until:
+            now[0] = min(base + until, now[0] + 0.5)
+            assert master.pace(io_wait=now[0] - (base + waited_at)) == 0.0
+
+    passes(9.0, 0.0)  # a slow fsync: seconds, not a stall (IO_STALL_SECONDS)
+    assert master.paused == 0.0
+    passes(18.0, 0.0)  # past it: the whole wait when first seen, then each pass's gap
+    assert master.paused == pytest.approx(18.0) and IO_STALL_SECONDS < 18.0
+    # the thread took every queued batch at once when the held one was done: the oldest now is one submitted
+    # during the stall (its wait 15 s at 20 s, younger than what was counted); the episode goes on by the gap
+    passes(20.0, 5.0)
+    assert master.paused == pytest.approx(20.0)
+    now[0] = base + 20.1
+    assert master.pace(io_wait=0.0) == pytest.approx(20.0)  # the batches are done: one stall, all of it
+    assert master.stall_summary()["count"] == 1 and master.stall_summary()["seconds"] == pytest.approx(20.0)
     master.log.close()
 
 
