@@ -7,7 +7,7 @@
 #   make test-gpu-build   GPU=cuda install, then its checks and tests on this machine (no GPU needed;
 #                         about 15 minutes the first time, so not part of `make test`)
 #   make gpu-check        on a GPU node: GPUs, probes, trainer, NCCL bandwidth, a 3-minute run
-#   make test             install, lint, then every test but the long ones (≤ 15 minutes here, installs excluded)
+#   make test             install, lint, then every test but the long ones (about 11 minutes here, installs excluded)
 #   make test-long        install, then the long and rarely broken tests (real Slurm, the trainer's scenarios,
 #                         Horovod groups, the GPU check's workers, a stopped rank); CI runs test, then test-long
 #   make test-scale       install, then the rehearsals at 128 ranks (tests/scale: groups of 1 and 2, a relay, a report,
@@ -136,7 +136,8 @@ test: install lint
 
 # The tests marked `long` (setup.cfg deselects them from every other run): each is minutes of a real Slurm's
 # ticks, TensorFlow scenarios or a detector's timeout, and what they cover changes rarely.  CI runs it after
-# `make test` (.ci/run); about 18 minutes here (BENCHMARKS.md, "Install and test times").
+# `make test` (.ci/run); about 39 minutes here (README, docs/testing.md and BENCHMARKS.md, "Install and test times",
+# from one run)
 .PHONY: test-long
 test-long: install
 	$(PY) -m pytest -m long --ignore=tests/unit --ignore=tests/multinode

@@ -369,7 +369,10 @@ def test_a_failure_is_detected_in_bounded_time_and_the_run_scores_once(case: Cas
         assert all(e["reason"] == runlog.CLOSED_REASON for e in end.of(runlog.RUN_STOP)), summary
     elif case.detector == "deadline" and case.phase in ("start-up", "end"):  # a rank's own watchdog ends the job:
         # no group is lost; at the start nothing was measured, at the end the score was on disk before the stop
-        assert not lost and end.returncode != 0 and end.ended_after < case.bound_s, summary
+        assert not lost and end.ended_after < case.bound_s, summary
+        # the job's status is the close's (issue 50): nothing measured at the start (non-zero); at the end the run
+        # had scored at its time limit before the stop (0, the line naming the launcher's status)
+        assert (end.returncode != 0) == (case.phase == "start-up") or case.fixture == "multihost", summary
         if case.phase == "start-up":  # stopped after MPI_Init: the waiting ranks' watchdog says so in its line;
             # inside it (this fixture's stop comes as soon as 4 ranks exist) no Python runs, and SIGALRM's default
             # action ends each waiting rank at the same bound (__main__.main): srun says "Alarm clock" for them;
