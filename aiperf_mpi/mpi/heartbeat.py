@@ -16,8 +16,9 @@ The run's log is whole up to the stall (every batch is fsync'd before its replie
 launch that ended before rank 0 could.
 
 The cost on rank 0 is two small sends every :data:`BEAT_SECONDS`, whatever the number of groups
-(the master bench's rate is unchanged).  A send to a watcher that has not taken the previous one is skipped, so a
-stopped watcher never piles messages up on rank 0; a watcher whose rank failed (fault tolerance on) is dropped,
+(the master bench's rate is unchanged).  A send whose previous one is not complete is skipped, so a stopped
+watcher holds at most one send on rank 0 (small ones complete at once: it is the watcher that keeps them, a few
+bytes every 2 s); a watcher whose rank failed (fault tolerance on) is dropped,
 and rank 0 says so when none is left.  When its loop ends, rank 0 sends each watcher :data:`OVER`: the watch
 ends there, before rank 0's end (the score, the report), which the end's own deadline bounds.  A watcher whose
 group rank 0 declared lost (it hung, then woke) still gets the heartbeat and the end: it never ends a healthy job.
@@ -65,9 +66,6 @@ class RankZeroHeartbeat:
         self._last: dict[int, MPI.Request | None] = dict.fromkeys(watchers)
         """each watcher's latest send (None before the first)"""
         self._next = 0.0
-        self.beats = 0
-        self.skipped = 0
-        """heartbeats not sent because the watcher had not taken the previous one (a stopped watcher)"""
 
     @property
     def watchers(self) -> list[int]:
@@ -80,7 +78,6 @@ class RankZeroHeartbeat:
         self._next = now + self.interval
         for watcher in list(self._last):
             self._send(watcher, BEAT)
-        self.beats += 1
 
     def over(self) -> None:
         """The loop is over: each watcher's watch ends when it reads this (after every heartbeat before it)."""
@@ -91,8 +88,7 @@ class RankZeroHeartbeat:
         previous = self._last[watcher]
         try:
             if previous is not None and not queue and not previous.Test():
-                self.skipped += 1  # not taken yet: the watcher is stopped, or slow; nothing piles up
-                return
+                return  # the previous send is not complete (the transport's buffers toward a stopped watcher)
             self._last[watcher] = self.comm.isend(word, dest=watcher, tag=HEARTBEAT)
         except MPI.Exception as exc:  # fault tolerance on: the watcher's rank failed, it watches no more
             del self._last[watcher]

@@ -529,8 +529,7 @@ def _start_watch(context: RankContext, config: RunConfig, channel: MpiLeaderChan
     layout = context.layout
     if layout.rank not in watcher_ranks(layout.plan) or not _thread_multiple():
         return None
-    thread_multiple = True
-    watch = RankZeroWatch(context.comm, config.master_deadline, lambda status: end_the_job(status, thread_multiple),
+    watch = RankZeroWatch(context.comm, config.master_deadline, lambda status: end_the_job(status, True),
                           EXIT_DEADLINE, layout.rank, layout.group.host)  # fmt: skip
     channel.on_heartbeat = watch.heard
     return watch
