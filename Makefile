@@ -136,11 +136,14 @@ test: install lint
 
 # The tests marked `long` (setup.cfg deselects them from every other run): each is minutes of a real Slurm's
 # ticks, TensorFlow scenarios or a detector's timeout, and what they cover changes rarely.  CI runs it after
-# `make test` (.ci/run); about 39 minutes here (README, docs/testing.md and BENCHMARKS.md, "Install and test times",
-# from one run)
+# `make test` (.ci/run).  Most of their time is waiting (a deadline to pass, Slurm's tick), so they run on two
+# workers: the Slurm tests together on one (their cluster is per worker), each module-scoped launch on one
+# (xdist_group marks), the rest spread.  The time: README, docs/testing.md and BENCHMARKS.md ("Install and test
+# times", from one run)
+LONG_WORKERS := -n 2 --dist loadgroup
 .PHONY: test-long
 test-long: install
-	$(PY) -m pytest -m long --ignore=tests/unit --ignore=tests/multinode
+	$(PY) -m pytest -m long --ignore=tests/unit --ignore=tests/multinode $(LONG_WORKERS)
 
 test-unit: install
 	$(PY) -m pytest tests/unit $(UNIT_WORKERS)

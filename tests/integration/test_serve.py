@@ -21,7 +21,8 @@ import pytest
 
 from tests.support.published_model import logged_run
 
-pytestmark = [pytest.mark.tf, pytest.mark.long]
+pytestmark = [pytest.mark.tf, pytest.mark.long, pytest.mark.xdist_group("serve")]
+"""one xdist group: make test-long's two workers (--dist loadgroup) would each build the module's bundle"""
 REPO = Path(__file__).resolve().parents[2]
 
 ELSEWHERE = """

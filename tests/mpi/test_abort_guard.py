@@ -35,7 +35,7 @@ def test_under_fault_tolerance_a_rank_that_fails_by_itself_is_reported_to_the_ot
     the others: it reports a killed rank, not a non-zero exit (``state_base_error_non_zero_exit 0``).  Measured
     before the guard ended itself by SIGKILL: its ``os._exit(1)`` left ranks 0, 1 and 3 in their barrier until the
     60 s timeout; now rank 3 learns of rank 2's failure and rank 0's guard ends the job, in about 3 s here."""
-    command = mpirun_command(4, [sys.executable, str(SCRIPTS / "raise_on_rank.py"), "2"])
+    command = mpirun_command(4, [sys.executable, str(SCRIPTS / "raise_on_rank.py"), "2", "3"])
     command[1:1] = OPEN_MPI_LAUNCH.split()
     result = run_command(command, timeout=60)
     assert result.returncode != 0 and result.elapsed < 30, result.output

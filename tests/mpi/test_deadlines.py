@@ -242,8 +242,11 @@ def test_rank_0_stopped_and_continued_within_its_watchers_bound_blames_no_group(
     its time limit with its own score, and run_stop records the stall."""
     run_dir = tmp_path / "run"
     job = launch(run_dir, ["--master-deadline", "60", "--first-model-deadline", "15", "--time-limit", "45"], True)
-    started = lambda: any(e["event"] == runlog.RUN_START for e in events_so_far(run_dir))  # noqa: E731
-    pid, _ = stop_when(job, 0, started)
+    # stopped once it handed out a model (the master's loop runs, its clock began): stopped at run_start, rank 0 was
+    # held before the Master existed (CI of bb3ef44: "first Work to every group 25.1 s after the start line"), a
+    # gap no group's deadline had begun to count, so there was no stall of the run's to report
+    handed_out = lambda: any(e["event"] == runlog.MODEL_PROPOSED for e in events_so_far(run_dir))  # noqa: E731
+    pid, _ = stop_when(job, 0, handed_out)
     time.sleep(25.0)
     os.kill(pid, signal.SIGCONT)
     output = job.finish(OUTER_TIMEOUT, "the job did not end after rank 0 was continued")

@@ -14,7 +14,8 @@ import pytest
 from tests.support.data_files import small_h5
 from tests.support.mpirun import SCRIPTS, MpiResult, run_mpi
 
-pytestmark = [pytest.mark.horovod, pytest.mark.tf, pytest.mark.slow, pytest.mark.long]  # make test-long
+pytestmark = [pytest.mark.horovod, pytest.mark.tf, pytest.mark.slow, pytest.mark.long,
+              pytest.mark.xdist_group("training")]  # make test-long; one worker builds its module's launches
 SCRIPT = str(SCRIPTS / "train_group.py")
 TWO_RANKS = ("identical", "identical-xla", "nan", "deadline")
 ONE_RANK = ("digits", "precision")

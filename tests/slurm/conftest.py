@@ -47,6 +47,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "slurm" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.long)
+            # make test-long runs on two workers (--dist loadgroup): the Slurm tests on one of them, so one cluster
+            # serves them all (the fixture is per worker) and no two Slurm jobs share this machine's 4 slots
+            item.add_marker(pytest.mark.xdist_group("slurm"))
 
 
 @pytest.fixture(scope="session")
