@@ -120,16 +120,13 @@ def _probe_peak(group_comm: MPI.Comm, precision: str, seconds: float) -> dict | 
 
 def end_of_run_hooks(serve_top: int | None = None) -> EndOfRunHooks:
     """After the score: the report, and (after a run that ended normally) the best model's export; with
-    ``--serve-at-end K`` (``serve_top``), the K best served on every training rank (:mod:`aiperf_mpi.serve.atend`)."""
+    ``--serve-at-end K`` (``serve_top``), the K best served on every training rank
+    (:func:`aiperf_mpi.serve.serve_at_end`)."""
     from aiperf_mpi.job.session import EndOfRunHooks
+    from aiperf_mpi.serve import serve_at_end
     from analysis.after_run import export_best, write_report
 
-    serve = None
-    if serve_top:
-        from aiperf_mpi.serve.atend import serve_at_end
-
-        serve = serve_at_end(serve_top)
-    return EndOfRunHooks(report=write_report, export=export_best, serve=serve)
+    return EndOfRunHooks(report=write_report, export=export_best, serve=serve_at_end(serve_top) if serve_top else None)
 
 
 def no_report_hooks() -> EndOfRunHooks:

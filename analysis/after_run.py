@@ -8,12 +8,12 @@ hangs the run: a failure costs that file, never the score, and is one line.
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
+from aiperf_mpi.results.child import run_child
+
+EXPORT = "aiperf_mpi.export"
 EXPORT_TIMEOUT = 300.0
 """seconds the best model's export may take at the end of a run (ResNet-50 at 32², 52 M parameters: 6 s)"""
 
@@ -58,21 +58,11 @@ def _run_export(run_dir: Path, timeout: float) -> str:
     ``--single-copy``: the best model's ``weights/task-N.npz`` goes once ``best/model.keras`` holds the same
     arrays (a ResNet-50 at 32² is 400 MB stored twice otherwise); a resumed run's ranks then read it from there.
     """
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up chatter stays out of the run's output
-    home = str(Path(__file__).resolve().parents[1])  # where the package lives, however this was started
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (home, env.get("PYTHONPATH", "")) if p)
-    command = [sys.executable, "-m", "aiperf_mpi.export", "--single-copy", str(run_dir)]
-    # output to files, not pipes: after a timeout nothing (a grandchild holding a pipe) can keep this waiting
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        try:
-            done = subprocess.run(command, stdout=out, stderr=err, stdin=subprocess.DEVNULL, timeout=timeout, env=env)
-        except subprocess.TimeoutExpired:
-            return f"it took longer than {timeout:g} s and was stopped"
-        out.seek(0), err.seek(0)
-        printed, errors = out.read().strip().splitlines(), [line for line in err.read().splitlines() if line.strip()]
+    done = run_child(EXPORT, ["--single-copy", str(run_dir)], timeout=timeout, no_accelerator=True)
+    if done.returncode is None:
+        return f"it took longer than {timeout:g} s and was stopped"
     if done.returncode != 0:
-        return errors[-1] if errors else f"exit status {done.returncode}"
-    where = printed[-1].removeprefix("aiperf_mpi.export: ") if printed else f"in {run_dir / 'best'}"
+        return done.reason(EXPORT)
+    where = done.stdout[-1].removeprefix(f"{EXPORT}: ") if done.stdout else f"in {run_dir / 'best'}"
     print(f"aiperf_mpi: best model: {where}", flush=True)
     return ""

@@ -27,15 +27,16 @@ from __future__ import annotations
 import argparse
 import os
 import socket
+import stat
 import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from aiperf_mpi.errors import EXIT_ENDED_EARLY, EXIT_NOT_SCORED
-from aiperf_mpi.job.finish import print_score, record_score
+from aiperf_mpi.errors import EXIT_ENDED_EARLY, EXIT_NOT_SCORED, EXIT_USAGE
+from aiperf_mpi.job.finish import SCORE_FILE, print_score, record_score
 from aiperf_mpi.job.mllog import MLLOG_FILE, MLLogWriter
-from aiperf_mpi.job.runlock import is_running
+from aiperf_mpi.job.runlock import LOCK_FILE, is_running
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.logmodel import RunModel, read_model
 from aiperf_mpi.results.score import Score, run_step, score_inputs
@@ -100,12 +101,35 @@ def close_run(run_dir: Path, launcher_status: int | None) -> int:
 
 UNREAD = "unread"
 """what :func:`close_and_read` gives for a log it did not read (no log, a live lock, a log that cannot be read)"""
+RUN_FILES = (runlog.EVENTS_FILE, MLLOG_FILE, LOCK_FILE, SCORE_FILE)
+"""the run's files the close opens: each absent or a regular file (a FIFO hung it, a FIFO log exited 0)"""
+
+
+def not_a_file(run_dir: Path) -> str:
+    """Why the close must not open ``run_dir``'s files ('' when it may): the directory is missing, or one of
+    :data:`RUN_FILES` exists and is not a regular file (a FIFO or a device would block the open or feed it without
+    end; issue 52's round: the close hung on a FIFO lock or ``mllog.log``, and took a FIFO log for none)."""
+    if not run_dir.is_dir():
+        return f"{run_dir} is not a directory"
+    for name in RUN_FILES:
+        try:
+            mode = os.stat(run_dir / name).st_mode
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            return f"{run_dir / name} cannot be read ({exc.strerror or exc})"
+        if not stat.S_ISREG(mode):
+            return f"{run_dir / name} is not a regular file"
+    return ""
 
 
 def close_and_read(run_dir: Path, launcher_status: int | None) -> tuple[int, tuple[OpenSegment, Score] | None | str]:
     """:func:`close_run`, and the last segment and score as they stand on disk after it (None: no ``run_start``;
     :data:`UNREAD`), from its one pass over the log: the job's status needs no second (a day's log is 100,000
     models: ``benchmarks/close.py``)."""
+    if why := not_a_file(run_dir):
+        print(f"aiperf_mpi: close: {why}", file=sys.stderr, flush=True)
+        return (EXIT_USAGE if not run_dir.is_dir() else 1), UNREAD
     if not (run_dir / runlog.EVENTS_FILE).is_file():
         print(f"aiperf_mpi: close: {run_dir} has no {runlog.EVENTS_FILE}: the launch measured nothing", flush=True)
         return 0, UNREAD
@@ -115,9 +139,9 @@ def close_and_read(run_dir: Path, launcher_status: int | None) -> tuple[int, tup
         return 1, UNREAD
     try:
         found = last_segment(run_dir)
-    except (OSError, ValueError, runlog.UnreadableLog) as exc:
-        print(f"aiperf_mpi: close: {run_dir}'s log cannot be read or scored ({exc}); nothing written",
-              file=sys.stderr)  # fmt: skip
+    except Exception as exc:  # noqa: BLE001 - the log is the launch's, not trusted: whatever it holds is one line
+        print(f"aiperf_mpi: close: {run_dir}'s log cannot be read or scored ({type(exc).__name__}: "
+              f"{' '.join(str(exc).split())[:300]}); nothing written", file=sys.stderr, flush=True)  # fmt: skip
         return 1, UNREAD
     if found is None:
         print(f"aiperf_mpi: close: {run_dir}'s log has no run_start: nothing to score", flush=True)
@@ -166,12 +190,16 @@ def job_status(run_dir: Path, launcher_status: int | None,
     segment and score as :func:`close_and_read` left them (read here when :data:`UNREAD`).
     """
     launcher = "" if launcher_status is None else f"; the launcher's status was {launcher_status}"
+    if not run_dir.is_dir():
+        return EXIT_NOT_SCORED, f"the launch measured nothing (no run directory {run_dir}){launcher}"
+    if why := not_a_file(run_dir):
+        return EXIT_NOT_SCORED, f"{why}: no score read{launcher}"
     if not (run_dir / runlog.EVENTS_FILE).is_file():
         return EXIT_NOT_SCORED, f"the launch measured nothing (no {runlog.EVENTS_FILE} in {run_dir}){launcher}"
     try:
         found = last_segment(run_dir) if found == UNREAD else found
-    except (OSError, ValueError, runlog.UnreadableLog) as exc:
-        return EXIT_NOT_SCORED, f"{run_dir}'s log cannot be read ({exc}){launcher}"
+    except Exception as exc:  # noqa: BLE001 - as in close_and_read: the log is not trusted
+        return EXIT_NOT_SCORED, f"{run_dir}'s log cannot be read ({type(exc).__name__}: {exc}){launcher}"
     if found is None or isinstance(found, str):
         return EXIT_NOT_SCORED, f"the launch measured nothing ({run_dir}'s log has no run_start){launcher}"
     segment, score = found

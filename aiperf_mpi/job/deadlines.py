@@ -17,6 +17,7 @@ MPI-free (the action is injected); unit tests drive it with a real thread and re
 
 from __future__ import annotations
 
+import argparse
 import faulthandler
 import math
 import os
@@ -26,6 +27,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import NoReturn
 
 from aiperf_mpi.config import RunConfig
 
@@ -166,26 +168,32 @@ def startup_bound_from_argv(argv: Sequence[str], default: float | None = None) -
     return derived if bound == DERIVED else bound
 
 
+class _ArgvError(Exception):
+    """An option :func:`bound_from_argv` reads is given without its value: the parser's one line comes later."""
+
+
+class _BoundParser(argparse.ArgumentParser):
+    """argparse for one option before MPI_Init: raises instead of printing and exiting (every rank would)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise _ArgvError(message)
+
+
 def bound_from_argv(argv: Sequence[str], option: str, default: float) -> float:
     """The bound ``option`` S (or ``option=S``) gives on the command line, or ``default``.
 
-    Only the exact option counts (the last one, as argparse takes it; nothing after ``--``); an abbreviation, a
-    config file's or a resumed run's logged value take effect once the configuration is agreed, after MPI_Init.
-    A value that is no number, not positive or out of range gives ``default``: the parser reports it, in its one
-    line, once MPI is up.
+    Read by argparse itself, the one parser of the command line (issue 51: this was a hand-written loop beside it),
+    knowing only this option: the last one counts, nothing after ``--``, no abbreviation (a config file's, an
+    abbreviation's or a resumed run's logged value take effect once the configuration is agreed, after MPI_Init).
+    A value that is no number, not positive or out of range, or a missing one, gives ``default``: the full
+    parser reports it, in its one line, once MPI is up.
     """
-    found: str | None = None
-    args = list(argv)
-    for index, arg in enumerate(args):
-        if arg == "--":
-            break
-        if arg == option and index + 1 < len(args):
-            found = args[index + 1]
-        elif arg.startswith(option + "="):
-            found = arg.split("=", 1)[1]
+    parser = _BoundParser(add_help=False, allow_abbrev=False)
+    parser.add_argument(option, dest="bound")
     try:
+        found = parser.parse_known_args(list(argv))[0].bound
         bound = float(found) if found is not None else default
-    except ValueError:
+    except (_ArgvError, ValueError):
         return default
     return bound if 0 < bound <= LONGEST_BOUND or bound == DERIVED else default  # a NaN is neither: the default
 

@@ -14,6 +14,9 @@ from pathlib import Path
 
 from aiperf_mpi.results import runlog
 
+SCORE_FILE = "score.json"
+"""the score's file beside the log, for the reader who wants the number without the log"""
+
 
 def record_score(log: runlog.EventLog, run_dir: Path, score,
                  guard: Callable[[], AbstractContextManager] = nullcontext) -> None:  # fmt: skip
@@ -22,7 +25,7 @@ def record_score(log: runlog.EventLog, run_dir: Path, score,
     bounds the file's write (rank 0's fsync watchdog)."""
     log.write(runlog.SCORE, sync=True, **{k: v for k, v in score.to_dict().items() if k != "grid"})
     with guard():
-        runlog.write_whole(run_dir / "score.json", json.dumps(score.to_dict(), indent=2))
+        runlog.write_whole(run_dir / SCORE_FILE, json.dumps(score.to_dict(), indent=2))
 
 
 def print_score(score, run_dir: Path) -> None:

@@ -15,7 +15,9 @@ lines with it.
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 from aiperf_mpi.results.jsonline import loads
 
@@ -51,6 +53,21 @@ def late_members(members: str, event_ms: int) -> str:
     """A late line's metadata members: its own, then its true time (``json.dumps`` of ``{**metadata,
     "event_time_ms": …}``)."""
     return f"{members}, {EVENT_TIME}{event_ms}" if members else f"{EVENT_TIME}{event_ms}"
+
+
+def whole_line(ms: int, event_type: str, key: str, value: object, metadata: dict) -> str:
+    """One line from its values, newline included, as ``json.dumps`` writes its object (for a writer of a few
+    lines, serving's: the master composes its many with :func:`line`, to the same text)."""
+    record = {"namespace": "", "time_ms": ms, "event_type": event_type, "key": key, "value": value,
+              "metadata": metadata}  # fmt: skip
+    return PREFIX + json.dumps(record) + "\n"
+
+
+def read_lines(path: Path) -> list[dict]:
+    """Every MLLOG line's record of the file, in order (lines of other text, which the format allows, left out;
+    a line that starts as one and is not raises :class:`NotAnMLLogLine`)."""
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    return [read_line(text) for text in lines if text.startswith(PREFIX)]
 
 
 class NotAnMLLogLine(ValueError):

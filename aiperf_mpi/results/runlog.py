@@ -85,13 +85,22 @@ class UnreadableLog(Exception):
 BOM = b"\xef\xbb\xbf"
 
 class EventLog:
-    """Append-only writer of ``events.jsonl``."""
+    """Append-only writer of ``events.jsonl``, and of every other event log of the package (a serving run's).
 
-    def __init__(self, run_dir: Path, stall_guard: Callable[[], AbstractContextManager] = nullcontext) -> None:
+    A training run's log takes only the schema's events (:mod:`aiperf_mpi.results.schema`), each checked
+    against its fields as it is written.  Another log gives its own file name, its event names and its check
+    (``None``: none besides the names): one writer, so each log's lines are the same compact JSON, appended,
+    flushed and fsync'd the same way (issue 51: serving wrote its own).
+    """
+
+    def __init__(self, run_dir: Path, stall_guard: Callable[[], AbstractContextManager] = nullcontext, *,
+                 file_name: str = EVENTS_FILE, names: frozenset[str] | set[str] = EVENT_NAMES,
+                 check: Callable[[dict], list[str]] | None = check_event) -> None:  # fmt: skip
         """``stall_guard()`` bounds each fsync (rank 0's watchdog: job/deadlines.py): a file system that hangs
         ends the job in one line, and nothing after the last fsync'd event is claimed."""
         self.stall_guard = stall_guard
-        self.path = Path(run_dir) / EVENTS_FILE
+        self._names, self._check = names, check
+        self.path = Path(run_dir) / file_name
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if ends_mid_line(self.path):  # appending would glue the first event onto the cut line
             raise ValueError(f"{self.path} does not end with a newline (a cut last line?): "
@@ -118,10 +127,10 @@ class EventLog:
         groups) leaves the flush to :meth:`take_sync` or :meth:`sync` at the
         batch's end, before any reply: one write call per batch, not per event.
         """
-        if event not in EVENT_NAMES:  # readers let unknown events pass; the writer writes only the schema's
-            raise ValueError(f"event {event!r} is not in the schema (aiperf_mpi/results/schema.py)")
+        if event not in self._names:  # readers let unknown events pass; the writer writes only the schema's
+            raise ValueError(f"event {event!r} is not in the schema of {self.path.name}")
         record = {EVENT: event, TIME: fields.pop(TIME, time.time()), **fields}
-        problems = check_event(record)
+        problems = self._check(record) if self._check is not None else []
         if problems:  # a writer that drifted from the schema breaks every reader: fail here, in the tests
             raise ValueError(f"event {event!r} does not match its schema: {'; '.join(problems)}")
         self._handle.write(self._encode(record) + "\n")
@@ -146,8 +155,8 @@ class EventLog:
         Parsing (orjson) costs a fraction of what encoding did (BENCHMARKS.md, the master).  Returns the
         members, parsed.
         """
-        if event not in EVENT_NAMES:
-            raise ValueError(f"event {event!r} is not in the schema (aiperf_mpi/results/schema.py)")
+        if event not in self._names:
+            raise ValueError(f"event {event!r} is not in the schema of {self.path.name}")
         if given is None:
             given = parse_members(event, members)
         record = {EVENT: event, TIME: fields.pop(TIME, time.time()), **fields}

@@ -25,7 +25,18 @@ neither, so a reviewer's check runs without TensorFlow.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 PROG = "aiperf_mpi.serve"
+
+
+def serve_at_end(top: int) -> Callable:
+    """The hook ``python -m aiperf_mpi --serve-at-end K`` gives its job's end (``EndOfRunHooks.serve``): the
+    room's one entry for the benchmark's ranks, which import nothing of its modules (issue 51).  Serving's
+    modules load when the hook is made, on a run that asked for it."""
+    from aiperf_mpi.serve.atend import serve_at_end as hook
+
+    return hook(top)
 
 
 class ServeError(ValueError):

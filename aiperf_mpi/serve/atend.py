@@ -37,10 +37,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -49,7 +46,8 @@ from pathlib import Path
 from aiperf_mpi.errors import EXIT_FATAL, EXIT_TERMINATED
 from aiperf_mpi.job.deadlines import THE_END
 from aiperf_mpi.job.session import ServingAtEnd
-from aiperf_mpi.serve import ServeError
+from aiperf_mpi.results.child import run_child
+from aiperf_mpi.serve import PROG, ServeError
 
 PROGRAM = "aiperf_mpi"
 SERVE_DIR = "serve"
@@ -196,22 +194,11 @@ def figures_line(record: dict, run_dir: Path) -> str:
 
 def publish_in_child(run_dir: Path, bundle: Path, top: int, timeout: float) -> str:
     """``python -m aiperf_mpi.serve publish RUN_DIR BUNDLE --top K`` in a child: '' when written, else why not."""
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    home = str(Path(__file__).resolve().parents[2])  # where the package lives, however this job was started
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (home, env.get("PYTHONPATH", "")) if p)
-    command = [sys.executable, "-m", "aiperf_mpi.serve", "publish", str(run_dir), str(bundle), "--top", str(top)]
-    with tempfile.TemporaryFile("w+") as err:  # a file, not a pipe: nothing left behind can keep this waiting
-        try:
-            done = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL,
-                                  timeout=max(1.0, timeout), env=env)  # fmt: skip
-        except subprocess.TimeoutExpired:
-            return f"publishing took longer than the {timeout:.0f} s left of --end-deadline and was stopped"
-        err.seek(0)
-        errors = [line for line in err.read().splitlines() if line.strip()]
-    if done.returncode != 0:
-        return (errors[-1] if errors else f"exit status {done.returncode}").removeprefix("aiperf_mpi.serve: error: ")
-    return ""
+    done = run_child(PROG, ["publish", str(run_dir), str(bundle), "--top", str(top)], timeout=max(1.0, timeout),
+                     no_accelerator=True)  # fmt: skip
+    if done.returncode is None:
+        return f"publishing took longer than the {timeout:.0f} s left of --end-deadline and was stopped"
+    return done.reason(PROG) if done.returncode != 0 else ""
 
 
 def warn(text: str) -> None:

@@ -17,6 +17,9 @@ from pathlib import Path
 
 from mlperf_logging.mllog import constants
 
+from aiperf_mpi.results import mllog_format
+from aiperf_mpi.results.runlog import EventLog
+
 EVENTS = "serve_events.jsonl"
 MLLOG = "mllog.log"
 SUMMARY = "summary.json"
@@ -28,42 +31,39 @@ MLLOG_KEYS = {
 """scenario → (the MLPerf Inference result key its ``:::MLLOG`` line carries, the figure of the summary)"""
 
 
+SERVE_EVENTS = frozenset({"serve_start", "peak", "shard", "offline", "accuracy", "predictions", "batch_sweep",
+                          "single_stream", "server", "serve_stop"})  # fmt: skip
+"""the events a serving log holds (the writer refuses any other name)"""
+
+
 class ServeLog:
-    """Rank 0's writer of the three files; every event line is flushed and fsync'd as it is written."""
+    """Rank 0's writer of the three files: the events by the run log's writer (:class:`~aiperf_mpi.results.runlog.
+    EventLog`), each flushed and fsync'd as it is written; the ``:::MLLOG`` lines in the one format's text
+    (:mod:`aiperf_mpi.results.mllog_format`)."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
-        self._events = open(self.folder / EVENTS, "w", encoding="utf-8")
+        self._events = EventLog(self.folder, file_name=EVENTS, names=SERVE_EVENTS, check=None)
         self._mllog = open(self.folder / MLLOG, "w", encoding="utf-8")
 
     def event(self, name: str, **fields: object) -> dict:
-        record = {"event": name, "time": round(time.time(), 6), **fields}
-        self._events.write(json.dumps(record, allow_nan=False) + "\n")
-        self._events.flush()
-        os.fsync(self._events.fileno())
+        record = self._events.write(name, sync=True, **fields)
+        self._events.sync()
         return record
 
     def mllog(self, key: str, value: object, kind: str = constants.POINT_IN_TIME, **metadata: object) -> None:
-        line = {
-            "namespace": "",
-            "time_ms": int(time.time() * 1000),
-            "event_type": kind,
-            "key": key,
-            "value": value,
-            "metadata": metadata,
-        }
-        self._mllog.write(":::MLLOG " + json.dumps(line) + "\n")
+        self._mllog.write(mllog_format.whole_line(mllog_format.time_ms(time.time()), kind, key, value, metadata))
         self._mllog.flush()
 
     def summary(self, summary: dict) -> None:
         (self.folder / SUMMARY).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
 
     def close(self) -> None:
-        for handle in (self._events, self._mllog):
-            handle.flush()
-            os.fsync(handle.fileno())
-            handle.close()
+        self._events.close()
+        self._mllog.flush()
+        os.fsync(self._mllog.fileno())
+        self._mllog.close()
 
 
 def read_serve_events(folder: Path) -> list[dict]:
@@ -79,6 +79,5 @@ def read_serve_events(folder: Path) -> list[dict]:
 
 
 def read_mllog(folder: Path) -> list[dict]:
-    """The ``:::MLLOG`` lines' JSON, in order."""
-    lines = (Path(folder) / MLLOG).read_text(encoding="utf-8").splitlines()
-    return [json.loads(line.partition(":::MLLOG ")[2]) for line in lines if line.startswith(":::MLLOG ")]
+    """The ``:::MLLOG`` lines' records, in order (:func:`aiperf_mpi.results.mllog_format.read_lines`)."""
+    return mllog_format.read_lines(Path(folder) / MLLOG)

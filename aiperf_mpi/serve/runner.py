@@ -199,6 +199,7 @@ def serve(options: argparse.Namespace, world=None) -> int:
 
 
 def _serve(options: argparse.Namespace, world, verdict: dict) -> int:
+    """The phases in order (module doc), on every rank; rank 0 logs each."""
     from aiperf_mpi.serve.servable import Servable
 
     rank, size = world.Get_rank(), world.Get_size()
@@ -207,182 +208,18 @@ def _serve(options: argparse.Namespace, world, verdict: dict) -> int:
     servable = Servable(options.bundle, manifest=manifest if rank else None)
     data = open_input(options.data, tuple(input_spec(manifest)["shape"][1:]), manifest)
     chosen = set(SCENARIOS) if options.scenarios == "all" else set(options.scenarios.split(","))
-    log = ServeLog(options.log_dir) if rank == 0 else None
-    forward = forward_ops(manifest)
-    if log:
-        log.event(
-            "serve_start",
-            bundle=str(options.bundle),
-            manifest_sha256=verdict["manifest_sha256"],
-            servable=manifest["servable"]["name"],
-            type=manifest["servable"]["type"],
-            members=[
-                {"name": m["name"], "forward_ops_per_sample": m["forward_ops_per_sample"]} for m in manifest["members"]
-            ],
-            forward_ops_per_sample=forward,
-            ranks=size,
-            host=socket.gethostname(),
-            data=options.data,
-            samples=verdict["count"],
-            batch=options.batch,
-            scenarios=sorted(chosen),
-            out=str(options.out),
-        )
-        log.mllog("submission_benchmark", "aiperf_mpi.serve", servable=manifest["servable"]["name"])
-        log.mllog("number_of_ranks", size)
-        log.mllog("aiperf_forward_ops_per_sample", forward)
-        print(
-            f"{PROG}: {manifest['servable']['type']} {manifest['servable']['name']} ({len(manifest['members'])} "
-            f"member(s), {forward:,} forward ops/sample) on {size} rank(s); {verdict['count']} samples of "
-            f"{options.data}",
-            flush=True,
-        )
-
-    peak = None
-    if options.peak_seconds > 0:
-        from aiperf_mpi.train.peak import measure_peak
-
-        world.Barrier()
-        mine = measure_peak("fp32", options.peak_seconds)
-        every = world.gather(mine["ops_per_second"], root=0)
-        if log:
-            peak = sum(every)
-            log.event("peak", precision="fp32", per_rank=every, ops_per_second=peak, matrix_size=mine["matrix_size"])
-            log.mllog("aiperf_peak_ops_per_second", peak, precision="fp32")
-
+    log = _started_log(options, verdict, size, chosen) if rank == 0 else None
+    peak = _measured_peak(options, world, log)
     pool = data.read(0, min(POOL, data.count))[0] if rank == 0 else None
     batch = options.batch if options.batch != "best" else None
-    if rank == 0 and ("sweep" in chosen or batch is None):
-        rows = measure_sweep(servable, pool, options.max_batch, options.sweep_seconds)
-        best = scenarios.best_batch(rows)
-        log.event("batch_sweep", rows=rows, best=best)
-        log.mllog("aiperf_best_batch", best, rows=len(rows))
-        print(
-            f"{PROG}: batch sweep: "
-            + ", ".join(f"{r['batch']}: {r['samples_per_second']:.1f}" for r in rows)
-            + f" samples/s; best batch {best}",
-            flush=True,
-        )
-        batch = batch or best
+    if log and ("sweep" in chosen or batch is None):
+        batch = batch or _swept(options, servable, pool, log)
     batch = int(world.bcast(batch, root=0))
-
-    servable.predict(np.zeros((1, *input_spec(manifest)["shape"][1:]), np.uint8), 1)  # traced before the clock
-    world.Barrier()
-    offline_began = time.perf_counter()
-    spans = scenarios.shards(verdict["count"], size, batch)
-    progress = Progress(options.progress_interval, verdict["count"], size) if rank == 0 else None
-    part = offline_pass(servable, data, spans[rank], batch, progress)
-    parts = world.gather(part, root=0)
-    if rank == 0:
-        offline_seconds = time.perf_counter() - offline_began
-        probabilities = np.concatenate([p["probabilities"] for p in parts])
-        members = np.concatenate([p["members"] for p in parts], axis=1)
-        labels = np.concatenate([p["labels"] for p in parts]) if verdict["labelled"] else None
-        write_predictions(options.out, probabilities, labels, members)
-        for index, p in enumerate(parts):
-            samples = p["span"][1] - p["span"][0]
-            log.event(
-                "shard",
-                rank=index,
-                start=p["span"][0],
-                end=p["span"][1],
-                samples=samples,
-                read_seconds=p["read_seconds"],
-                predict_seconds=p["predict_seconds"],
-                samples_per_second=samples / p["predict_seconds"] if p["predict_seconds"] else 0.0,
-            )
-        figures = scenarios.offline_figures(len(probabilities), offline_seconds, forward, peak)
-        log.event("offline", batch=batch, **figures)
-        log.mllog(MLLOG_KEYS["offline"][0], figures["samples_per_second"], scenario="Offline", batch=batch)
-        log.mllog("aiperf_inference_ops_per_second", figures["ops_per_second"], peak_ratio=figures["peak_ratio"])
-        classes = probabilities.argmax(axis=1)
-        log.event(
-            "predictions",
-            file=os.path.relpath(options.out, options.log_dir),  # the run moves as one folder
-            rows=len(probabilities),
-            values_sha256=predictions_digest(probabilities, classes),
-        )
-        ratio = f", {figures['peak_ratio']:.3%} of the measured peak" if figures["peak_ratio"] else ""
-        print(
-            f"{PROG}: offline: {figures['samples']} samples in {offline_seconds:.2f} s, "
-            f"{figures['samples_per_second']:.1f} samples/s ({figures['samples_per_second'] / size:.1f} per rank), "
-            f"{figures['ops_per_second'] / 1e9:.3f} G inference ops/s{ratio}; predictions in {options.out}",
-            flush=True,
-        )
-        if labels is not None:
-            correct = int((classes == labels).sum())
-            member_correct = [int((row == labels).sum()) for row in members]
-            log.event(
-                "accuracy",
-                samples=len(labels),
-                correct=correct,
-                member_correct=member_correct,
-                members=[m["name"] for m in manifest["members"]],
-            )
-            log.mllog(MLLOG_KEYS_ACCURACY, correct / len(labels), members=[c / len(labels) for c in member_correct])
-            print(
-                f"{PROG}: accuracy: {correct / len(labels):.4f} ("
-                + ", ".join(
-                    f"{m['name']} {c / len(labels):.4f}"
-                    for m, c in zip(manifest["members"], member_correct, strict=True)
-                )
-                + ")",
-                flush=True,
-            )
-
-        if "single-stream" in chosen:
-            latencies = single_stream(servable, pool, options.queries)
-            summary = scenarios.latency_summary(latencies)
-            log.event("single_stream", latencies=latencies, **summary)
-            log.mllog(MLLOG_KEYS["single_stream"][0], int(summary["p90"] * 1e9), scenario="SingleStream")
-            print(
-                f"{PROG}: single-stream: p50 {summary['p50'] * 1e3:.2f} ms, p90 {summary['p90'] * 1e3:.2f} ms "
-                f"over {len(latencies)} queries",
-                flush=True,
-            )
-        if "server" in chosen:
-            bound = options.p99_ms / 1e3
-            trials_latencies: list[list[float]] = []
-
-            def p99_at(rate: float) -> dict:
-                latencies = server_trial(
-                    servable,
-                    pool,
-                    rate,
-                    scenarios.trial_queries(rate, options.queries, options.trial_seconds),
-                    options.max_batch,
-                    seed=len(trials_latencies),
-                )
-                trials_latencies.append(latencies)
-                return scenarios.latency_summary(latencies)
-
-            start_rate = options.start_rate or max(
-                1.0, 0.5 / max(1e-6, scenarios.percentile(single_stream(servable, pool, 16), 50))
-            )
-            best_rate, trials = scenarios.search_rate(p99_at, bound, start_rate, options.server_trials)
-            log.event(
-                "server",
-                bound_seconds=bound,
-                best_rate=best_rate,
-                trials=[
-                    {"rate": t.rate, "met": t.met, "latencies": lat, **t.summary}
-                    for t, lat in zip(trials, trials_latencies, strict=True)
-                ],
-            )
-            log.mllog(MLLOG_KEYS["server"][0], best_rate, scenario="Server", p99_bound_ms=options.p99_ms)
-            print(
-                f"{PROG}: server: "
-                + "; ".join(
-                    f"{t.rate:.1f}/s p99 {t.summary['p99'] * 1e3:.1f} ms" f"{'' if t.met else ' (missed)'}"
-                    for t in trials
-                )
-                + (
-                    f"; highest rate within p99 ≤ {options.p99_ms:g} ms: {best_rate:.1f} queries/s"
-                    if best_rate
-                    else f"; no rate tried met p99 ≤ {options.p99_ms:g} ms"
-                ),
-                flush=True,
-            )
+    _offline(options, world, servable, data, verdict, batch, peak, log)
+    if log and "single-stream" in chosen:
+        _single_stream(options, servable, pool, log)
+    if log and "server" in chosen:
+        _server(options, servable, pool, log)
     world.Barrier()
     if log:
         seconds = time.perf_counter() - started
@@ -391,12 +228,148 @@ def _serve(options: argparse.Namespace, world, verdict: dict) -> int:
 
         log.summary(summary_of(log.folder))
         log.close()
-        print(
-            f"{PROG}: time to solution {seconds:.1f} s; log in {options.log_dir} (serve_events.jsonl, mllog.log, "
-            "summary.json)",
-            flush=True,
-        )
+        print(f"{PROG}: time to solution {seconds:.1f} s; log in {options.log_dir} (serve_events.jsonl, mllog.log, "
+              "summary.json)", flush=True)  # fmt: skip
     return 0
+
+
+def _started_log(options: argparse.Namespace, verdict: dict, size: int, chosen: set[str]) -> ServeLog:
+    """Rank 0: the serving log opened, its ``serve_start`` and first ``:::MLLOG`` lines written, the first line
+    printed."""
+    manifest = verdict["manifest"]
+    forward = forward_ops(manifest)
+    log = ServeLog(options.log_dir)
+    members = [{"name": m["name"], "forward_ops_per_sample": m["forward_ops_per_sample"]} for m in manifest["members"]]
+    log.event("serve_start", bundle=str(options.bundle), manifest_sha256=verdict["manifest_sha256"],
+              servable=manifest["servable"]["name"], type=manifest["servable"]["type"], members=members,
+              forward_ops_per_sample=forward, ranks=size, host=socket.gethostname(), data=options.data,
+              samples=verdict["count"], batch=options.batch, scenarios=sorted(chosen),
+              out=str(options.out))  # fmt: skip
+    log.mllog("submission_benchmark", "aiperf_mpi.serve", servable=manifest["servable"]["name"])
+    log.mllog("number_of_ranks", size)
+    log.mllog("aiperf_forward_ops_per_sample", forward)
+    print(f"{PROG}: {manifest['servable']['type']} {manifest['servable']['name']} ({len(manifest['members'])} "
+          f"member(s), {forward:,} forward ops/sample) on {size} rank(s); {verdict['count']} samples of "
+          f"{options.data}", flush=True)  # fmt: skip
+    return log
+
+
+def _measured_peak(options: argparse.Namespace, world, log: ServeLog | None) -> float | None:
+    """Every rank's matrix-multiply peak at once, summed on rank 0 and logged (None elsewhere, or when not asked)."""
+    if options.peak_seconds <= 0:
+        return None
+    from aiperf_mpi.train.peak import measure_peak
+
+    world.Barrier()
+    mine = measure_peak("fp32", options.peak_seconds)
+    every = world.gather(mine["ops_per_second"], root=0)
+    if not log:
+        return None
+    peak = sum(every)
+    log.event("peak", precision="fp32", per_rank=every, ops_per_second=peak, matrix_size=mine["matrix_size"])
+    log.mllog("aiperf_peak_ops_per_second", peak, precision="fp32")
+    return peak
+
+
+def _swept(options: argparse.Namespace, servable, pool: np.ndarray, log: ServeLog) -> int:
+    """Rank 0: the batch sweep, logged and printed; its best batch."""
+    rows = measure_sweep(servable, pool, options.max_batch, options.sweep_seconds)
+    best = scenarios.best_batch(rows)
+    log.event("batch_sweep", rows=rows, best=best)
+    log.mllog("aiperf_best_batch", best, rows=len(rows))
+    print(f"{PROG}: batch sweep: " + ", ".join(f"{r['batch']}: {r['samples_per_second']:.1f}" for r in rows)
+          + f" samples/s; best batch {best}", flush=True)  # fmt: skip
+    return best
+
+
+def _offline(options: argparse.Namespace, world, servable, data: Input, verdict: dict, batch: int,
+             peak: float | None, log: ServeLog | None) -> None:  # fmt: skip
+    """Every rank predicts its slice; rank 0 gathers them in input order, writes the predictions and logs the
+    figures (and the accuracy, for labelled input)."""
+    rank, size = world.Get_rank(), world.Get_size()
+    manifest = verdict["manifest"]
+    servable.predict(np.zeros((1, *input_spec(manifest)["shape"][1:]), np.uint8), 1)  # traced before the clock
+    world.Barrier()
+    offline_began = time.perf_counter()
+    spans = scenarios.shards(verdict["count"], size, batch)
+    progress = Progress(options.progress_interval, verdict["count"], size) if rank == 0 else None
+    parts = world.gather(offline_pass(servable, data, spans[rank], batch, progress), root=0)
+    if not log:
+        return
+    offline_seconds = time.perf_counter() - offline_began
+    probabilities = np.concatenate([p["probabilities"] for p in parts])
+    members = np.concatenate([p["members"] for p in parts], axis=1)
+    labels = np.concatenate([p["labels"] for p in parts]) if verdict["labelled"] else None
+    write_predictions(options.out, probabilities, labels, members)
+    for index, p in enumerate(parts):
+        samples = p["span"][1] - p["span"][0]
+        log.event("shard", rank=index, start=p["span"][0], end=p["span"][1], samples=samples,
+                  read_seconds=p["read_seconds"], predict_seconds=p["predict_seconds"],
+                  samples_per_second=samples / p["predict_seconds"] if p["predict_seconds"] else 0.0)  # fmt: skip
+    figures = scenarios.offline_figures(len(probabilities), offline_seconds, forward_ops(manifest), peak)
+    log.event("offline", batch=batch, **figures)
+    log.mllog(MLLOG_KEYS["offline"][0], figures["samples_per_second"], scenario="Offline", batch=batch)
+    log.mllog("aiperf_inference_ops_per_second", figures["ops_per_second"], peak_ratio=figures["peak_ratio"])
+    classes = probabilities.argmax(axis=1)
+    log.event("predictions", file=os.path.relpath(options.out, options.log_dir),  # the run moves as one folder
+              rows=len(probabilities), values_sha256=predictions_digest(probabilities, classes))  # fmt: skip
+    ratio = f", {figures['peak_ratio']:.3%} of the measured peak" if figures["peak_ratio"] else ""
+    print(f"{PROG}: offline: {figures['samples']} samples in {offline_seconds:.2f} s, "
+          f"{figures['samples_per_second']:.1f} samples/s ({figures['samples_per_second'] / size:.1f} per rank), "
+          f"{figures['ops_per_second'] / 1e9:.3f} G inference ops/s{ratio}; predictions in {options.out}",
+          flush=True)  # fmt: skip
+    if labels is not None:
+        _accuracy(manifest, classes, members, labels, log)
+
+
+def _accuracy(manifest: dict, classes: np.ndarray, members: np.ndarray, labels: np.ndarray, log: ServeLog) -> None:
+    """Rank 0: the ensemble's accuracy and each member's over the labelled input, logged and printed."""
+    correct = int((classes == labels).sum())
+    member_correct = [int((row == labels).sum()) for row in members]
+    log.event("accuracy", samples=len(labels), correct=correct, member_correct=member_correct,
+              members=[m["name"] for m in manifest["members"]])  # fmt: skip
+    log.mllog(MLLOG_KEYS_ACCURACY, correct / len(labels), members=[c / len(labels) for c in member_correct])
+    each = ", ".join(f"{m['name']} {c / len(labels):.4f}"
+                     for m, c in zip(manifest["members"], member_correct, strict=True))  # fmt: skip
+    print(f"{PROG}: accuracy: {correct / len(labels):.4f} ({each})", flush=True)
+
+
+def _single_stream(options: argparse.Namespace, servable, pool: np.ndarray, log: ServeLog) -> None:
+    """Rank 0: ``--queries`` queries one at a time on its device, logged and printed."""
+    latencies = single_stream(servable, pool, options.queries)
+    summary = scenarios.latency_summary(latencies)
+    log.event("single_stream", latencies=latencies, **summary)
+    log.mllog(MLLOG_KEYS["single_stream"][0], int(summary["p90"] * 1e9), scenario="SingleStream")
+    print(f"{PROG}: single-stream: p50 {summary['p50'] * 1e3:.2f} ms, p90 {summary['p90'] * 1e3:.2f} ms "
+          f"over {len(latencies)} queries", flush=True)  # fmt: skip
+
+
+def _server(options: argparse.Namespace, servable, pool: np.ndarray, log: ServeLog) -> None:
+    """Rank 0: Poisson arrivals at rates searched for the highest whose p99 is within ``--p99-ms``, logged and
+    printed."""
+    bound = options.p99_ms / 1e3
+    trials_latencies: list[list[float]] = []
+
+    def p99_at(rate: float) -> dict:
+        latencies = server_trial(servable, pool, rate,
+                                 scenarios.trial_queries(rate, options.queries, options.trial_seconds),
+                                 options.max_batch, seed=len(trials_latencies))  # fmt: skip
+        trials_latencies.append(latencies)
+        return scenarios.latency_summary(latencies)
+
+    start_rate = options.start_rate or max(
+        1.0, 0.5 / max(1e-6, scenarios.percentile(single_stream(servable, pool, 16), 50))
+    )
+    best_rate, trials = scenarios.search_rate(p99_at, bound, start_rate, options.server_trials)
+    log.event("server", bound_seconds=bound, best_rate=best_rate,
+              trials=[{"rate": t.rate, "met": t.met, "latencies": lat, **t.summary}
+                      for t, lat in zip(trials, trials_latencies, strict=True)])  # fmt: skip
+    log.mllog(MLLOG_KEYS["server"][0], best_rate, scenario="Server", p99_bound_ms=options.p99_ms)
+    tried = "; ".join(f"{t.rate:.1f}/s p99 {t.summary['p99'] * 1e3:.1f} ms{'' if t.met else ' (missed)'}"
+                      for t in trials)  # fmt: skip
+    verdict = (f"highest rate within p99 ≤ {options.p99_ms:g} ms: {best_rate:.1f} queries/s" if best_rate
+               else f"no rate tried met p99 ≤ {options.p99_ms:g} ms")  # fmt: skip
+    print(f"{PROG}: server: {tried}; {verdict}", flush=True)
 
 
 MLLOG_KEYS_ACCURACY = "aiperf_ensemble_accuracy"

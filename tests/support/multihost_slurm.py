@@ -47,7 +47,8 @@ def two_node_conf(cluster: VirtualCluster, ctld_port: int = 6817, slurmd_port: i
     """
     scratch, head = cluster.scratch, cluster.head
     text = slurm.SLURM_CONF.format(s=scratch, node=head.name, ctld_port=ctld_port, slurmd_port=slurmd_port,
-                                   kill_wait=slurm.KILL_WAIT, gpus=0, ctld_debug="info")  # fmt: skip
+                                   kill_wait=slurm.KILL_WAIT, gpus=0, ctld_debug="info",
+                                   first_job=slurm.first_job_id())  # fmt: skip
     changes = {
         "SlurmctldHost": f"{head.name}({head.address})",
         "AuthInfo": f"socket={cluster.node_local}/munge/munge.socket",

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import re
 import shutil
 import socket
@@ -363,6 +364,7 @@ ReturnToService=2
 SlurmdParameters=config_overrides
 KillWait={kill_wait}
 MinJobAge=300
+FirstJobId={first_job}
 InactiveLimit=0
 MailProg=/bin/true
 SlurmctldDebug={ctld_debug}
@@ -372,6 +374,15 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 """
 
 GRES_CONF = "NodeName={node} Name=gpu File={s}/dev/gpu[0-{last}]\n"
+
+
+def first_job_id() -> int:
+    """A cluster's first job id, drawn: each test session's cluster starts afresh, and Open MPI names a step's
+    shared-memory segments after its Slurm job and step (``/dev/shm/sm_segment.HOST.UID.JOBHASH.RANK``).  Job 1 of
+    every session had the same names, and a segment left behind by an earlier session's killed job (the tests
+    kill ranks) made the next session's job 1 crash in its first broadcast (seen: signal 11 in
+    ``mca_btl_sm_poll_handle_frag``, two srun rows after a rerun).  Below Slurm's ``MaxJobId`` (67,043,328)."""
+    return random.SystemRandom().randrange(1_000, 60_000_000)
 
 
 def write_mpi_conf(slurm_conf: Path, tmp: str | os.PathLike) -> None:
@@ -403,7 +414,7 @@ def start_cluster(extra_env: Mapping[str, str] | None = None) -> SlurmCluster:
     node = socket.gethostname().split(".")[0]
     conf = scratch / "slurm.conf"
     conf.write_text(SLURM_CONF.format(s=scratch, node=node, ctld_port=free_port(), slurmd_port=free_port(),
-                                      kill_wait=KILL_WAIT, gpus=GPUS,
+                                      kill_wait=KILL_WAIT, gpus=GPUS, first_job=first_job_id(),
                                       ctld_debug=os.environ.get("AIPERF_SLURMCTLD_DEBUG", "info")))  # fmt: skip
     (scratch / "dev").mkdir()
     for index in range(GPUS):  # stand-ins for /dev/nvidiaN: slurmd counts them and hands out their indices

@@ -108,3 +108,58 @@ def test_the_job_status_is_0_only_for_a_run_that_scored_at_its_time_limit(run, t
     assert main([str(run), "--launcher-status", "137", "--job-status"]) == EXIT_ENDED_EARLY  # closed: scored, early
     assert "stopped early (launch ended): --resume" in capsys.readouterr().err
     assert main([str(run), "--launcher-status", "137"]) == 0  # the close alone: nothing left to do
+
+
+def _fifo(path: Path) -> None:
+    import os
+
+    path.unlink(missing_ok=True)
+    os.mkfifo(path)
+
+
+def test_bad_input_is_one_line_and_a_non_zero_exit_within_seconds(run, tmp_path, capsys) -> None:
+    """Issue 52's round against the close: a directory that does not exist and a log that is a FIFO exited 0, a
+    lock or an open run's mllog.log that is a FIFO hung it, a proposal's group {} or a time of 10^400 was a
+    traceback.  Each is now one line and a non-zero status; with --job-status the job's status is the
+    not-scored one."""
+    import time
+
+    from aiperf_mpi.errors import EXIT_NOT_SCORED, EXIT_USAGE
+    from aiperf_mpi.job.close import main
+
+    started = time.monotonic()
+    missing = tmp_path / "no-such-run"
+    assert main([str(missing)]) == EXIT_USAGE
+    assert capsys.readouterr().err.strip() == f"aiperf_mpi: close: {missing} is not a directory"
+    assert main([str(missing), "--job-status"]) == EXIT_NOT_SCORED  # the templates' call: a launch that never ran
+    assert "job status 6: the launch measured nothing (no run directory" in capsys.readouterr().err
+    cases = {}
+    for name in (runlog.EVENTS_FILE, "mllog.log", LOCK_FILE):
+        case = tmp_path / f"fifo-{name}"
+        case.mkdir()
+        for real in (runlog.EVENTS_FILE, "mllog.log", "score.json"):
+            (case / real).write_bytes((run / real).read_bytes())
+        killed(case, keep=len(read_log(case)) - 2)  # open: the close would write its run_stop and score
+        _fifo(case / name)
+        cases[name] = case
+    for name, case in cases.items():
+        assert main([str(case)]) == 1, name
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"{case / name} is not a regular file" in err, err
+        assert main([str(case), "--job-status"]) == EXIT_NOT_SCORED, name
+        assert "is not a regular file: no score read" in capsys.readouterr().err
+    for bad in ({"group": {}}, {runlog.TIME: "1e400"}):
+        case = tmp_path / f"bad-{len(list(tmp_path.iterdir()))}"
+        case.mkdir()
+        events = read_log(run)[: len(read_log(run)) - 2]
+        proposal = next(e for e in events if e["event"] == runlog.MODEL_PROPOSED)
+        proposal.update({k: v for k, v in bad.items() if k != runlog.TIME})
+        text = "".join(json.dumps(e) + "\n" for e in events)
+        if runlog.TIME in bad:
+            text = text.replace(json.dumps(proposal)[:-1], json.dumps(proposal)[:-1].replace(
+                f'"{runlog.TIME}": {json.dumps(proposal[runlog.TIME])}', f'"{runlog.TIME}": 1e400'), 1)  # fmt: skip
+        (case / runlog.EVENTS_FILE).write_text(text)
+        status = main([str(case)])
+        err = capsys.readouterr().err
+        assert status == 1 and err.count("\n") == 1 and "Traceback" not in err, (bad, status, err)
+    assert time.monotonic() - started < 30

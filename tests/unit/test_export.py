@@ -111,7 +111,7 @@ def test_a_failed_or_slow_export_at_the_end_of_a_run_is_one_warning_line(tmp_pat
     export_best(run_dir, "digits")
     out, err = capsys.readouterr()
     assert out == "" and err.splitlines() == [
-        f"aiperf_mpi: warning: no model export: aiperf_mpi.export: error: task 2's weights file "
+        f"aiperf_mpi: warning: no model export: task 2's weights file "
         f"{run_dir}/weights/task-2.npz is missing (python -m aiperf_mpi.export --single-copy {run_dir} retries it)"
     ]  # fmt: skip
     started = time.monotonic()

@@ -9,6 +9,7 @@ from mlperf_logging.compliance_checker.mlp_parser import parse_file
 from mlperf_logging.mllog import constants
 
 from aiperf_mpi.job.mllog import MLLOG_FILE, MLLogWriter, number_text
+from aiperf_mpi.results import mllog_format
 from aiperf_mpi.results.epochs import LEARNING_RATE_WARMUP_EPOCHS
 
 T0 = 1_796_000_000.0
@@ -117,3 +118,20 @@ def test_a_numbers_text_is_json_dumps_of_it() -> None:
     """epoch_stop_texts, composed where an epoch is vetted, writes each number as json.dumps (mlperf-logging's)."""
     for value in (0, -3, 2**63, 0.1, 1e-7, 1.7e9 + 0.123, 1e300, math.nan, math.inf, True, None):
         assert number_text(value) == json.dumps(value), value
+
+
+def test_a_whole_line_is_the_composed_line_and_reads_back(tmp_path) -> None:
+    """Issue 51: serving writes its few lines with mllog_format.whole_line and reads them with read_lines, the one
+    home of the format: the same text the master composes from pieces, and mlperf-logging's parser takes it."""
+    value, metadata = 1234.5, {"scenario": "Offline", "batch": 8}
+    whole = mllog_format.whole_line(1_796_000_000_123, constants.POINT_IN_TIME, "result_samples_per_second", value,
+                                    metadata)  # fmt: skip
+    middle = mllog_format.line_middle(json.dumps(constants.POINT_IN_TIME), json.dumps("result_samples_per_second"))
+    members = json.dumps(metadata)[1:-1]
+    assert whole == mllog_format.line(1_796_000_000_123, middle, json.dumps(value), members)
+    path = tmp_path / MLLOG_FILE
+    path.write_text("a line of other text\n" + whole)
+    [record] = mllog_format.read_lines(path)
+    assert (record["key"], record["value"], record["metadata"]) == ("result_samples_per_second", value, metadata)
+    path.write_text(whole)
+    assert [line.key for line in _lines(tmp_path)] == ["result_samples_per_second"]
