@@ -41,12 +41,19 @@ def _run(options: argparse.Namespace) -> int:
 
 def _check(options: argparse.Namespace) -> int:
     from aiperf_mpi.serve.atend import check_record
-    from aiperf_mpi.serve.check import check_run
+    from aiperf_mpi.serve.check import UNCHECKABLE, check_run
 
-    if options.bundle is None:  # a benchmark run that served at its end (--serve-at-end): its serve.json
-        problems = check_record(options.log_dir)
-    else:
-        problems = check_run(options.log_dir, options.bundle)
+    try:
+        if options.bundle is None:  # a benchmark run that served at its end (--serve-at-end): its serve.json
+            problems = check_record(options.log_dir)
+        else:
+            problems = check_run(options.log_dir, options.bundle)
+    except ServeError:
+        raise  # bad input the check names itself: one line, exit 2 (main)
+    except UNCHECKABLE as exc:  # a record of the wrong shape where the recount reads it: the records fail
+        print(f"{PROG} check: FAIL: {options.log_dir}: the records cannot be checked ({type(exc).__name__}: "
+              f"{' '.join(str(exc).split())[:200]})")  # fmt: skip
+        return 1
     for problem in problems:
         print(f"{PROG} check: FAIL: {problem}")
     if problems:

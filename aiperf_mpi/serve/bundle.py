@@ -122,7 +122,10 @@ def check_files(root: Path, files: dict) -> None:
             raise ServeError(f"{root}: {relative} is missing (the manifest lists it)") from None
         if not stat.S_ISREG(info.st_mode):
             raise ServeError(f"{root}: {relative} is not a regular file")
-        size = int(logged["bytes"])
+        given = logged.get("bytes") if isinstance(logged, dict) else logged
+        if isinstance(given, bool) or not isinstance(given, int) or given < 0:
+            raise ServeError(f"{root}: {relative}'s size in the manifest is {given!r}, not a number of bytes")
+        size = given
         if info.st_size != size:  # a larger file is refused here, before a byte of it is read
             raise ServeError(f"{root}: {relative} has {info.st_size} bytes, the manifest says {size}")
         sha, seen = digest(path, limit=size)

@@ -30,7 +30,7 @@ import numpy as np
 from aiperf_mpi.graph.model import from_json
 from aiperf_mpi.graph.ops import count_ops
 from aiperf_mpi.serve import ServeError, scenarios
-from aiperf_mpi.serve.bundle import MANIFEST, open_bundle
+from aiperf_mpi.serve.bundle import MANIFEST, open_bundle, read_manifest
 from aiperf_mpi.serve.log import MLLOG_KEYS, SUMMARY, read_mllog, read_serve_events
 from aiperf_mpi.serve.predictions import predictions_digest, read_predictions
 
@@ -112,6 +112,9 @@ def check_bundle(bundle: Path, start: dict) -> list[str]:
         problems.append(f"the bundle's manifest has sha256 {sha}; the run served {start['manifest_sha256']}")
     recount = 0
     for member in manifest["members"]:
+        if member["graph"] not in manifest["files"]:  # only a listed file is checked for its size and sha256
+            problems.append(f"{member['name']}: its graph {member['graph']} is not one of the bundle's listed files")
+            continue
         forward = count_ops(from_json((bundle / member["graph"]).read_text(encoding="utf-8"))).forward_eval
         recount += forward
         if forward != member["forward_ops_per_sample"]:
@@ -161,12 +164,32 @@ def check_work(events: dict[str, list[dict]]) -> list[str]:
     return problems
 
 
-def check_predictions(events: dict[str, list[dict]], folder: Path) -> list[str]:
+CELL_BYTES = 32
+"""the most a predictions file's cell takes (a float32's text, its comma); a file larger than its rows and classes
+can fill is refused before it is read"""
+
+
+def largest_predictions(rows: int, classes: int) -> int:
+    """The most bytes a predictions file of ``rows`` rows of ``classes`` probabilities can hold, as either format
+    writes it (the row, the class, each member's class and the label besides, and the header or the archive's
+    own): a larger one is not the run's, and reading it could take the whole memory (a 1 TiB sparse file)."""
+    return rows * (classes + 3 + MEMBERS_BOUND) * CELL_BYTES + 65536
+
+
+MEMBERS_BOUND = 64
+"""an ensemble's members, at most, in the predictions size bound (each adds a class column to the .npz)"""
+
+
+def check_predictions(events: dict[str, list[dict]], folder: Path, classes: int) -> list[str]:
     problems = []
     logged = events["predictions"][0]
     path = _predictions_file(logged["file"], folder)
     if not path.is_file():
         return [f"the predictions file {logged['file']} is missing"]
+    largest = largest_predictions(int(logged["rows"]), classes)
+    if path.stat().st_size > largest:
+        return [f"{path} has {path.stat().st_size:,} bytes: larger than {logged['rows']} rows of {classes} classes "
+                f"can be ({largest:,}); not read"]  # fmt: skip
     found = read_predictions(path)
     probabilities, classes = found["probabilities"], found["classes"]
     if len(probabilities) != events["serve_start"][0]["samples"] or logged["rows"] != len(probabilities):
@@ -281,10 +304,28 @@ def check_run(folder: Path | str, bundle: Path | str) -> list[str]:
     for needed in ("serve_start", "offline", "predictions", "serve_stop"):
         if needed not in events:
             return [f"the event log has no {needed} event (the run did not finish, or the log was cut)"]
-    return [
-        *check_bundle(bundle, events["serve_start"][0]),
-        *check_work(events),
-        *check_predictions(events, folder),
-        *check_scenarios(events),
-        *check_records(events, folder),
-    ]
+    classes = int(read_manifest(bundle)["signature"]["outputs"][0]["classes"])
+    sections = {
+        "bundle": lambda: check_bundle(bundle, events["serve_start"][0]),
+        "shards and offline figures": lambda: check_work(events),
+        "predictions": lambda: check_predictions(events, folder, classes),
+        "scenarios": lambda: check_scenarios(events),
+        "mllog and summary": lambda: check_records(events, folder),
+    }
+    problems = []
+    for name, section in sections.items():
+        try:
+            problems += section()
+        except ServeError:
+            raise
+        except UNCHECKABLE as exc:  # a record of the wrong shape (issue 52: a traceback before): this part fails
+            what = "a file it reads" if isinstance(exc, OSError) else "a record of the wrong shape"
+            problems.append(f"the {name} cannot be checked: {what} ({type(exc).__name__}: "
+                            f"{' '.join(str(exc).split())[:160]})")  # fmt: skip
+    return problems
+
+
+UNCHECKABLE = (KeyError, IndexError, TypeError, ValueError, AttributeError, ZeroDivisionError, OverflowError,
+               RecursionError, MemoryError, OSError)  # fmt: skip
+"""what a record of the wrong shape, or a file the records name that cannot be read, raises where the recount reads
+it: that part of the check fails, in words"""

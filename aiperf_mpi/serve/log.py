@@ -67,14 +67,18 @@ class ServeLog:
 
 
 def read_serve_events(folder: Path) -> list[dict]:
-    """The event log's records, in order (a line that is not JSON is an error of the log, raised as ValueError)."""
+    """The event log's records, in order (a line that is not a JSON object naming its event is an error of the log,
+    raised as ValueError)."""
     records = []
     with open(Path(folder) / EVENTS, encoding="utf-8") as handle:
         for number, line in enumerate(handle, 1):
             try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError as exc:
+                record = json.loads(line)
+            except (json.JSONDecodeError, RecursionError) as exc:
                 raise ValueError(f"{EVENTS} line {number} is not JSON ({exc})") from None
+            if not isinstance(record, dict) or not isinstance(record.get("event"), str):
+                raise ValueError(f"{EVENTS} line {number} is not an event (a JSON object with its 'event' name)")
+            records.append(record)
     return records
 
 

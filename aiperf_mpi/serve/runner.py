@@ -213,7 +213,8 @@ def _serve(options: argparse.Namespace, world, verdict: dict) -> int:
     pool = data.read(0, min(POOL, data.count))[0] if rank == 0 else None
     batch = options.batch if options.batch != "best" else None
     if log and ("sweep" in chosen or batch is None):
-        batch = batch or _swept(options, servable, pool, log)
+        best = _swept(options, servable, pool, log)  # swept whenever asked, even with a batch given
+        batch = batch or best
     batch = int(world.bcast(batch, root=0))
     _offline(options, world, servable, data, verdict, batch, peak, log)
     if log and "single-stream" in chosen:
