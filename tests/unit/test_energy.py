@@ -1,0 +1,112 @@
+"""The energy reader (aiperf_mpi/results/energy.py, issue 53) on the meters' documented layouts, made under tmp_path.
+
+HPE's Cray EX ``/sys/cray/pm_counters/`` files hold ``VALUE UNIT TIMESTAMP`` (microseconds); the kernel's powercap
+tree has a zone per RAPL package (``intel-rapl:N``) and its sub-zones flat beside it (``intel-rapl:N:M``), each
+with ``name``, ``energy_uj`` and ``max_energy_range_uj``; ``sacct -n -P -X -o ConsumedEnergyRaw`` prints the job's
+joules on one line, or nothing, or 0, without an energy plugin.  No meter exists on the development machine.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import pytest
+
+from aiperf_mpi.results.energy import (
+    EnergyFigures,
+    Reading,
+    Unreadable,
+    energy_between,
+    node_line,
+    node_sources,
+    parse_sacct_energy,
+    read_pm_counters,
+    read_powercap,
+    series_energy,
+)
+
+
+def pm_tree(root: Path, energy: int, stamp_us: int, accels: int = 2) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "energy").write_text(f"{energy} J {stamp_us}\n")
+    (root / "cpu_energy").write_text(f"{energy // 4} J {stamp_us}\n")
+    (root / "memory_energy").write_text(f"{energy // 10} J {stamp_us}\n")
+    (root / "power").write_text(f"512 W {stamp_us}\n")  # read by nobody here: power, not energy
+    for index in range(accels):
+        (root / f"accel{index}_energy").write_text(f"{energy // 8} J {stamp_us}\n")
+    return root
+
+
+def powercap_tree(root: Path, package_uj: int, dram_uj: int, range_uj: int = 262_143_328_850) -> Path:
+    for zone, name, value in (("intel-rapl:0", "package-0", package_uj), ("intel-rapl:0:0", "dram", dram_uj)):
+        (root / zone).mkdir(parents=True, exist_ok=True)
+        (root / zone / "name").write_text(name + "\n")
+        (root / zone / "energy_uj").write_text(f"{value}\n")
+        (root / zone / "max_energy_range_uj").write_text(f"{range_uj}\n")
+    (root / "intel-rapl").mkdir(exist_ok=True)  # the control type's own directory: no zone
+    return root
+
+
+def test_cray_pm_counters_are_read_per_domain_with_their_own_timestamps(tmp_path) -> None:
+    readings = read_pm_counters(pm_tree(tmp_path / "pm", 1_000_000, 1_796_000_000_250_000))
+    assert [(r.domain, r.joules) for r in readings] == [("node", 1e6), ("cpu", 250_000), ("memory", 100_000),
+                                                        ("accel0", 125_000), ("accel1", 125_000)]  # fmt: skip
+    assert {r.time for r in readings} == {1_796_000_000.25} and {r.source for r in readings} == {"pm_counters"}
+    assert read_pm_counters(tmp_path / "absent") == []
+    (tmp_path / "pm" / "energy").write_text("lots of joules\n")
+    with pytest.raises(Unreadable, match="is not 'VALUE J TIMESTAMP'"):
+        read_pm_counters(tmp_path / "pm")
+
+
+def test_powercap_zones_are_named_and_know_where_they_wrap(tmp_path) -> None:
+    readings = read_powercap(powercap_tree(tmp_path / "powercap", 5_000_000, 2_000_000), now=100.0)
+    assert [(r.domain, r.joules, r.wraps_at, r.time) for r in readings] == [
+        ("package-0", 5.0, 262_143.32885, 100.0), ("package-0/dram", 2.0, 262_143.32885, 100.0)]  # fmt: skip
+    (tmp_path / "powercap" / "intel-rapl:0" / "energy_uj").chmod(0)
+    if os.geteuid() != 0:  # root reads a file of mode 0: the root-only case is not made here
+        with pytest.raises(Unreadable):
+            read_powercap(tmp_path / "powercap")
+
+
+def test_a_wrap_and_a_reset_between_two_readings(tmp_path) -> None:
+    """A package counter of range 262,143 J read at 262,000 J then at 100 J wrapped: 243.3 J; a GPU counter read
+    at 5,000 J then 40 J (a driver reload) was reset: only 40 J are known, and said."""
+    before = Reading("powercap", "package-0", 262_000.0, 0.0, 262_143.32885)
+    after = Reading("powercap", "package-0", 100.0, 60.0, 262_143.32885)
+    assert energy_between(before, after) == (pytest.approx(243.32885), "wrapped")
+    gpu = [Reading("nvml", "gpu0", 5_000.0, 0.0), Reading("nvml", "gpu0", 40.0, 60.0),
+           Reading("nvml", "gpu0", 1_040.0, 120.0)]  # fmt: skip
+    joules, notes = series_energy(gpu)
+    assert joules == 1_040.0 and notes == ["nvml gpu0 reset (a lower bound) at 60"]
+    with pytest.raises(ValueError, match="two counters"):
+        energy_between(before, gpu[0])
+
+
+def test_sacct_energy_in_its_real_format() -> None:
+    assert parse_sacct_energy("123456\n") == 123456.0  # -n -P -X: the job's line alone, no header
+    assert parse_sacct_energy("") is None and parse_sacct_energy("0\n") is None  # no acct_gather_energy plugin
+    with pytest.raises(Unreadable):
+        parse_sacct_energy("16.5K\n")  # ConsumedEnergy (not Raw) prints units: the reader asks for the raw joules
+
+
+def test_the_figures_match_a_hand_calculation(tmp_path) -> None:
+    """Node energy from pm_counters at the window's start and end: 1,000,000 J → 1,360,000 J over 600 s is
+    360 kJ, 600 W; 7.2e15 operations (score 12 TOPS) are 2e10 operations per joule."""
+    first = read_pm_counters(pm_tree(tmp_path / "a", 1_000_000, 1_000_000_000_000))[0]
+    last = read_pm_counters(pm_tree(tmp_path / "b", 1_360_000, 1_000_600_000_000))[0]
+    joules, notes = series_energy([first, last])
+    figures = EnergyFigures(joules, last.time - first.time, 7.2e15, 3.6e15)
+    assert (figures.joules, figures.watts, figures.ops_per_joule, figures.regulated_ops_per_joule) == (
+        360_000.0, 600.0, 2e10, 1e10) and not notes  # fmt: skip
+    assert math.isnan(EnergyFigures(0.0, 0.0, 1.0, 1.0).ops_per_joule)
+
+
+def test_a_node_without_meters_says_energy_is_not_measured_and_why(tmp_path) -> None:
+    readings, problems = node_sources(tmp_path / "no-pm", tmp_path / "no-powercap", gpus=list)
+    line = node_line(readings, problems, host="n1")
+    assert readings == [] and line.startswith("aiperf_mpi: energy: not measured on node n1: no NVML GPU"), line
+    readings, problems = node_sources(pm_tree(tmp_path / "pm", 10, 1, accels=0), tmp_path / "no-powercap", gpus=list)
+    assert node_line(readings, problems, host="n1") == ("aiperf_mpi: energy: node n1 reads pm_counters node, "
+                                                        "pm_counters cpu, pm_counters memory")  # fmt: skip
