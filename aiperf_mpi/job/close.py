@@ -100,8 +100,11 @@ def close_run(run_dir: Path, launcher_status: int | None) -> int:
 
 
 UNREAD = "unread"
-"""what :func:`close_and_read` gives for a log it did not read (no log, a live lock, a log that cannot be read)"""
-RUN_FILES = (runlog.EVENTS_FILE, MLLOG_FILE, LOCK_FILE, SCORE_FILE)
+"""what :func:`close_and_read` gives for a log it did not read (no log, a live lock, a run file that is none)"""
+UNREADABLE = "unreadable: "
+"""the start of what :func:`close_and_read` gives for a log it read and could not take, the reason after it (the
+job's status says it without a second pass over the log)"""
+RUN_FILES = (runlog.EVENTS_FILE, MLLOG_FILE, LOCK_FILE, SCORE_FILE, SCORE_FILE + runlog.PARTIAL_SUFFIX)
 """the run's files the close opens: each absent or a regular file (a FIFO hung it, a FIFO log exited 0)"""
 
 
@@ -140,9 +143,9 @@ def close_and_read(run_dir: Path, launcher_status: int | None) -> tuple[int, tup
     try:
         found = last_segment(run_dir)
     except Exception as exc:  # noqa: BLE001 - the log is the launch's, not trusted: whatever it holds is one line
-        print(f"aiperf_mpi: close: {run_dir}'s log cannot be read or scored ({type(exc).__name__}: "
-              f"{' '.join(str(exc).split())[:300]}); nothing written", file=sys.stderr, flush=True)  # fmt: skip
-        return 1, UNREAD
+        why = f"{run_dir}'s log cannot be read or scored ({type(exc).__name__}: {' '.join(str(exc).split())[:300]})"
+        print(f"aiperf_mpi: close: {why}; nothing written", file=sys.stderr, flush=True)
+        return 1, UNREADABLE + why
     if found is None:
         print(f"aiperf_mpi: close: {run_dir}'s log has no run_start: nothing to score", flush=True)
         return 0, None
@@ -196,10 +199,13 @@ def job_status(run_dir: Path, launcher_status: int | None,
         return EXIT_NOT_SCORED, f"{why}: no score read{launcher}"
     if not (run_dir / runlog.EVENTS_FILE).is_file():
         return EXIT_NOT_SCORED, f"the launch measured nothing (no {runlog.EVENTS_FILE} in {run_dir}){launcher}"
+    if isinstance(found, str) and found.startswith(UNREADABLE):
+        return EXIT_NOT_SCORED, f"{found.removeprefix(UNREADABLE)}{launcher}"
     try:
         found = last_segment(run_dir) if found == UNREAD else found
     except Exception as exc:  # noqa: BLE001 - as in close_and_read: the log is not trusted
-        return EXIT_NOT_SCORED, f"{run_dir}'s log cannot be read ({type(exc).__name__}: {exc}){launcher}"
+        return EXIT_NOT_SCORED, (f"{run_dir}'s log cannot be read ({type(exc).__name__}: "
+                                 f"{' '.join(str(exc).split())[:300]}){launcher}")  # fmt: skip
     if found is None or isinstance(found, str):
         return EXIT_NOT_SCORED, f"the launch measured nothing ({run_dir}'s log has no run_start){launcher}"
     segment, score = found

@@ -126,7 +126,11 @@ def parse_sacct_energy(text: str) -> float | None:
     if not values:
         return None
     value = _number(values[0], "sacct's ConsumedEnergyRaw")
-    return value if value > 0 else None
+    return value if 0 < value < NO_VALUE else None
+
+
+NO_VALUE = 2.0**63
+"""Slurm's "no value" for a 64-bit field (``NO_VAL64``, 2⁶⁴ − 2) as sacct may print it: no reading, never joules"""
 
 
 def energy_between(first: Reading, last: Reading) -> tuple[float, str]:

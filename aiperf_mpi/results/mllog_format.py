@@ -66,6 +66,8 @@ def whole_line(ms: int, event_type: str, key: str, value: object, metadata: dict
 def read_lines(path: Path) -> list[dict]:
     """Every MLLOG line's record of the file, in order (lines of other text, which the format allows, left out;
     a line that starts as one and is not raises :class:`NotAnMLLogLine`)."""
+    if not Path(path).is_file():  # a FIFO would hold the reader for ever, a device feed it without end
+        raise OSError(f"{path} is not a regular file")
     lines = Path(path).read_text(encoding="utf-8").splitlines()
     return [read_line(text) for text in lines if text.startswith(PREFIX)]
 

@@ -319,6 +319,10 @@ class LogContents:
     """how long the skipped end was"""
 
 
+PARTIAL_SUFFIX = ".partial"
+"""the name's end of the file :func:`write_whole` writes before it renames it over the file"""
+
+
 def write_whole(path: Path, text: str) -> None:
     """Write ``path`` whole or not at all: a partial file beside it, fsync'd, then renamed over it.
 
@@ -326,7 +330,7 @@ def write_whole(path: Path, text: str) -> None:
     file or the new one, never an empty or half one: a resumed run stopped by ``timeout`` left a 0-byte
     ``score.json`` (2026-12-03), whose verify could only say "not readable".
     """
-    partial = path.with_name(path.name + ".partial")
+    partial = path.with_name(path.name + PARTIAL_SUFFIX)
     with open(partial, "w", encoding="utf-8") as out:
         out.write(text)
         out.flush()

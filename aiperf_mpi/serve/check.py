@@ -23,12 +23,15 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
 
 from aiperf_mpi.graph.model import from_json
 from aiperf_mpi.graph.ops import count_ops
+from aiperf_mpi.results import runlog
 from aiperf_mpi.serve import ServeError, scenarios
 from aiperf_mpi.serve.bundle import MANIFEST, open_bundle, read_manifest
 from aiperf_mpi.serve.log import MLLOG_KEYS, SUMMARY, read_mllog, read_serve_events
@@ -164,6 +167,8 @@ def check_work(events: dict[str, list[dict]]) -> list[str]:
     return problems
 
 
+SUMMARY_BYTES = 1 << 20
+"""the most a summary can take: a few dozen figures and each server trial's five (a real one is a few kB)"""
 CELL_BYTES = 32
 """the most a predictions file's cell takes (a float32's text, its comma); a file larger than its rows and classes
 can fill is refused before it is read"""
@@ -287,6 +292,8 @@ def check_records(events: dict[str, list[dict]], folder: Path) -> list[str]:
     path = folder / SUMMARY
     if not path.is_file():
         problems.append("summary.json is missing")
+    elif path.stat().st_size > SUMMARY_BYTES:
+        problems.append(f"summary.json has {path.stat().st_size:,} bytes: no summary is that large; not read")
     elif json.loads(path.read_text(encoding="utf-8")) != summary_of(folder):
         problems.append("summary.json differs from the figures the event log gives")
     return problems
@@ -326,6 +333,7 @@ def check_run(folder: Path | str, bundle: Path | str) -> list[str]:
 
 
 UNCHECKABLE = (KeyError, IndexError, TypeError, ValueError, AttributeError, ZeroDivisionError, OverflowError,
-               RecursionError, MemoryError, OSError)  # fmt: skip
+               RecursionError, MemoryError, OSError, EOFError, zipfile.BadZipFile, zlib.error,
+               runlog.UnreadableLog)  # fmt: skip
 """what a record of the wrong shape, or a file the records name that cannot be read, raises where the recount reads
 it: that part of the check fails, in words"""

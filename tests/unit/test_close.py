@@ -163,3 +163,17 @@ def test_bad_input_is_one_line_and_a_non_zero_exit_within_seconds(run, tmp_path,
         err = capsys.readouterr().err
         assert status == 1 and err.count("\n") == 1 and "Traceback" not in err, (bad, status, err)
     assert time.monotonic() - started < 30
+
+
+def test_a_fifo_where_the_score_is_written_is_refused_before_anything_is_written(run, capsys) -> None:
+    """The score goes to score.json.partial first (runlog.write_whole): a FIFO there held the close after its
+    run_stop and score were appended (the review of issue 52's close), so the log said scored with no score.json."""
+    import os
+
+    from aiperf_mpi.job.close import main
+
+    before = read_log(run)
+    killed(run, keep=len(before) - 2)
+    os.mkfifo(run / "score.json.partial")
+    assert main([str(run)]) == 1 and "score.json.partial is not a regular file" in capsys.readouterr().err
+    assert len(read_log(run)) == len(before) - 2  # nothing appended

@@ -87,6 +87,7 @@ def test_a_wrap_and_a_reset_between_two_readings(tmp_path) -> None:
 def test_sacct_energy_in_its_real_format() -> None:
     assert parse_sacct_energy("123456\n") == 123456.0  # -n -P -X: the job's line alone, no header
     assert parse_sacct_energy("") is None and parse_sacct_energy("0\n") is None  # no acct_gather_energy plugin
+    assert parse_sacct_energy("18446744073709551614\n") is None  # Slurm's NO_VAL64: no value, not 1.8e19 J
     with pytest.raises(Unreadable):
         parse_sacct_energy("16.5K\n")  # ConsumedEnergy (not Raw) prints units: the reader asks for the raw joules
 

@@ -115,3 +115,26 @@ def test_a_malformed_record_deep_in_the_log_is_a_failure_in_one_line(tmp_path, c
     (log / "serve_events.jsonl").write_text("\n".join(lines) + "\n")
     status, said = one_line(capsys, ["check", str(log), str(bundle)])
     assert status == 1 and "cannot be checked: a record of the wrong shape (TypeError" in said, said
+
+
+@pytest.mark.parametrize("content", [b"", b"PK\x03\x04" + b"junk" * 10, b"\x00" * 64],
+                         ids=["empty", "a zip's start and junk", "zeros"])  # fmt: skip
+def test_a_forged_npz_predictions_file_fails_the_check_in_words(tmp_path, capsys, content: bytes) -> None:
+    """np.load's own errors (EOFError, BadZipFile…) were tracebacks (issue 52's review of this check)."""
+    bundle = hand_bundle(tmp_path / "bundle")
+    log = hand_log(tmp_path / "log", bundle)
+    text = (log / "serve_events.jsonl").read_text().replace("predictions.csv", "predictions.npz")
+    (log / "serve_events.jsonl").write_text(text)
+    (log / "predictions.npz").write_bytes(content)
+    status, said = one_line(capsys, ["check", str(log), str(bundle)])
+    assert status == 1 and "the predictions cannot be checked" in said, said
+
+
+def test_a_fifo_mllog_fails_the_check_instead_of_holding_it(tmp_path, capsys) -> None:
+    import os
+
+    bundle = hand_bundle(tmp_path / "bundle")
+    log = hand_log(tmp_path / "log", bundle)
+    os.mkfifo(log / "mllog.log")
+    status, said = one_line(capsys, ["check", str(log), str(bundle)])
+    assert status == 1 and "mllog.log is not a regular file" in said, said
