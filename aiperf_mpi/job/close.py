@@ -25,6 +25,7 @@ one line and left as they are.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import socket
 import stat
@@ -151,7 +152,7 @@ def close_and_read(run_dir: Path, launcher_status: int | None) -> tuple[int, tup
         return 0, None
     segment, score = found
     if segment.stopped:
-        return 0, found  # rank 0 wrote the run_stop and its score: the usual end, nothing to say
+        return 0, _completed(run_dir, segment, score)
     if segment.cut or runlog.ends_mid_line(run_dir / MLLOG_FILE):
         print(f"aiperf_mpi: close: {run_dir}'s log or mllog.log ends in a cut line (a write the death cut "
               "short): not closed here; --resume sets the line aside and scores the run", file=sys.stderr,
@@ -174,6 +175,26 @@ def close_and_read(run_dir: Path, launcher_status: int | None) -> tuple[int, tup
           f"closed from its log, {len(segment.open_tasks)} unfinished task(s) discarded", flush=True)  # fmt: skip
     print_score(score, run_dir)
     return 0, (replace(segment, stopped=True, scored=True, reason=runlog.CLOSED_REASON), score)
+
+
+def _completed(run_dir: Path, segment: OpenSegment, score: Score) -> tuple[OpenSegment, Score]:
+    """A segment rank 0 stopped: its score as the log has it, and the parts of it a death between two writes left
+    out written from the log (the score is the log's function).  Rank 0 writes ``run_stop``, then the ``score``
+    event, then ``score.json``; a rank 0 killed between them (prterun's abort ends a stopped rank 0 that was
+    continued: seen in CI, the log scored and no score.json) left a run the close took for whole."""
+    if not segment.scored:
+        log = runlog.EventLog(run_dir)
+        record_score(log, run_dir, score)
+        log.close()
+        print(f"aiperf_mpi: close: segment {segment.number} stopped ({segment.reason}) without its score (rank 0 "
+              "ended between the two): scored from its log", flush=True)  # fmt: skip
+        print_score(score, run_dir)
+        return replace(segment, scored=True), score
+    if not (run_dir / SCORE_FILE).is_file():
+        runlog.write_whole(run_dir / SCORE_FILE, json.dumps(score.to_dict(), indent=2))
+        print(f"aiperf_mpi: close: segment {segment.number}'s score is in the log but {SCORE_FILE} was missing "
+              "(rank 0 ended between the two): written from the log", flush=True)  # fmt: skip
+    return segment, score
 
 
 COMPLETED_REASONS = ("time limit", "max models")

@@ -22,7 +22,7 @@ import pytest
 from analysis.audit_record import audit_standing
 from tests.support.mpirun import REPO_ROOT, mpi_env, run_mpi
 
-pytestmark = [pytest.mark.mpi, pytest.mark.tf, pytest.mark.long, pytest.mark.timeout(2400)]
+pytestmark = [pytest.mark.mpi, pytest.mark.tf, pytest.mark.long, pytest.mark.serial, pytest.mark.timeout(2400)]
 """a real run, two audits and a re-evaluation (each under its own 900 s): past setup.cfg's 600 s a test"""
 
 RUN_ARGS = ["--seed-model", "tiny", "--max-epochs", "2", "--score-step", "10", "--peak-seconds", "1",

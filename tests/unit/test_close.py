@@ -177,3 +177,24 @@ def test_a_fifo_where_the_score_is_written_is_refused_before_anything_is_written
     os.mkfifo(run / "score.json.partial")
     assert main([str(run)]) == 1 and "score.json.partial is not a regular file" in capsys.readouterr().err
     assert len(read_log(run)) == len(before) - 2  # nothing appended
+
+
+def test_a_rank_0_ended_between_its_score_writes_leaves_a_run_the_close_completes(run, capsys) -> None:
+    """Rank 0 writes run_stop, the score event, then score.json; killed between them (CI of f0b7577: prterun's
+    abort ended a stopped rank 0 that was continued, and the log said scored with no score.json) the close took the
+    run for whole.  It now writes what is missing from the log, and the run verifies."""
+    original = json.loads((run / "score.json").read_text())
+    (run / "score.json").unlink()  # the score event is in the log, its file is not
+    assert close_run(run, launcher_status=5) == 0
+    assert json.loads((run / "score.json").read_text())["score"] == original["score"]
+    assert "score.json was missing (rank 0 ended between the two): written from the log" in capsys.readouterr().out
+    events = read_log(run)
+    write_log(run, events[:-1])  # now the score event too: run_stop is the log's last event
+    (run / "score.json").unlink()
+    assert close_run(run, launcher_status=5) == 0
+    after = read_log(run)
+    assert [e["event"] for e in after[-2:]] == [runlog.RUN_STOP, runlog.SCORE] and len(after) == len(events)
+    assert after[-1]["score"] == original["score"] == json.loads((run / "score.json").read_text())["score"]
+    assert "without its score (rank 0 ended between the two): scored from its log" in capsys.readouterr().out
+    result = verify(run)
+    assert result.ok, result.text()
