@@ -25,7 +25,6 @@ one line and left as they are.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import socket
 import stat
@@ -35,7 +34,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from aiperf_mpi.errors import EXIT_ENDED_EARLY, EXIT_NOT_SCORED, EXIT_USAGE
-from aiperf_mpi.job.finish import SCORE_FILE, print_score, record_score
+from aiperf_mpi.job.finish import SCORE_FILE, print_score, record_score, write_score_file
 from aiperf_mpi.job.mllog import MLLOG_FILE, MLLogWriter
 from aiperf_mpi.job.runlock import LOCK_FILE, is_running
 from aiperf_mpi.results import runlog
@@ -191,7 +190,7 @@ def _completed(run_dir: Path, segment: OpenSegment, score: Score) -> tuple[OpenS
         print_score(score, run_dir)
         return replace(segment, scored=True), score
     if not (run_dir / SCORE_FILE).is_file():
-        runlog.write_whole(run_dir / SCORE_FILE, json.dumps(score.to_dict(), indent=2))
+        write_score_file(run_dir, score)
         print(f"aiperf_mpi: close: segment {segment.number}'s score is in the log but {SCORE_FILE} was missing "
               "(rank 0 ended between the two): written from the log", flush=True)  # fmt: skip
     return segment, score

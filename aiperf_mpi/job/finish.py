@@ -25,7 +25,12 @@ def record_score(log: runlog.EventLog, run_dir: Path, score,
     bounds the file's write (rank 0's fsync watchdog)."""
     log.write(runlog.SCORE, sync=True, **{k: v for k, v in score.to_dict().items() if k != "grid"})
     with guard():
-        runlog.write_whole(run_dir / SCORE_FILE, json.dumps(score.to_dict(), indent=2))
+        write_score_file(run_dir, score)
+
+
+def write_score_file(run_dir: Path, score) -> None:
+    """``score.json``, written whole: the score with its grid (the close writes it alone when a death left it out)."""
+    runlog.write_whole(run_dir / SCORE_FILE, json.dumps(score.to_dict(), indent=2))
 
 
 def print_score(score, run_dir: Path) -> None:
