@@ -189,6 +189,8 @@ class Master:
         self._update_candidates()
         self._next_hang_check = self.started
         self._last_pace = self.started
+        self._paced = False
+        """the loop paces (:meth:`pace` was called): deadlines are judged at its last pass (:meth:`_judging_clock`)"""
         self._io_counted = 0.0
         """of the I/O thread's current wait, the seconds already counted as rank 0's stall"""
         self._stop_started_own = 0.0
@@ -353,7 +355,7 @@ class Master:
         group).  A round goes :data:`HANG_CHECK_SLICE` groups a call: the whole walk at once took ≈ 0.5 µs a
         group, ≈ 35 ms at 65,536 groups once a second on this machine under load, a pause every message arriving
         meanwhile queued behind (benchmarks/master.py: the queueing p99's goal is 5 ms)."""
-        now = self.own_clock()
+        now = self._judging_clock()
         if self._hang_cursor >= self.groups:
             if now < self._next_hang_check:
                 return
@@ -384,7 +386,7 @@ class Master:
         (:meth:`HangPolicy.lost_at_drain_end`).  A stopped rank's group whose deadline falls after the drain's
         end is so logged lost with the default ``--grace`` (the multi-node SIGSTOP case), not merely discarded.
         """
-        now = self.own_clock()
+        now = self._judging_clock()
         drain, lost = now - self._stop_started_own, 0
         for group in sorted(set(self.tasks.values())):
             state = self.state[group]
@@ -423,6 +425,19 @@ class Master:
         """
         return self.clock() - self.paused
 
+    def _judging_clock(self) -> float:
+        """:meth:`own_clock` as a deadline judges it: never past the loop's last pass by a gap it has not counted.
+
+        A stop can land anywhere in a pass, not only in its poll: stopped in a handler or a write, rank 0 woke up
+        and judged the deadlines before the next pass's :meth:`pace` had counted the gap (CI of ed2ddd5: "group 0
+        lost … group 1 lost", then "rank 0 itself was stalled for 25.0 s").  Once the loop paces, a gap of more
+        than :data:`STALL_SECONDS` since its last pass is judged at that pass; the next pass counts it.
+        """
+        now = self.clock()
+        if self._paced and now - self._last_pace > STALL_SECONDS:
+            return self._last_pace - self.paused
+        return now - self.paused
+
     def pace(self, io_wait: float = 0.0) -> float:
         """Called by the loop at every pass: count rank 0's own stall, if any; the stall that just ended (s) or 0.
 
@@ -433,7 +448,7 @@ class Master:
         :attr:`paused`, so every group's deadline moves by it, and kept in :attr:`stalls`.
         """
         now = self.clock()
-        gap, self._last_pace = now - self._last_pace, now
+        gap, self._last_pace, self._paced = now - self._last_pace, now, True
         if io_wait > IO_STALL_SECONDS:  # the replies wait for the disk: the loop runs, the groups cannot speak
             # an episode's whole wait when it is first seen, then each pass's gap while it lasts (the oldest batch
             # may change within it: the thread takes every queued batch at once, and a younger one waits on)

@@ -56,6 +56,24 @@ def passes_until(master, now: list[float], end: float) -> None:
         assert master.pace() == 0.0
 
 
+def test_a_stall_inside_a_pass_is_judged_at_the_pass_not_blamed_on_the_groups(tmp_path) -> None:
+    """Rank 0 stopped inside a pass (in a handler, a write), not in its poll: it woke up and judged the deadlines
+    before the next pass counted the gap, and lost both groups (CI of ed2ddd5).  The hang check judges at the
+    loop's last pass while a gap it has not counted is open; the next pass counts it; no group is lost."""
+    now = [0.0]
+    master, works = started_master(tmp_path, 2, now)
+    passes_until(master, now, 10.0)
+    for group in (0, 1):
+        master.handle(group, EpochDone(works[group].task_id, epoch(1, 0.0, 10.0)))
+    now[0] = 110.0  # stopped after the pass at 10 s, before its tick
+    master.tick()
+    assert master.lost_groups == 0 and lost_events(tmp_path) == []
+    assert master.pace() == 100.0  # the next pass counts the gap as rank 0's
+    master.tick()
+    assert master.lost_groups == 0 and master.stall_summary()["count"] == 1
+    master.log.close()
+
+
 def test_without_pace_the_same_gap_loses_both_groups(tmp_path) -> None:
     """The control: the same 100 s, not counted as rank 0's (what the loop did before issue 50), loses both."""
     now = [0.0]
