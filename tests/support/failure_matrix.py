@@ -11,7 +11,9 @@ The words:
 
 - ``failure``: ``kill-9-rank`` (a training rank of node2's group that is not its leader), ``kill-9-leader``,
   ``kill-9-rank0`` (the master), ``sigstop-rank`` (the same training rank, stopped), ``node-loss`` (node2's link
-  down and everything on it killed: ``VirtualCluster.lose_node``), ``fsync-stall-rank0``;
+  down and everything on it killed: ``VirtualCluster.lose_node``), ``fsync-stall-rank0`` (every fsync of rank 0's
+  run directory held by a FUSE file system), ``graphs-stall-rank0`` (only the graphs file's), ``sigstop-rank0``
+  (the master stopped), ``none`` (the healthy run: nothing struck);
 - ``phase``: ``start-up`` (before the start line: every rank started, nothing logged yet), ``first-model`` (the
   victim's group has a model but no epoch), ``mid-run`` (both groups have logged an epoch), ``end`` (the run
   has logged ``run_stop``: drain, score, report, agreement);
@@ -22,7 +24,8 @@ The words:
   DOWN after ``SlurmdTimeout`` and ends the job), ``keepalive`` (mpirun's TCP keepalive on its connection to the
   lost node's daemon fails, PRRTE says it "lost communication with a remote daemon" and ends the job:
   ``FT_PRTE_LIVENESS`` of aiperf_mpi/mpi/launch_settings.py), ``deadline`` (the master's: ``group_lost`` "past its
-  deadline"), ``nobody`` (the job is held until the test's own limit: the failure is not detected);
+  deadline"), ``watchers`` (the leaders that watch rank 0's heartbeat end the job at ``--master-deadline``),
+  ``nobody`` (the job is held until the test's own limit: the failure is not detected; the healthy row's word);
 - ``outcome``: ``group-lost`` (the run goes on and scores in the same job) or ``job-ends`` (the log is intact and
   ``--resume`` scores it; ``scores`` says whether the job itself wrote a score first).
 """
@@ -31,7 +34,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aiperf_mpi.job.deadlines import LAUNCH_MARGIN
+from aiperf_mpi.job.deadlines import LAUNCH_MARGIN, startup_for
 
 SLURMD_TIMEOUT = 30
 """the two-node Slurm's ``SlurmdTimeout`` in these tests (Slurm's default: 300 s; a site's bound scales with it)"""
@@ -71,11 +74,16 @@ class Case:
     closed_after: bool | None = None
     """the job's score is the template's close (``run_stop`` reason ``launch ended``, aiperf_mpi/job/close.py):
     True where rank 0 cannot write it (asserted), False where rank 0 does (asserted), None where either may"""
+    per_node: int = 2
+    """tasks per node: 2 (the 2 × 2 rows), or :data:`SCALE` (the 2 × 64 rows: the ResNet-50 seed as a rehearsal,
+    groups of 4)"""
 
     @property
     def id(self) -> str:
         ft = "-ft" if self.fault_tolerance else ""
-        return f"{self.failure}@{self.phase}/{self.launcher}{ft}/{self.fixture}"
+        size = "" if self.per_node == 2 else f"/2x{self.per_node}"
+        kind = "" if self.rehearse else "/training"
+        return f"{self.failure}@{self.phase}/{self.launcher}{ft}/{self.fixture}{size}{kind}"
 
 
 ONE_NODE = "slurm-one-node"
@@ -95,6 +103,13 @@ gdb on rank 0: docs/cluster.md, "A direct srun across nodes").  With ``OMPI_MCA_
 library reports the failure as a PMIx event instead, and Slurm's PMIx plugin SIGKILLs the step on it (0.05 s).
 On one node the ranks share memory, no connection closes, and srun's SIGTERM comes first (rank 0 scored on it).
 The job's score is then the template's close, from the log, after srun returned (before the close: none)"""
+
+SCALE = 64
+"""tasks per node of the rows at 128 ranks across the two nodes (issue 50, item 5): 128 training ranks of
+TensorFlow do not fit this machine's memory, so these are rehearsals of the ResNet-50 seed"""
+
+MASTER_DEADLINE = 30
+"""``--master-deadline`` of the rows that stop rank 0: its watchers' bound"""
 
 LAUNCHER_MARGIN = LAUNCH_MARGIN
 """the templates' ``MARGIN`` (jobscripts/src/common.sh): past the ranks' start-up bound, the batch shell's
@@ -147,6 +162,29 @@ CASES: tuple[Case, ...] = (
     Case("node-loss", "mid-run", "mpirun", True, "slurm", SLURMD_TIMEOUT + 60, "job-ends"),
     Case("fsync-stall-rank0", "mid-run", "mpirun", True, "deadline", 10 + 20, "job-ends",
          options=("--io-deadline", "10")),  # the same FUSE file system as srun's row  # fmt: skip
+    # -- rank 0 stopped mid-run: its watchers end the job at --master-deadline, the template's close scores it ------
+    Case("sigstop-rank0", "mid-run", "srun", False, "watchers", MASTER_DEADLINE + 40, "job-ends", scores=1,
+         options=("--master-deadline", str(MASTER_DEADLINE))),  # fmt: skip
+    Case("sigstop-rank0", "mid-run", "mpirun", True, "watchers", MASTER_DEADLINE + 40, "job-ends", scores=1,
+         options=("--master-deadline", str(MASTER_DEADLINE))),  # fmt: skip
+    # -- real training, Horovod groups of 2 (2 × 2): a kill and a stop, as the rehearsals above ------------------
+    Case("kill-9-rank", "mid-run", "mpirun", True, "mpi", 30, "group-lost", rehearse=False),
+    Case("sigstop-rank", "mid-run", "srun", False, "deadline", DEADLINE_BOUND + 60, "job-ends", rehearse=False),
+    # -- 2 × 64 (issue 50, item 5): the ResNet-50 seed as a rehearsal, groups of 4, each node's limits just above
+    # its need (tests/multinode/test_failures.py, node_limits) --------------------------------------------------
+    Case("none", "mid-run", "srun", False, "nobody", startup_for(2 * SCALE), "scores", per_node=SCALE),
+    # ^ the healthy run outlives its start-up bound, the default at 128 ranks (a bound of 150 s was too short for
+    # start-up here: 128 ranks passed it in "layout", waiting for the slowest rank's imports, 2026-12-07)
+    Case("kill-9-rank", "mid-run", "srun", False, "launcher", 60, "job-ends", scores=1, closed_after=TCP_ABORT_FIRST,
+         per_node=SCALE),  # fmt: skip
+    Case("sigstop-rank0", "mid-run", "srun", False, "watchers", MASTER_DEADLINE + 60, "job-ends", scores=1,
+         options=("--master-deadline", str(MASTER_DEADLINE)), per_node=SCALE),  # fmt: skip
+    Case("sigstop-rank0", "mid-run", "mpirun", True, "watchers", MASTER_DEADLINE + 60, "job-ends", scores=1,
+         options=("--master-deadline", str(MASTER_DEADLINE)), per_node=SCALE),  # fmt: skip
+    Case("graphs-stall-rank0", "mid-run", "srun", False, "deadline", 10 + 30, "job-ends",
+         options=("--io-deadline", "10", "--max-epochs", "1"), per_node=SCALE),  # fmt: skip
+    # ^ one epoch a model, so that new models' graphs are written after the stall begins (with the default, the
+    # 32 groups' first ResNet-50 models outlived the run and no graph was written after the seeds', 2026-12-07)
     # -- mpirun of the multi-host fixture (ssh launch, no Slurm): a lost node is PRRTE's and TCP's alone --------
     Case("node-loss", "mid-run", "mpirun", True, "keepalive", KEEPALIVE_BOUND, "job-ends", fixture="multihost"),
 )

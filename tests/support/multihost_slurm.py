@@ -28,18 +28,67 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from tests.support import slurm
 from tests.support.multihost import VirtualCluster, start_cluster
 from tests.support.slurm import SlurmCluster
 
-CPUS = 4
-"""CPUs each node announces (2 cores here; ``config_overrides`` lets slurmd accept more)"""
+CPUS = 64
+"""CPUs each node announces (2 cores here; ``config_overrides`` lets slurmd accept more): 64, so that the failure
+table's rows at 2 × 64 tasks (issue 50) fit, one CPU a task"""
+
+MEMORY_CGROUPS = Path("/sys/fs/cgroup/memory")
+"""cgroup v1's memory controller, where this machine has it (v2's ``memory.max`` is the same idea)"""
+
+
+@dataclass(frozen=True)
+class NodeLimits:
+    """What a node of the fixture gives a job, as a site's node does (issue 50: "give each container a memory.max
+    and a hard file limit just above the need"): a memory cgroup around its slurmd, whose children (slurmstepd,
+    the ranks) inherit it, so that the kernel's OOM killer holds the node's ranks to ``memory_mib`` together; and
+    a hard ``RLIMIT_NOFILE`` of ``open_files`` on the slurmd, which its tasks inherit."""
+
+    memory_mib: int | None = None
+    open_files: int | None = None
+
+
+def own_memory_cgroup() -> Path | None:
+    """This process's memory cgroup directory (v1), where a node's cgroup is made as a child (None: none here)."""
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        parts = line.split(":", 2)
+        if len(parts) == 3 and "memory" in parts[1].split(","):
+            place = MEMORY_CGROUPS / parts[2].lstrip("/")
+            return place if place.is_dir() else None
+    return None
+
+
+def node_cgroup(scratch: Path, host: str, memory_mib: int) -> Path:
+    """A memory cgroup of ``memory_mib`` for ``host`` (a child of this process's: limits nest); its directory."""
+    parent = own_memory_cgroup()
+    if parent is None:
+        raise RuntimeError(f"no cgroup v1 memory controller under {MEMORY_CGROUPS}: a node cannot be given a limit")
+    place = parent / f"aiperf-{scratch.name}-{host}"
+    place.mkdir(exist_ok=True)
+    (place / "memory.limit_in_bytes").write_text(str(memory_mib * 1024 * 1024))
+    return place
+
+
+def remove_cgroup(place: Path) -> None:
+    """Remove a node's cgroup once its processes are gone (a cgroup with tasks cannot be removed: tried for 10 s)."""
+    deadline = time.monotonic() + 10
+    while place.exists():
+        try:
+            place.rmdir()
+        except OSError:
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.2)
 
 
 def two_node_conf(cluster: VirtualCluster, ctld_port: int = 6817, slurmd_port: int = 6818,
-                  slurmd_timeout: int | None = None) -> str:  # fmt: skip
+                  slurmd_timeout: int | None = None, memory_mib: int | None = None) -> str:  # fmt: skip
     """The single-node configuration with the controller on node1, one NodeName per host, node-local paths.
 
     ``slurmd_timeout``: Slurm's ``SlurmdTimeout`` (default 300 s), how long slurmctld waits for a silent slurmd
@@ -66,7 +115,7 @@ def two_node_conf(cluster: VirtualCluster, ctld_port: int = 6817, slurmd_port: i
             lines.append(line)
         elif changes[key] is not None:
             lines.append(f"{key}={changes[key]}")
-    nodes = [f"NodeName={h.name} NodeAddr={h.address} CPUs={CPUS} RealMemory=1000 State=UNKNOWN"
+    nodes = [f"NodeName={h.name} NodeAddr={h.address} CPUs={CPUS} RealMemory={memory_mib or 1000} State=UNKNOWN"
              for h in cluster.hosts]  # fmt: skip
     partition = next(i for i, line in enumerate(lines) if line.startswith("PartitionName="))
     timeout = [f"SlurmdTimeout={slurmd_timeout}"] if slurmd_timeout is not None else []
@@ -78,6 +127,9 @@ class HostsSlurm(SlurmCluster):
     """The Slurm of :class:`tests.support.slurm.SlurmCluster`, its daemons and commands on the test hosts."""
 
     hosts: VirtualCluster | None = None
+    limits: NodeLimits = field(default_factory=NodeLimits)
+    cgroups: dict[str, Path] = field(default_factory=dict)
+    """each host's memory cgroup (:class:`NodeLimits`), made at start, removed at stop"""
 
     def command(self, argv: Sequence[str], timeout: float = 30, check: bool = True,
                 env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:  # fmt: skip
@@ -115,7 +167,12 @@ class HostsSlurm(SlurmCluster):
         self._spawn_on("slurmctld", self.hosts.head.name, ["slurmctld", "-D", "-c", "-f", str(self.conf)])
         self._wait_for("slurmctld", lambda: " is UP" in self.command(["scontrol", "ping"], check=False).stdout, 20)
         for host in names:
-            self._spawn_on(f"slurmd-{host}", host, ["slurmd", "-D", "-N", host, "-f", str(self.conf)])
+            files = self.limits.open_files
+            prefix = ["prlimit", f"--nofile={files}:{files}", "--"] if files else []
+            slurmd = self._spawn_on(f"slurmd-{host}", host, [*prefix, "slurmd", "-D", "-N", host, "-f", str(self.conf)])
+            if self.limits.memory_mib:  # before it starts a step: its children are born in the cgroup
+                self.cgroups[host] = node_cgroup(self.scratch, host, self.limits.memory_mib)
+                (self.cgroups[host] / "cgroup.procs").write_text(str(slurmd.pid))
 
         def all_idle() -> bool:
             states = self.command(["sinfo", "-h", "-N", "-o", "%N %T"], check=False).stdout.split("\n")
@@ -145,6 +202,8 @@ class HostsSlurm(SlurmCluster):
                 proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 proc.kill()
+        for place in self.cgroups.values():
+            remove_cgroup(place)
         self.timings["stop"] = time.monotonic() - start
         return left
 
@@ -161,10 +220,11 @@ def job_environment() -> dict[str, str]:
     }
 
 
-def start_slurm(count: int = 2, slurmd_timeout: int | None = None) -> HostsSlurm:
+def start_slurm(count: int = 2, slurmd_timeout: int | None = None, limits: NodeLimits | None = None) -> HostsSlurm:
     """``count`` test hosts, and a Slurm with one slurmd on each; :meth:`HostsSlurm.stop` ends both.
 
-    ``slurmd_timeout``: see :func:`two_node_conf`."""
+    ``slurmd_timeout``: see :func:`two_node_conf`; ``limits``: :class:`NodeLimits` (none by default)."""
+    limits = limits or NodeLimits()
     timings = {"apt_install": slurm.ensure_packages()}
     hosts = start_cluster(count)
     try:
@@ -177,13 +237,14 @@ def start_slurm(count: int = 2, slurmd_timeout: int | None = None) -> HostsSlurm
         key.chmod(0o400)
         conf = scratch / "slurm.conf"
         # Slurm's own ports: each host's network stack is the cluster's own
-        conf.write_text(two_node_conf(hosts, slurmd_timeout=slurmd_timeout))
+        conf.write_text(two_node_conf(hosts, slurmd_timeout=slurmd_timeout, memory_mib=limits.memory_mib))
         slurm.write_mpi_conf(conf, hosts.node_local)
         env = {**hosts.env(job_environment()), "SLURM_CONF": str(conf), slurm.MARKER: str(scratch)}
         for name in list(env):  # a test session inside a Slurm job must not talk to that job's Slurm
             if re.match(r"(SLURM|SBATCH|SRUN|SALLOC)_", name) and name != "SLURM_CONF":
                 del env[name]
-        cluster = HostsSlurm(scratch=scratch, conf=conf, node=hosts.head.name, env=env, timings=timings, hosts=hosts)
+        cluster = HostsSlurm(scratch=scratch, conf=conf, node=hosts.head.name, env=env, timings=timings, hosts=hosts,
+                             limits=limits)  # fmt: skip
         cluster.start()
     except BaseException:
         hosts.stop()

@@ -1,10 +1,12 @@
 """A pass-through FUSE file system whose fsync blocks on command: rank 0's file system hanging, for real.
 
-``python -m tests.support.stall_fs ROOT MOUNT FLAG`` mounts ``ROOT`` at ``MOUNT`` (in the foreground: the test
-owns the process).  Every operation passes through to ``ROOT``; ``fsync`` (and ``fdatasync``) waits for as long
-as the file ``FLAG`` exists, as a write to a failed parallel file system or a dead NFS server does: the caller
-sits in the kernel, in the system call, not in any code of the benchmark's.  Needs fusepy (the test extra) and
-libfuse 2 (Debian's ``libfuse2``), and the right to mount (root, or ``/dev/fuse`` with fusermount).
+``python -m tests.support.stall_fs ROOT MOUNT FLAG [ONLY]`` mounts ``ROOT`` at ``MOUNT`` (in the foreground: the
+test owns the process).  Every operation passes through to ``ROOT``; ``fsync`` (and ``fdatasync``) waits for as
+long as the file ``FLAG`` exists (only for paths that contain ``ONLY``, when it is given: a stall aimed at one
+file, the graphs file say, while the log's fsync goes on), as a write to a failed parallel file system or a dead
+NFS server does: the caller sits in the kernel, in the system call, not in any code of the benchmark's.  Needs
+fusepy (the test extra) and libfuse 2 (Debian's ``libfuse2``), and the right to mount (root, or ``/dev/fuse`` with
+fusermount).
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ POLL = 0.1
 class StallingPassthrough(Operations):
     """``root``'s files, as they are; an fsync waits while ``flag`` exists."""
 
-    def __init__(self, root: str, flag: str) -> None:
-        self.root, self.flag = root, flag
+    def __init__(self, root: str, flag: str, only: str = "") -> None:
+        self.root, self.flag, self.only = root, flag, only
 
     def _real(self, path: str) -> str:
         return os.path.join(self.root, path.lstrip("/"))
@@ -103,7 +105,7 @@ class StallingPassthrough(Operations):
         os.close(fh)
 
     def fsync(self, path, datasync, fh):
-        while os.path.exists(self.flag):  # the hung file system: the caller waits in its system call
+        while self.only in path and os.path.exists(self.flag):  # the hung file system: the caller waits in its call
             time.sleep(POLL)
         os.fsync(fh)
 
@@ -112,10 +114,10 @@ class StallingPassthrough(Operations):
 
 
 def main(argv: list[str]) -> None:
-    root, mount, flag = argv
+    root, mount, flag, *only = argv
     Path(mount).mkdir(parents=True, exist_ok=True)
     # multithreaded: a held fsync must not stop the other calls (the benchmark's reads and writes go on)
-    FUSE(StallingPassthrough(root, flag), mount, foreground=True, nothreads=False, allow_other=True)
+    FUSE(StallingPassthrough(root, flag, *only), mount, foreground=True, nothreads=False, allow_other=True)
 
 
 if __name__ == "__main__":
