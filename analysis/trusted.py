@@ -27,7 +27,8 @@ from aiperf_mpi.results.logmodel import RunModel
 from aiperf_mpi.results.precisions import logged_precision
 from analysis.verify.fields import claimed_threads, rank_threads
 
-CLAIM_NAMES = ("hardware named", "host list", "precision", "threads a rank", "timings", "audit record", "the data")
+CLAIM_NAMES = ("hardware named", "host list", "precision", "threads a rank", "timings", "audit record", "the data",
+               "energy readings")
 """every claim a verdict can list, in its order: the table of every logged field (:mod:`analysis.verify.fields`)
 names a trusted field by one of these"""
 FILE_READ_SETS = ("imagenet", "cifar10", "hdf5")
@@ -158,4 +159,30 @@ def trusted_claims(model: RunModel, here: Mapping, audited: bool, reevaluated: b
                                    + ("re-evaluated on the reviewer's data in this verify" if reevaluated else
                                       "not re-evaluated: python -m analysis.verify RUN_DIR --reevaluate --data-path "
                                       "YOUR_COPY")))  # fmt: skip
+    claims += energy_claims(model)
     return claims
+
+
+def energy_claims(model: RunModel) -> list[TrustedClaim]:
+    """The nodes' energy readings (issue 53): no file shows they are the meters'.  A reading lower than the truth
+    raises operations per joule, never the score; verify holds each step to the power table's bound
+    (``energy``) but can hold no reading to what the node drew, only to the least its domains draw while they run
+    (:data:`aiperf_mpi.results.energy.POWER_FLOOR_W`): the factor is the measured mean power over that floor."""
+    from aiperf_mpi.results.energy import POWER_FLOOR_W, domain_kind
+
+    ledger = model.energy
+    floors = [sum(POWER_FLOOR_W.get(domain_kind(domain), 0.0) for node in segment.nodes.values()
+                  for _, domain in node.counters) for segment in ledger.segments if segment.nodes]  # fmt: skip
+    if not floors:
+        return []
+    active = sum(segment.end - segment.start for segment in model.segment_records)
+    record = ledger.figures(max(active, 1.0), 0.0, None)
+    if not record.get("measured"):
+        return []
+    floor = min(floors)
+    factor = max(1.0, float(record["watts"]) / floor) if floor > 0 else None
+    return [TrustedClaim("energy readings", f"{record['watts']:,.4g} W mean over {record['nodes']} node(s) "
+                         f"({', '.join(record['covers'])})", factor,
+                         "the nodes' meters as the run logged them; held to physics (`energy`), not to the meters: "
+                         "a lower reading raises operations per joule (never the score) by up to this factor, the "
+                         "measured power over the least the read domains draw running")]  # fmt: skip

@@ -16,16 +16,21 @@ import pytest
 
 from aiperf_mpi.results.energy import (
     EnergyFigures,
+    EnergyLedger,
     Reading,
     Unreadable,
     energy_between,
+    energy_line,
+    from_record,
     node_line,
     node_sources,
     parse_sacct_energy,
     read_pm_counters,
     read_powercap,
     series_energy,
+    to_record,
 )
+from aiperf_mpi.results.score import compute_score
 
 
 def pm_tree(root: Path, energy: int, stamp_us: int, accels: int = 2) -> Path:
@@ -111,3 +116,90 @@ def test_a_node_without_meters_says_energy_is_not_measured_and_why(tmp_path) -> 
     readings, problems = node_sources(pm_tree(tmp_path / "pm", 10, 1, accels=0), tmp_path / "no-powercap", gpus=list)
     assert node_line(readings, problems, host="n1") == ("aiperf_mpi: energy: node n1 reads pm_counters node, "
                                                         "pm_counters cpu, pm_counters memory")  # fmt: skip
+
+
+# -- the readings in the log, and the figures beside the score (issue 53, items 2-4) ----------------------------
+
+
+def pm_record(joules: float, when: float) -> dict:
+    """A Cray ``node`` counter reading as the log holds it."""
+    return to_record(Reading("pm_counters", "node", joules, when))
+
+
+def energy_log(readings: dict[str, list[tuple[float, float]]], stop: float = 100.0, unmeasured: tuple[str, ...] = ()):
+    """A segment's events: run_start at 0, the system event with each node's first reading (or why none), a
+    monitor event a later reading, run_stop at ``stop``."""
+    nodes = [{"host": host, "readings": [pm_record(*series[0])], "problems": []} for host, series in readings.items()]
+    nodes += [{"host": host, "readings": [], "problems": ["no meter"]} for host in unmeasured]
+    events = [{"event": "run_start", "time": 0.0, "segment": 1, "resumed": False, "config": {"time_limit": stop}},
+              {"event": "system", "time": 0.1, "ranks": 2, "nodes": len(nodes), "hosts": [{}] * len(nodes),
+               "energy": nodes}]  # fmt: skip
+    for host, series in readings.items():
+        events += [{"event": "monitor", "time": when, "host": host, "energy": [pm_record(joules, when)]}
+                   for joules, when in series[1:]]  # fmt: skip
+    events.sort(key=lambda e: e["time"])
+    return [*events, {"event": "run_stop", "time": stop, "reason": "time limit", "discarded_tasks": [], "segment": 1}]
+
+
+def ledger_of(events) -> EnergyLedger:
+    ledger = EnergyLedger()
+    for event in events:
+        ledger.event(event)
+    return ledger
+
+
+def test_two_nodes_readings_give_the_hand_calculated_figures() -> None:
+    """node a: 1,000 J → 31,000 J over 0 → 100 s (300 W); node b: 500 J → 20,500 J over 0 → 100 s (200 W): 500 W,
+    so 100 s of active time is 50 kJ, and 1e15 operations are 2e10 per joule (5e14 regulated: 1e10)."""
+    ledger = ledger_of(energy_log({"a": [(1_000, 0.0), (11_000, 33.3), (31_000, 100.0)],
+                                   "b": [(500, 0.0), (20_500, 100.0)]}))  # fmt: skip
+    record = ledger.figures(100.0, 1e15, 5e14)
+    assert record["measured"] and record["watts"] == pytest.approx(500.0) and record["joules"] == pytest.approx(5e4)
+    assert record["ops_per_joule"] == pytest.approx(2e10) and record["regulated_ops_per_joule"] == pytest.approx(1e10)
+    assert record["nodes"] == 2 and record["covers"] == ["the node (Cray pm_counters)"] and not ledger.problems()
+    assert "50 kJ over the scored window at 500 W mean (2 node(s)" in energy_line(record)
+
+
+def test_a_counter_going_down_or_past_the_power_table_is_named_and_a_wrap_is_not() -> None:
+    down = ledger_of(energy_log({"a": [(5_000, 0.0), (4_000, 50.0), (9_000, 100.0)]}))
+    assert any("went down from 5000 J to 4000 J" in p for p in down.problems()), down.problems()
+    fast = ledger_of(energy_log({"a": [(0, 0.0), (2_000_000, 100.0)]}))  # 20 kW a node
+    assert any("20,000 W" in p and "above the table's 12,000 W for a node" in p for p in fast.problems())
+    wrap = EnergyLedger()
+    for event in energy_log({}):
+        if event["event"] == "system":
+            first = to_record(Reading("powercap", "package-0", 900.0, 0.0, 1000.0))
+            event["energy"] = [{"host": "a", "readings": [first], "problems": []}]
+        wrap.event(event)
+        if event["event"] == "system":  # 900 J → 1000 J (the range) → 50 J: 150 J in 10 s, 15 W
+            wrap.event({"event": "monitor", "time": 10.0, "host": "a",
+                        "energy": [to_record(Reading("powercap", "package-0", 50.0, 10.0, 1000.0))]})  # fmt: skip
+    assert not wrap.problems() and wrap.figures(10.0, 1.0, None)["watts"] == pytest.approx(15.0)
+    assert any("wrapped" in note for note in wrap.notes())
+
+
+def test_a_node_without_a_meter_gives_no_figure_and_says_which() -> None:
+    """A node that counted no joules would raise operations per joule: no figure unless every node is measured."""
+    record = ledger_of(energy_log({"a": [(0, 0.0), (30_000, 100.0)]}, unmeasured=("b",))).figures(100.0, 1e15, None)
+    assert record["measured"] is False and "1 node(s) not measured, e.g. segment 1: b: no meter" in record["why"]
+    assert energy_line(record).startswith("aiperf_mpi: energy: not measured: 1 node(s) not measured")
+    nothing = ledger_of(energy_log({})).figures(100.0, 1e15, None)
+    assert nothing["measured"] is False and "no energy readings" in nothing["why"]
+
+
+def test_the_score_carries_the_figures_computed_from_the_log() -> None:
+    """The score's ``energy`` record is the ledger's over the score's own active time and operations."""
+    events = energy_log({"a": [(1_000, 0.0), (31_000, 100.0)]})
+    events.insert(-1, {"event": "epoch", "time": 50.0, "task": 0, "group": 0, "epoch": 1, "end": 50.0,
+                       "ops": 6_000_000_000_000, "val_accuracy": 0.5, "start": 1.0})  # fmt: skip
+    score = compute_score(events, step=10.0)
+    assert score.energy["watts"] == pytest.approx(300.0) and score.energy["joules"] == pytest.approx(3e4)
+    assert score.energy["ops_per_joule"] == pytest.approx(6e12 / 3e4)
+
+
+def test_a_reading_that_is_not_one_is_named_not_counted() -> None:
+    with pytest.raises(ValueError, match="not a counter's value"):
+        from_record({"source": "pm_counters", "domain": "node", "joules": -1, "time": 0.0})
+    events = energy_log({"a": [(0, 0.0), (30_000, 100.0)]})
+    events[2]["energy"] = [{"source": "pm_counters", "domain": "node", "joules": "many", "time": 50.0}]
+    assert any("not a counter's value" in p for p in ledger_of(events).problems())
