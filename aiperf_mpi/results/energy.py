@@ -324,13 +324,14 @@ class Counter:
     notes: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
-    def add(self, reading: Reading, where: str) -> None:
+    def add(self, reading: Reading, where: str) -> float | None:
         """The next reading: its step counted (a wrap through its range; a decrease without one is named), its
-        mean power held to :data:`POWER_BOUND_W`; a reading not later than the last is named and skipped."""
+        mean power held to :data:`POWER_BOUND_W` and returned; a reading not later than the last is named and
+        skipped (None)."""
         name = f"{where} {reading.source} {reading.domain}"
         if reading.time <= self.last.time:
             self.problems.append(f"{name}: a reading at {reading.time:.3f} not after the one at {self.last.time:.3f}")
-            return
+            return None
         joules, note = energy_between(self.last, reading)
         if note.startswith("reset"):  # a counter without a range went down: nothing in the log shows a reset
             self.problems.append(f"{name}: the counter went down from {self.last.joules:.6g} J to "
@@ -346,10 +347,39 @@ class Counter:
         self.joules += joules
         self.last = reading
         self.readings += 1
+        return watts
 
     @property
     def seconds(self) -> float:
         return self.last.time - self.first.time
+
+
+TRACE_POINTS = 100_000
+"""the most points :class:`PowerTrace` keeps, whatever the run's nodes and length"""
+
+
+@dataclass
+class PowerTrace:
+    """Each node's mean power between two of its readings, for the report's plot of power over time: at most
+    :data:`TRACE_POINTS` kept (past it every other point is dropped and the stride doubles: the whole run stays
+    covered, at a bounded cost)."""
+
+    times: list[float] = field(default_factory=list)
+    hosts: list[str] = field(default_factory=list)
+    watts: list[float] = field(default_factory=list)
+    stride: int = 1
+    seen: int = 0
+
+    def add(self, when: float, host: str, watts: float) -> None:
+        self.seen += 1
+        if (self.seen - 1) % self.stride:
+            return
+        self.times.append(when)
+        self.hosts.append(host)
+        self.watts.append(watts)
+        if len(self.times) > TRACE_POINTS:
+            self.times, self.hosts, self.watts = self.times[::2], self.hosts[::2], self.watts[::2]
+            self.stride *= 2
 
 
 @dataclass
@@ -362,18 +392,21 @@ class NodeSeries:
     problems: list[str] = field(default_factory=list)
     """a node's readings that were not readings (a malformed record)"""
 
-    def add(self, records: object, where: str) -> None:
+    def add(self, records: object, where: str, trace: PowerTrace | None = None) -> None:
         try:
             readings = [from_record(record) for record in (records if isinstance(records, list) else [records])]
         except ValueError as exc:
             self.problems.append(f"{where} on {self.host}: {exc}")
             return
+        steps = []
         for reading in counted(readings):
             key = (reading.source, reading.domain)
             if key in self.counters:
-                self.counters[key].add(reading, f"{where} on {self.host}:")
+                steps.append(self.counters[key].add(reading, f"{where} on {self.host}:"))
             else:
                 self.counters[key] = Counter(reading, reading)
+        if trace is not None and steps and None not in steps:
+            trace.add(max(r.time for r in counted(readings)), self.host, sum(steps))  # type: ignore[arg-type]
 
     @property
     def watts(self) -> float | None:
@@ -410,6 +443,8 @@ class EnergyLedger:
     def __init__(self) -> None:
         self.segments: list[SegmentEnergy] = []
         self._stopped = False
+        self.trace = PowerTrace()
+        """each node's power over time, bounded (the report's plot)"""
 
     def event(self, event: Mapping) -> None:
         kind = event.get("event")
@@ -427,7 +462,9 @@ class EnergyLedger:
             node = self.segments[-1].nodes.get(host)
             if node is None:  # a node that read nothing at the start line: no window begins here
                 return
-            node.add(event.get("energy"), f"monitor sample at {event.get('time', 0):.0f}")
+            when = event.get("time")
+            where = f"monitor sample at {when:.0f}" if isinstance(when, int | float) else "a monitor sample"
+            node.add(event.get("energy"), where, self.trace)
 
     def _system(self, event: Mapping) -> None:
         segment = self.segments[-1]

@@ -89,6 +89,11 @@ def test_a_node_meter_gives_the_hand_calculated_figures_and_verify_recomputes_th
     assert result.ok, result.text()
     assert any(c.name == "energy" and c.verdict == "ok" for c in result.checks), result.text()
     assert any(claim.name == "energy readings" for claim in result.trusted), result.text()
+    from analysis.report import write_report
+
+    report = write_report(run_dir, tmp_path / "report").read_text()  # the report: the figures, power over time
+    assert "## Energy" in report and "G operations per joule" in report
+    assert (tmp_path / "report" / "power.png").is_file()
 
     # a forged reading: the node's counter lower at one monitor sample than at the one before
     lines = runlog.log_path(run_dir).read_text().splitlines()
