@@ -165,24 +165,19 @@ def trusted_claims(model: RunModel, here: Mapping, audited: bool, reevaluated: b
 
 def energy_claims(model: RunModel) -> list[TrustedClaim]:
     """The nodes' energy readings (issue 53): no file shows they are the meters'.  A reading lower than the truth
-    raises operations per joule, never the score; verify holds each step to the power table's bound
-    (``energy``) but can hold no reading to what the node drew, only to the least its domains draw while they run
-    (:data:`aiperf_mpi.results.energy.POWER_FLOOR_W`): the factor is the measured mean power over that floor."""
-    from aiperf_mpi.results.energy import POWER_FLOOR_W, domain_kind
+    raises operations per joule, never the score; verify holds each node's mean power between the power table's
+    floor and bound for its counted domains (``energy``), not to what it drew: the truth could have been up to the
+    bound, so the factor is the bound over the measured mean power."""
+    from aiperf_mpi.results.energy import lie_factor
 
     ledger = model.energy
-    floors = [sum(POWER_FLOOR_W.get(domain_kind(domain), 0.0) for node in segment.nodes.values()
-                  for _, domain in node.counters) for segment in ledger.segments if segment.nodes]  # fmt: skip
-    if not floors:
-        return []
-    active = sum(segment.end - segment.start for segment in model.segment_records)
-    record = ledger.figures(max(active, 1.0), 0.0, None)
+    windows = [max(segment.end - segment.start, 0.0) for segment in model.segment_records]
+    record = ledger.figures(windows, 0.0, None)
     if not record.get("measured"):
         return []
-    floor = min(floors)
-    factor = max(1.0, float(record["watts"]) / floor) if floor > 0 else None
     return [TrustedClaim("energy readings", f"{record['watts']:,.4g} W mean over {record['nodes']} node(s) "
-                         f"({', '.join(record['covers'])})", factor,
-                         "the nodes' meters as the run logged them; held to physics (`energy`), not to the meters: "
-                         "a lower reading raises operations per joule (never the score) by up to this factor, the "
-                         "measured power over the least the read domains draw running")]  # fmt: skip
+                         f"({', '.join(record['covers'])})", lie_factor(record, ledger.bound_watts()),
+                         "the nodes' meters as the run logged them; held to physics (`energy`: the power table's "
+                         "floor and bound, counters that only rise), not to what the nodes drew: a lower reading "
+                         "raises operations per joule (never the score) by up to this factor, the table's bound for "
+                         "the read domains over the measured power")]  # fmt: skip

@@ -353,12 +353,15 @@ FAMILIES = (
     Family("energy", None, rules=(
         Rule(Row("energy",
             "each node's energy readings (the `system` event's `energy`, read at the start line by one rank a node, "
-            "and each `monitor` event's `energy`) are counter steps physics allows: each counted counter (Cray's "
-            "`node` where there is one, else each RAPL package and its DRAM and each NVML GPU) read later each "
-            "time, never lower unless it has a range to wrap through (`wraps_at`), and no step's mean power above "
-            "the versioned table's bound for its domain (`POWER_BOUND_W` in `aiperf_mpi/results/energy.py`, which "
-            "the run does not write); a log without readings claims nothing. That the readings are the meters' is "
-            "a trusted claim (*energy readings*)"),
+            "and each `monitor` event's `energy`) are counter steps physics allows: the system event's `energy` "
+            "names each of its hosts once; each counted counter (Cray's `node` where there is one, else each RAPL "
+            "package and its DRAM and each NVML GPU, fixed at the start line) never lower unless it is powercap's "
+            "with a range to wrap through (`wraps_at`, constant, above the value), no step's mean power above the "
+            "versioned table's bound for its domain and no node's mean below the floor of its domains "
+            "(`POWER_BOUND_W`, `POWER_FLOOR_W` in `aiperf_mpi/results/energy.py`, which the run does not write); "
+            "a record that is not a reading is named. What an honest meter may log (a stale or stepped clock, a "
+            "sample without a counter, readings that stop early) gives no figure, as a log without readings "
+            "claims none. That the readings are the meters' is a trusted claim (*energy readings*)"),
              EnergyRule, events=()),
     )),
     Family("provenance", None, rules=(
