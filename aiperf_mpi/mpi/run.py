@@ -138,7 +138,7 @@ def run_benchmark(
     layout = build_layout(comm, prepared.config.group_size or None, prepared.config.relays)
     try:  # rank 0 states the job's memory and refuses what cannot fit, on every rank at once
         say_limits(comm, layout.plan, prepared.config.seed_model, prepared.config.rehearse,
-                   prepared.config.ignore_limits)  # fmt: skip
+                   prepared.config.ignore_limits, prepared.config.dataset)  # fmt: skip
     except UsageError:
         layout.free()
         raise
