@@ -373,6 +373,41 @@ def plot_monitor(run: RunModel, active_time: float, boundaries: list[float], pat
     return _save(figure, path, mark)
 
 
+def plot_power(run: RunModel, active_time: float, boundaries: list[float], path: Path, mark: str = "") -> Path:
+    """Each node's mean power between two readings of its meters over active time (issue 53): one line a node up
+    to :data:`MONITOR_SERIES` nodes, else the sum over nodes binned with its spread."""
+    trace = run.energy.trace
+    unit, unit_name = time_unit(active_time)
+    figure, (ax,) = _figure(4.5)
+    times = run.active(np.asarray(trace.times, dtype=float))
+    watts = np.asarray(trace.watts, dtype=float)
+    hosts = sorted(set(trace.hosts))
+    names = np.asarray(trace.hosts)
+    if len(hosts) <= MONITOR_SERIES:
+        for host in hosts:
+            mine = np.flatnonzero(names == host)
+            mine = mine[np.argsort(times[mine], kind="stable")]
+            ax.plot(times[mine] / unit, watts[mine], ".-", markersize=3, label=host)
+        ax.legend(loc="lower right", fontsize="small")
+    else:
+        edges = np.linspace(0.0, max(active_time, 1e-9), 301)
+        index = np.clip(np.searchsorted(edges, times, side="right") - 1, 0, len(edges) - 2)
+        count = np.bincount(index, minlength=len(edges) - 1)
+        mean = np.bincount(index, weights=watts, minlength=len(edges) - 1) / np.maximum(count, 1)
+        has = count > 0
+        centre = (edges[:-1] + edges[1:]) / 2 / unit
+        ax.plot(centre[has], mean[has] * len(hosts), color="#08519c",
+                label=f"{len(hosts)} nodes: the mean node's power × nodes")  # fmt: skip
+        ax.legend(loc="lower right", fontsize="small")
+    ax.set_ylabel("power (W)")
+    ax.set_xlabel(f"active time ({unit_name})")
+    ax.set_title("Power per node, from its meters (between two readings)")
+    _segment_lines(ax, boundaries, unit)
+    ax.grid(alpha=0.3)
+    ax.set_xlim(0, max(active_time, 1e-9) / unit)
+    return _save(figure, path, mark)
+
+
 def plot_op_breakdown(rows: list[dict], title: str, path: Path, mark: str = "") -> Path:
     """Forward (training) and backward operations per sample of each layer type, stacked."""
     rows = sorted(rows, key=lambda r: r["forward_train"] + r["backward"])

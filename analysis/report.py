@@ -132,6 +132,7 @@ class _Builder:
         self.timeline()
         self.time_split()
         self.monitor()
+        self.energy()
         self.best_model()
         self.serving()
         self.failures()
@@ -344,6 +345,27 @@ class _Builder:
                          si(float(np.nanmax(used)) if len(used) else None, "B"),
                          si(float(np.nanmax(total)) if len(total) else None, "B")])  # fmt: skip
         self.doc.table(["node", "host", "source", "devices", "mean utilisation", "peak memory used", "memory"], rows)
+
+    def energy(self) -> None:
+        """Energy to solution (issue 53): the score's figures and the nodes' power over time."""
+        record = self.score.energy or {}
+        self.doc.heading("Energy")
+        if not record.get("measured"):
+            self.doc.paragraph(f"**Not measured**: {record.get('why', 'no energy readings in the log')}.  The "
+                               "score does not depend on it (docs/energy.md).")  # fmt: skip
+            return
+        regulated = record.get("regulated_ops_per_joule")
+        self.doc.paragraph(
+            f"{record['joules'] / 1e3:,.4g} kJ over the scored window at {record['watts']:,.4g} W mean "
+            f"({record['nodes']} node(s), {', '.join(record['covers'])}; the readings span "
+            f"{duration(record['seconds_read'])}): {record['ops_per_joule'] / 1e9:.4g} G operations per joule"
+            + (f", {regulated / 1e9:.4g} G regulated" if regulated is not None else "")
+            + ".  What the meters cover, not the wall plug, the network or cooling (docs/energy.md)."
+        )
+        if self.run.energy.trace.times:
+            path = plots.plot_power(self.run, self.score.active_time, self.boundaries, self.out / "power.png",
+                                    mark=self.mark)  # fmt: skip
+            self.doc.image(path, "power per node over time")
 
     def best_model(self) -> None:
         best = self.run.best

@@ -27,7 +27,8 @@ from aiperf_mpi.results.logmodel import RunModel
 from aiperf_mpi.results.precisions import logged_precision
 from analysis.verify.fields import claimed_threads, rank_threads
 
-CLAIM_NAMES = ("hardware named", "host list", "precision", "threads a rank", "timings", "audit record", "the data")
+CLAIM_NAMES = ("hardware named", "host list", "precision", "threads a rank", "timings", "audit record", "the data",
+               "energy readings")
 """every claim a verdict can list, in its order: the table of every logged field (:mod:`analysis.verify.fields`)
 names a trusted field by one of these"""
 FILE_READ_SETS = ("imagenet", "cifar10", "hdf5")
@@ -158,4 +159,25 @@ def trusted_claims(model: RunModel, here: Mapping, audited: bool, reevaluated: b
                                    + ("re-evaluated on the reviewer's data in this verify" if reevaluated else
                                       "not re-evaluated: python -m analysis.verify RUN_DIR --reevaluate --data-path "
                                       "YOUR_COPY")))  # fmt: skip
+    claims += energy_claims(model)
     return claims
+
+
+def energy_claims(model: RunModel) -> list[TrustedClaim]:
+    """The nodes' energy readings (issue 53): no file shows they are the meters'.  A reading lower than the truth
+    raises operations per joule, never the score; verify holds each node's mean power between the power table's
+    floor and bound for its counted domains (``energy``), not to what it drew: the truth could have been up to the
+    bound, so the factor is the bound over the measured mean power."""
+    from aiperf_mpi.results.energy import lie_factor
+
+    ledger = model.energy
+    windows = [max(segment.end - segment.start, 0.0) for segment in model.segment_records]
+    record = ledger.figures(windows, 0.0, None)
+    if not record.get("measured"):
+        return []
+    return [TrustedClaim("energy readings", f"{record['watts']:,.4g} W mean over {record['nodes']} node(s) "
+                         f"({', '.join(record['covers'])})", lie_factor(record, ledger.bound_watts()),
+                         "the nodes' meters as the run logged them; held to physics (`energy`: the power table's "
+                         "floor and bound, counters that only rise), not to what the nodes drew: a lower reading "
+                         "raises operations per joule (never the score) by up to this factor, the table's bound for "
+                         "the read domains over the measured power")]  # fmt: skip

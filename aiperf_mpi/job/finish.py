@@ -13,6 +13,7 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 from aiperf_mpi.results import runlog
+from aiperf_mpi.results.energy import energy_line
 
 SCORE_FILE = "score.json"
 """the score's file beside the log, for the reader who wants the number without the log"""
@@ -43,6 +44,8 @@ def print_score(score, run_dir: Path) -> None:
               f"(best accuracy {score.best_accuracy:.4f})", flush=True)  # fmt: skip
     else:
         print("aiperf_mpi: regulated score not defined (no accuracy: synthetic data or no epoch)", flush=True)
+    if score.energy:  # what the window cost, from the nodes' meters, or why there is no figure (issue 53)
+        print(energy_line(score.energy), flush=True)
     broken = [f"{name} {rule['value']} (needs {rule['need']})" for name, rule in score.rules.items() if not rule["ok"]]
     verdict = "valid run" if score.valid else "unofficial run: " + "; ".join(broken)
     print(f"aiperf_mpi: {verdict}", flush=True)

@@ -212,8 +212,9 @@ class Master:
         if not isinstance(message, MonitorSample):  # a monitor thread samples on while its group's training hangs
             state.last_heard = self.clock() - self.paused
         if isinstance(message, MonitorSample):
+            energy = {"energy": message.energy} if message.energy else {}  # a node's meters (issue 53)
             self.log.write(runlog.MONITOR, time=message.time, group=group, host=message.host, node=message.node,
-                           source=message.source, devices=message.devices, flush=False)  # fmt: skip
+                           source=message.source, devices=message.devices, flush=False, **energy)  # fmt: skip
             return []
         kind = type(message)
         # a leader's message is vetted here (job/vetting.py), or arrives vetted from a relay rank (--relays)

@@ -233,6 +233,9 @@ class MonitorSample:
     """'nvml' (NVIDIA GPUs) or 'cpu'"""
     devices: list[dict]
     """per device: index, name, utilization (percent), memory_used, memory_total (bytes)"""
+    energy: list[dict] = field(default_factory=list)
+    """the node's energy meters read at the sample (issue 53: :func:`aiperf_mpi.results.energy.to_record` each;
+    empty where the node has none)"""
 
 
 @dataclass(frozen=True)

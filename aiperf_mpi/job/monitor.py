@@ -117,6 +117,14 @@ def node_sampler(pids: Sequence[int]) -> CpuSampler | NvmlSampler:
         return CpuSampler(pids)
 
 
+def node_energy() -> list[dict]:
+    """This node's energy readings as the log holds them (the monitor's node: one rank a node reads it)."""
+    from aiperf_mpi.results.energy import node_sources_here, to_record
+
+    readings, _ = node_sources_here()
+    return [to_record(reading) for reading in readings]
+
+
 class MonitorThread:
     """Samples every ``interval`` seconds in a daemon thread and hands each sample to ``send``.
 
@@ -134,6 +142,9 @@ class MonitorThread:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="aiperf-monitor", daemon=True)
         self.error = ""
+        self.energy: Callable[[], list[dict]] = node_energy
+        """the node's energy meters at each sample (issue 53); a meter that cannot be read gives none, and the
+        run's figure then says so (:class:`~aiperf_mpi.results.energy.EnergyLedger`)"""
 
     def start(self) -> MonitorThread:
         self._thread.start()
@@ -143,8 +154,9 @@ class MonitorThread:
         while not self._stop.wait(self.interval):
             try:
                 devices = self.sampler.sample()
+                energy = self.energy()
                 self.send(MonitorSample(time=time.time(), source=self.sampler.source, devices=devices,
-                                        **self.identity))  # fmt: skip
+                                        energy=energy, **self.identity))  # fmt: skip
             except Exception as exc:  # noqa: BLE001 - the monitor must never end the run
                 self.error = f"{type(exc).__name__}: {exc}"
                 print(f"aiperf_mpi: warning: utilisation monitor on {self.identity['host']} stopped: {self.error}",

@@ -15,6 +15,7 @@ imports neither ``train/`` nor ``analysis``.
 from __future__ import annotations
 
 import os
+import socket
 import sys
 import time
 from collections.abc import Callable
@@ -137,7 +138,7 @@ def run_benchmark(
     layout = build_layout(comm, prepared.config.group_size or None, prepared.config.relays)
     try:  # rank 0 states the job's memory and refuses what cannot fit, on every rank at once
         say_limits(comm, layout.plan, prepared.config.seed_model, prepared.config.rehearse,
-                   prepared.config.ignore_limits)  # fmt: skip
+                   prepared.config.ignore_limits, prepared.config.dataset)  # fmt: skip
     except UsageError:
         layout.free()
         raise
@@ -166,6 +167,7 @@ def run_benchmark(
         _start_line(comm, stop_flag)
         marks.append(time.monotonic())
         role.context.start_line = marks[-1]
+        system = _energy_at_start(comm, layout.node_comm, system)
         system = _startup(comm, marks, system)
         startup.over()
         status = role.run(config, system)
@@ -522,6 +524,26 @@ def _start_line(comm: MPI.Comm, stop_flag: StopFlag) -> None:
             print("aiperf_mpi: terminated during start-up; nothing was measured", file=sys.stderr, flush=True)
             comm.Abort(EXIT_TERMINATED)
         time.sleep(0.01)
+
+
+def _energy_at_start(comm: MPI.Comm, node_comm: MPI.Comm, system: dict | None) -> dict | None:
+    """Collective, at the start line: the first rank of each node reads its node's energy meters (issue 53,
+    :func:`~aiperf_mpi.results.energy.node_sources_here`: sysfs files and NVML, milliseconds); rank 0 keeps every
+    node's readings, or why it has none, in its ``system`` event and says what was found.  One gather of a small
+    record a node (None from the other ranks), as :func:`system_description`'s."""
+    from aiperf_mpi.results.energy import node_sources_here, start_lines, to_record
+
+    mine = None
+    if node_comm.Get_rank() == 0:
+        readings, problems = node_sources_here()
+        mine = {"host": socket.gethostname(), "readings": [to_record(r) for r in readings], "problems": problems}
+    nodes = comm.gather(mine, root=0)
+    if comm.Get_rank() != 0 or system is None:
+        return system
+    nodes = [node for node in nodes if node is not None]
+    for line in start_lines(nodes):
+        print(line, flush=True)
+    return {**system, "energy": nodes}
 
 
 def _start_watch(context: RankContext, config: RunConfig, channel: MpiLeaderChannel) -> RankZeroWatch | None:

@@ -90,6 +90,7 @@ except ImportError:  # optional at run time: the standard library gives the same
     _fast_loads = json.loads
 
 from aiperf_mpi.results import runlog
+from aiperf_mpi.results.energy import ENERGY_EVENTS, EnergyLedger
 from aiperf_mpi.results.graphs import LENGTH, OFFSET, GraphFileError, graph_place, read_graph, read_logged_graph
 from aiperf_mpi.results.jsonline import loads as loads
 from aiperf_mpi.results.precisions import logged_precision
@@ -303,6 +304,8 @@ class Timeline:
         """validation top-1 of each epoch, NaN where there is none"""
         self.models_trained = 0
         self.models_failed = 0
+        self.energy = EnergyLedger()
+        """the nodes' energy readings, segment by segment (issue 53): the score's ``energy`` record is made of it"""
 
     def add(self, event: Mapping) -> None:
         """Account for one event (in log order)."""
@@ -313,7 +316,9 @@ class Timeline:
         self._count(name, event)
 
     def _count(self, name: str, event: Mapping) -> None:
-        """Any event but an epoch: segments, their ends and the models' counts."""
+        """Any event but an epoch: segments, their ends, the models' counts and the energy readings."""
+        if name in ENERGY_EVENTS:
+            self.energy.event(event)
         if name == runlog.RUN_START:
             config = event.get("config", {})
             self.segment_records.append(Segment(len(self.segment_records) + 1, event[runlog.TIME],

@@ -74,7 +74,8 @@ REQUIRED: dict[str, dict[str, object]] = {
 }  # fmt: skip
 OPTIONAL: dict[str, dict[str, object]] = {
     RUN_START: {"cut_tail": DICT, "provenance": DICT, "data": DICT},
-    SYSTEM: {"startup": DICT},
+    SYSTEM: {"startup": DICT, "energy": LIST},
+    MONITOR: {"energy": LIST},
     STAGING: {"start": NUM},
     LAYOUT: {"relay_ranks": LIST},
     PEAK: {"threads": LIST},
@@ -84,7 +85,8 @@ OPTIONAL: dict[str, dict[str, object]] = {
     MODEL_FAILED: {"graph_hash": (STR, NULL)},
     GROUP_LOST: {"silent": NUM},
     RUN_STOP: {"groups_stopped_early": INT, "groups_lost": INT, "closed": DICT, "rank0_stalls": DICT},
-    SCORE: {"rules_version": STR, "ops_cv_last_half": (NUM, NULL), "ops_change_last_quarter": (NUM, NULL)},
+    SCORE: {"rules_version": STR, "ops_cv_last_half": (NUM, NULL), "ops_change_last_quarter": (NUM, NULL),
+            "energy": DICT},
 }
 """fields some events carry (newer than the first logs, or only in some runs): typed when present"""
 EVENT_NAMES = tuple(REQUIRED)

@@ -97,6 +97,10 @@ class Score:
     rehearsal: bool = False
     """a rehearsal's (``--rehearse``): a stand-in's operations and accuracies, never a result; said at the top of
     ``score.json`` as in every other file such a run writes (issue 45)"""
+    energy: dict = field(default_factory=dict)
+    """what the scored window cost (issue 53): joules at the measured mean power, watts, operations per joule and
+    per regulated operation, from the nodes' meters as the log holds them; or ``measured`` false and why
+    (:meth:`aiperf_mpi.results.energy.EnergyLedger.figures`)"""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -174,7 +178,18 @@ def score_inputs(inputs: Timeline, step: float = DEFAULT_STEP, truncated: bool =
         ops_cv_last_half=settled.cv_last_half,
         ops_change_last_quarter=settled.change_last_quarter,
         rehearsal=bool(config.get("rehearse")),
+        energy=inputs.energy.figures(energy_windows(windows, active_time), float(final.ops),
+                                     None if final.regulated is None else final.regulated * active_time),
     )
+
+
+def energy_windows(windows: list[float], active_time: float) -> list[float]:
+    """Each segment's scored seconds for the energy figures: the segments' windows, the last one stretched to the
+    score's active time where the run declared more than its segments ran (the score's own window)."""
+    windows = [float(w) for w in windows]
+    if windows and active_time > sum(windows):
+        windows[-1] += active_time - sum(windows)
+    return windows
 
 
 def grid_step(active_time: float, step: float) -> tuple[float, bool]:

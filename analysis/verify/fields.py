@@ -98,6 +98,10 @@ FIELDS: tuple[Field, ...] = (
     _n("system.precision.reason", "words: why `auto` chose what it chose"),
     _n("system.startup", "each start-up phase's seconds on the slowest rank: before `run_start`, outside the "
                          "scored window; bounds nothing"),
+    _t("system.energy", "energy readings", "each node's meters at the start line (one rank a node), then at each "
+                                           "monitor sample: held to physics (`energy`); that they are the meters' "
+                                           "readings is the site's word, and a lower one raises operations per "
+                                           "joule, never the score"),
     _c("system.python", "provenance", _VERSIONS),
     _c("system.tensorflow", "provenance", _VERSIONS),
     _c("system.horovod", "provenance", _VERSIONS),

@@ -52,6 +52,7 @@ from aiperf_mpi.results.schema import (
 from analysis.checks import Check, Run
 from analysis.verify.best import BestCheck
 from analysis.verify.data import DataRules
+from analysis.verify.energy import EnergyRule
 from analysis.verify.evidence import ConfigurationRule, CountsRule, PhysicsRule, TimesRule
 from analysis.verify.fields import FAMILY_ROW_HOLDS, ROW, FieldRules
 from analysis.verify.hardware import BoundsRule, InventoryRule
@@ -70,8 +71,12 @@ from analysis.verify.search import RepeatsRule, SpaceRule
 from analysis.verify.view import RunView
 from analysis.verify.weights import KeptWeights
 
-VERIFY_RULES_VERSION = "2026.12-9"
+VERIFY_RULES_VERSION = "2026.12-10"
 """the version of :data:`FAMILIES`: what verify checks, and how (a new one for any change of a row's rule).
+2026.12-10: a new row, ``energy`` (issue 53): the nodes' energy readings held to physics (a counter never lower
+unless it wraps, no step above the power table's bound); ``score`` compares the score's ``energy`` record with the
+one recomputed from the readings where the record has one; the schema's optional ``energy`` of the ``system``,
+``monitor`` and ``score`` events;
 2026.12-9: the schema's optional ``rank0_stalls`` record of a ``run_stop`` (rank 0's own stalls, which moved every
 group's deadline: issue 50), typed as an object when present; ``segments`` lets a resumed segment change the two
 new run options that belong to the machine, not the result (``master_deadline``, ``ignore_limits``: issue 50), as
@@ -322,8 +327,10 @@ FAMILIES = (
     Family("score", None, events=(ANY,), files=("score.json",), rules=(
         Rule(Row("score",
             "the score recomputed from the log (`aiperf_mpi/results/score.py`, the run's `score_step`) equals "
-            "`score.json` — score, regulated score, active time, operations, best accuracy, counts, validity and "
-            "every grid sample — and every `score` event of the log, as of that event"),
+            "`score.json` — score, regulated score, active time, operations, best accuracy, counts, validity, "
+            "every grid sample and, where the record has one, its `energy` (joules, watts and operations per joule "
+            "from the nodes' readings, `aiperf_mpi/results/energy.py`) — and every `score` event of the log, as of "
+            "that event"),
              ScoreRule, events=(ANY,)),
         Rule(Row("scored window",
             "each segment the run ended itself (its time limit, every group stopped because no new model fit, "
@@ -342,6 +349,20 @@ FAMILIES = (
             "row names its counts, and the `configuration` row notes it; a log older than the data check is "
             "judged by the data set's name"),
              ValidityRules, events=()),
+    )),
+    Family("energy", None, rules=(
+        Rule(Row("energy",
+            "each node's energy readings (the `system` event's `energy`, read at the start line by one rank a node, "
+            "and each `monitor` event's `energy`) are counter steps physics allows: the system event's `energy` "
+            "names each of its hosts once; each counted counter (Cray's `node` where there is one, else each RAPL "
+            "package and its DRAM and each NVML GPU, fixed at the start line) never lower unless it is powercap's "
+            "with a range to wrap through (`wraps_at`, constant, above the value), no step's mean power above the "
+            "versioned table's bound for its domain and no node's mean below the floor of its domains "
+            "(`POWER_BOUND_W`, `POWER_FLOOR_W` in `aiperf_mpi/results/energy.py`, which the run does not write); "
+            "a record that is not a reading is named. What an honest meter may log (a stale or stepped clock, a "
+            "sample without a counter, readings that stop early) gives no figure, as a log without readings "
+            "claims none. That the readings are the meters' is a trusted claim (*energy readings*)"),
+             EnergyRule, events=()),
     )),
     Family("provenance", None, rules=(
         Rule(Row("provenance",
@@ -418,7 +439,7 @@ FAMILIES = (
 )  # fmt: skip
 """every rule of verify, in the verdict's order"""
 WALK_ORDER = ("evidence", "mllog", "best", "score", "record", "provenance", "hardware", "data", "search", "weights",
-              "fields")
+              "fields", "energy")
 """the order in which the walk gives an event to the families that read it: the side files' readers before the
 score and the record, so a file that cannot be read fails in the same reader, with the same line, as before the
 registry (a family not named here comes last)"""

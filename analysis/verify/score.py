@@ -23,9 +23,9 @@ from analysis.checks import Check, Run, differences, same, short
 SCORE_FILE = "score.json"
 SCORE_FIELDS = ("score", "regulated_score", "active_time", "total_ops", "best_accuracy", "models_trained",
                 "models_failed", "epochs", "segments", "valid", "rules", "truncated_log")  # fmt: skip
-STABILITY_FIELDS = ("ops_cv_last_half", "ops_change_last_quarter")
-"""how settled the score is (:mod:`aiperf_mpi.results.stability`): compared wherever the record has them (a run
-older than these figures has not)"""
+STABILITY_FIELDS = ("ops_cv_last_half", "ops_change_last_quarter", "energy")
+"""how settled the score is (:mod:`aiperf_mpi.results.stability`), and what its window cost (``energy``, issue 53):
+compared wherever the record has them (a run older than these figures has not)"""
 STRATEGIES = {"bayesian": {"seed", "explore", "gp-ucb"}, "random": {"seed", "random"}}
 """the search strategies a proposal may name under each ``--search``"""
 STOP_REASONS = ("time limit", "max models", "done", "all groups lost", runlog.SIGNAL_REASON + "SIGTERM",

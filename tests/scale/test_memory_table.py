@@ -25,16 +25,20 @@ ROLE = {"master": "master", "relay": "relay", "leader": "leader", "other trainin
 
 
 @pytest.mark.timeout(1200)
-@pytest.mark.parametrize("real", [False, True], ids=["rehearsal", "training"])
+@pytest.mark.parametrize(("real", "dataset"), [(False, "synthetic"), (False, "digits"), (True, "digits")],
+                         ids=["rehearsal", "rehearsal-digits", "training"])  # fmt: skip
 @pytest.mark.parametrize("seed", sorted(SEED_MODELS))
-def test_every_roles_figure_covers_its_measured_peak(seed: str, real: bool) -> None:
-    measured = measure(seed, ranks=REAL_RANKS if real else RANKS, real=real)
+def test_every_roles_figure_covers_its_measured_peak(seed: str, real: bool, dataset: str) -> None:
+    """A rehearsal on synthetic data and on the embedded digits (every rank but a relay holds them: the 2 × 64
+    failure table found the start line 73 MiB short a rank, 2026-12-07), and a real run on the digits."""
+    measured = measure(seed, ranks=REAL_RANKS if real else RANKS, real=real, dataset=dataset)
     assert set(measured["roles"]) == set(ROLE), measured  # every role was sampled
     problems = []
     for role, peaks in measured["roles"].items():
         peak = max(anon for _, anon in peaks)
-        figure = rank_need_mib(ROLE[role], seed, rehearse=not real)
-        print(f"{seed} {'training' if real else 'rehearsal'} {role}: measured {peak:.0f} MiB, table {figure:.0f}")
+        figure = rank_need_mib(ROLE[role], seed, rehearse=not real, dataset=dataset)
+        print(f"{seed} {'training' if real else 'rehearsal'} on {dataset} {role}: measured {peak:.0f} MiB, table "
+              f"{figure:.0f}")
         if peak > figure:
             problems.append(f"{role}: measured {peak:.0f} MiB, above the table's {figure:.0f}")
     assert not problems, problems

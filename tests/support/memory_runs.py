@@ -65,20 +65,21 @@ def role_of(rank: int, layout: dict) -> str:
     return "leader" if any(rank == group["leader"] for group in layout["groups"]) else "other training rank"
 
 
-def job_options(seed: str, group_size: int, time_limit: float, real: bool) -> list[str]:
-    """The benchmark's options for one measured job: a rehearsal on synthetic data, or a real run on digits."""
-    kind = ["--dataset", "digits"] if real else ["--rehearse", "--rehearse-rate", "2e10", "--dataset", "synthetic"]
+def job_options(seed: str, group_size: int, time_limit: float, real: bool, dataset: str = "synthetic") -> list[str]:
+    """The benchmark's options for one measured job: a rehearsal (on synthetic data unless ``dataset`` says), or a
+    real run on digits."""
+    kind = ["--dataset", "digits"] if real else ["--rehearse", "--rehearse-rate", "2e10", "--dataset", dataset]
     return [*kind, "--group-size", str(group_size), "--relays", "1", "--seed-model", seed, "--time-limit",
             str(time_limit), "--score-step", "10", "--monitor-interval", "0", "--no-report"]  # fmt: skip
 
 
 def measure(seed: str, ranks: int = RANKS, group_size: int = GROUP_SIZE, time_limit: float = TIME_LIMIT,
-            real: bool = False) -> dict:  # fmt: skip
+            real: bool = False, dataset: str = "synthetic") -> dict:  # fmt: skip
     """One job: each role's ranks' peak VmRSS and RssAnon (MiB), and the run's own figures."""
     with tempfile.TemporaryDirectory(prefix="bench-memory-") as scratch:
         run_dir = Path(scratch) / "run"
-        argv = [sys.executable, "-m", "aiperf_mpi", *job_options(seed, group_size, time_limit, real), "--run-dir",
-                str(run_dir)]  # fmt: skip
+        argv = [sys.executable, "-m", "aiperf_mpi", *job_options(seed, group_size, time_limit, real, dataset),
+                "--run-dir", str(run_dir)]  # fmt: skip
         job = start_in_background(mpirun_command(ranks, argv), Path(scratch) / "output.txt")
         peaks: dict[int, tuple[float, float]] = {}
         deadline = time.monotonic() + TIMEOUT

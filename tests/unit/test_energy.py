@@ -16,16 +16,22 @@ import pytest
 
 from aiperf_mpi.results.energy import (
     EnergyFigures,
+    EnergyLedger,
     Reading,
     Unreadable,
     energy_between,
+    energy_line,
+    from_record,
+    lie_factor,
     node_line,
     node_sources,
     parse_sacct_energy,
     read_pm_counters,
     read_powercap,
     series_energy,
+    to_record,
 )
+from aiperf_mpi.results.score import compute_score
 
 
 def pm_tree(root: Path, energy: int, stamp_us: int, accels: int = 2) -> Path:
@@ -111,3 +117,165 @@ def test_a_node_without_meters_says_energy_is_not_measured_and_why(tmp_path) -> 
     readings, problems = node_sources(pm_tree(tmp_path / "pm", 10, 1, accels=0), tmp_path / "no-powercap", gpus=list)
     assert node_line(readings, problems, host="n1") == ("aiperf_mpi: energy: node n1 reads pm_counters node, "
                                                         "pm_counters cpu, pm_counters memory")  # fmt: skip
+
+
+# -- the readings in the log, and the figures beside the score (issue 53, items 2-4) ----------------------------
+
+
+def pm_record(joules: float, when: float) -> dict:
+    """A Cray ``node`` counter reading as the log holds it."""
+    return to_record(Reading("pm_counters", "node", joules, when))
+
+
+def energy_log(readings: dict[str, list[tuple[float, float]]], stop: float = 100.0, unmeasured: tuple[str, ...] = (),
+               interval: float = 0.0) -> list[dict]:  # fmt: skip
+    """A segment's events: run_start at 0, the system event with each node's first reading (or why none), a
+    monitor event a later reading, run_stop at ``stop``."""
+    nodes = [{"host": host, "readings": [pm_record(*series[0])], "problems": []} for host, series in readings.items()]
+    nodes += [{"host": host, "readings": [], "problems": ["no meter"]} for host in unmeasured]
+    events = [{"event": "run_start", "time": 0.0, "segment": 1, "resumed": False,
+               "config": {"time_limit": stop, "monitor_interval": interval}},
+              {"event": "system", "time": 0.1, "ranks": 2, "nodes": len(nodes),
+               "hosts": [{"host": node["host"]} for node in nodes], "energy": nodes}]  # fmt: skip
+    for host, series in readings.items():
+        events += [{"event": "monitor", "time": when, "host": host, "energy": [pm_record(joules, when)]}
+                   for joules, when in series[1:]]  # fmt: skip
+    events.sort(key=lambda e: e["time"])
+    return [*events, {"event": "run_stop", "time": stop, "reason": "time limit", "discarded_tasks": [], "segment": 1}]
+
+
+def ledger_of(events) -> EnergyLedger:
+    ledger = EnergyLedger()
+    for event in events:
+        ledger.event(event)
+    return ledger
+
+
+def test_two_nodes_readings_give_the_hand_calculated_figures() -> None:
+    """node a: 1,000 J → 31,000 J over 0 → 100 s (300 W); node b: 500 J → 20,500 J over 0 → 100 s (200 W): 500 W,
+    so 100 s of active time is 50 kJ, and 1e15 operations are 2e10 per joule (5e14 regulated: 1e10)."""
+    ledger = ledger_of(energy_log({"a": [(1_000, 0.0), (11_000, 33.3), (31_000, 100.0)],
+                                   "b": [(500, 0.0), (20_500, 100.0)]}))  # fmt: skip
+    record = ledger.figures([100.0], 1e15, 5e14)
+    assert record["measured"] and record["watts"] == pytest.approx(500.0) and record["joules"] == pytest.approx(5e4)
+    assert record["ops_per_joule"] == pytest.approx(2e10) and record["regulated_ops_per_joule"] == pytest.approx(1e10)
+    assert record["nodes"] == 2 and record["covers"] == ["the node (Cray pm_counters)"] and not ledger.problems()
+    assert "50 kJ over the scored window at 500 W mean (2 node(s)" in energy_line(record)
+    assert lie_factor(record, ledger.bound_watts()) == pytest.approx(2 * 12_000 / 500)
+
+
+def test_segments_are_weighed_by_their_scored_seconds() -> None:
+    """Segment 1: 1 kW for 100 s; segment 2: 100 W for 100 s (a node of the first lost): 110 kJ, 550 W mean —
+    never the shortest span's weight (a forger's ghost node of 1 ms made it 50 W)."""
+    events = energy_log({"a": [(0, 0.0), (100_000, 100.0)]})
+    second = [{**e, "time": e["time"] + 200} for e in energy_log({"a": [(500_000, 0.0), (510_000, 100.0)]})]
+    for event in second:
+        for key in ("energy",):
+            for record in (event.get(key) or []):
+                for reading in record.get("readings", [record]):
+                    reading["time"] += 200
+    record = ledger_of([*events, *second]).figures([100.0, 100.0], 1e15, None)
+    assert record["watts"] == pytest.approx(550.0) and record["joules"] == pytest.approx(110_000.0)
+
+
+def test_what_no_honest_meter_logs_is_named_and_gives_no_figure() -> None:
+    """A counter down, 20 kW on a node, a node under its floor, a wrap range on a counter that has none, a host not
+    the system event's: each a problem, and no figure."""
+    cases = {
+        "went down from 5000 J to 4000 J": energy_log({"a": [(5_000, 0.0), (4_000, 50.0), (9_000, 100.0)]}),
+        "above the table's 12,000 W for a node": energy_log({"a": [(0, 0.0), (2_000_000, 100.0)]}),
+        "below the floor of its counted domains": energy_log({"a": [(0, 0.0), (1, 100.0)]}),
+    }
+    wrapped = energy_log({"a": [(0, 0.0), (30_000, 100.0)]})
+    wrapped[2]["energy"][0]["wraps_at"] = 1e9  # a Cray counter has no range to wrap through
+    cases["only powercap's counters wrap"] = wrapped
+    ghost = energy_log({"a": [(0, 0.0), (30_000, 100.0)]})
+    ghost[1]["energy"].append({"host": "ghost", "readings": [pm_record(0, 0.0)], "problems": []})
+    cases["each host once"] = ghost
+    for said, events in cases.items():
+        ledger = ledger_of(events)
+        assert any(said in line for line in ledger.problems()), (said, ledger.problems())
+        record = ledger.figures([100.0], 1e15, None)
+        assert record["measured"] is False and "do not hold together" in record["why"], (said, record)
+
+
+def test_a_wrap_through_its_range_is_counted_and_noted() -> None:
+    events = energy_log({})
+    first = to_record(Reading("powercap", "package-0", 900.0, 0.0, 1000.0))
+    events[1]["energy"] = [{"host": "a", "readings": [first], "problems": []}]
+    events[1]["hosts"] = [{"host": "a"}]
+    # 900 J → 1000 J (the range) → 50 J: 150 J in 10 s, 15 W; then 50 J → 950 J in 90 s, 10 W
+    events.insert(2, {"event": "monitor", "time": 10.0, "host": "a",
+                      "energy": [to_record(Reading("powercap", "package-0", 50.0, 10.0, 1000.0))]})
+    events.insert(3, {"event": "monitor", "time": 100.0, "host": "a",
+                      "energy": [to_record(Reading("powercap", "package-0", 950.0, 100.0, 1000.0))]})
+    ledger = ledger_of(events)
+    assert not ledger.problems() and ledger.figures([100.0], 1.0, None)["watts"] == pytest.approx(10.5)
+    assert ledger.notes() == ["segment 1: 1 counter wrap(s) counted through their range"]
+
+
+def test_a_node_not_measured_over_the_window_gives_no_figure_and_says_which() -> None:
+    """A node that counted no joules, readings that stop early, a reading whose time is far from its event's (a
+    stale meter clock, or a forged one that stretched the span): no figure (operations per joule would be raised by
+    what was not counted, or by the stretch), no problem."""
+    record = ledger_of(energy_log({"a": [(0, 0.0), (30_000, 100.0)]}, unmeasured=("b",))).figures([100.0], 1e15, None)
+    assert record["measured"] is False and "not measured over the window, e.g. segment 1: b: no meter" in record["why"]
+    assert energy_line(record).startswith("aiperf_mpi: energy: not measured: 1 node(s) not measured")
+    early = ledger_of(energy_log({"a": [(0, 0.0), (3_000, 10.0)]}, interval=2.0))  # the monitor stopped at 10 s
+    assert not early.problems() and "stop 90 s before the segment's end" in early.figures([100.0], 1.0, None)["why"]
+    stretched = energy_log({"a": [(0, 0.0), (30_000, 100.0)]})
+    stretched[2]["energy"][0]["time"] = 1e6  # a reading a million seconds after its event: 300 W → 0.03 W
+    record = ledger_of(stretched).figures([100.0], 1.0, None)
+    assert record["measured"] is False and "outside its event's" in record["why"], record
+    nothing = ledger_of(energy_log({})).figures([100.0], 1e15, None)
+    assert nothing["measured"] is False
+    old = ledger_of([e for e in energy_log({"a": [(0, 0.0), (30_000, 100.0)]}) if e["event"] != "monitor"])
+    assert old.figures([100.0], 1.0, None)["measured"] is False  # read once: no span
+
+
+def test_the_score_carries_the_figures_computed_from_the_log() -> None:
+    """The score's ``energy`` record is the ledger's over the score's own active time and operations."""
+    events = energy_log({"a": [(1_000, 0.0), (31_000, 100.0)]})
+    events.insert(-1, {"event": "epoch", "time": 50.0, "task": 0, "group": 0, "epoch": 1, "end": 50.0,
+                       "ops": 6_000_000_000_000, "val_accuracy": 0.5, "start": 1.0})  # fmt: skip
+    score = compute_score(events, step=10.0)
+    assert score.energy["watts"] == pytest.approx(300.0) and score.energy["joules"] == pytest.approx(3e4)
+    assert score.energy["ops_per_joule"] == pytest.approx(6e12 / 3e4)
+
+
+def test_a_malformed_record_is_named_never_raised() -> None:
+    """A record of a shape no writer makes (a reading's joules a string or 10**400, a problems field 5, an entry
+    not an object): named; the scorer and every reader of the log go on (a TypeError here once dropped the
+    whole system event from verify's model)."""
+    with pytest.raises(ValueError, match="not a counter's value"):
+        from_record({"source": "pm_counters", "domain": "node", "joules": -1, "time": 0.0})
+    with pytest.raises(ValueError, match="not a counter's value"):
+        from_record({"source": "pm_counters", "domain": "node", "joules": 10**400, "time": 0.0})
+    events = energy_log({"a": [(0, 0.0), (30_000, 100.0)]})
+    events[2]["energy"] = [{"source": "pm_counters", "domain": "node", "joules": "many", "time": 50.0}]
+    assert any("not a counter's value" in p for p in ledger_of(events).problems())
+    for entry in ({"host": "a", "readings": [], "problems": 5}, "a", None):
+        events = energy_log({"a": [(0, 0.0), (30_000, 100.0)]})
+        events[1]["energy"] = [entry]
+        ledger = ledger_of(events)  # no exception
+        assert ledger.figures([100.0], 1.0, None)["measured"] is False
+
+
+def test_the_counters_are_the_start_lines_and_each_sample_must_read_them_all() -> None:
+    """A node's counted counters are fixed at the start line: a sample without one (a GPU read at the start only,
+    which would have counted 0 W) leaves the node without a figure, and a counter that appears later (NVML beside
+    a Cray node counter that went unreadable) is never added to the node it is inside."""
+    gpu_start = [to_record(Reading("powercap", "package-0", 0.0, 0.0, 1e9)),
+                 to_record(Reading("nvml", "gpu0", 0.0, 0.0))]
+    events = energy_log({})
+    events[1]["energy"] = [{"host": "a", "readings": gpu_start, "problems": []}]
+    events[1]["hosts"] = [{"host": "a"}]
+    events.insert(2, {"event": "monitor", "time": 100.0, "host": "a",
+                      "energy": [to_record(Reading("powercap", "package-0", 5_000.0, 100.0, 1e9))]})
+    record = ledger_of(events).figures([100.0], 1.0, None)
+    assert record["measured"] is False and "lacks nvml gpu0" in record["why"], record
+    events = energy_log({"a": [(0, 0.0)]})
+    events.insert(2, {"event": "monitor", "time": 100.0, "host": "a",
+                      "energy": [pm_record(30_000, 100.0), to_record(Reading("nvml", "gpu0", 50_000.0, 100.0))]})
+    record = ledger_of(events).figures([100.0], 1.0, None)
+    assert record["watts"] == pytest.approx(300.0), record  # the node's counter alone: the GPU is inside it

@@ -185,7 +185,7 @@ def test_a_leaders_deeply_nested_message_costs_its_group_not_the_relay(tmp_path)
     depth = 100_000
     deep = b"]" * depth + b"a" * (depth - 1)  # EMPTY_LIST × n, APPEND × n - 1: one list n deep
     data = (b"\x80\x04(" + b"G" + struct.pack(">d", 1.7e9) + b"K\x01" + b"\x8c\x01h" + b"K\x00" + b"\x8c\x03cpu"
-            + deep + b"t.")  # a MonitorSample's six fields, its devices the deep list  # fmt: skip
+            + deep + b"]t.")  # a MonitorSample's seven fields, its devices the deep list, no energy  # fmt: skip
     sample = plain_loads(data)
     message = relayed(Vetter(), 1, MonitorSample(*sample), data)
     assert type(message) is MonitorSample
