@@ -157,7 +157,8 @@ class Verification:
                 "checked": {"reevaluated": self.reevaluated, "audit": self.audit[1] if self.audit[0] else None,
                             "missing": self.unchecked},
                 "verdict": self.verdict_line().removeprefix("verdict: "),
-                "trusted": [claim.to_dict() for claim in self.trusted], "broken_rules": self.broken_rules,
+                "trusted": [claim.to_dict() for claim in self.trusted], "trusted_together": together(self.trusted),
+                "broken_rules": self.broken_rules,
                 "checks": [{**asdict(c), "verdict": c.verdict, "problems_not_kept": c.problems.dropped}
                            for c in self.checks]}  # fmt: skip
 
@@ -176,7 +177,11 @@ class Verification:
                     details.append(f"{kind:<12}  {check.name}: … and {more} more")
         if details:
             lines += ["", *details]
-        lines += ["", self.verdict_line(), *(claim.line() for claim in self.trusted)]
+        trusted = self.trusted
+        lines += ["", self.verdict_line(), *(claim.line() for claim in trusted)]
+        together = together_line(trusted)
+        if together:
+            lines.append(together)
         return "\n".join(lines) + "\n"
 
     def verdict_line(self) -> str:
@@ -193,6 +198,24 @@ class Verification:
             if REHEARSAL_RULE in self.broken_rules else ""  # fmt: skip
         return (f"verdict: VERIFIED, an unofficial run{rehearsal} (rules not met: "
                 f"{', '.join(self.broken_rules) or '-'})")  # fmt: skip
+
+
+def together(claims: list) -> float | None:
+    """The product of the factors the claims name (None: none names one)."""
+    factors = [claim.factor for claim in claims if claim.factor is not None]
+    return math.prod(factors) if factors else None
+
+
+def together_line(claims: list) -> str:
+    """One line with the product of every factor the claims name (issue 52: claims that stack multiply, and each
+    line states only its own); '' when fewer than two have one."""
+    factors = [claim.factor for claim in claims if claim.factor is not None]
+    if len(factors) < 2:
+        return ""
+    product = math.prod(factors)
+    shown = f"{product:.3g}" if product < 1000 else f"{product:,.0f}"
+    return (f"trusted: together, up to ×{shown} (the product of the {len(factors)} factors above: false claims that "
+            "stack multiply what they buy)")
 
 
 def same(recorded: object, recomputed: object) -> bool:

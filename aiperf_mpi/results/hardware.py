@@ -27,8 +27,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-HARDWARE_TABLE_VERSION = "2026.12-2"
-"""changes whenever a figure below changes or a device is added; verify.json records it"""
+HARDWARE_TABLE_VERSION = "2026.12-3"
+"""changes whenever a figure below changes or a device is added; verify.json records it (2026.12-3: a host of more
+logical processors than Linux can run has no bound, :data:`MOST_LOGICAL_PROCESSORS`)"""
+
+MOST_LOGICAL_PROCESSORS = 8192
+"""the most logical processors one Linux host can run (x86-64's ``NR_CPUS`` ceiling with ``MAXSMP``; arm64's is
+4,096): a host that claims more is no host, and gets no bound — a claim of 10**300 cores had verified with every
+factor "×inf" (issue 52)"""
 
 TERA = 1e12
 
@@ -180,6 +186,9 @@ def cpu_peak(host: Mapping, precision: str) -> Bound:
     vendor, flags, cores = host.get("cpu_vendor"), host.get("cpu_flags"), host.get("cores")
     if not isinstance(cores, int) or isinstance(cores, bool) or cores < 1:
         return Bound(None, f"host {host.get('host')!r}: no count of logical processors")
+    if cores > MOST_LOGICAL_PROCESSORS:
+        return Bound(None, f"host {str(host.get('host'))[:40]!r}: {str(cores)[:20]} logical processors, more than "
+                           f"one Linux host can run ({MOST_LOGICAL_PROCESSORS:,})")  # fmt: skip
     if vendor not in CLOCK_CEILING_HZ:
         return Bound(None, f"host {host.get('host')!r}: CPU vendor {vendor!r} is not in the hardware table "
                            f"{HARDWARE_TABLE_VERSION}")  # fmt: skip

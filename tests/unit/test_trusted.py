@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -34,11 +35,30 @@ def test_the_verdict_names_each_trusted_claim_with_its_factor(run, capsys) -> No
     at = next(i for i, line in enumerate(out) if line.startswith("verdict: "))
     under = out[at + 1:]
     assert under and all(line.startswith("trusted: ") for line in under), under
+    *under, together = under  # the last line: the product of every factor named (issue 52)
+    assert together.startswith("trusted: together, up to ×") and "factors above" in together, together
     named = {line.split(":")[1].strip() for line in under}
     assert {"hardware named", "precision", "timings", "the data"} <= named, named
     assert any("4 × NVIDIA B200 claimed; up to ×" in line and "not audited" in line for line in under)
-    recorded = json.loads((run.parent / "v.json").read_text())["trusted"]
+    written = json.loads((run.parent / "v.json").read_text())
+    recorded = written["trusted"]
     assert [c["claim"] for c in recorded] == [line.split(":")[1].strip() for line in under]
+    factors = [c["factor"] for c in recorded if c["factor"] is not None]
+    assert written["trusted_together"] == pytest.approx(math.prod(factors)) and len(factors) >= 2
+
+
+def test_a_host_of_more_logical_processors_than_linux_runs_is_not_verified(run) -> None:
+    """10**300 cores a host verified, every factor "×inf" (issue 52): such a host has no bound, so the groups on
+    it are not bounded, the row says why, and the verdict is not VERIFIED; no factor is infinite."""
+    def huge(events):
+        find(events, "system")["hosts"][0]["cores"] = 10**300
+        find(events, "system")["hosts"][0]["accelerators"] = []
+
+    forge(run, huge)
+    result = verify.verify(run)
+    assert not result.ok, result.text()
+    assert "more than one Linux host can run (8,192)" in result.text(), result.text()
+    assert all(c.factor is None or math.isfinite(c.factor) for c in result.trusted), result.text()
 
 
 def test_the_factors_are_the_tables_ratios_against_the_reviewers_machine(run) -> None:
