@@ -50,6 +50,7 @@ import json
 import math
 import os
 import random
+import secrets
 import stat
 import sys
 from collections.abc import Hashable, Mapping
@@ -727,7 +728,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("run", type=Path, help="the run directory")
     parser.add_argument("--sample", type=_option(int, 1, math.inf, "a positive integer"), required=True, metavar="K",
                         help="how many tasks to rebuild and time (all of them when the run has fewer)")
-    parser.add_argument("--seed", type=int, default=0, help="the draw's seed: the same seed draws the same tasks")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="the draw's seed: the same seed draws the same tasks (default: a fresh one from this "
+                             "machine, which the log cannot predict; the record says which)")  # fmt: skip
     parser.add_argument("--tolerance", type=_option(float, 0, 10, "a fraction such as 0.25"), default=TOLERANCE,
                         help=f"how far above the measured ceiling a logged rate may lie (default {TOLERANCE:g})")
     parser.add_argument("--seconds", type=seconds, default=SECONDS_PER_TASK,
@@ -735,16 +738,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=seconds, default=DEFAULT_TIMEOUT,
                         help=f"give the timing up after this long (default {DEFAULT_TIMEOUT:g})")
     parser.add_argument("--json", type=Path, default=None, help="also write the audit as JSON to this file")
-    parser.add_argument("--record", action="store_true",
-                        help=f"also write it to RUN_DIR/{AUDIT_RECORD}, the record verify needs before it calls a run "
-                             "valid (tied to the log by its sha256; docs/verify.md, \"The reviewer's procedure\")")
+    parser.add_argument("--record", nargs="?", type=Path, default=None, const=True, metavar="RECORD",
+                        help=f"also write the record (tied to the log by its sha256) to RECORD, or to "
+                             f"RUN_DIR/{AUDIT_RECORD} without one (the site's claim); a verdict counts only the "
+                             "record its reviewer names: python -m analysis.verify RUN_DIR --audit RECORD "
+                             "(docs/verify.md, \"The reviewer's procedure\")")  # fmt: skip
     options = parser.parse_args(argv)
     return guarded(PROG, options.run, lambda: _main(options))
 
 
 def _main(options: argparse.Namespace) -> int:
+    seed = options.seed if options.seed is not None else secrets.randbelow(2**31)  # fresh: the log cannot steer it
     try:
-        result = audit(options.run, options.sample, options.seed, options.tolerance, options.seconds, options.timeout)
+        result = audit(options.run, options.sample, seed, options.tolerance, options.seconds, options.timeout)
     except (BadInput, AuditFailed) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -752,12 +758,13 @@ def _main(options: argparse.Namespace) -> int:
     text = json.dumps(result.to_dict(), indent=2, ensure_ascii=False)
     if options.json is not None:
         options.json.write_text(text, encoding="utf-8")
-    if options.record:
-        record = Path(options.run) / AUDIT_RECORD
+    if options.record is not None:
+        record = Path(options.run) / AUDIT_RECORD if options.record is True else Path(options.record)
         partial = record.with_name(record.name + ".partial")
         partial.write_text(text, encoding="utf-8")
         partial.replace(record)  # whole or not at all: a verify that reads it never sees half a record
-        print(f"{PROG}: the record is in {record} (verify counts it while the log is the one audited)")
+        print(f"{PROG}: the record is in {record} (seed {seed}); a verdict counts it when its reviewer names it: "
+              f"python -m analysis.verify {options.run} --audit {record}")
     return result.status
 
 

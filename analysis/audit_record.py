@@ -1,16 +1,21 @@
-"""The audit's record in the run directory (``audit.json``), and whether it stands for this run's log.
+"""The audit's record, and whether it stands for this run's log: counted only when the reviewer names it.
 
 A verdict may say "a valid run" only after the checks a reviewer can do have
 been done (issue 45; docs/verify.md, "The reviewer's procedure"): the claimed
 best model re-evaluated on the reviewer's data (``analysis.verify
 --reevaluate``) and an audit on the claimed kind of hardware
-(``analysis.audit RUN_DIR --sample K --record``, run by the site where it ran
-the benchmark, and again by a reviewer who has that hardware).  The audit
-writes what it found to ``RUN_DIR/audit.json`` with the sha256 of the event
-log it judged; verify counts the record only when that is this log's sha256
-and its verdict is ``pass`` (every sampled task judged on its claimed kind of
-hardware and within its ceilings).  A record of another log, or of an audit
-that failed or could not judge, is named, not counted.  No TensorFlow here.
+(``analysis.audit RUN_DIR --sample K --record``, run by a reviewer who has that hardware).  The audit writes
+what it found, with the sha256 of the event log it judged, the seed of its draw and its tolerance.
+
+Issue 52: a record in the run directory is a file the submitter can write (five hand-written ones were counted,
+and a genuine one made at ``--tolerance 9.99`` after every clock was divided by 4), and a draw from seed 0 is one
+the submitter can predict and steer (tasks renumbered so that it lands on fabricated ones).  So verify counts an
+audit only from the record its reviewer names (``python -m analysis.verify RUN_DIR --audit RECORD``); a record
+found in the run directory is the submitter's claim, listed as such and never counted.  The audit draws from a
+fresh seed by default (the record says which).  A record counts when it judged this log (its sha256), passed
+(every sampled task judged on its claimed kind of hardware and within its ceilings), names the draw its seed and
+sample make from this log, and was made at the default tolerance; a looser one is named with the factor it
+allows.  No TensorFlow here.
 """
 
 from __future__ import annotations
@@ -22,8 +27,11 @@ from pathlib import Path
 from aiperf_mpi.results.logmodel import RunModel, read_model
 from analysis.checks import AUDIT_RECORD, EVENTS_SHA256, MAX_RECORD_BYTES, events_sha256
 
-HOW = "python -m analysis.audit RUN_DIR --sample K --record, on the claimed kind of hardware"
-"""how a site or a reviewer makes the record, for the lines that say it is missing"""
+HOW = ("python -m analysis.audit RUN_DIR --sample K --record RECORD on the claimed kind of hardware, then "
+       "python -m analysis.verify RUN_DIR --audit RECORD")
+"""how a reviewer makes the record and has it counted, for the lines that say it is missing"""
+DEFAULT_TOLERANCE = 0.25
+"""the audit's default tolerance (``analysis.audit.TOLERANCE``, held equal by a test): the only one that counts"""
 
 
 @dataclass(frozen=True)
@@ -36,43 +44,59 @@ class AuditStanding:
     """what it says (counts) or why it does not count, in words"""
 
 
-def audit_standing(run_dir: Path, draw_too: bool = True) -> AuditStanding:
-    """Whether ``run_dir/audit.json`` is a passing audit of this log (see the module's doc).
+def audit_standing(run_dir: Path, record: Path | None = None, draw_too: bool = True) -> AuditStanding:
+    """Whether ``record`` (the reviewer's, named on verify's command line) is a passing audit of this log at the
+    default tolerance; without one, what the run directory holds is named, never counted (see the module's doc).
 
     ``draw_too``: the record's tasks must also be the draw its ``seed`` and ``sample`` make from this log (the
-    log is read once more, for the audit's own model of it; :func:`analysis.audit.sample_tasks`).  A record is the
-    site's word, which only a rerun checks (the verdict's ``trusted: audit record`` line says so), but it cannot
-    name tasks the audit would not have drawn.
+    log is read once more, for the audit's own model of it; :func:`analysis.audit.sample_tasks`).
     """
-    path = Path(run_dir) / AUDIT_RECORD
+    if record is None:
+        own = Path(run_dir) / AUDIT_RECORD
+        if own.is_file() and not own.is_symlink():
+            return AuditStanding(False, f"{AUDIT_RECORD} in the run directory is the submitter's claim, not counted "
+                                        f"(a reviewer's own audit counts: {HOW})")  # fmt: skip
+        return AuditStanding(False, f"no audit named ({HOW})")
+    path = Path(record)
     if not path.is_file() or path.is_symlink():
-        return AuditStanding(False, f"no audit record ({HOW})")
+        return AuditStanding(False, f"the audit record {str(path)[:120]} is not a regular file ({HOW})")
     try:
         if path.stat().st_size > MAX_RECORD_BYTES:
             raise ValueError(f"more than {MAX_RECORD_BYTES:,} bytes")
-        record = json.loads(path.read_text(encoding="utf-8"))
-        if not isinstance(record, dict):
+        found = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(found, dict):
             raise ValueError("not a JSON object")
         logged = events_sha256(run_dir)
     except (OSError, ValueError, RecursionError) as exc:
-        return AuditStanding(False, f"{AUDIT_RECORD} is not readable ({' '.join(str(exc).split())[:120]})")
-    if record.get(EVENTS_SHA256) != logged:
-        return AuditStanding(False, f"{AUDIT_RECORD} judged another log (its {EVENTS_SHA256} is not this log's): "
+        return AuditStanding(False, f"the audit record is not readable ({' '.join(str(exc).split())[:120]})")
+    if found.get(EVENTS_SHA256) != logged:
+        return AuditStanding(False, f"the audit record judged another log (its {EVENTS_SHA256} is not this log's): "
                                     f"audit again ({HOW})")  # fmt: skip
-    verdict = record.get("verdict")
+    verdict = found.get("verdict")
     if verdict != "pass":
-        return AuditStanding(False, f"{AUDIT_RECORD}'s audit did not pass (verdict {str(verdict)[:20]!r})")
-    tasks = record.get("tasks") if isinstance(record.get("tasks"), list) else []
+        return AuditStanding(False, f"the audit record's audit did not pass (verdict {str(verdict)[:20]!r})")
+    tolerance = found.get("tolerance")
+    if tolerance != DEFAULT_TOLERANCE:
+        allows = (f"a logged rate up to ×{(1 + tolerance) / (1 + DEFAULT_TOLERANCE):.3g} the default's"
+                  if isinstance(tolerance, int | float) and not isinstance(tolerance, bool) and tolerance >= 0
+                  else "no bound")  # fmt: skip
+        return AuditStanding(False, f"the audit record was made at tolerance {str(tolerance)[:20]} (the default "
+                                    f"{DEFAULT_TOLERANCE:g}, the only one counted): it allows {allows}")
+    tasks = found.get("tasks") if isinstance(found.get("tasks"), list) else []
     if draw_too:
-        drawn = _the_draw(read_model(Path(run_dir)), record)
+        try:
+            drawn = _the_draw(read_model(Path(run_dir)), found)
+        except (OSError, ValueError, TypeError, KeyError, ArithmeticError, RecursionError) as exc:
+            return AuditStanding(False, f"the audit's draw cannot be made from this log ({type(exc).__name__}): "
+                                        "not counted")  # fmt: skip
         listed = sorted(t.get("task") for t in tasks if isinstance(t, dict) and isinstance(t.get("task"), int))
         if drawn is None or listed != drawn:
-            return AuditStanding(False, f"{AUDIT_RECORD}'s tasks {listed[:8]} are not the draw its seed and sample "
+            return AuditStanding(False, f"the audit record's tasks {listed[:8]} are not the draw its seed and sample "
                                         f"make from this log ({(drawn or [])[:8]}): not an audit of it")  # fmt: skip
-    machine = record.get("machine") if isinstance(record.get("machine"), dict) else {}
+    machine = found.get("machine") if isinstance(found.get("machine"), dict) else {}
     where = ", ".join(str(a) for a in machine.get("accelerators") or []) or str(machine.get("cpu", "?"))
-    return AuditStanding(True, f"audited: {len(tasks)} task(s) timed on {where[:80]} (seed {record.get('seed')}, "
-                               f"tolerance {record.get('tolerance')}), passed")  # fmt: skip
+    return AuditStanding(True, f"audited by the reviewer's record: {len(tasks)} task(s) timed on {where[:80]} "
+                               f"(seed {found.get('seed')}, tolerance {tolerance}), passed")  # fmt: skip
 
 
 def _the_draw(model: RunModel, record: dict) -> list[int] | None:

@@ -77,7 +77,8 @@ def trusted_claims(model: RunModel, here: Mapping, audited: bool, reevaluated: b
     """
     here_host = {**here, "host": here.get("host", "this machine")}
     mine = host_bound(here_host, 1, "fp32").ops_per_second
-    audit = "audited on the claimed kind (passed)" if audited else "not audited (python -m analysis.audit --record)"
+    audit = ("audited on the claimed kind by the reviewer's record (passed)" if audited else
+             "not audited (python -m analysis.audit RUN_DIR --sample K --record RECORD; verify --audit RECORD)")
     claims: list[TrustedClaim] = []
     hardware: dict[str, tuple[float | None, str]] = {}
     total_bound, most_hosts, precisions = 0.0, 0, set()
@@ -148,10 +149,11 @@ def trusted_claims(model: RunModel, here: Mapping, audited: bool, reevaluated: b
                                    + ("a sampled task's epochs within the audit's tolerance (audited)" if audited
                                       else "not audited: only the hardware table bounds it")))  # fmt: skip
     if audited:
-        claims.append(TrustedClaim("audit record", "audit.json: the site's audit of this log, passed", None,
-                                   "the site's word (a record can be written by hand): rerun python -m analysis.audit "
-                                   "RUN_DIR --sample K --seed S on the claimed kind of hardware to check it; made up, "
-                                   "it buys what the timings line says"))  # fmt: skip
+        claims.append(TrustedClaim("audit record", "the record named by --audit: an audit of this log at the "
+                                   "default tolerance, passed", None,
+                                   "the reviewer's own file (verify counts no record it finds in the run directory): "
+                                   "a record the reviewer did not make is the maker's word, and buys what the timings "
+                                   "line says"))  # fmt: skip
     dataset = str((model.config or {}).get("dataset", "")) if isinstance(model.config, Mapping) else ""
     if dataset in FILE_READ_SETS:
         claims.append(TrustedClaim("the data", f"which images the {dataset} files hold", None,

@@ -96,9 +96,11 @@ re-evaluated)"""
 
 
 def verify_dir(run_dir: Path, source: str | None = None, before: list[Check] | None = None,
-               bundle: bool = False, families: tuple[Family, ...] = FAMILIES) -> Verification:  # fmt: skip
+               bundle: bool = False, families: tuple[Family, ...] = FAMILIES,
+               audit: Path | None = None) -> Verification:  # fmt: skip
     """Every check of a run directory (``bundle``: an unpacked bundle, whose verify.* and system.json are checked),
-    by the rules of ``families`` (:mod:`analysis.verify.registry`)."""
+    by the rules of ``families`` (:mod:`analysis.verify.registry`); ``audit``: the reviewer's audit record, the only
+    one that counts (:mod:`analysis.audit_record`)."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise BadInput(f"{run_dir}: no such run directory")
@@ -118,7 +120,7 @@ def verify_dir(run_dir: Path, source: str | None = None, before: list[Check] | N
         result.broken_rules.append(NO_BEST_MODEL)
         best.notes.append("a valid run needs its best model, which a reviewer re-evaluates: this one is unofficial "
                           "until python -m aiperf_mpi.export --single-copy RUN_DIR makes best/ from its weights")
-    standing = audit_standing(run_dir)
+    standing = audit_standing(run_dir, audit)
     result.audit = (standing.counts, standing.line)
     if run.model is not None:
         here, model = local_description(), run.model
@@ -285,18 +287,18 @@ def unpack_bundle(archive: Path, folder: Path) -> tuple[Path, Check]:
     return root, check
 
 
-def verify(path: Path) -> Verification:
-    """Verify a run directory or a bundle archive."""
+def verify(path: Path, audit: Path | None = None) -> Verification:
+    """Verify a run directory or a bundle archive; ``audit``: the reviewer's audit record (``--audit``)."""
     path = Path(path)
     if path.is_dir():
-        return verify_dir(path)
+        return verify_dir(path, audit=audit)
     if not path.exists():
         raise BadInput(f"{path}: no such run directory or bundle")
     if not is_regular_file(path):
         raise BadInput(f"{path}: neither a run directory nor a bundle archive")
     with tempfile.TemporaryDirectory(prefix="aiperf-verify-") as folder:
         root, manifest = unpack_bundle(path, Path(folder))
-        return verify_dir(root, source=f"{path} (bundle)", before=[manifest], bundle=True)
+        return verify_dir(root, source=f"{path} (bundle)", before=[manifest], bundle=True, audit=audit)
 
 
 def reevaluation_check(options: argparse.Namespace) -> Check:
@@ -345,6 +347,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m analysis.verify", description=__doc__.split("\n\n")[0])
     parser.add_argument("run", type=Path, help="the run directory, or a bundle made by python -m analysis.bundle")
     parser.add_argument("--json", type=Path, default=None, help="also write the checks as JSON to this file")
+    parser.add_argument("--audit", type=Path, default=None, metavar="RECORD",
+                        help="the reviewer's own audit record (python -m analysis.audit RUN --sample K --record "
+                             "RECORD): the only audit a verdict counts; one in the run directory is the submitter's "
+                             "claim")  # fmt: skip
     parser.add_argument("--reevaluate", action="store_true",
                         help="also recount the claimed best epoch's correct predictions from the weights saved at it "
                              "(TensorFlow, in a child process; docs/verify.md)")  # fmt: skip
@@ -369,7 +375,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(options: argparse.Namespace) -> int:
     try:
-        result = verify(options.run)
+        result = verify(options.run, options.audit)
         if options.reevaluate:
             check = reevaluation_check(options)
             result.checks.append(check)

@@ -78,7 +78,9 @@ unless it wraps, no step above the power table's bound); ``score`` compares the 
 one recomputed from the readings where the record has one; the schema's optional ``energy`` of the ``system``,
 ``monitor`` and ``score`` events; a host of more logical processors than one Linux host can run (hardware table
 2026.12-3) has no bound, so its groups are *not recorded* (10**300 cores verified with every factor ×inf: issue
-52), and the verdict ends with the product of every trusted factor;
+52), and the verdict ends with the product of every trusted factor; an audit counts only from the record its
+reviewer names (``--audit RECORD``), made at the default tolerance (issue 52: ``audit.json`` in the run directory is
+the submitter's claim, listed and never counted);
 2026.12-9: the schema's optional ``rank0_stalls`` record of a ``run_stop`` (rank 0's own stalls, which moved every
 group's deadline: issue 50), typed as an object when present; ``segments`` lets a resumed segment change the two
 new run options that belong to the machine, not the result (``master_deadline``, ``ignore_limits``: issue 50), as

@@ -73,28 +73,32 @@ def test_an_untouched_run_shared_by_two_groups_passes_and_the_same_run_squeezed_
     done = run_mpi(3, ["-m", "aiperf_mpi", *RUN_ARGS, "--group-size", "1", "--run-dir", str(run_dir)], timeout=400)
     assert done.returncode == 0, done.output[-4000:]
 
-    honest = audit(run_dir, "--json", str(tmp_path / "honest.json"), "--record")
+    mine = tmp_path / "mine.json"  # the reviewer's record, outside the run directory (issue 52)
+    honest = audit(run_dir, "--json", str(tmp_path / "honest.json"), "--record", str(mine))
     assert honest.returncode == 0, honest.stdout + honest.stderr
     assert "PASSED" in honest.stdout and "timed on: " in honest.stdout and "the kind timed here" in honest.stdout
     verdict = json.loads((tmp_path / "honest.json").read_text())
     assert verdict["verdict"] == "pass" and len(verdict["tasks"]) == SAMPLE, verdict
+    assert isinstance(verdict["seed"], int) and f"(seed {verdict['seed']})" in honest.stdout  # a fresh draw, said
     assert all(t["copies"] == 2 and t["claim"]["company"] == 2 for t in verdict["tasks"]), verdict
     assert {t["claim"]["threads"] for t in verdict["tasks"]} == {1}  # the benchmark gave each rank one core
     assert "2 ranks trained on its host at once, sharing its cores: timed as 2 copies at once" in honest.stdout
     assert "2 training ranks on its host" in honest.stdout
-    # issue 45: the record ties the audit to this log, and verify counts it, with a real re-evaluation beside it
-    assert audit_standing(run_dir).counts, audit_standing(run_dir).line
-    checked = subprocess.run([sys.executable, "-m", "analysis.verify", str(run_dir), "--reevaluate", "--json",
-                              str(tmp_path / "verify.json")], capture_output=True, text=True, timeout=600,
-                             env=mpi_env(), cwd=REPO_ROOT)  # fmt: skip
+    # issue 45: the record ties the audit to this log, and verify counts it, with a real re-evaluation beside it;
+    # issue 52: only when the reviewer names it
+    assert audit_standing(run_dir, mine).counts, audit_standing(run_dir, mine).line
+    checked = subprocess.run([sys.executable, "-m", "analysis.verify", str(run_dir), "--reevaluate", "--audit",
+                              str(mine), "--json", str(tmp_path / "verify.json")], capture_output=True, text=True,
+                             timeout=600, env=mpi_env(), cwd=REPO_ROOT)  # fmt: skip
     assert checked.returncode == 0, checked.stdout + checked.stderr
     said = json.loads((tmp_path / "verify.json").read_text())["checked"]
-    assert said["reevaluated"] is True and said["audit"].startswith("audited: ") and said["missing"] == [], said
+    assert said["reevaluated"] is True and said["missing"] == [], said
+    assert said["audit"].startswith("audited by the reviewer's record: "), said
 
     squeezed = tmp_path / "squeezed"
     shutil.copytree(run_dir, squeezed)
     assert squeeze_run(squeezed, SQUEEZE) >= 3
-    assert not audit_standing(squeezed).counts  # the honest run's record, copied along: another log now
+    assert not audit_standing(squeezed, mine).counts  # the honest run's record: another log now
     caught = audit(squeezed)
     assert caught.returncode == 1, caught.stdout + caught.stderr
     failing = [line for line in caught.stdout.splitlines() if line.startswith("FAIL: task ")]
