@@ -80,7 +80,9 @@ one recomputed from the readings where the record has one; the schema's optional
 2026.12-3) has no bound, so its groups are *not recorded* (10**300 cores verified with every factor ×inf: issue
 52), and the verdict ends with the product of every trusted factor; an audit counts only from the record its
 reviewer names (``--audit RECORD``), made at the default tolerance (issue 52: ``audit.json`` in the run directory is
-the submitter's claim, listed and never counted);
+the submitter's claim, listed and never counted), and a bundle's ``verify.txt`` written under other rules is held to
+the recomputed verdict's kind, not its words (the corpus: 355 entries, no verdict or row changed, 329 with the new
+``energy`` row, ok);
 2026.12-9: the schema's optional ``rank0_stalls`` record of a ``run_stop`` (rank 0's own stalls, which moved every
 group's deadline: issue 50), typed as an object when present; ``segments`` lets a resumed segment change the two
 new run options that belong to the machine, not the result (``master_deadline``, ``ignore_limits``: issue 50), as
