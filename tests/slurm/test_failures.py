@@ -27,8 +27,8 @@ from tests.support.mpirun import run_mpi
 from tests.support.slurm import JOBSCRIPTS, STILL_RUNNING, SlurmCluster, assert_no_process_left, rank_pids
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.mpi]
-[ROW] = [c for c in CASES if (c.failure, c.phase, c.launcher, c.fault_tolerance) == ("kill-9-rank", "mid-run", "srun",
-                                                                                     False)]  # fmt: skip
+[ROW] = [c for c in CASES if (c.failure, c.phase, c.launcher, c.fault_tolerance, c.per_node, c.rehearse) ==
+         ("kill-9-rank", "mid-run", "srun", False, 2, True)]  # the 2 × 2 rehearsal's row  # fmt: skip
 BOUND = ROW.bound_s
 """seconds from the kill to the job's end: the matrix's bound for this row (3.3–7.5 s measured on two nodes, where
 Open MPI aborts on the lost TCP connection before srun's SIGTERM and no score is written; 18.5 s on one node, where
