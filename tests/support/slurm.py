@@ -51,6 +51,9 @@ GPUS = 4
 
 STILL_RUNNING = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "SIGNALING", "STAGE_OUT", "UNKNOWN")
 """job states that are not an end (SIGNALING: the --signal warning is being delivered, the run is still on)"""
+CONTROLLER_PATIENCE = 60
+"""seconds a test asks a busy controller again before it takes no answer for a job gone (its own timeout is
+slurmctld's MessageTimeout, 10 s by default)"""
 
 
 class SlurmUnavailable(RuntimeError):
@@ -205,9 +208,22 @@ class SlurmCluster:
         return self.command(["sbatch", "--test-only", *options, str(script)], check=False, env=env)
 
     def job(self, job_id: str) -> dict[str, str]:
-        """``scontrol show job -o`` as a dict (empty when the controller forgot the job)."""
-        done = self.command(["scontrol", "show", "job", "-o", job_id], check=False)
-        return dict(re.findall(r"(\w+)=(\S*)", done.stdout)) if done.returncode == 0 else {}
+        """``scontrol show job -o`` as a dict (empty when the controller forgot the job).
+
+        A controller too busy to answer is asked again for up to :data:`CONTROLLER_PATIENCE` seconds: at 2 × 64
+        ranks on 2 cores (load 40) one ``scontrol`` timed out while the job ran, and an empty answer read as a job
+        gone failed a healthy row."""
+        deadline = time.monotonic() + CONTROLLER_PATIENCE
+        while True:
+            try:
+                done = self.command(["scontrol", "show", "job", "-o", job_id], check=False)
+            except subprocess.TimeoutExpired:
+                done = None
+            if done is not None and (done.returncode == 0 or "Invalid job id" in done.stderr):
+                return dict(re.findall(r"(\w+)=(\S*)", done.stdout)) if done.returncode == 0 else {}
+            if time.monotonic() > deadline:
+                return {}
+            time.sleep(1)
 
     def wait(self, job_id: str, timeout: float) -> JobEnd:
         """Wait for a job to end; past ``timeout`` it is cancelled and the test fails with its output."""
