@@ -489,6 +489,19 @@ BYTES_PER_ACTIVATION = 4
 """one float32 per activation kept for the backward pass (a rough lower bound: frameworks keep more)"""
 
 
+def widest_batch_space(default: int) -> list[int]:
+    """Every per-rank batch any group's tuner may propose: the powers of two of the range and the default (its
+    warm-up rounds' batch); a group's own space is the part of it its memory and its data allow."""
+    powers = [SMALLEST_BATCH << shift for shift in range((LARGEST_BATCH // SMALLEST_BATCH).bit_length())]
+    return sorted(set(powers) | {default})
+
+
+def search_space(config: Mapping) -> dict:
+    """The tuner's widest space for a run's configuration, as ``mllog.log``'s ``aiperf_search_space`` states it
+    (its writer and verify make it with this; KeyError: a configuration without ``batch_size``)."""
+    return {"batch_sizes": widest_batch_space(config["batch_size"]), "kernel_sizes": list(KERNEL_SIZES)}
+
+
 def batch_choices(graph: nx.DiGraph, memory_bytes: int, smallest: int = SMALLEST_BATCH,
                   largest: int = LARGEST_BATCH) -> list[int]:  # fmt: skip
     """The tuner's per-rank batch sizes: powers of two from ``smallest`` to what fits in half ``memory_bytes``.

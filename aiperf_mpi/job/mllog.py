@@ -25,14 +25,21 @@ from pathlib import Path
 
 from mlperf_logging.mllog import constants
 
-from aiperf_mpi.results.epochs import LEARNING_RATE_WARMUP_EPOCHS
-from aiperf_mpi.results.inventory import group_ranks_by_host
 from aiperf_mpi.results.jsonline import line_encoder
-from aiperf_mpi.results.mllog_format import FLUSH_SECONDS, MLLOG_FILE, late_members, line, line_middle, time_ms
+from aiperf_mpi.results.mllog_format import (
+    DESCRIPTION,
+    EVENT_TYPES,
+    FLUSH_SECONDS,
+    MLLOG_FILE,
+    PRELUDE,
+    late_members,
+    line,
+    line_middle,
+    records,
+    time_ms,
+)
 
 CUT_FILE = MLLOG_FILE + ".cut-{segment}"
-EVENT_TYPES = {"start": constants.INTERVAL_START, "end": constants.INTERVAL_END, "event": constants.POINT_IN_TIME}
-"""mlperf-logging's event types: what its ``start``, ``end`` and ``event`` write"""
 EPOCH_NUM = f'"{constants.EPOCH_NUM}": '
 TRAIN_SAMPLES = f'"{constants.TRAIN_SAMPLES}": '
 EVAL_SAMPLES = f'"{constants.EVAL_SAMPLES}": '
@@ -73,18 +80,8 @@ def repair_tail(run_dir: Path, segment: int) -> int:
         return size - keep
 
 
-HOST_FIELDS = ("host", "cpu", "cpu_vendor", "cpu_flags", "cores", "accelerators")
-"""what ``aiperf_system`` keeps of each host of the ``system`` event: what the hardware table bounds it by"""
-
-
-def hardware_description(config: dict, system: dict, layout: dict) -> dict:
-    """``aiperf_system``'s metadata: the precision, the hosts (their bounding fields) and each group's ranks per
-    host, indexed by group (what :func:`aiperf_mpi.results.hardware.group_bound` reads)."""
-    hosts = [{name: host[name] for name in HOST_FIELDS if name in host}
-             for host in system.get("hosts") or [] if isinstance(host, dict)]  # fmt: skip
-    by_group = group_ranks_by_host(layout, system)
-    return {"precision": config.get("precision"), "rehearse": bool(config.get("rehearse")), "hosts": hosts,
-            "groups": [by_group.get(index, {}) for index in range(len(layout.get("groups") or []))]}  # fmt: skip
+def _no_space(config: dict) -> dict:
+    raise KeyError("the prelude states no search space")
 
 
 def task_details(group: int | None, hparams: tuple[int, int] | None) -> str:
@@ -189,38 +186,21 @@ class MLLogWriter:
                     metadata={**meta, "seconds": report["seconds"]})  # fmt: skip
 
     def run_start(self, config: dict, system: dict, segment: int, when: float) -> None:
-        """The run's description, then ``run_start`` at the time of the event log's ``run_start``."""
-        self._write("event", constants.SUBMISSION_BENCHMARK, when, "aiperf_mpi")
-        self._write("event", "number_of_nodes", when, system["nodes"])  # MLPerf HPC's key names
-        self._write("event", "accelerators_per_node", when, system["accelerators_per_node"])
-        self._write("event", constants.SEED, when, config["seed"])
-        self._write("event", constants.OPT_NAME, when, constants.SGD)
-        self._write("event", constants.OPT_BASE_LR, when, config["base_lr"],
-                    metadata={"per": "256 samples of global batch"})  # fmt: skip
-        # the trainer's warm-up of every model's learning rate, not the search's --search-warmup-epochs
-        self._write("event", constants.OPT_LR_WARMUP_EPOCHS, when, LEARNING_RATE_WARMUP_EPOCHS)
+        """The run's description (:data:`PRELUDE`), then ``run_start`` at the time of the event log's
+        ``run_start``."""
+        for kind, key, value, metadata in records(PRELUDE, config, system, {}, {}, _no_space):
+            self._write(kind, key, when, value, metadata)
         self._write("start", constants.RUN_START, when, metadata={"segment": segment})
         self.flush()
 
     def description(self, config: dict, system: dict, layout: dict, data: dict, when: float) -> None:
-        """Right after ``run_start``: what the compliance ruleset judges the segment's lines by (module doc).
-
-        The data check's counts, the time limit and grace, the tuner's widest space and the hardware with
-        each group's ranks on it: the ruleset bounds each epoch's rate by the hardware table
-        (aiperf_mpi/results/hardware.py) for these hosts, not by a figure the run measured.
-        """
+        """Right after ``run_start``: what the compliance ruleset judges the segment's lines by
+        (:data:`DESCRIPTION`)."""
         # here, not at the top: a relay rank imports this module (epoch_stop_texts) and needs no graph library
-        from aiperf_mpi.graph.model import KERNEL_SIZES
-        from aiperf_mpi.search.hpo import widest_batch_space
+        from aiperf_mpi.graph.model import search_space
 
-        self._write("event", "aiperf_dataset", when, data.get("dataset"), metadata={"classes": data.get("classes")})
-        self._write("event", constants.TRAIN_SAMPLES, when, data.get("train"))
-        self._write("event", constants.EVAL_SAMPLES, when, data.get("validation"))
-        self._write("event", "aiperf_time_limit", when, config["time_limit"], metadata={"grace": config["grace"]})
-        self._write("event", "aiperf_search_space", when, None,
-                    metadata={"batch_sizes": widest_batch_space(config["batch_size"]),
-                              "kernel_sizes": list(KERNEL_SIZES)})  # fmt: skip
-        self._write("event", "aiperf_system", when, None, metadata=hardware_description(config, system, layout))
+        for kind, key, value, metadata in records(DESCRIPTION, config, system, layout, data, search_space):
+            self._write(kind, key, when, value, metadata)
         self.flush()
 
     # an epoch's four lines are composed from their numbers' text (the same text as json.dumps of their dicts, as

@@ -17,8 +17,11 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 
+from aiperf_mpi.results.epochs import LEARNING_RATE_WARMUP_EPOCHS
+from aiperf_mpi.results.inventory import group_ranks_by_host
 from aiperf_mpi.results.jsonline import loads
 
 MLLOG_FILE = "mllog.log"
@@ -103,3 +106,70 @@ def logged_ms(seconds: object) -> int | None:
     if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not math.isfinite(seconds):
         return None
     return time_ms(seconds)
+
+
+# --------------------------------------------------------------------------- a segment's description lines
+
+EVENT_TYPES = {"start": "INTERVAL_START", "end": "INTERVAL_END", "event": "POINT_IN_TIME"}
+"""mlperf-logging's event types (``mllog.constants``' values): what its ``start``, ``end`` and ``event`` write"""
+HOST_FIELDS = ("host", "cpu", "cpu_vendor", "cpu_flags", "cores", "accelerators")
+"""what ``aiperf_system`` keeps of each host of the ``system`` event: what the hardware table bounds it by"""
+
+
+def hardware_description(config: dict, system: dict, layout: dict) -> dict:
+    """``aiperf_system``'s metadata: the precision, the hosts (their bounding fields) and each group's ranks per
+    host, indexed by group (what :func:`aiperf_mpi.results.hardware.group_bound` reads)."""
+    hosts = [{name: host[name] for name in HOST_FIELDS if name in host}
+             for host in system.get("hosts") or [] if isinstance(host, dict)]  # fmt: skip
+    by_group = group_ranks_by_host(layout, system)
+    return {"precision": config.get("precision"), "rehearse": bool(config.get("rehearse")), "hosts": hosts,
+            "groups": [by_group.get(index, {}) for index in range(len(layout.get("groups") or []))]}  # fmt: skip
+
+
+Record = tuple[str, str, object, "dict | None"]
+"""one line as the writer composes it: (kind: ``start``, ``end`` or ``event``; key; value; metadata)"""
+Space = Callable[[dict], dict]
+"""a configuration's widest search space as ``aiperf_search_space`` states it
+(:func:`aiperf_mpi.graph.model.search_space`, passed in: this room imports no graph)"""
+Maker = tuple[str, str, Callable[[dict, dict, dict, dict, Space], tuple[object, "dict | None"]]]
+"""one description line: its kind, its key, and what makes its (value, metadata) of a segment's configuration,
+``system`` and ``layout`` events, data check and search space; a field the segment lacks raises (KeyError,
+TypeError)"""
+PRELUDE: tuple[Maker, ...] = (
+    ("event", "submission_benchmark", lambda config, system, layout, data, space: ("aiperf_mpi", None)),
+    ("event", "number_of_nodes", lambda config, system, layout, data, space: (system["nodes"], None)),  # MLPerf HPC
+    ("event", "accelerators_per_node",
+     lambda config, system, layout, data, space: (system["accelerators_per_node"], None)),
+    ("event", "seed", lambda config, system, layout, data, space: (config["seed"], None)),
+    ("event", "opt_name", lambda config, system, layout, data, space: ("sgd", None)),
+    ("event", "opt_base_learning_rate",
+     lambda config, system, layout, data, space: (config["base_lr"], {"per": "256 samples of global batch"})),
+    # the trainer's warm-up of every model's learning rate, not the search's --search-warmup-epochs
+    ("event", "opt_learning_rate_warmup_epochs",
+     lambda config, system, layout, data, space: (LEARNING_RATE_WARMUP_EPOCHS, None)),
+)  # fmt: skip
+"""a segment's lines before its ``run_start``, with mlperf-logging's key names: the description of the submission,
+from the segment's configuration and ``system`` event alone, so that verify makes them again from the log (issue
+52: ``number_of_nodes`` and ``accelerators_per_node`` are the hardware an mlcommons reader believes)"""
+DESCRIPTION: tuple[Maker, ...] = (
+    ("event", "aiperf_dataset",
+     lambda config, system, layout, data, space: (data.get("dataset"), {"classes": data.get("classes")})),
+    ("event", "train_samples", lambda config, system, layout, data, space: (data.get("train"), None)),
+    ("event", "eval_samples", lambda config, system, layout, data, space: (data.get("validation"), None)),
+    ("event", "aiperf_time_limit",
+     lambda config, system, layout, data, space: (config["time_limit"], {"grace": config["grace"]})),
+    ("event", "aiperf_search_space", lambda config, system, layout, data, space: (None, space(config))),
+    ("event", "aiperf_system",
+     lambda config, system, layout, data, space: (None, hardware_description(config, system, layout))),
+)  # fmt: skip
+"""a segment's lines right after its ``run_start``: what the compliance ruleset judges the segment's lines by, from
+the segment's configuration, data check, ``system`` and ``layout`` events alone: the data check's counts, the time
+limit and grace, the tuner's widest space and the hardware with each group's ranks on it (the ruleset bounds each
+epoch's rate by the hardware table, aiperf_mpi/results/hardware.py, for these hosts, not by a figure the run
+measured)"""
+
+
+def records(makers: tuple[Maker, ...], config: dict, system: dict, layout: dict, data: dict,
+            space: Space) -> list[Record]:  # fmt: skip
+    """The lines ``makers`` make of a segment (:data:`PRELUDE`, :data:`DESCRIPTION`)."""
+    return [(kind, key, *make(config, system, layout, data, space)) for kind, key, make in makers]

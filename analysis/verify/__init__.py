@@ -56,6 +56,7 @@ from analysis.guard import guarded
 from analysis.trusted import trusted_claims
 from analysis.verify.bundle import bundle_checks, system_segments
 from analysis.verify.registry import FAMILIES, VERIFY_RULES_VERSION, Family, walk
+from analysis.verify.side import side_files
 
 MANIFEST = "MANIFEST"
 """the bundle's list of files: ``sha256sum`` lines, so ``sha256sum -c MANIFEST`` checks it too"""
@@ -126,6 +127,7 @@ def verify_dir(run_dir: Path, source: str | None = None, before: list[Check] | N
         here, model = local_description(), run.model
         ops_per_second = score.score if score is not None else None
         result.trust = lambda reevaluated: trusted_claims(model, here, standing.counts, reevaluated, ops_per_second)
+    result.checks.append(side_files(run_dir))
     if bundle:
         result.checks += bundle_checks(run_dir, result, system_segments(run.model))
     return result

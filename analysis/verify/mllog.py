@@ -27,10 +27,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from aiperf_mpi.graph.model import search_space
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.mllog_format import (
+    DESCRIPTION,
+    EVENT_TIME_MS,
+    EVENT_TYPES,
     FLUSH_SECONDS,
     MLLOG_FILE,
+    PRELUDE,
     NotAnMLLogLine,
     logged_ms,
     read_line,
@@ -44,9 +49,31 @@ FLUSH_WINDOW = FLUSH_SECONDS + 0.25
 LOOKAHEAD_SECONDS = 60.0
 """how far (in the lines' time) mllog is read ahead of the event walk looking for an epoch's lines"""
 MLLOG_RULE = "rule: mllog.log repeats the events"
+PRELUDE_KEYS = frozenset(key for _, key, _ in PRELUDE)
+"""the keys of a segment's lines before its ``run_start`` (:data:`aiperf_mpi.results.mllog_format.PRELUDE`)"""
+DESCRIPTION_KEYS = frozenset(key for _, key, _ in DESCRIPTION)
+"""the keys of a segment's lines right after its ``run_start`` (:data:`aiperf_mpi.results.mllog_format.DESCRIPTION`)"""
+WRITTEN_KEYS = PRELUDE_KEYS | DESCRIPTION_KEYS | frozenset((
+    "run_start", "run_stop", "epoch_start", "epoch_stop", "eval_accuracy", "global_batch_size", "staging_start",
+    "staging_stop"))
+"""every key aiperf_mpi writes into mllog.log (:class:`aiperf_mpi.job.mllog.MLLogWriter`): a line of another key
+is a claim no run made (issue 52: a hand-added line is what an mlcommons reader believes)"""
 
 
 # --------------------------------------------------------------------------- mllog.log
+
+
+def _records_of(config: dict, system: dict, layout: dict, data: dict) -> dict[str, tuple | str]:
+    """Key → each description line the writer makes of a segment (``mllog_format``'s :data:`PRELUDE` and
+    :data:`DESCRIPTION`), or, for one the log's events cannot make (a field they lack, a value of the wrong type),
+    why not, in words."""
+    made: dict[str, tuple | str] = {}
+    for kind, key, make in (*PRELUDE, *DESCRIPTION):
+        try:
+            made[key] = (kind, key, *make(config, system, layout, data, search_space))
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+            made[key] = f"{type(exc).__name__} {' '.join(str(exc).split())[:60]}"
+    return made
 
 
 @dataclass
@@ -83,6 +110,12 @@ class _MLLogReader:
         self.ended = False
         self.cut_tail = 0
         self.count = 0
+        self.opened = False
+        """the current segment's ``run_start`` line has been taken: a prelude key after it is the next segment's"""
+        self.described: dict[str, list[tuple[int, dict]]] = {}
+        """the current segment's description lines (before and right after its ``run_start``), by key"""
+        self.upcoming: dict[str, list[tuple[int, dict]]] = {}
+        """the next segment's, read ahead while the current one ended"""
 
     def _records(self, path: Path) -> Iterator[tuple[int, dict]]:
         with open(path, encoding="utf-8", errors="replace") as handle:
@@ -118,6 +151,14 @@ class _MLLogReader:
     def _absorb(self, number: int, record: dict) -> None:
         key = record["key"]
         meta = record.get("metadata") if isinstance(record.get("metadata"), dict) else {}
+        if key not in WRITTEN_KEYS:
+            self.problems.append(f"mllog.log line {number}: a line of key {short(key)}, which aiperf_mpi never writes "
+                                 f"({MLLOG_RULE}: nothing but what the run logged)")  # fmt: skip
+            return
+        if key in PRELUDE_KEYS or key in DESCRIPTION_KEYS:
+            later = self.opened if key in PRELUDE_KEYS else self.stop_line is not None
+            (self.upcoming if later else self.described).setdefault(key, []).append((number, record))
+            return
         if key == "run_stop":
             if self.stop_line is not None:
                 self.problems.append(f"mllog.log line {number}: a second run_stop in one segment ({MLLOG_RULE})")
@@ -153,12 +194,14 @@ class _MLLogReader:
 
     def enter_segment(self) -> tuple[int, dict] | None:
         """Skip to the next segment's ``run_start`` line (its staging and description lines before it)."""
+        self.described, self.upcoming, self.opened = self.upcoming, {}, False
         while self.held is None and not self.ended:
             found = self._next()
             if found is not None:
                 self._absorb(*found)
         opened, self.held = self.held, None
         self.stop_line = None
+        self.opened = True
         return opened
 
 
@@ -198,6 +241,12 @@ class MLLogCheck:
         self.missing = _Missing(Lines())
         self.compared = self.epochs = 0
         self.tolerated = 0
+        self.started: dict | None = None
+        """the open segment's ``run_start`` event, and its first ``system`` and ``layout``: what its description
+        lines are recomputed from"""
+        self.first_system: dict | None = None
+        self.first_layout: dict | None = None
+        self.described = self.description_lines = 0
 
     def each(self, event: dict, _: int) -> bool:
         """Its events while mllog.log is open, those of a segment after its run_start."""
@@ -206,6 +255,64 @@ class MLLogCheck:
     def run_start(self, event: dict, _: int) -> None:
         self._end_segment()
         self._start_segment(event)
+
+    def system(self, event: dict, _: int) -> None:
+        if self.first_system is None:
+            self.first_system = event
+
+    def layout(self, event: dict, _: int) -> None:
+        if self.first_layout is None:
+            self.first_layout = event
+
+    def _description(self) -> None:
+        """The segment's description lines (the hardware, the data, the time limit, the space) against what the
+        writer makes of the segment's ``run_start``, ``system`` and ``layout`` events (issue 52: ``mllog.log``
+        claiming 64 nodes of 8 B200 over a one-host run verified).  A line the file lacks claims nothing; a
+        second one, or one that differs, is a problem."""
+        found, self.reader.described = self.reader.described, {}
+        where = f"segment {self.segment}"
+        started, system, layout = self.started, self.first_system, self.first_layout
+        if started is None or system is None or layout is None:
+            return  # the segments and inventory rows name the missing event; nothing to recompute from
+        config = started.get("config") if isinstance(started.get("config"), dict) else {}
+        data = started.get("data") if isinstance(started.get("data"), dict) else {}
+        hosts = [host for host in system.get("hosts") or [] if isinstance(host, dict)]
+        most = max((len(host["accelerators"]) for host in hosts if isinstance(host.get("accelerators"), list)),
+                   default=0)  # fmt: skip
+        # the hardware lines are always made: a log without these two fields (one written by hand) has their
+        # values in its hosts, as the run's system description counts them (mpi/system.py; the fields and
+        # inventory rows hold the fields to the hosts where the log has them)
+        system = {"nodes": len(hosts), "accelerators_per_node": most, **system}
+        expected = _records_of(config, system, layout, data)
+        unmade: list[str] = []
+        for key in sorted(found, key=lambda name: found[name][0][0]):
+            lines = found[key]
+            for number, _ in lines[1:]:
+                self.check.problems.append(f"mllog.log line {number}: a second {key} line in {where} "
+                                           f"({MLLOG_RULE})")  # fmt: skip
+            number, record = lines[0]
+            self.description_lines += 1
+            made = expected.get(key)
+            if isinstance(made, str):
+                unmade.append(f"{key} ({made})")
+                continue
+            kind, _, value, metadata = made
+            theirs = record.get("metadata") if isinstance(record.get("metadata"), dict) else {}
+            theirs = {name: item for name, item in theirs.items() if name != EVENT_TIME_MS}
+            wrong = [f"{what} {short(mine_)}, the log's {short(logged)}" for what, mine_, logged in (
+                ("event type", record.get("event_type"), EVENT_TYPES[kind]),
+                ("value", record.get("value"), value),
+                ("metadata", theirs, metadata or {}),
+            ) if not same(mine_, logged)]  # fmt: skip
+            if wrong:
+                self.check.problems.append(f"mllog.log line {number}: {key} of {where}: {'; '.join(wrong)} "
+                                           f"({MLLOG_RULE}: a segment's description is its run_start's, system's "
+                                           "and layout's)")  # fmt: skip
+            else:
+                self.described += 1
+        if unmade:
+            self.check.notes.append(f"{where}: not compared: {', '.join(unmade)}: a configuration written by hand "
+                                    "lacks what makes it (a run's always has it; none of these lines bounds a rate)")
 
     def model_done(self, event: dict, _: int) -> None:
         """A model's end: the epoch after its last may have begun and been cut if it failed or trained none."""
@@ -224,6 +331,7 @@ class MLLogCheck:
 
     def _start_segment(self, event: dict) -> None:
         self.segment += 1
+        self.started, self.first_system, self.first_layout = event, None, None
         self.stopped = self.closed_after = False
         self.discarded, self.open_epochs, self.cut_allowed = set(), {}, {}
         self.missing = _Missing(Lines())
@@ -309,6 +417,7 @@ class MLLogCheck:
             return
         reader = self.reader
         reader.read_until(lambda: False)
+        self._description()
         if not self.stopped and reader.stop_line is not None:
             self.check.problems.append(f"mllog.log line {reader.stop_line[0]}: a run_stop for segment {self.segment},"
                                        f" which the event log does not stop ({MLLOG_RULE})")  # fmt: skip
@@ -356,5 +465,7 @@ class MLLogCheck:
                                     "while writing")  # fmt: skip
         tolerated = f", {self.tolerated} lost with a killed segment's last second" if self.tolerated else ""
         self.check.summary = (f"{reader.count} lines; {self.compared} of {self.epochs} epochs equal their events "
-                              f"(start, stop, ops, samples, accuracy){tolerated}; {self.segment} segment(s)")
+                              f"(start, stop, ops, samples, accuracy){tolerated}; {self.described} of "
+                              f"{self.description_lines} description lines equal the log's (hardware, data, time "
+                              f"limit, space); {self.segment} segment(s)")
         return [self.check]

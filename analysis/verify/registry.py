@@ -71,8 +71,17 @@ from analysis.verify.search import RepeatsRule, SpaceRule
 from analysis.verify.view import RunView
 from analysis.verify.weights import KeptWeights
 
-VERIFY_RULES_VERSION = "2026.12-10"
+VERIFY_RULES_VERSION = "2026.12-11"
 """the version of :data:`FAMILIES`: what verify checks, and how (a new one for any change of a row's rule).
+2026.12-11: side files are read or named (issue 52, item 5): ``mllog.log``'s description lines (the hardware an
+mlcommons reader believes — ``number_of_nodes``, ``accelerators_per_node``, ``aiperf_system`` — the data splits, the
+time limit, the space, the seed and optimiser) equal what the writer makes of the segment's ``run_start``,
+``system`` and ``layout`` events, one of each key at most, and no line has a key aiperf_mpi never writes (a line the
+file lacks claims nothing; one a hand-written configuration cannot make is noted); a new row, ``side files``, names
+every file no row reads (the report, serving's record, the cut lines a resume set aside, anything added), which never
+fails (the corpus: 355 entries, no ``verified`` or ``valid`` changed; 329 gained the ``side files`` row, ok; 22
+forgeries of the log whose ``mllog.log`` was left honest now fail ``mllog.log`` as well, each already failing
+other rows);
 2026.12-10: a new row, ``energy`` (issue 53): the nodes' energy readings held to physics (a counter never lower
 unless it wraps, no step above the power table's bound); ``score`` compares the score's ``energy`` record with the
 one recomputed from the readings where the record has one; the schema's optional ``energy`` of the ``system``,
@@ -386,8 +395,14 @@ FAMILIES = (
             "each segment's `run_start` and `run_stop` lines at the events' times, with their segment and reason;"
             " no mllog epoch without its event, except an `epoch_start` alone for the epoch after its task's last"
             " when the task was discarded at `run_stop`, failed, gave up with no epoch (the time limit) or was "
-            "training when its segment was killed. A missing file fails (every run writes one)"),
-             MLLogCheck, events=("run_start", "epoch", "model_done", "model_failed", "group_lost", "run_stop")),
+            "training when its segment was killed. Each segment's description lines (`number_of_nodes`, "
+            "`accelerators_per_node`, `seed`, the optimiser's, `aiperf_dataset`, `train_samples`, `eval_samples`, "
+            "`aiperf_time_limit`, `aiperf_search_space`, `aiperf_system`: the hardware and data an mlcommons reader "
+            "believes) equal what the writer makes of the segment's `run_start`, `system` and `layout` events, one "
+            "line of each key at most (a line the file lacks claims nothing); no line of a key aiperf_mpi never "
+            "writes. A missing file fails (every run writes one)"),
+             MLLogCheck, events=("run_start", "system", "layout", "epoch", "model_done", "model_failed", "group_lost",
+                                 "run_stop")),
     )),
     Family("best", None, files=("best/metadata.json", "best/ops.json", "best/graph.json", "graphs/"), rules=(
         Rule(Row("best/ (exported model)",
@@ -421,6 +436,13 @@ FAMILIES = (
     Family("fields", None, rules=(
         Rule(Row(ROW, FAMILY_ROW_HOLDS),
              FieldRules, events=()),
+    )),
+    Family("side files", None, files=("every other file of the run directory or bundle",), rows=(
+        Row("side files",
+            "every file no row above reads (the report, serving's record, a resume's set-aside cut lines, anything "
+            "added) is named in a note with what would check it, at most 40 by name and the rest counted by folder:"
+            " its figures are the submitter's words, not evidence (a report showing ten times the score verified: "
+            "issue 52). It never fails: the verdict says what it did not judge"),
     )),
     Family("bundle", None, events=("run_start", "system", "layout", "peak"),
            files=("verify.txt", "verify.json", "system.json"), rows=(

@@ -18,6 +18,7 @@ from aiperf_mpi.results import mllog_format, runlog
 from analysis import bundle, checks, verify
 from analysis.verify import best, mllog
 from analysis.verify import bundle as bundle_rows
+from analysis.verify import side as side_rows
 from tests.support.tarballs import members, write_members
 from tests.support.verify_runs import (
     consistent_run,
@@ -106,6 +107,46 @@ def test_an_edited_mllog_under_an_honest_log(run) -> None:
     line_of(records, "epoch_stop", 1, 1)["metadata"]["ops"] += 1
     write_mllog_lines(run, records)
     assert_named(run, "mllog.log", "task 1 epoch 1: ops", mllog.MLLOG_RULE)
+
+
+def test_the_description_lines_are_compared_with_the_log(pristine) -> None:
+    """Issue 52: the description lines of the honest run are made again from its run_start, system and layout;
+    those its hand-written configuration cannot make (it has no seed, learning rate or grace: a run's always has)
+    are named in a note."""
+    checked = row(verify.verify(pristine), "mllog.log")
+    described = {record["key"] for record in mllog_lines(pristine)} & (mllog.PRELUDE_KEYS | mllog.DESCRIPTION_KEYS)
+    assert {"number_of_nodes", "accelerators_per_node", "aiperf_system", "train_samples"} <= described
+    unmade = ["seed", "opt_base_learning_rate", "aiperf_time_limit"]
+    assert f"{len(described) - len(unmade)} of {len(described)} description lines equal the log's" in \
+        checked.summary, checked.summary  # fmt: skip
+    assert checked.verdict == checks.OK and all(key in " ".join(checked.notes) for key in unmade), checked.notes
+
+
+@pytest.mark.parametrize(("key", "edit", "fragment"), [
+    ("number_of_nodes", lambda record: record.update(value=64), "number_of_nodes of segment 1: value 64, the log's 1"),
+    ("accelerators_per_node", lambda record: record.update(value=8), "accelerators_per_node of segment 1: value 8"),
+    ("aiperf_system", lambda record: record["metadata"]["hosts"][0].update(accelerators=["NVIDIA B200"] * 8),
+     "aiperf_system of segment 1: metadata"),
+    ("train_samples", lambda record: record.update(value=12_811_670), "train_samples of segment 1: value 12811670"),
+], ids=["64 nodes", "8 accelerators a node", "B200 hosts", "ten times the train split"])  # fmt: skip
+def test_an_mllog_claiming_other_hardware_or_data_than_the_log_fails(run, key, edit, fragment) -> None:
+    """Issue 52: ``mllog.log`` claiming 64 nodes of 8 B200 over a one-host run verified (and mlcommons' checker
+    said SUCCESS): an mlcommons reader believes these lines, so they are the log's or the row fails."""
+    records = mllog_lines(run)
+    edit(next(record for record in records if record["key"] == key))
+    write_mllog_lines(run, records)
+    assert_named(run, "mllog.log", fragment, mllog.MLLOG_RULE)
+
+
+def test_a_second_description_line_or_a_key_never_written_fails(run) -> None:
+    records = mllog_lines(run)
+    nodes = next(record for record in records if record["key"] == "number_of_nodes")
+    at = records.index(nodes)
+    records[at + 1 : at + 1] = [{**nodes, "value": 64},
+                                {**nodes, "key": "submission_platform", "value": "64 x 8 B200"}]  # fmt: skip
+    write_mllog_lines(run, records)
+    lines = assert_named(run, "mllog.log", "a second number_of_nodes line in segment 1")
+    assert any("key \"submission_platform\", which aiperf_mpi never writes" in line for line in lines), lines
 
 
 def test_an_invented_epoch_in_the_log_has_no_mllog_lines(run) -> None:
@@ -322,3 +363,41 @@ def test_the_reader_reads_what_the_writer_writes(tmp_path) -> None:
     for stray, why in (("hello", "not a ':::MLLOG' line"), (mllog_format.PREFIX + "[1]", "not an MLLOG JSON object")):
         with pytest.raises(mllog_format.NotAnMLLogLine, match=why):
             mllog_format.read_line(stray)
+
+
+# --------------------------------------------------------------------------- files no row reads
+
+
+def test_a_report_claiming_ten_times_the_score_is_named_not_read(run, tmp_path) -> None:
+    """Issue 52: a report showing ×10 the score verified, silently, inside a verified bundle too.  The verdict
+    still stands on the log (the report is not evidence either way), and now says that it did not read the report:
+    in the run directory and in the bundle that carries it."""
+    (run / "report").mkdir()
+    (run / "report" / "report.md").write_text("# Score: 10 × what the log says\n")
+    (run / "notes.txt").write_text("64 nodes of 8 B200\n")
+    result = verify.verify(run)
+    side = row(result, side_rows.ROW)
+    assert result.ok and side.verdict == checks.OK
+    named = " ".join(side.notes)
+    assert "report/report.md: not read by verify" in named and "python -m analysis.report" in named, side.notes
+    assert "notes.txt: not read by verify (no row reads it)" in named, side.notes
+    assert "2 not read, each named" in side.summary, side.summary
+    assert not any(note.startswith((runlog.EVENTS_FILE, "mllog.log", "score.json", "graphs/")) for note in side.notes)
+    archive = tmp_path / "b.tar.gz"
+    assert bundle.main([str(run), "--out", str(archive)]) == 0
+    in_bundle = row(verify.verify(archive), side_rows.ROW)
+    assert any(note.startswith("report/report.md: not read by verify") for note in in_bundle.notes), in_bundle.notes
+
+
+def test_past_forty_side_files_the_rest_are_counted_by_folder(run) -> None:
+    (run / "extra").mkdir()
+    for number in range(side_rows.MAX_NAMED + 5):
+        (run / "extra" / f"f{number:03}").write_text("x")
+    side = row(verify.verify(run), side_rows.ROW)
+    assert len(side.notes) == side_rows.MAX_NAMED + 1 and side.notes[-1] == "extra/: 5 more file(s) not read by verify"
+
+
+def test_the_side_files_row_knows_the_runs_lock_by_its_name() -> None:
+    from aiperf_mpi.job.runlock import LOCK_FILE
+
+    assert side_rows.LOCK_FILE == LOCK_FILE

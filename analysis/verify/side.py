@@ -1,0 +1,105 @@
+"""The row ``side files``: every file of the run directory (or of the bundle) that no other row reads, named.
+
+A verdict covers what it was given.  The rows above read the event log, ``mllog.log``, ``score.json``, the graph
+and weights files, ``best/``'s model and descriptions and a bundle's own ``verify.*``, ``system.json`` and
+``MANIFEST``; anything else a run directory or a bundle holds — the report, serving's record, a resume's
+set-aside cut lines, a note someone added — is the submitter's words, which a reviewer might read as evidence.
+Issue 52: a report showing ten times the score verified, inside a verified bundle too.  This row reads none of
+them and says so, file by file, with what would check each where something does: it never fails (no file of these
+is evidence either way), it makes the verdict say what it did not judge.
+
+Streaming and bounded: one ``os.scandir`` per folder, at most :data:`MAX_NAMED` files named, the rest counted; a
+folder the rows read by pattern (``graphs/``, ``weights/``) is listed for the names that are not the pattern's.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from aiperf_mpi.results import runlog
+from aiperf_mpi.results.mllog_format import MLLOG_FILE
+from analysis.checks import AUDIT_RECORD, Check
+
+ROW = "side files"
+LOCK_FILE = "running.lock"
+"""the run's lock (``aiperf_mpi.job.runlock.LOCK_FILE``, a room analysis does not import: a test holds them equal)"""
+MAX_NAMED = 40
+"""files named one by one; past these, counted by folder"""
+READ = {
+    runlog.EVENTS_FILE: "the log row and every rule",
+    MLLOG_FILE: "mllog.log",
+    "score.json": "score",
+    "best/metadata.json": "best/ (exported model), weights files",
+    "best/ops.json": "best/ (exported model)",
+    "best/graph.json": "best/ (exported model)",
+    "best/model.keras": "weights files",
+    "MANIFEST": "bundle manifest",
+    "verify.txt": "bundle verify.txt/json",
+    "verify.json": "bundle verify.txt/json",
+    "system.json": "bundle system.json",
+    AUDIT_RECORD: "listed as the submitter's claim: only the reviewer's record (--audit RECORD) counts",
+    LOCK_FILE: "the run's lock (the close reads it; it claims nothing)",
+}
+"""the files a row reads, by their path in the run directory → the row (or why it is not a side file)"""
+READ_PATTERNS = (
+    (re.compile(r"graphs/segment-[0-9]+\.jsonl|graphs/task-[0-9]+\.json"), "graph files, lineage"),
+    (re.compile(r"weights/task-[0-9]+\.npz"), "weights files"),
+)
+"""what the graph and weights rows read by their logged names (one they do not name is their own note)"""
+WHY = (
+    ("report/", "the report's figures and plots, made at the run's end: the rows above hold the log they were made "
+                "from; python -m analysis.report RUN_DIR --out DIR makes them again from it"),
+    ("serve", "serving's record: python -m aiperf_mpi.serve check RUN_DIR reads it"),
+    (runlog.EVENTS_FILE + ".cut-", "a resume's set-aside cut line (the segment's run_start records its size)"),
+    (MLLOG_FILE + ".cut-", "a resume's set-aside cut line of mllog.log"),
+    ("best/", "a description of the best model beside the ones the best/ row reads"),
+)
+"""why a kind of side file is not evidence, and what reads it where something does, by the start of its path"""
+
+
+def _why(relative: str) -> str:
+    return next((why for start, why in WHY if relative.startswith(start)), "no row reads it")
+
+
+def _files(run_dir: Path):
+    """Every path below ``run_dir`` that is not a folder, relative, as ``os.scandir`` finds it (symlinks not
+    followed into folders)."""
+    stack = [""]
+    while stack:
+        prefix = stack.pop()
+        try:
+            entries = sorted(os.scandir(run_dir / prefix if prefix else run_dir), key=lambda entry: entry.name)
+        except OSError:
+            continue
+        for entry in entries:
+            relative = f"{prefix}{entry.name}"
+            if entry.is_dir(follow_symlinks=False):
+                stack.append(relative + "/")
+            else:
+                yield relative
+
+
+def side_files(run_dir: Path) -> Check:
+    """The ``side files`` row of ``run_dir`` (a run directory, or a bundle as unpacked)."""
+    check = Check(ROW)
+    read = unread = 0
+    folders: dict[str, int] = {}
+    for relative in _files(Path(run_dir)):
+        if relative in READ or any(pattern.fullmatch(relative) for pattern, _ in READ_PATTERNS):
+            read += 1
+            continue
+        unread += 1
+        if unread <= MAX_NAMED:
+            check.notes.append(f"{relative}: not read by verify ({_why(relative)}): the submitter's words, not "
+                               "evidence")  # fmt: skip
+        else:
+            folder = relative.rpartition("/")[0] + "/" if "/" in relative else "./"
+            folders[folder] = folders.get(folder, 0) + 1
+    for folder, count in sorted(folders.items()):
+        check.notes.append(f"{folder}: {count} more file(s) not read by verify")
+    named = "each named" if unread <= MAX_NAMED else f"{MAX_NAMED} named, the rest counted by folder"
+    check.summary = (f"{read} file(s) the rows above read; {unread} not read, {named}: a side file's figures are not "
+                     "evidence" if unread else f"{read} file(s), every one read by a row above")  # fmt: skip
+    return check
