@@ -440,8 +440,9 @@ FAMILIES = (
     Family("side files", None, files=("every other file of the run directory or bundle",), rows=(
         Row("side files",
             "every file no row above reads (the report, serving's record, a resume's set-aside cut lines, anything "
-            "added) is named in a note with what would check it, at most 40 by name and the rest counted by folder:"
-            " its figures are the submitter's words, not evidence (a report showing ten times the score verified: "
+            "added) is named, one note for each reason it is not evidence with what would check it, at most 40 by "
+            "name and the rest counted: its figures are the submitter's words, not evidence (a report showing ten "
+            "times the score verified: "
             "issue 52). It never fails: the verdict says what it did not judge"),
     )),
     Family("bundle", None, events=("run_start", "system", "layout", "peak"),

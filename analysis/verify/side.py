@@ -82,24 +82,26 @@ def _files(run_dir: Path):
 
 
 def side_files(run_dir: Path) -> Check:
-    """The ``side files`` row of ``run_dir`` (a run directory, or a bundle as unpacked)."""
+    """The ``side files`` row of ``run_dir`` (a run directory, or a bundle as unpacked): one note for each reason a
+    file is not evidence, naming its files (at most :data:`MAX_NAMED` in all, the rest counted)."""
     check = Check(ROW)
     read = unread = 0
-    folders: dict[str, int] = {}
+    groups: dict[str, tuple[list[str], list[int]]] = {}
+    """why → (the files named, [how many in all])"""
     for relative in _files(Path(run_dir)):
         if relative in READ or any(pattern.fullmatch(relative) for pattern, _ in READ_PATTERNS):
             read += 1
             continue
         unread += 1
+        names, count = groups.setdefault(_why(relative), ([], [0]))
+        count[0] += 1
         if unread <= MAX_NAMED:
-            check.notes.append(f"{relative}: not read by verify ({_why(relative)}): the submitter's words, not "
-                               "evidence")  # fmt: skip
-        else:
-            folder = relative.rpartition("/")[0] + "/" if "/" in relative else "./"
-            folders[folder] = folders.get(folder, 0) + 1
-    for folder, count in sorted(folders.items()):
-        check.notes.append(f"{folder}: {count} more file(s) not read by verify")
-    named = "each named" if unread <= MAX_NAMED else f"{MAX_NAMED} named, the rest counted by folder"
+            names.append(relative)
+    for why, (names, count) in groups.items():
+        more = f" and {count[0] - len(names)} more" if count[0] > len(names) else ""
+        check.notes.append(f"{', '.join(names) or 'files'}{more}: not read by verify ({why}): the submitter's words, "
+                           "not evidence")  # fmt: skip
+    named = "each named" if unread <= MAX_NAMED else f"{MAX_NAMED} named, the rest counted"
     check.summary = (f"{read} file(s) the rows above read; {unread} not read, {named}: a side file's figures are not "
                      "evidence" if unread else f"{read} file(s), every one read by a row above")  # fmt: skip
     return check

@@ -386,15 +386,16 @@ def test_a_report_claiming_ten_times_the_score_is_named_not_read(run, tmp_path) 
     archive = tmp_path / "b.tar.gz"
     assert bundle.main([str(run), "--out", str(archive)]) == 0
     in_bundle = row(verify.verify(archive), side_rows.ROW)
-    assert any(note.startswith("report/report.md: not read by verify") for note in in_bundle.notes), in_bundle.notes
+    assert any("report/report.md" in note and "not read by verify" in note for note in in_bundle.notes), in_bundle.notes
 
 
-def test_past_forty_side_files_the_rest_are_counted_by_folder(run) -> None:
+def test_past_forty_side_files_the_rest_are_counted(run) -> None:
     (run / "extra").mkdir()
     for number in range(side_rows.MAX_NAMED + 5):
         (run / "extra" / f"f{number:03}").write_text("x")
     side = row(verify.verify(run), side_rows.ROW)
-    assert len(side.notes) == side_rows.MAX_NAMED + 1 and side.notes[-1] == "extra/: 5 more file(s) not read by verify"
+    assert len(side.notes) == 1 and side.notes[0].startswith("extra/f000, extra/f001"), side.notes
+    assert f"extra/f{side_rows.MAX_NAMED - 1:03} and 5 more: not read by verify" in side.notes[0], side.notes
 
 
 def test_the_side_files_row_knows_the_runs_lock_by_its_name() -> None:
