@@ -28,7 +28,7 @@ from aiperf_mpi.results.precisions import logged_precision
 from analysis.verify.fields import claimed_threads, rank_threads
 
 CLAIM_NAMES = ("hardware named", "host list", "precision", "threads a rank", "timings", "audit record", "the data",
-               "energy readings")
+               "best accuracy", "energy readings")
 """every claim a verdict can list, in its order: the table of every logged field (:mod:`analysis.verify.fields`)
 names a trusted field by one of these"""
 FILE_READ_SETS = ("imagenet", "cifar10", "hdf5")
@@ -68,12 +68,13 @@ def _kind(host: Mapping) -> str:
 
 
 def trusted_claims(model: RunModel, here: Mapping, audited: bool, reevaluated: bool,
-                   score: float | None) -> list[TrustedClaim]:  # fmt: skip
+                   score: float | None, best_accuracy: float | None = None) -> list[TrustedClaim]:  # fmt: skip
     """The claims of ``model``'s log that verify takes on trust (see the module), worst segment first.
 
     ``here``: this verifier's machine (``local_description()``); ``audited``/``reevaluated``: whether a passing
     audit record of this log was found and the best model re-evaluated in this verify; ``score``: the run's score
-    in operations per second (None: none), for the headroom its clocks had under the table's bound.
+    in operations per second (None: none), for the headroom its clocks had under the table's bound;
+    ``best_accuracy``: the regulated score's accuracy as recomputed (None: none).
     """
     here_host = {**here, "host": here.get("host", "this machine")}
     mine = host_bound(here_host, 1, "fp32").ops_per_second
@@ -161,8 +162,40 @@ def trusted_claims(model: RunModel, here: Mapping, audited: bool, reevaluated: b
                                    + ("re-evaluated on the reviewer's data in this verify" if reevaluated else
                                       "not re-evaluated: python -m analysis.verify RUN_DIR --reevaluate --data-path "
                                       "YOUR_COPY")))  # fmt: skip
+    claims += accuracy_claims(model, best_accuracy, reevaluated)
     claims += energy_claims(model)
     return claims
+
+
+def accuracy_claims(model: RunModel, best_accuracy: float | None, reevaluated: bool) -> list[TrustedClaim]:
+    """The best accuracy (issue 52, item 2): the regulated score's −ln E rests on one logged count, and on the best
+    model never having trained on the validation split, which no file can show (a re-evaluation recounts what the
+    weights predict, not what they were trained on).  So what the claim could have bought is its −ln E over a model
+    that learned nothing, at chance (1 − 1/classes): a count raised in the log, or a model fine-tuned on the
+    validation split, buys up to that; a re-evaluation bounds the first (its row holds the count to its recount
+    within ``MAX_REGULATED_LIFT``), never the second.  The regulated score only: the score counts operations."""
+    from aiperf_mpi.results.datasets import image_shape
+    from aiperf_mpi.results.score import ERROR_FLOOR
+
+    if best_accuracy is None or not math.isfinite(best_accuracy) or not 0 <= best_accuracy <= 1:
+        return []
+    config = model.config if isinstance(model.config, Mapping) else {}
+    shape = image_shape(config.get("dataset"), config.get("image_size"))
+    classes = shape[3] if shape else None
+    for segment in model.segment_records if classes is None else ():
+        counted = (segment.data or {}).get("classes") if isinstance(segment.data, Mapping) else None
+        classes = counted if isinstance(counted, int) and not isinstance(counted, bool) else classes
+    claimed = -math.log(max(1.0 - best_accuracy, ERROR_FLOOR))
+    chance = -math.log(1.0 - 1.0 / classes) if isinstance(classes, int) and classes > 1 else None
+    factor = max(claimed / chance, 1.0) if chance else None
+    count = ("re-evaluated in this verify: the count is its weights' (within the re-evaluation's tolerance)"
+             if reevaluated else "not re-evaluated: the count is the log's alone (python -m analysis.verify RUN_DIR "
+             "--reevaluate)")  # fmt: skip
+    return [TrustedClaim("best accuracy", f"{best_accuracy:.4f}, the regulated score's −ln E = {claimed:.3g} (the "
+                         "regulated score only)", factor,
+                         f"{count}; that the best model never trained on the validation split no file can show: a "
+                         "model fine-tuned on it passes the re-evaluation. The factor is its −ln E over a model at "
+                         f"chance ({'1 − 1/' + str(classes) if chance else 'the classes are not recorded'})")]
 
 
 def energy_claims(model: RunModel) -> list[TrustedClaim]:

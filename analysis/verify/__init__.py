@@ -126,7 +126,9 @@ def verify_dir(run_dir: Path, source: str | None = None, before: list[Check] | N
     if run.model is not None:
         here, model = local_description(), run.model
         ops_per_second = score.score if score is not None else None
-        result.trust = lambda reevaluated: trusted_claims(model, here, standing.counts, reevaluated, ops_per_second)
+        best = score.best_accuracy if score is not None and score.regulated_score is not None else None
+        result.trust = lambda reevaluated: trusted_claims(model, here, standing.counts, reevaluated, ops_per_second,
+                                                          best)  # fmt: skip
     result.checks.append(side_files(run_dir))
     if bundle:
         result.checks += bundle_checks(run_dir, result, system_segments(run.model))

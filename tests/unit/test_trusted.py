@@ -85,3 +85,40 @@ def test_a_made_up_second_host_is_named_with_its_factor(run) -> None:
     forge(run, add_host)
     claims = {c.name: c for c in trusted_claims(_model(run), HERE, False, False, None)}
     assert claims["host list"].factor == 2.0 and "2 hosts listed" in claims["host list"].said
+
+
+def test_the_best_accuracy_is_named_with_what_it_bought_over_a_model_at_chance(run) -> None:
+    """Issue 52, item 2: the regulated score rests on one logged accuracy and on a best model that never trained on
+    the validation split; its factor is its −ln E over a model that learned nothing (ImageNet: 1 − 1/1000), and a
+    re-evaluation does not lower it (a model fine-tuned on the validation split passes one)."""
+    result = verify.verify(run)
+    claim = next(c for c in result.trusted if c.name == "best accuracy")
+    best = max(e["val_accuracy"] for e in _events(run) if e["event"] == "epoch")
+    assert claim.factor == pytest.approx(math.log(1 - best) / math.log(1 - 1 / 1000))
+    assert "not re-evaluated" in claim.check and "validation split" in claim.check
+    result.reevaluated = True
+    again = next(c for c in result.trusted if c.name == "best accuracy")
+    assert again.factor == claim.factor and again.check.startswith("re-evaluated"), again
+
+
+def test_an_accuracy_raised_in_the_log_buys_no_more_than_its_factor(run) -> None:
+    """The round's forgery: the best epoch's count raised (353 → 360 of 360 bought ×3.51 of the regulated score),
+    rescored; the verdict's product of factors covers what the raise bought."""
+    from aiperf_mpi.results.score import ERROR_FLOOR
+
+    before = verify.verify(run)
+    honest = next(c for c in before.trusted if c.name == "best accuracy")
+    best = max(e["val_accuracy"] for e in _events(run) if e["event"] == "epoch")
+
+    def perfect(events):
+        epoch = max((e for e in events if e["event"] == "epoch"), key=lambda e: e["val_accuracy"])
+        epoch["val_accuracy"], epoch["correct"] = 1.0, epoch["validation_samples"]
+
+    forge(run, perfect)
+    claim = next(c for c in verify.verify(run).trusted if c.name == "best accuracy")
+    bought = -math.log(ERROR_FLOOR) / -math.log(1 - best)
+    assert claim.factor >= bought and claim.factor > honest.factor, (claim, bought)
+
+
+def _events(run_dir) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines() if line.strip()]
