@@ -27,8 +27,8 @@ from aiperf_mpi.results.logmodel import RunModel
 from aiperf_mpi.results.precisions import logged_precision
 from analysis.verify.fields import claimed_threads, rank_threads
 
-CLAIM_NAMES = ("hardware named", "host list", "precision", "threads a rank", "timings", "audit record", "the data",
-               "best accuracy", "energy readings")
+CLAIM_NAMES = ("hardware named", "host list", "ranks of a host", "precision", "threads a rank", "timings",
+               "audit record", "the data", "best accuracy", "energy readings")
 """every claim a verdict can list, in its order: the table of every logged field (:mod:`analysis.verify.fields`)
 names a trusted field by one of these"""
 FILE_READ_SETS = ("imagenet", "cifar10", "hdf5")
@@ -83,6 +83,8 @@ def trusted_claims(model: RunModel, here: Mapping, audited: bool, reevaluated: b
     claims: list[TrustedClaim] = []
     hardware: dict[str, tuple[float | None, str]] = {}
     total_bound, most_hosts, precisions = 0.0, 0, set()
+    busiest: tuple[int, int, str] = (0, 0, "")
+    """(the most training ranks one host lists in a segment, its groups, the host)"""
     threads: dict[int, int] = {}
     """each count of threads a CPU rank's probe claims → the most it is counted as (its share of its host)"""
     for segment in model.segment_records:
@@ -94,6 +96,10 @@ def trusted_claims(model: RunModel, here: Mapping, audited: bool, reevaluated: b
         hosts = [h for h in system.get("hosts") or [] if isinstance(h, Mapping)]
         most_hosts = max(most_hosts, len(hosts))
         training = training_ranks_by_host(layout, system)
+        by_group = group_ranks_by_host(layout, system)
+        for name, ranks in training.items():
+            groups = sum(1 for counts in by_group.values() if counts.get(name))
+            busiest = max(busiest, (ranks, groups, name))
         segment_bound = 0.0
         for host in hosts:
             ranks = training.get(str(host.get("host")), 0)
@@ -123,6 +129,14 @@ def trusted_claims(model: RunModel, here: Mapping, audited: bool, reevaluated: b
         claims.append(TrustedClaim("host list", f"{most_hosts} hosts listed", float(most_hosts),
                                    "a made-up host of a listed kind adds its whole bound; no file proves a host "
                                    "existed: the site's system description and the audit on that kind"))  # fmt: skip
+    if busiest[0] > 1:
+        ranks, groups, name = busiest
+        claims.append(TrustedClaim("ranks of a host", f"{ranks} training ranks in {groups} group(s) on one host "
+                                   f"({name}, the most)", float(ranks),
+                                   "a made-up group on a listed host adds its claimed work within the host's bound, "
+                                   "so up to × its ranks (issue 52: eight phantom one-rank groups on one 2-core host "
+                                   "bought ×4.09); no file proves a rank ran: the audit times a rank beside as many "
+                                   "copies as its host held, so phantom ranks slow its ceiling"))  # fmt: skip
     for precision in sorted(precisions - {"fp32"}):
         ratios = []
         for segment in model.segment_records:

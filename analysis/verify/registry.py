@@ -79,7 +79,8 @@ time limit, the space, the seed and optimiser) equal what the writer makes of th
 ``system`` and ``layout`` events, one of each key at most, and no line has a key aiperf_mpi never writes (a line the
 file lacks claims nothing; one a hand-written configuration cannot make is noted); a new row, ``side files``, names
 every file no row reads (the report, serving's record, the cut lines a resume set aside, anything added), which never
-fails; the verdict names the best accuracy as a trusted claim with its factor over a model at chance (the corpus:
+fails; the verdict names the best accuracy (its factor over a model at chance) and the ranks of the busiest host
+(up to × their count) as trusted claims (the corpus:
 355 entries, no ``verified`` or ``valid`` changed; 329 gained the ``side files`` row, ok; 22 forgeries of the log
 whose ``mllog.log`` was left honest now fail ``mllog.log`` as well, each already failing other rows);
 2026.12-10: a new row, ``energy`` (issue 53): the nodes' energy readings held to physics (a counter never lower

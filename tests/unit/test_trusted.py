@@ -122,3 +122,15 @@ def test_an_accuracy_raised_in_the_log_buys_no_more_than_its_factor(run) -> None
 
 def _events(run_dir) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines() if line.strip()]
+
+
+def test_the_ranks_of_a_host_are_named_with_up_to_their_count(run) -> None:
+    """Issue 52, item 2: eight phantom one-rank groups on one 2-core host bought ×4.09 and no claim named a host's
+    ranks; now the busiest host's training ranks are a claim whose factor is their count."""
+    from aiperf_mpi.results.inventory import training_ranks_by_host
+
+    model = _model(run)
+    segment = model.segment_records[0]
+    most = max(training_ranks_by_host(segment.layout, segment.system).values())
+    claim = next(c for c in verify.verify(run).trusted if c.name == "ranks of a host")
+    assert most > 1 and claim.factor == most and f"{most} training ranks" in claim.said, claim
