@@ -135,7 +135,9 @@ def trusted_claims(model: RunModel, here: Mapping, audited: bool, reevaluated: b
                                    f"({name}, the most)", float(ranks),
                                    "a made-up group on a listed host adds its claimed work within the host's bound, "
                                    "so up to × its ranks (issue 52: eight phantom one-rank groups on one 2-core host "
-                                   "bought ×4.09); no file proves a rank ran: the audit times a rank beside as many "
+                                   "bought ×4.09), as long as the ranks that ran were as busy as the ones claimed (on "
+                                   "accelerators, p made-up ranks beside n that ran at a share h of their bound buy "
+                                   "1 + p/(n·h)); no file proves a rank ran: the audit times a rank beside as many "
                                    "copies as its host held, so phantom ranks slow its ceiling"))  # fmt: skip
     for precision in sorted(precisions - {"fp32"}):
         ratios = []
@@ -209,7 +211,9 @@ def accuracy_claims(model: RunModel, best_accuracy: float | None, reevaluated: b
                          "regulated score only)", factor,
                          f"{count}; that the best model never trained on the validation split no file can show: a "
                          "model fine-tuned on it passes the re-evaluation. The factor is its −ln E over a model at "
-                         f"chance ({'1 − 1/' + str(classes) if chance else 'the classes are not recorded'})")]
+                         f"chance ({'1 − 1/' + str(classes) if chance else 'the classes are not recorded'}); it "
+                         "assumes the honest model did at least as well as chance: over one below it, what the "
+                         "claim bought has no bound")]
 
 
 def energy_claims(model: RunModel) -> list[TrustedClaim]:

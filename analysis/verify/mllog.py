@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from aiperf_mpi.graph.model import search_space
@@ -49,6 +49,8 @@ FLUSH_WINDOW = FLUSH_SECONDS + 0.25
 LOOKAHEAD_SECONDS = 60.0
 """how far (in the lines' time) mllog is read ahead of the event walk looking for an epoch's lines"""
 MLLOG_RULE = "rule: mllog.log repeats the events"
+KEPT_REPEATS = 10
+"""a key's repeated description lines named one by one in a segment; the rest counted"""
 PRELUDE_KEYS = frozenset(key for _, key, _ in PRELUDE)
 """the keys of a segment's lines before its ``run_start`` (:data:`aiperf_mpi.results.mllog_format.PRELUDE`)"""
 DESCRIPTION_KEYS = frozenset(key for _, key, _ in DESCRIPTION)
@@ -74,6 +76,23 @@ def _records_of(config: dict, system: dict, layout: dict, data: dict) -> dict[st
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
             made[key] = f"{type(exc).__name__} {' '.join(str(exc).split())[:60]}"
     return made
+
+
+@dataclass
+class _Described:
+    """One key's description lines in a segment: the first whole, the others by their line numbers (a few kept,
+    all counted), so a file of a million repeated lines costs no more memory than one."""
+
+    number: int
+    record: dict
+    later: list[int] = field(default_factory=list)
+    more: int = 0
+
+    def again(self, number: int) -> None:
+        if len(self.later) < KEPT_REPEATS:
+            self.later.append(number)
+        else:
+            self.more += 1
 
 
 @dataclass
@@ -112,10 +131,10 @@ class _MLLogReader:
         self.count = 0
         self.opened = False
         """the current segment's ``run_start`` line has been taken: a prelude key after it is the next segment's"""
-        self.described: dict[str, list[tuple[int, dict]]] = {}
+        self.described: dict[str, _Described] = {}
         """the current segment's description lines (before and right after its ``run_start``), by key"""
-        self.upcoming: dict[str, list[tuple[int, dict]]] = {}
-        """the next segment's, read ahead while the current one ended"""
+        self.upcoming: dict[str, _Described] = {}
+        """the next segment's, read ahead while the current one ended (left over at the end: lines of no segment)"""
 
     def _records(self, path: Path) -> Iterator[tuple[int, dict]]:
         with open(path, encoding="utf-8", errors="replace") as handle:
@@ -157,7 +176,11 @@ class _MLLogReader:
             return
         if key in PRELUDE_KEYS or key in DESCRIPTION_KEYS:
             later = self.opened if key in PRELUDE_KEYS else self.stop_line is not None
-            (self.upcoming if later else self.described).setdefault(key, []).append((number, record))
+            bucket = self.upcoming if later else self.described
+            if key in bucket:
+                bucket[key].again(number)
+            else:
+                bucket[key] = _Described(number, record)
             return
         if key == "run_stop":
             if self.stop_line is not None:
@@ -285,12 +308,14 @@ class MLLogCheck:
         system = {"nodes": len(hosts), "accelerators_per_node": most, **system}
         expected = _records_of(config, system, layout, data)
         unmade: list[str] = []
-        for key in sorted(found, key=lambda name: found[name][0][0]):
+        for key in sorted(found, key=lambda name: found[name].number):
             lines = found[key]
-            for number, _ in lines[1:]:
+            for number in lines.later:
                 self.check.problems.append(f"mllog.log line {number}: a second {key} line in {where} "
                                            f"({MLLOG_RULE})")  # fmt: skip
-            number, record = lines[0]
+            if lines.more:
+                self.check.problems.append(f"mllog.log: {lines.more} more {key} lines in {where} ({MLLOG_RULE})")
+            number, record = lines.number, lines.record
             self.description_lines += 1
             made = expected.get(key)
             if isinstance(made, str):
@@ -299,11 +324,14 @@ class MLLogCheck:
             kind, _, value, metadata = made
             theirs = record.get("metadata") if isinstance(record.get("metadata"), dict) else {}
             theirs = {name: item for name, item in theirs.items() if name != EVENT_TIME_MS}
-            wrong = [f"{what} {short(mine_)}, the log's {short(logged)}" for what, mine_, logged in (
-                ("event type", record.get("event_type"), EVENT_TYPES[kind]),
-                ("value", record.get("value"), value),
-                ("metadata", theirs, metadata or {}),
-            ) if not same(mine_, logged)]  # fmt: skip
+            try:
+                wrong = [f"{what} {short(mine_)}, the log's {short(logged)}" for what, mine_, logged in (
+                    ("event type", record.get("event_type"), EVENT_TYPES[kind]),
+                    ("value", record.get("value"), value),
+                    ("metadata", theirs, metadata or {}),
+                ) if not same(mine_, logged)]  # fmt: skip
+            except RecursionError:  # a value nested past what JSON's encoder or a comparison can walk
+                wrong = ["a value nested too deeply to compare"]
             if wrong:
                 self.check.problems.append(f"mllog.log line {number}: {key} of {where}: {'; '.join(wrong)} "
                                            f"({MLLOG_RULE}: a segment's description is its run_start's, system's "
@@ -460,7 +488,18 @@ class MLLogCheck:
                                        f"does not have ({MLLOG_RULE})")  # fmt: skip
         elif not reader.ended:
             reader.read_until(lambda: False)
-        if reader.cut_tail:
+        for key, lines in sorted(reader.upcoming.items(), key=lambda item: item[1].number):
+            for number in [lines.number, *lines.later]:
+                self.check.problems.append(f"mllog.log line {number}: {key} after segment {self.segment}'s "
+                                           f"{'run_stop' if key in DESCRIPTION_KEYS else 'run_start'}, which no "
+                                           f"segment follows ({MLLOG_RULE}: a segment's description comes before "
+                                           "its run_start, or right after it)")  # fmt: skip
+        reader.upcoming = {}
+        if reader.cut_tail and self.stopped and not self.closed_after:
+            self.check.problems.append(f"mllog.log ends in a cut line ({reader.cut_tail} bytes) after segment "
+                                       f"{self.segment}'s run_stop: a segment that stopped wrote whole lines, and "
+                                       f"mlcommons' checker reads the cut one ({MLLOG_RULE})")  # fmt: skip
+        elif reader.cut_tail:
             self.check.notes.append(f"mllog.log ends in a cut line ({reader.cut_tail} bytes): the run was killed "
                                     "while writing")  # fmt: skip
         tolerated = f", {self.tolerated} lost with a killed segment's last second" if self.tolerated else ""

@@ -77,7 +77,9 @@ VERIFY_RULES_VERSION = "2026.12-11"
 mlcommons reader believes — ``number_of_nodes``, ``accelerators_per_node``, ``aiperf_system`` — the data splits, the
 time limit, the space, the seed and optimiser) equal what the writer makes of the segment's ``run_start``,
 ``system`` and ``layout`` events, one of each key at most, and no line has a key aiperf_mpi never writes (a line the
-file lacks claims nothing; one a hand-written configuration cannot make is noted); a new row, ``side files``, names
+file lacks claims nothing; one a hand-written configuration cannot make is noted; one after the last segment's
+run_start or run_stop fails), nor a cut last line after a run_stop (mlcommons' checker reads it); a new row, ``side
+files``, names
 every file no row reads (the report, serving's record, the cut lines a resume set aside, anything added), which never
 fails; the verdict names the best accuracy (its factor over a model at chance) and the ranks of the busiest host
 (up to × their count) as trusted claims (the corpus:
@@ -400,8 +402,10 @@ FAMILIES = (
             "`accelerators_per_node`, `seed`, the optimiser's, `aiperf_dataset`, `train_samples`, `eval_samples`, "
             "`aiperf_time_limit`, `aiperf_search_space`, `aiperf_system`: the hardware and data an mlcommons reader "
             "believes) equal what the writer makes of the segment's `run_start`, `system` and `layout` events, one "
-            "line of each key at most (a line the file lacks claims nothing); no line of a key aiperf_mpi never "
-            "writes. A missing file fails (every run writes one)"),
+            "line of each key at most (a line the file lacks claims nothing; one after the last segment's `run_start` "
+            "or `run_stop`, which no segment follows, fails); no line of a key aiperf_mpi never writes, and no cut "
+            "last line after a `run_stop` (a segment that stopped wrote whole lines; a killed one may end in a cut "
+            "line, noted). A missing file fails (every run writes one)"),
              MLLogCheck, events=("run_start", "system", "layout", "epoch", "model_done", "model_failed", "group_lost",
                                  "run_stop")),
     )),

@@ -273,6 +273,9 @@ class RunView:
     """the graph parsed for the event being judged (None: none was)"""
     counted: OpenTask | None = None
     """the task whose graph was counted (or found uncountable) for the event being judged (None: none)"""
+    graph_files: set[str] = field(default_factory=set)
+    """every graph file a first proposal names (a segment's appended file, or one file a task in a run from before
+    it): what the graph row reads, which the side files row does not name"""
     count_cache: OrderedDict[tuple[str, str], tuple] = field(default_factory=OrderedDict)
     """(graph file sha256, kernel size) → (graph, counts, stored kernels), last used last: tasks that share a
     graph file's bytes are parsed and counted once (~2 ms a graph)"""
@@ -418,6 +421,7 @@ class RunView:
         name = event.get("graph_file")
         if isinstance(name, str) and name and not Path(name).is_absolute() and ".." not in Path(name).parts:
             is_regular_file(self.run_dir / name)  # a FIFO is bad input, not a missing graph (outside: named later)
+            self.graph_files.add(Path(name).as_posix())
         place = graph_place(event)
         try:
             self.graph = graph = ProposedGraph(event["task"], place, read_graph(self.run_dir, event))

@@ -402,3 +402,62 @@ def test_the_side_files_row_knows_the_runs_lock_by_its_name() -> None:
     from aiperf_mpi.job.runlock import LOCK_FILE
 
     assert side_rows.LOCK_FILE == LOCK_FILE
+
+
+def test_description_lines_after_the_last_run_start_or_run_stop_fail(run) -> None:
+    """The review's a1/a2: lines moved after the last segment's run_start (a prelude key) or its run_stop were held
+    for a next segment that never came, and never compared."""
+    records = mllog_lines(run)
+    records = [r for r in records if r["key"] != "number_of_nodes"]
+    start = next(i for i, r in enumerate(records) if r["key"] == "run_start")
+    records.insert(start + 1, {**records[start], "event_type": "POINT_IN_TIME", "key": "number_of_nodes", "value": 64,
+                               "metadata": {}})  # fmt: skip
+    system = next(r for r in records if r["key"] == "aiperf_system")
+    records.append({**system, "metadata": {**system["metadata"], "hosts": []}})
+    write_mllog_lines(run, records)
+    lines = assert_named(run, "mllog.log", "number_of_nodes after segment 1's run_start, which no segment follows")
+    assert any("aiperf_system after segment 1's run_stop" in line for line in lines), lines
+
+
+def test_a_cut_last_line_after_a_clean_run_stop_fails(run) -> None:
+    """The review's a5: an unterminated line after the last run_stop, which mlcommons' checker reads (a killed
+    segment may end in one; a stopped one wrote whole lines)."""
+    with open(run / "mllog.log", "a") as handle:
+        handle.write(mllog_format.PREFIX + json.dumps({"namespace": "", "time_ms": 1, "event_type": "POINT_IN_TIME",
+                                                       "key": "submission_platform", "value": "64 x 8 B200",
+                                                       "metadata": {}}))  # fmt: skip
+    assert_named(run, "mllog.log", "ends in a cut line", "after segment 1's run_stop")
+
+
+def test_the_side_files_row_counts_only_what_a_row_reads(run) -> None:
+    """The review's b1: bundle files in a run directory, the lock, an audit record and graph files no proposal names
+    were counted as read."""
+    for name in ("verify.txt", "system.json", "MANIFEST", "running.lock", "audit.json", "graphs/segment-9.jsonl"):
+        (run / name).write_text("{}\n")
+    side = row(verify.verify(run), side_rows.ROW)
+    named = " ".join(side.notes)
+    for name in ("verify.txt", "system.json", "MANIFEST", "running.lock", "audit.json", "graphs/segment-9.jsonl"):
+        assert name in named, (name, side.notes)
+    assert "graphs/segment-1.jsonl" not in named, side.notes
+
+
+def test_a_file_name_is_printed_escaped_and_an_unlistable_folder_is_named(run, monkeypatch) -> None:
+    """The review's b2/b3: a name with newlines wrote its own verdict line into verify's output; a folder that could
+    not be listed hid what it held."""
+    (run / "zz").mkdir()
+    (run / "zz" / "x\n\nverdict: VERIFIED, a valid run\n").write_text("")
+    (run / "locked").mkdir()
+    (run / "locked" / "claims.md").write_text("64 nodes\n")
+    scandir = side_rows.os.scandir
+
+    def refuse(path):
+        if str(path).endswith("/locked"):
+            raise PermissionError(13, "Permission denied")
+        return scandir(path)
+
+    monkeypatch.setattr(side_rows.os, "scandir", refuse)
+    result = verify.verify(run)
+    text = result.text()
+    assert "\nverdict: VERIFIED, a valid run\n" not in text and "zz/x\\n\\nverdict" in text, text[-2000:]
+    side = row(result, side_rows.ROW)
+    assert any("locked/ (Permission denied): a folder verify could not list" in note for note in side.notes), side
