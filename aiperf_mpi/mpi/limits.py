@@ -82,10 +82,16 @@ held against the start line's 130; a ResNet-50 run's end took it to 644 MiB (the
 tests/scale/test_memory_table.py, Intel Xeon, 2026-12-07: the best model's export builds the model in TensorFlow
 on rank 0), so the master's figure is by seed too.  What the table does not hold: a training rank grows with the
 run — the tiny seed's leader held 615 MiB 24 s into a 3-rank run on the digits and 1,200 MiB two minutes and 20
-models in (the 2 × 2 failure rows: 785–1,911 MiB) — as the search's models grow and, not yet explained, beyond
-that; the start line's figure is the first minute's (issue 50's note).  The same test, run twice that day, found
-ResNet-50's training ranks at 1,118–1,198 and then 1,295–1,323 MiB (the second beside the unit tests, its run
-further along when the time limit came): 1,460 holds the higher with 10 % above it"""
+models in (the 2 × 2 failure rows: 785–1,911 MiB).  The cause, measured (3 ranks, tiny, digits, every rank's
+``RssAnon`` every 3 s, Intel Xeon, 2026-12-07): the tuner's batch size.  441 MiB while its batches were 16–64,
+886 MiB from its first model at 256, 1,529 MiB from its first at 512 (the widest space's largest,
+``graph.model.LARGEST_BATCH``), then ≈ 16 MiB a model as the morphisms grow the models (1,945 MiB at 45 models);
+``MALLOC_ARENA_MAX=2`` and clearing Keras' session after each task changed none of it.  These 40 s runs never leave
+the warm-up's batch, so the start line's figure is a training rank's at the configured batch, not at the largest
+the tuner may choose (issue 50's note: count the activations at the largest batch, or bound the batch by the
+room).  The same test, run twice that day, found ResNet-50's training ranks at 1,118–1,198 and then 1,295–1,323 MiB
+(the second beside the unit tests, its run further along when the time limit came): 1,460 holds the higher with
+10 % above it"""
 
 
 def rank_need_mib(role: str, seed: str, rehearse: bool, dataset: str = "synthetic") -> float:
