@@ -115,7 +115,7 @@ def trusted_claims(model: RunModel, here: Mapping, audited: bool, reevaluated: b
         by_name = {str(h.get("host")): h for h in hosts}
         for peak in segment.peaks:
             group = peak.get("group")
-            on = group_ranks_by_host(layout, system).get(group, {}) if isinstance(group, int) else {}
+            on = by_group.get(group, {}) if isinstance(group, int) else {}
             if any(by_name.get(name, {}).get("accelerators") for name in on):
                 continue  # a GPU rank: the audit times it on its accelerator, whatever its CPU threads
             claimed, counted = claimed_threads(peak), rank_threads(system, layout, peak, group)
