@@ -201,8 +201,12 @@ def test_scancel_mid_run_still_writes_the_score(slurm: SlurmCluster, tmp_path: P
     assert took < KILL_WAIT / 2, f"score written {took:.1f} s after scancel"
     assert end.state == "CANCELLED", end.state
     assert_no_process_left(slurm, job)
-    gone = time.time() - cancelled  # training ranks leave by themselves (TERM_EXIT_DELAY), not at SIGKILL
-    assert gone < KILL_WAIT - 3, f"the job's processes lasted {gone:.1f} s after scancel: killed at KillWait"
+    # Training ranks leave by themselves (TERM_EXIT_DELAY, 15 s), not at SIGKILL.  Slurm's SIGKILL cannot come
+    # before KillWait after the scancel, and ``gone`` is read after the last process left (never before), so
+    # any figure under KillWait proves they left on their own; a margin below it only measured the host's load
+    # (28.2 s once at a CI load: the fixture's step teardown, not a kill).
+    gone = time.time() - cancelled
+    assert gone < KILL_WAIT, f"the job's processes lasted {gone:.1f} s after scancel: killed at KillWait"
 
 
 def _has_epoch(run_dir: Path) -> bool:
