@@ -512,7 +512,7 @@ def batch_choices(graph: nx.DiGraph, memory_bytes: int, smallest: int = SMALLEST
     the kernel sizes, so that the verifier recomputes the tuner's space from the
     logged configuration and seed with the leader's own code.
     """
-    per_sample = sum(math.prod(shape) for shape in analyse(graph).shapes.values()) * BYTES_PER_ACTIVATION
+    per_sample = activation_bytes_per_sample(graph)
     fits = max(smallest, (memory_bytes // 2) // max(per_sample, 1))
     choices = []
     batch = smallest
@@ -520,6 +520,20 @@ def batch_choices(graph: nx.DiGraph, memory_bytes: int, smallest: int = SMALLEST
         choices.append(batch)
         batch *= 2
     return choices or [smallest]
+
+
+def activation_bytes_per_sample(graph: nx.DiGraph) -> int:
+    """Every layer's output for one sample as float32: what :func:`batch_choices` sizes the batch by, and what the
+    start line's memory figure scales a training rank's batch by (``mpi/limits.py``, ``ACTIVATION_FACTOR``)."""
+    return sum(math.prod(shape) for shape in analyse(graph).shapes.values()) * BYTES_PER_ACTIVATION
+
+
+def tuner_batches(graph: nx.DiGraph, memory_bytes: int, max_batch: int | None, default: int) -> list[int]:
+    """A group's tuner's batches: :func:`batch_choices` up to ``max_batch`` (the training samples a rank holds:
+    None, no bound), and the configured ``default`` (its warm-up rounds').  The one definition, for the leader
+    (what it tunes among) and the start line (a training rank's memory at the largest of them)."""
+    batches = [b for b in batch_choices(graph, memory_bytes) if max_batch is None or b <= max_batch]
+    return sorted(set(batches) | {default})
 
 
 def as_trained(graph: nx.DiGraph, kernel_size: object) -> nx.DiGraph:

@@ -27,7 +27,7 @@ import networkx as nx
 
 from aiperf_mpi.config import RunConfig
 from aiperf_mpi.graph.lineage import seed_record
-from aiperf_mpi.graph.model import DEFAULT_KERNEL_SIZE, as_trained, batch_choices, from_json, to_json
+from aiperf_mpi.graph.model import DEFAULT_KERNEL_SIZE, as_trained, from_json, to_json, tuner_batches
 from aiperf_mpi.graph.ops import count_ops
 from aiperf_mpi.job.messages import (
     Accepted,
@@ -176,10 +176,8 @@ class Leader:
         self.view = SearchView(search_config.view_bounds()) if view is None else view
         seed = group_seed(config.seed, group)
         self.search = make_search(config.search, self.view, seed, search_config)
-        batches = [b for b in batch_choices(seed_graph, int(config.device_memory_gb * 2**30))
-                   if max_batch is None or b <= max_batch]  # fmt: skip
-        self.tuner = make_tuner(config.hpo, sorted(set(batches) | {config.batch_size}), seed,
-                                HParams(config.batch_size, DEFAULT_KERNEL_SIZE))
+        batches = tuner_batches(seed_graph, int(config.device_memory_gb * 2**30), max_batch, config.batch_size)
+        self.tuner = make_tuner(config.hpo, batches, seed, HParams(config.batch_size, DEFAULT_KERNEL_SIZE))
         self.algorithms = {"search": config.search, "tuner": config.hpo}
         """what produced each proposal, in its search info (the seed's search is "seed"): what the verifier holds
         to the configuration and the validity rule ``algorithms``"""

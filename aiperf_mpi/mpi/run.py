@@ -60,7 +60,7 @@ from aiperf_mpi.mpi.deadline import abort_kind, end_the_job
 from aiperf_mpi.mpi.heartbeat import RankZeroHeartbeat, RankZeroWatch
 from aiperf_mpi.mpi.horovod import horovod_on
 from aiperf_mpi.mpi.layout import RankLayout, build_layout
-from aiperf_mpi.mpi.limits import say_limits
+from aiperf_mpi.mpi.limits import say_limits, training_batches
 from aiperf_mpi.mpi.plan import LayoutPlan, relay_hint, watcher_ranks
 from aiperf_mpi.mpi.staging import stage_on_nodes
 from aiperf_mpi.mpi.system import system_description
@@ -137,8 +137,10 @@ def run_benchmark(
     marks.append(time.monotonic())
     layout = build_layout(comm, prepared.config.group_size or None, prepared.config.relays)
     try:  # rank 0 states the job's memory and refuses what cannot fit, on every rank at once
-        say_limits(comm, layout.plan, prepared.config.seed_model, prepared.config.rehearse,
-                   prepared.config.ignore_limits, prepared.config.dataset)  # fmt: skip
+        config = prepared.config
+        say_limits(comm, layout.plan, config.seed_model, config.rehearse, config.ignore_limits, config.dataset,
+                   lambda: training_batches(config.seed_model, config.batch_size, config.device_memory_gb,
+                                            prepared.data_check, layout.plan))  # fmt: skip
     except UsageError:
         layout.free()
         raise

@@ -65,20 +65,24 @@ def role_of(rank: int, layout: dict) -> str:
     return "leader" if any(rank == group["leader"] for group in layout["groups"]) else "other training rank"
 
 
-def job_options(seed: str, group_size: int, time_limit: float, real: bool, dataset: str = "synthetic") -> list[str]:
+def job_options(seed: str, group_size: int, time_limit: float, real: bool, dataset: str = "synthetic",
+                batch: int | None = None) -> list[str]:  # fmt: skip
     """The benchmark's options for one measured job: a rehearsal (on synthetic data unless ``dataset`` says), or a
-    real run on digits."""
+    real run on digits; ``batch``: the warm-up's per-rank batch (``--batch-size``; None: the default), which a
+    training rank's memory follows (mpi/limits.py, ``ACTIVATION_FACTOR``)."""
     kind = ["--dataset", "digits"] if real else ["--rehearse", "--rehearse-rate", "2e10", "--dataset", dataset]
+    sized = [] if batch is None else ["--batch-size", str(batch), "--ignore-limits"]  # measured, not refused
     return [*kind, "--group-size", str(group_size), "--relays", "1", "--seed-model", seed, "--time-limit",
-            str(time_limit), "--score-step", "10", "--monitor-interval", "0"]  # the report too: rank 0 makes it
+            str(time_limit), "--score-step", "10", "--monitor-interval", "0", *sized]  # the report too: rank 0's
 
 
 def measure(seed: str, ranks: int = RANKS, group_size: int = GROUP_SIZE, time_limit: float = TIME_LIMIT,
-            real: bool = False, dataset: str = "synthetic") -> dict:  # fmt: skip
-    """One job: each role's ranks' peak VmRSS and RssAnon (MiB), and the run's own figures."""
+            real: bool = False, dataset: str = "synthetic", batch: int | None = None) -> dict:  # fmt: skip
+    """One job: each role's ranks' peak VmRSS and RssAnon (MiB), and the run's own figures (``batch``:
+    :func:`job_options`)."""
     with tempfile.TemporaryDirectory(prefix="bench-memory-") as scratch:
         run_dir = Path(scratch) / "run"
-        argv = [sys.executable, "-m", "aiperf_mpi", *job_options(seed, group_size, time_limit, real, dataset),
+        argv = [sys.executable, "-m", "aiperf_mpi", *job_options(seed, group_size, time_limit, real, dataset, batch),
                 "--run-dir", str(run_dir)]  # fmt: skip
         job = start_in_background(mpirun_command(ranks, argv), Path(scratch) / "output.txt")
         peaks: dict[int, tuple[float, float]] = {}
@@ -97,8 +101,10 @@ def measure(seed: str, ranks: int = RANKS, group_size: int = GROUP_SIZE, time_li
         events = runlog.read_events(run_dir).events
         [layout] = [e for e in events if e[runlog.EVENT] == runlog.LAYOUT]
         models = sum(1 for e in events if e[runlog.EVENT] == runlog.MODEL_DONE)
+        batches = sorted({e["hparams"].get("batch_size") for e in events if e[runlog.EVENT] == runlog.MODEL_PROPOSED})
     by_role: dict[str, list[tuple[float, float]]] = {}
     for rank, peak in peaks.items():
         by_role.setdefault(role_of(rank, layout), []).append(peak)
     return {"seed": seed, "ranks": ranks, "group_size": group_size, "models": models, "sampled": len(peaks),
-            "roles": by_role, "load": os.getloadavg()[0], "real": real}  # fmt: skip
+            "roles": by_role, "load": os.getloadavg()[0], "real": real, "batch": batch,
+            "batches": batches}
