@@ -536,6 +536,21 @@ def tuner_batches(graph: nx.DiGraph, memory_bytes: int, max_batch: int | None, d
     return sorted(set(batches) | {default})
 
 
+def batch_within(graph: nx.DiGraph, batch: int, budget_bytes: int, smallest: int = SMALLEST_BATCH) -> int:
+    """``batch``, halved until ``graph``'s activations at it (:func:`activation_bytes_per_sample` × the batch) fit
+    ``budget_bytes``, never below ``smallest``.
+
+    A leader's budget is its seed's activations at its tuner's largest batch: what the start line counts in a
+    training rank's memory (``mpi/limits.py``).  A child deeper than the seed holds more a sample, so at the
+    batch the tuner asked it could hold more than the start line said (issue 50: a tiny leader at 512 grew
+    ≈ 9.5 MiB a model, to 1,862 MiB against a figure of 1,822); halved, it holds no more than the seed did.  Each
+    halving stays a power of two of the tuner's space (or the configured batch halved, when that is no power)."""
+    per_sample = activation_bytes_per_sample(graph)
+    while batch > smallest and per_sample * batch > budget_bytes:
+        batch = max(smallest, batch // 2)
+    return batch
+
+
 def as_trained(graph: nx.DiGraph, kernel_size: object) -> nx.DiGraph:
     """The graph a model trained: ``graph`` as stored, with its tuned kernel size applied (None: as it is).
 

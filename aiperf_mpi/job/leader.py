@@ -27,7 +27,15 @@ import networkx as nx
 
 from aiperf_mpi.config import RunConfig
 from aiperf_mpi.graph.lineage import seed_record
-from aiperf_mpi.graph.model import DEFAULT_KERNEL_SIZE, as_trained, from_json, to_json, tuner_batches
+from aiperf_mpi.graph.model import (
+    DEFAULT_KERNEL_SIZE,
+    activation_bytes_per_sample,
+    as_trained,
+    batch_within,
+    from_json,
+    to_json,
+    tuner_batches,
+)
 from aiperf_mpi.graph.ops import count_ops
 from aiperf_mpi.job.messages import (
     Accepted,
@@ -178,6 +186,9 @@ class Leader:
         self.search = make_search(config.search, self.view, seed, search_config)
         batches = tuner_batches(seed_graph, int(config.device_memory_gb * 2**30), max_batch, config.batch_size)
         self.tuner = make_tuner(config.hpo, batches, seed, HParams(config.batch_size, DEFAULT_KERNEL_SIZE))
+        self.activation_budget = activation_bytes_per_sample(seed_graph) * max(batches)
+        """the seed's activations at the tuner's largest batch: what the start line counts a training rank to hold
+        (``mpi/limits.py``); a deeper child trains at a batch within it (``graph.model.batch_within``)"""
         self.algorithms = {"search": config.search, "tuner": config.hpo}
         """what produced each proposal, in its search info (the seed's search is "seed"): what the verifier holds
         to the configuration and the validity rule ``algorithms``"""
@@ -217,14 +228,14 @@ class Leader:
         started = time.monotonic()
         try:
             chosen = _choose(self.channel, work, self.view, self.search, self.seed_graph, hparams,
-                             self.config.seed_model, self.algorithms)  # fmt: skip
+                             self.config.seed_model, self.algorithms, self.activation_budget)  # fmt: skip
         except (RuntimeError, ValueError) as exc:  # no new architecture found, a bad morph: this task fails
             self.tuner.tell(hparams, None)
             self.channel.send(Failed(work.task_id, self.rank, socket.gethostname(),
                                      f"the search found no child: {type(exc).__name__}: {exc}",
                                      traceback.format_exc()))  # fmt: skip
             return None
-        return _Proposal(hparams, *chosen, search_seconds=time.monotonic() - started)
+        return _Proposal(*chosen, search_seconds=time.monotonic() - started, asked=hparams)
 
     def train(self, work: Work, proposal: _Proposal) -> tuple[Task, Outcome]:
         """The group trains the proposal; every epoch is sent to the master as the next begins or the task ends.
@@ -284,10 +295,10 @@ class Leader:
 
     def report(self, work: Work, proposal: _Proposal, task: Task, outcome: Outcome) -> None:
         """Tell the tuner and the master how the task ended (Failed or Result)."""
-        hparams, parent, graph_json = proposal.hparams, proposal.parent, proposal.graph_json
+        hparams, parent, graph_json, asked = proposal.hparams, proposal.parent, proposal.graph_json, proposal.asked
         timings = {**outcome.timings, "search": proposal.search_seconds}
         if outcome.failure is not None:
-            self.tuner.tell(hparams, None)
+            self.tuner.tell(asked, None)
             failure = outcome.failure
             self.channel.send(Failed(work.task_id, failure["rank"], failure["host"], failure["reason"],
                                      failure.get("traceback", ""), parent, graph_json, hparams.to_dict(),
@@ -298,7 +309,7 @@ class Leader:
         predicted = None
         if accuracies and work.round <= WARMUP_ROUNDS:
             predicted = predict_final_accuracy(accuracies, self.config.max_epochs)
-        self.tuner.tell(hparams, accuracy)
+        self.tuner.tell(asked, accuracy)
         counts = count_ops(from_json(graph_json))
         ops = {
             "total": sum(e["ops"] for e in outcome.epochs),
@@ -343,17 +354,25 @@ class _Proposal:
     """A child the master accepted, with how it was found."""
 
     hparams: HParams
+    """what the task trains (the tuner's batch, within the activation budget: :func:`_choose`)"""
     graph_json: str
     parent: int | None
     plan: list[dict]
     description: str
     info: dict
     search_seconds: float
+    asked: HParams
+    """what the tuner asked, which it is told the outcome of"""
 
 
 def _choose(channel, work: Work, view: SearchView, search, seed_graph: nx.DiGraph, hparams: HParams,
-            seed_name: str, algorithms: dict) -> tuple:  # fmt: skip
-    """The task's model, accepted by the master: (graph JSON, parent, plan, description, search info).
+            seed_name: str, algorithms: dict, budget: int | None = None) -> tuple:  # fmt: skip
+    """The task's model, accepted by the master: (its hyper-parameters, graph JSON, parent, plan, description,
+    search info).
+
+    The hyper-parameters are the tuner's, its batch halved where the model's activations at it exceed
+    ``budget`` bytes (:func:`~aiperf_mpi.graph.model.batch_within`; None: as asked), so that no child holds more
+    than the start line counted; the proposal logs what the task trains.
 
     Each proposal carries its lineage for the verifier: the seed's record
     (``seed_name`` and its sizes) or the morphisms from the parent's graph.
@@ -376,14 +395,17 @@ def _choose(channel, work: Work, view: SearchView, search, seed_graph: nx.DiGrap
                 proposal.graph, proposal.parent, proposal.plan, proposal.description, proposal.info
             )  # fmt: skip
             lineage = {"morphs": list(proposal.steps)}
-        graph_json = to_json(as_trained(graph, hparams.kernel_size))
+        trained = as_trained(graph, hparams.kernel_size)
+        graph_json = to_json(trained)
+        fitted = hparams if budget is None else \
+            HParams(batch_within(trained, hparams.batch_size, budget), hparams.kernel_size)  # fmt: skip
         info = {**algorithms, **info, "search_seconds": time.monotonic() - started}
         if duplicates:
             info["duplicates"] = duplicates
-        channel.send(proposed(work.task_id, parent, graph_json, hparams.to_dict(), description, info, **lineage))
+        channel.send(proposed(work.task_id, parent, graph_json, fitted.to_dict(), description, info, **lineage))
         if isinstance(_answer(channel, work.task_id), Accepted):
             view.remember(graph_hash(graph_json))
-            return graph_json, parent, plan, description, info
+            return fitted, graph_json, parent, plan, description, info
         duplicates += 1
         view.remember(graph_hash(graph_json))  # the tuned graph the master refused
         view.remember(graph_hash(to_json(graph)))  # and the search's untuned form of it, which it checks

@@ -249,3 +249,26 @@ def test_parameter_shapes_are_the_keras_layout_of_each_layer() -> None:
     assert shapes[dense] == [(infer_shapes(graph)[source][-1], 10), (10,)]  # kernel (in, units) and bias
     assert set(shapes) == {n for n, d in graph.nodes(data=True) if d["type"] in ("conv", "dense", "bn")}
     assert sum(math.prod(s) for layer in shapes.values() for s in layer) == total_params(graph)
+
+
+def test_a_child_deeper_than_the_seed_trains_at_a_batch_within_the_seeds_activations() -> None:
+    """Issue 50: a training rank's memory follows its batch's activations, and a child deeper than the seed holds
+    more a sample; the leader halves the tuner's batch until the child's activations fit the seed's at the
+    tuner's largest (what the start line counts), never below the smallest."""
+    import random
+
+    from aiperf_mpi.graph.model import SMALLEST_BATCH, activation_bytes_per_sample, batch_within
+    from aiperf_mpi.graph.morph import apply_morph, candidates
+    from aiperf_mpi.graph.seeds import seed_model
+
+    seed = seed_model("tiny", 32, 3, 10)
+    budget = activation_bytes_per_sample(seed) * 512
+    assert batch_within(seed, 512, budget) == 512 and batch_within(seed, 64, budget) == 64  # the seed: as asked
+    child, rng = seed, random.Random(0)
+    for _ in range(12):  # deeper at its first ReLU (full resolution), a step at a time
+        child = apply_morph(child, "deeper", candidates(child, "deeper")[0], rng).graph
+    per_sample = activation_bytes_per_sample(child)
+    assert per_sample > activation_bytes_per_sample(seed)
+    fitted = batch_within(child, 512, budget)
+    assert fitted < 512 and per_sample * fitted <= budget and per_sample * fitted * 2 > budget
+    assert batch_within(child, 16, budget) == 16 and batch_within(child, 512, 0) == SMALLEST_BATCH
