@@ -11,6 +11,7 @@ from pathlib import Path
 
 from aiperf_mpi.errors import EXIT_USAGE
 from aiperf_mpi.serve import PROG, ServeError
+from aiperf_mpi.serve.reexecute import SAMPLE_DEFAULT
 from aiperf_mpi.serve.runner import add_arguments
 
 
@@ -42,18 +43,26 @@ def _run(options: argparse.Namespace) -> int:
 def _check(options: argparse.Namespace) -> int:
     from aiperf_mpi.serve.atend import check_record
     from aiperf_mpi.serve.check import UNCHECKABLE, check_run
+    from aiperf_mpi.serve.reexecute import Reexecution
 
+    if options.sample < 0:
+        raise ServeError(f"--sample {options.sample}: give a number of rows, 0 or more")
+    reexecution = Reexecution(options.data, options.sample, *([] if options.seed is None else [options.seed]))
     try:
         if options.bundle is None:  # a benchmark run that served at its end (--serve-at-end): its serve.json
-            problems = check_record(options.log_dir)
+            problems = check_record(options.log_dir, reexecution)
         else:
-            problems = check_run(options.log_dir, options.bundle)
+            problems = check_run(options.log_dir, options.bundle, reexecution)
     except ServeError:
         raise  # bad input the check names itself: one line, exit 2 (main)
     except UNCHECKABLE as exc:  # a record of the wrong shape where the recount reads it: the records fail
         print(f"{PROG} check: FAIL: {options.log_dir}: the records cannot be checked ({type(exc).__name__}: "
               f"{' '.join(str(exc).split())[:200]})")  # fmt: skip
         return 1
+    for line in reexecution.found:
+        print(f"{PROG} check: re-executed: {line}")
+    for claim in reexecution.claims:
+        print(f"{PROG} check: trusted: {claim}")
     for problem in problems:
         print(f"{PROG} check: FAIL: {problem}")
     if problems:
@@ -62,7 +71,7 @@ def _check(options: argparse.Namespace) -> int:
     besides = "" if options.bundle else "; serve.json recomputed from them, its ranks held to the run's layout"
     print(
         f"{PROG} check: {options.log_dir}: PASS (bundle files and forward counts, shards, offline figures, "
-        f"predictions, scenarios, mllog and summary recounted{besides})"
+        f"predictions, scenarios, mllog and summary recounted{besides}; the bundle re-executed as above)"
     )
     return 0
 
@@ -108,6 +117,13 @@ def parser() -> argparse.ArgumentParser:
     check.add_argument("log_dir", type=Path, help="the run's log directory (run's --log-dir); or a benchmark run's "
                        "directory that served at its end (--serve-at-end), without BUNDLE: its serve.json")
     check.add_argument("bundle", type=Path, nargs="?", help="the bundle served (not given: LOG_DIR is a run directory)")
+    check.add_argument("--data", default=None, help="the reviewer's copy of the input served (as serve run's --data): "
+                       "rows of it are re-predicted, and the accuracy is counted against its labels only (default: "
+                       "the run's own input where the package holds it: digits, synthetic)")
+    check.add_argument("--sample", type=int, default=SAMPLE_DEFAULT,
+                       help=f"rows re-predicted (default {SAMPLE_DEFAULT}; 0: none)")
+    check.add_argument("--seed", type=int, default=None,
+                       help="the draw's seed (default: fresh from this machine, printed; give it to repeat a draw)")
     compare = commands.add_parser("compare", help="whether two predictions files hold the same values")
     compare.add_argument("first", type=Path)
     compare.add_argument("second", type=Path)

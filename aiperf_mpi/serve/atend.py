@@ -42,12 +42,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from aiperf_mpi.errors import EXIT_FATAL, EXIT_TERMINATED
 from aiperf_mpi.job.deadlines import THE_END
 from aiperf_mpi.job.session import ServingAtEnd
 from aiperf_mpi.results.child import run_child
 from aiperf_mpi.serve import PROG, ServeError
+
+if TYPE_CHECKING:
+    from aiperf_mpi.serve.reexecute import Reexecution
 
 PROGRAM = "aiperf_mpi"
 SERVE_DIR = "serve"
@@ -357,11 +361,12 @@ def serve_at_end(top: int) -> Callable[[ServingAtEnd], None]:
 # --------------------------------------------------------------------------- the reviewer's check of serve.json
 
 
-def check_record(run_dir: Path | str) -> list[str]:
+def check_record(run_dir: Path | str, reexecution: Reexecution | None = None) -> list[str]:
     """``RUN_DIR/serve.json`` believed in nothing (``python -m aiperf_mpi.serve check RUN_DIR``): its serving log and
     bundle recounted by the reviewer's check (:func:`aiperf_mpi.serve.check.check_run`), each figure of it
     recomputed from that log, and its groups and ranks held to the run's own ``layout`` (every training rank of
-    every group served).  Every disagreement, in words (empty: it holds)."""
+    every group served).  ``reexecution``: the reviewer's (:func:`aiperf_mpi.serve.check.check_run`).  Every
+    disagreement, in words (empty: it holds)."""
     from aiperf_mpi.results.logmodel import read_model
     from aiperf_mpi.serve.check import check_run, summary_of
 
@@ -377,7 +382,7 @@ def check_record(run_dir: Path | str) -> list[str]:
             record.get("segment"), int):  # fmt: skip
         raise ServeError(f"{path} is not a {RECORD_FORMAT} record")
     paths = ServePaths(run_dir, record["segment"])
-    problems = check_run(paths.log_dir, paths.bundle)
+    problems = check_run(paths.log_dir, paths.bundle, reexecution)
     try:
         publish = float(record["publish_seconds"])
         recomputed = serve_record(summary_of(paths.log_dir), list(problems), paths, record.get("top"),

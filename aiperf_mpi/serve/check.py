@@ -15,7 +15,10 @@ reports every disagreement.
   from its p99 and the bound, the best rate and the best batch re-chosen;
 * **the other records** — each ``:::MLLOG`` result line and ``summary.json`` equal to what the events give.
 
-Pure: reads JSON, NumPy files and graphs; no TensorFlow, no MPI.
+* **the re-execution** (the reviewer's, from the command line) — the bundle loaded and run:
+  :mod:`aiperf_mpi.serve.reexecute`.
+
+The records' checks are pure (JSON, NumPy files and graphs); the re-execution loads TensorFlow.  No MPI.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from aiperf_mpi.serve import ServeError, scenarios
 from aiperf_mpi.serve.bundle import MANIFEST, open_bundle, read_manifest
 from aiperf_mpi.serve.log import MLLOG_KEYS, SUMMARY, read_mllog, read_serve_events
 from aiperf_mpi.serve.predictions import predictions_digest, read_predictions
+from aiperf_mpi.serve.reexecute import Reexecution, reexecute
 
 RELATIVE = 1e-9
 
@@ -299,8 +303,12 @@ def check_records(events: dict[str, list[dict]], folder: Path) -> list[str]:
     return problems
 
 
-def check_run(folder: Path | str, bundle: Path | str) -> list[str]:
-    """Every disagreement between the serving run's records, its predictions and the bundle (empty: it holds)."""
+def check_run(folder: Path | str, bundle: Path | str, reexecution: Reexecution | None = None) -> list[str]:
+    """Every disagreement between the serving run's records, its predictions and the bundle (empty: it holds).
+
+    ``reexecution``: the reviewer's re-execution (:mod:`aiperf_mpi.serve.reexecute`: the bundle loaded, its
+    operations recounted from the models, a drawn sample re-predicted, the accuracy counted against the reviewer's
+    labels, the rates named as claims); None: the records only (a run's own check of its serving at its end)."""
     folder, bundle = Path(folder), Path(bundle)
     if not (folder / "serve_events.jsonl").is_file():
         raise ServeError(f"{folder} has no serve_events.jsonl: not the log directory of a serving run")
@@ -319,6 +327,8 @@ def check_run(folder: Path | str, bundle: Path | str) -> list[str]:
         "scenarios": lambda: check_scenarios(events),
         "mllog and summary": lambda: check_records(events, folder),
     }
+    if reexecution is not None:
+        sections["re-execution"] = lambda: reexecute(bundle, folder, events, reexecution)
     problems = []
     for name, section in sections.items():
         try:

@@ -101,8 +101,8 @@ SMALL_SCENARIOS = ("--peak-seconds", "0.3", "--queries", "20", "--server-trials"
                    "--max-batch", "8", "--p99-ms", "200")  # fmt: skip
 
 
-def check_cli(log_dir: Path, bundle: Path) -> subprocess.CompletedProcess:
-    return serve_cli("check", str(log_dir), str(bundle))
+def check_cli(log_dir: Path, bundle: Path, *args: str) -> subprocess.CompletedProcess:
+    return serve_cli("check", str(log_dir), str(bundle), *args)
 
 
 def test_one_process_and_four_ranks_give_identical_predictions_and_pass_the_check(bundle, tmp_path) -> None:
@@ -130,10 +130,16 @@ def test_one_process_and_four_ranks_give_identical_predictions_and_pass_the_chec
                                                                        "report.md"]  # fmt: skip
     rows = [line for line in (tmp_path / "report" / "report.md").read_text().splitlines() if line.startswith("| ")]
     assert [row.split(" | ")[2] for row in rows[1:]] == ["1", "4"]  # one row per run, its ranks
-    for log_dir in ("one.serve", "four.serve"):
-        checked = check_cli(tmp_path / log_dir, bundle)
+    for log_dir in ("one.serve", "four.serve"):  # the reviewer names its copy of the file the run served
+        checked = check_cli(tmp_path / log_dir, bundle, "--data", data)
         assert checked.returncode == 0 and checked.stdout.startswith("aiperf_mpi.serve check: ") and "PASS" in \
             checked.stdout, checked.stdout + checked.stderr  # fmt: skip
+        assert f"rows re-predicted from the reviewer's --data {data}" in checked.stdout, checked.stdout
+        assert f"the accuracy counted against the labels of the reviewer's --data {data}" in checked.stdout
+    unnamed = check_cli(tmp_path / "one.serve", bundle)  # a file the check does not hold: said, not re-predicted
+    assert unnamed.returncode == 0 and "the predictions not re-executed: the run served" in unnamed.stdout, \
+        unnamed.stdout  # fmt: skip
+    assert "trusted: the accuracy: counted against the predictions file's own labels" in unnamed.stdout
 
 
 def edit_json_lines(path: Path, event: str, change) -> None:
@@ -238,3 +244,94 @@ def test_tfrecord_shards_are_read_by_slice_as_the_training_pipeline_decodes_them
     manifest = {"signature": {"inputs": [{"preprocessing": {"divide_by": 127.5, "subtract": 1.0}}]}}
     assert np.array_equal(preprocess(images, manifest), trained[0].numpy())  # the values training saw
     assert np.array_equal(labels, trained[1].numpy())
+
+
+def test_only_the_reexecution_sees_what_a_thorough_forger_resealed(bundle, tmp_path) -> None:
+    """Issue 52, item 4: each forgery below is made whole again by the forger of tests/support/serve_forger.py
+    (hashes, counts, figures, digest, accuracy, MLLOG, summary), and the check must still fail it in words: a row
+    of predictions edited, the file's labels made its own classes (accuracy 1.0), a ResNet-50 graph beside the tiny
+    model it counts (the issue's ×63).  Every clock divided by 67 (the issue's never-served 100,000 samples/s)
+    passes, as no file can prove a clock, and its trusted line prints the rate's factor over the peak ×67."""
+    from aiperf_mpi.graph.model import to_json
+    from aiperf_mpi.graph.seeds import seed_model
+    from aiperf_mpi.serve.check import check_run
+    from tests.support.serve_forger import reseal
+
+    done = serve_cli("run", str(bundle), "--data", "digits", "--out", str(tmp_path / "p.npz"), "--log-dir",
+                     str(tmp_path / "log"), *SMALL_SCENARIOS)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    honest = check_cli(tmp_path / "log", bundle, "--sample", "400")
+    assert honest.returncode == 0 and "360 of 360 rows re-predicted" in honest.stdout, honest.stdout
+
+    def npz(copy: Path, change) -> None:
+        with np.load(copy / "p.npz") as data:
+            arrays = {name: data[name].copy() for name in data.files}
+        change(arrays)
+        np.savez(copy / "p.npz", **arrays)
+
+    def a_row(arrays) -> None:  # row 7 nearer to its own class: the class and the accuracy stay
+        row = arrays["probabilities"][7]
+        row[:] = 0.5 * row + 0.5 * np.eye(len(row), dtype=np.float32)[row.argmax()]
+
+    def own_labels(arrays) -> None:
+        arrays["labels"] = arrays["classes"].copy()
+
+    def resnet_graph(copy: Path) -> None:
+        manifest = json.loads((copy / "bundle" / "manifest.json").read_text())
+        (copy / "bundle" / manifest["members"][0]["graph"]).write_text(to_json(seed_model("resnet50", 32, 3, 10)))
+
+    def clocks(copy: Path) -> None:
+        def faster(record):
+            for key in ("seconds", "predict_seconds"):
+                if key in record:
+                    record[key] /= 67
+        for name in ("offline", "shard"):
+            edit_json_lines(copy / "log" / "serve_events.jsonl", name, faster)
+
+    forgeries = {
+        "a re-hashed row": (lambda copy: npz(copy, a_row), "re-predicted rows differ from the file"),
+        "labels of its own": (lambda copy: npz(copy, own_labels), "labels differ from the reviewer's data"),
+        "a ResNet-50 graph": (resnet_graph, "the model served is not the graph counted"),
+    }
+    for name, (forge, said) in forgeries.items():
+        copy = tmp_path / name.replace(" ", "-")
+        shutil.copytree(tmp_path / "log", copy / "log")
+        shutil.copy(tmp_path / "p.npz", copy / "p.npz")
+        shutil.copytree(bundle, copy / "bundle")
+        forge(copy)
+        reseal(copy / "log", copy / "bundle")
+        assert check_run(copy / "log", copy / "bundle") == [], name  # the records alone hold
+        checked = check_cli(copy / "log", copy / "bundle", "--sample", "400")
+        assert checked.returncode == 1 and said in checked.stdout, (name, checked.stdout)
+    # every clock divided by 67 (the issue's never-served 100,000 samples/s) with the predictions the models make:
+    # no file can prove a clock, so it passes, and says what the rate claims against the run's own peak
+    copy = tmp_path / "clocks"
+    shutil.copytree(tmp_path / "log", copy / "log")
+    shutil.copy(tmp_path / "p.npz", copy / "p.npz")
+    shutil.copytree(bundle, copy / "bundle")
+    clocks(copy)
+    reseal(copy / "log", copy / "bundle")
+    checked = check_cli(copy / "log", copy / "bundle", "--sample", "8")
+    honest_factor = float(honest.stdout.split("ops/s: ×")[1].split(" ")[0])
+    claimed = float(checked.stdout.split("ops/s: ×")[1].split(" ")[0])
+    assert checked.returncode == 0 and abs(claimed / honest_factor - 67) < 1, checked.stdout
+
+
+@pytest.mark.parametrize("seed", ["tiny", "resnet50"])
+def test_every_seeds_keras_model_reads_back_into_its_graphs_count(seed: str) -> None:
+    """The re-execution's reading of a model (serve/reexecute.graph_of_model) is the builder's, the other way: a
+    seed's Keras model, saved and loaded as a bundle's member is, counts what its graph counts, layer by layer."""
+    import keras
+
+    from aiperf_mpi.graph.ops import count_ops
+    from aiperf_mpi.graph.seeds import seed_model
+    from aiperf_mpi.serve.reexecute import graph_of_model
+    from aiperf_mpi.train.keras_model import build_keras_model
+
+    graph = seed_model(seed, 32, 3, 10)
+    model = build_keras_model(graph)
+    loaded = keras.Model.from_config(model.get_config())
+    expected, counted = count_ops(graph), count_ops(graph_of_model(loaded.get_config()))
+    assert {layer.name: layer.forward_eval for layer in counted.layers} == \
+        {layer.name: layer.forward_eval for layer in expected.layers}  # fmt: skip
+    assert counted.forward_eval == expected.forward_eval and counted.params == expected.params
