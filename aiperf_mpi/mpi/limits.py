@@ -84,12 +84,12 @@ training rows of the failure table held against the start line's 130; a ResNet-5
 TensorFlow on rank 0), so the master's figure is by seed too. These 40 s runs never leave the warm-up's batch (32,
 :data:`TABLE_BATCH`): a training rank's memory follows its tuner's batch (the 2 × 2 failure rows' leaders held
 785–1,911 MiB against a start line of 500), which the start line adds (:class:`Batches`, :data:`ACTIVATION_FACTOR`).
-What neither holds: a child deeper than the seed holds more a sample (the tiny seed's leader at batch 512 went from
-1,529 MiB at its first model to 1,945 at its 45th, ≈ 9.5 MiB a model, 3 ranks on the digits, Intel Xeon, 2026-12-07);
-nothing bounds a child's depth, so over a long run the figure is the seed's family's at start, not a bound
-(docs/cluster.md says so). The same test, run twice that day, found ResNet-50's training ranks at 1,118–1,198 and
-then 1,295–1,323 MiB (the second beside the unit tests, its run further along when the time limit came): 1,460 holds
-the higher with 10 % above it"""
+A child deeper than the seed holds more a sample (the tiny seed's leader at batch 512 went from 1,529 MiB at its
+first model to 1,945 at its 45th, ≈ 9.5 MiB a model, 3 ranks on the digits, Intel Xeon, 2026-12-07; the 2 × 2 kill -9
+training row's leader 1,862 against 1,822): its leader halves its batch until its activations fit the seed's at the
+largest (``graph.model.batch_within``), so the figure holds for every child. The same test, run twice that day, found
+ResNet-50's training ranks at 1,118–1,198 and then 1,295–1,323 MiB (the second beside the unit tests, its run further
+along when the time limit came): 1,460 holds the higher with 10 % above it"""
 
 
 ACTIVATION_FACTOR = {"tiny": 3.0, "resnet50": 0.6}

@@ -5,7 +5,9 @@ the tuner proposes (``ask``) and learns from the outcome (``tell``).  TPE is
 Optuna's ``TPESampler`` through its ask/tell interface; ``gp`` is
 scikit-optimize's Gaussian-process optimiser; ``random`` is the baseline.
 The batch range is scaled to the device memory (:func:`~aiperf_mpi.graph.model.batch_choices`, in the graph
-room beside the kernel sizes: the verifier recomputes the space with the same code).
+room beside the kernel sizes: the verifier recomputes the space with the same code).  A child deeper than the
+seed trains at the asked batch halved until its activations fit the seed's at the largest
+(:func:`~aiperf_mpi.graph.model.batch_within`, the leader's); the tuner is told the outcome of what it asked.
 One class per backend; a run picks one by name through
 :mod:`aiperf_mpi.search.registry`.
 """
