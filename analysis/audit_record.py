@@ -21,6 +21,7 @@ allows.  No TensorFlow here.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,6 +43,20 @@ class AuditStanding:
     """a passing audit of this very log"""
     line: str
     """what it says (counts) or why it does not count, in words"""
+    ratio: float | None = None
+    """(counts) the highest logged rate over the ceiling the reviewer measured, over the sampled tasks' epochs:
+    the claimed rate over the highest the reviewer's evidence supports (the timings' factor: ``analysis/trusted``);
+    None when the record names no finite one"""
+
+
+def highest_ratio(tasks: list) -> float | None:
+    """The highest finite, non-negative ``ratio`` of the record's tasks' bounds (None: none)."""
+    ratios = [bound.get("ratio") for task in tasks if isinstance(task, dict)
+              for bound in (task.get("bounds") if isinstance(task.get("bounds"), list) else [])
+              if isinstance(bound, dict)]  # fmt: skip
+    found = [float(r) for r in ratios if isinstance(r, int | float) and not isinstance(r, bool)
+             and math.isfinite(r) and r >= 0]  # fmt: skip
+    return max(found) if found else None
 
 
 def audit_standing(run_dir: Path, record: Path | None = None, draw_too: bool = True) -> AuditStanding:
@@ -96,7 +111,8 @@ def audit_standing(run_dir: Path, record: Path | None = None, draw_too: bool = T
     machine = found.get("machine") if isinstance(found.get("machine"), dict) else {}
     where = ", ".join(str(a) for a in machine.get("accelerators") or []) or str(machine.get("cpu", "?"))
     return AuditStanding(True, f"audited by the reviewer's record: {len(tasks)} task(s) timed on {where[:80]} "
-                               f"(seed {found.get('seed')}, tolerance {tolerance}), passed")  # fmt: skip
+                               f"(seed {found.get('seed')}, tolerance {tolerance}), passed",
+                         highest_ratio(tasks))  # fmt: skip
 
 
 def _the_draw(model: RunModel, record: dict) -> list[int] | None:

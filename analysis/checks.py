@@ -210,12 +210,21 @@ def together_line(claims: list) -> str:
     """One line with the product of every factor the claims name (issue 52: claims that stack multiply, and each
     line states only its own); '' when fewer than two have one."""
     factors = [claim.factor for claim in claims if claim.factor is not None]
-    if len(factors) < 2:
+    unbounded = list(dict.fromkeys(claim.name for claim in claims if claim.factor is None and claim.name in BUYING))
+    if len(factors) < 2 and not (factors and unbounded):
         return ""
     product = math.prod(factors)
     shown = f"{product:.3g}" if product < 1000 else f"{product:,.0f}"
-    return (f"trusted: together, up to ×{shown} (the product of the {len(factors)} factors above: false claims that "
+    line = (f"trusted: together, up to ×{shown} (the product of the {len(factors)} factors above: false claims that "
             "stack multiply what they buy)")
+    if unbounded:
+        line += f", times what the claims with no bound bought ({', '.join(unbounded)})"
+    return line
+
+
+BUYING = ("timings", "the data")
+"""the claims whose lie raises a score with no bound verify can hold (an audit record's buys what the timings do,
+so it is not named twice)"""
 
 
 def same(recorded: object, recomputed: object) -> bool:

@@ -84,7 +84,12 @@ every file no row reads (the report, serving's record, the cut lines a resume se
 fails; the verdict names the best accuracy (its factor over a model at chance) and the ranks of the busiest host
 (up to × their count) as trusted claims (the corpus:
 355 entries, no ``verified`` or ``valid`` changed; 329 gained the ``side files`` row, ok; 22 forgeries of the log
-whose ``mllog.log`` was left honest now fail ``mllog.log`` as well, each already failing other rows);
+whose ``mllog.log`` was left honest now fail ``mllog.log`` as well, each already failing other rows); the timings
+claim's factor is the claimed rate over the highest the evidence supports (issue 52, item 3): the reviewer's audit's
+highest logged rate over its measured ceiling, and without an audit none ("no bound verify can hold": the headroom
+the table's bound leaves is said, not printed as what a squeeze bought, ×6.13 having printed as ×1.22), and the
+together line names the claims with no bound (a corpus of 373 entries at 750c510: no verdict or row changed; 324
+timings lines and the together lines changed);
 2026.12-10: a new row, ``energy`` (issue 53): the nodes' energy readings held to physics (a counter never lower
 unless it wraps, no step above the power table's bound); ``score`` compares the score's ``energy`` record with the
 one recomputed from the readings where the record has one; the schema's optional ``energy`` of the ``system``,

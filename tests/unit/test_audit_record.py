@@ -76,6 +76,21 @@ def test_a_passing_record_of_this_log_counts(run) -> None:
                                                  "(seed 7, tolerance 0.25), passed")  # fmt: skip
 
 
+def test_the_timings_factor_is_the_audits_highest_logged_rate_over_its_ceiling(run) -> None:
+    """Issue 52, item 3: the claimed rate over the highest the reviewer's evidence supports, not the headroom."""
+    record = json.loads(_record(run, run.parent / "mine.json").read_text())
+    bounds = [[{"ratio": 0.91}, {"ratio": 1.12}], [{"ratio": float("nan")}, {"ratio": "x"}, {"ratio": 1.05}]]
+    for task, found in zip(record["tasks"], bounds, strict=True):
+        task["bounds"] = found
+    (run.parent / "mine.json").write_text(json.dumps(record))
+    standing = audit_standing(run, run.parent / "mine.json")
+    assert standing.counts and standing.ratio == pytest.approx(1.12)
+    [timings] = [c for c in verify.verify(run, run.parent / "mine.json").trusted if c.name == "timings"]
+    assert timings.factor == pytest.approx(1.12) and "reach ×1.12 of them" in timings.check
+    [unaudited] = [c for c in verify.verify(run).trusted if c.name == "timings"]
+    assert unaudited.factor is None and "no file shows the true rate" in unaudited.check
+
+
 @pytest.mark.parametrize(("fields", "said"), [
     ({EVENTS_SHA256: "0" * 64}, "judged another log"),
     ({"verdict": "fail"}, "did not pass"),

@@ -37,6 +37,7 @@ def test_the_verdict_names_each_trusted_claim_with_its_factor(run, capsys) -> No
     assert under and all(line.startswith("trusted: ") for line in under), under
     *under, together = under  # the last line: the product of every factor named (issue 52)
     assert together.startswith("trusted: together, up to ×") and "factors above" in together, together
+    assert together.endswith("times what the claims with no bound bought (timings, the data)"), together
     named = {line.split(":")[1].strip() for line in under}
     assert {"hardware named", "precision", "timings", "the data"} <= named, named
     assert any("4 × NVIDIA B200 claimed; up to ×" in line and "not audited" in line for line in under)
@@ -67,11 +68,16 @@ def test_the_factors_are_the_tables_ratios_against_the_reviewers_machine(run) ->
     # 4 × B200 at fp32 over 2 AMD cores × 5 GHz × 32 fp32 operations a cycle (the table's ceiling): thousands
     assert gpus.factor is not None and gpus.factor > 1000
     assert claims["precision"].factor == pytest.approx(2.0, rel=0.5)  # the table's fp16 over fp32 for the B200
-    assert claims["timings"].factor is not None and claims["timings"].factor > 1
+    # unaudited, nothing supports a rate: a squeeze buys what it squeezed (issue 52: ×6.13 had printed as ×1.22)
+    assert claims["timings"].factor is None and "the table's bound lies ×" in claims["timings"].said
+    assert "no file shows the true rate; not audited" in claims["timings"].check
     assert claims["the data"].factor is None and "not re-evaluated" in claims["the data"].check
-    checked = {c.name: c for c in trusted_claims(_model(run), HERE, True, True, 1e12)}
+    checked = {c.name: c for c in trusted_claims(_model(run), HERE, True, True, 1e12, audit_ratio=1.07)}
     assert "audited on the claimed kind" in checked["hardware named"].check
     assert "re-evaluated on the reviewer's data" in checked["the data"].check
+    assert checked["timings"].factor == pytest.approx(1.07) and "reach ×1.07 of them" in checked["timings"].check
+    slower = {c.name: c for c in trusted_claims(_model(run), HERE, True, True, 1e12, audit_ratio=0.8)}
+    assert slower["timings"].factor == 1.0  # logged slower than the reviewer measured: it bought nothing
 
 
 def test_a_made_up_second_host_is_named_with_its_factor(run) -> None:
