@@ -47,6 +47,8 @@ def _check(options: argparse.Namespace) -> int:
 
     if options.sample < 0:
         raise ServeError(f"--sample {options.sample}: give a number of rows, 0 or more")
+    if options.seed is not None and not 0 <= options.seed < 2**64:
+        raise ServeError(f"--seed {options.seed}: give a whole number from 0 to 2**64 - 1")
     reexecution = Reexecution(options.data, options.sample, *([] if options.seed is None else [options.seed]))
     try:
         if options.bundle is None:  # a benchmark run that served at its end (--serve-at-end): its serve.json

@@ -119,6 +119,9 @@ def check_bundle(bundle: Path, start: dict) -> list[str]:
         problems.append(f"the bundle's manifest has sha256 {sha}; the run served {start['manifest_sha256']}")
     recount = 0
     for member in manifest["members"]:
+        if member.get("keras") not in manifest["files"]:  # the model loaded and served must be one the hashes cover
+            problems.append(f"{member['name']}: its model {member.get('keras')} is not one of the bundle's listed "
+                            "files")
         if member["graph"] not in manifest["files"]:  # only a listed file is checked for its size and sha256
             problems.append(f"{member['name']}: its graph {member['graph']} is not one of the bundle's listed files")
             continue

@@ -34,13 +34,18 @@ from aiperf_mpi.graph.model import GraphError, from_json
 from aiperf_mpi.graph.ops import count_ops
 from aiperf_mpi.serve import ServeError
 from aiperf_mpi.serve.inputs import Input
+from aiperf_mpi.serve.servable import combine
 
 PROBABILITY_TOLERANCE = 1e-4
 """the most a re-predicted probability may differ from the file's: the same machine gives the same bits
 (servable.py); another processor's kernels (oneDNN's choice of algorithm) differ in float32's last places"""
-SAMPLE_DEFAULT = 64
-"""rows re-predicted by default: a forged file fails at its first wrong row, and 64 rows of a tiny ResNet take
-well under a second here"""
+SAMPLE_DEFAULT = 256
+"""rows re-predicted by default: k forged rows of N escape the draw with a chance of about (1 − 256/N)^k (all of
+them are drawn below 256 rows), and 256 rows of a tiny ResNet take about a second here"""
+PREDICT_BATCH = 32
+"""rows re-predicted in one call (the servable's traced function takes any batch)"""
+TIE = 2e-6
+"""two re-predicted probabilities nearer than this are a tie: another processor may order them either way"""
 LABEL_CHUNK = 1024
 """rows of the reviewer's input read at a time when its labels are compared (only the labels are kept)"""
 
@@ -197,24 +202,44 @@ class Reexecution:
     """the trusted claims, in words"""
 
 
-def repredict(servable, data: Input, probabilities: np.ndarray, reexecution: Reexecution) -> list[str]:
-    """The drawn rows of the reviewer's input, predicted again by the loaded bundle, against the file's rows."""
+def repredict(servable, data: Input, found: Mapping, members: np.ndarray | None,
+              reexecution: Reexecution) -> list[str]:  # fmt: skip
+    """The drawn rows of the reviewer's input, predicted again by the loaded bundle (each member, and their
+    mean), against the file's rows: the ensemble's probabilities within :data:`PROBABILITY_TOLERANCE`, its class
+    the argmax of the re-predicted ones (a shift within the tolerance flipped near-ties and bought accuracy: a
+    forger's review), and each member's class (``members``, the ``.npz``'s; None: the file holds none)."""
     rows = draw(data.count, reexecution.sample, reexecution.seed)
-    worst, wrong = 0.0, []
-    for row in rows:
-        images, _ = data.read(int(row), int(row) + 1)
-        again = servable.predict(images, 1)[0]
-        difference = float(np.abs(again - probabilities[row]).max())
-        worst = max(worst, difference)
-        if not difference <= PROBABILITY_TOLERANCE:
-            wrong.append(int(row))
+    probabilities, classes = found["probabilities"], np.asarray(found["classes"])
+    worst, wrong, flipped, member_wrong = 0.0, [], [], []
+    for first in range(0, len(rows), PREDICT_BATCH):
+        chunk = rows[first:first + PREDICT_BATCH]
+        images = np.concatenate([data.read(int(row), int(row) + 1)[0] for row in chunk])
+        each = servable.member_predictions(images, PREDICT_BATCH)
+        again = combine(each)
+        for at, row in enumerate(chunk):
+            difference = float(np.abs(again[at] - probabilities[row]).max())
+            worst = max(worst, difference)
+            if not difference <= PROBABILITY_TOLERANCE:
+                wrong.append(int(row))
+            top = again[at].argsort()[::-1]
+            if classes[row] != top[0] and not again[at][top[0]] - again[at][classes[row]] <= TIE:
+                flipped.append(int(row))
+            if members is not None and any(members[m][row] != out[at].argmax() for m, out in enumerate(each)):
+                member_wrong.append(int(row))
     reexecution.found.append(f"{len(rows)} of {data.count} rows re-predicted from {reexecution.data_why} (seed "
                              f"{reexecution.seed}), the largest difference {worst:.2g}")  # fmt: skip
+    problems = []
     if wrong:
-        return [f"the predictions: {len(wrong)} of {len(rows)} re-predicted rows differ from the file by more than "
-                f"{PROBABILITY_TOLERANCE:g} (row {wrong[0]} first; seed {reexecution.seed}): not what the bundle "
-                "predicts"]  # fmt: skip
-    return []
+        problems.append(f"the predictions: {len(wrong)} of {len(rows)} re-predicted rows differ from the file by "
+                        f"more than {PROBABILITY_TOLERANCE:g} (row {wrong[0]} first; seed {reexecution.seed}): not "
+                        "what the bundle predicts")  # fmt: skip
+    if flipped:
+        problems.append(f"the predictions: {len(flipped)} of {len(rows)} re-predicted rows have another class than "
+                        f"the file's (row {flipped[0]} first; seed {reexecution.seed})")  # fmt: skip
+    if member_wrong:
+        problems.append(f"the predictions: a member's class differs from the file's in {len(member_wrong)} of "
+                        f"{len(rows)} re-predicted rows (row {member_wrong[0]} first; seed {reexecution.seed})")
+    return problems
 
 
 def reviewer_labels(data: Input) -> np.ndarray | None:
@@ -304,10 +329,17 @@ def reviewer_input(spec: str | None, logged: str, manifest: dict) -> tuple[Input
 
 def reexecute(bundle, folder, events: Mapping[str, list[dict]], reexecution: Reexecution) -> list[str]:
     """The bundle loaded and run against the records (the module's list); its findings and claims are kept in
-    ``reexecution``.  Every disagreement, in words."""
+    ``reexecution``.  Every disagreement, in words: a check that could not re-execute what the run claims (no
+    input to re-predict from, no labels for a claimed accuracy) fails, saying what to name."""
+    from aiperf_mpi.serve.bundle import read_manifest
+    from aiperf_mpi.serve.check import largest_predictions
     from aiperf_mpi.serve.predictions import read_predictions
     from aiperf_mpi.serve.servable import Servable
 
+    manifest = read_manifest(bundle)
+    unlisted = [str(m.get("name")) for m in manifest["members"] if m.get("keras") not in manifest["files"]]
+    if unlisted:  # never load a model the bundle's hashes do not cover (the records' check names it)
+        return [f"not re-executed: the model of {', '.join(unlisted)} is not one of the bundle's listed files"]
     servable = Servable(bundle)
     problems = recount_members(bundle, servable.manifest, servable.models)
     reexecution.found.append(f"{len(servable.models)} member(s) loaded, their forward operations recounted from "
@@ -315,35 +347,41 @@ def reexecute(bundle, folder, events: Mapping[str, list[dict]], reexecution: Ree
     claims, unphysical = rate_claims(events)
     reexecution.claims += claims
     problems += unphysical
+    if problems:  # a model the ruler cannot count, or not the graph counted: never run (its cost is the forger's)
+        return problems
     logged = events["predictions"][0]
     path = folder / logged["file"]
+    classes = int(servable.manifest["signature"]["outputs"][0]["classes"])
+    if not path.is_file() or path.stat().st_size > largest_predictions(int(logged["rows"]), classes):
+        return ["the predictions file is missing or larger than its rows can be (the records' check says which): "
+                "not re-executed"]  # fmt: skip
     found = read_predictions(path)
+    members = None
+    if path.suffix == ".npz":
+        with np.load(path) as arrays:
+            members = arrays["member_classes"] if "member_classes" in arrays else None
     accuracy = events["accuracy"][0] if events.get("accuracy") else None
     data, reexecution.data_why = reviewer_input(reexecution.spec, events["serve_start"][0].get("data"),
                                                 servable.manifest)  # fmt: skip
     if data is None:
-        reexecution.found.append(f"the predictions not re-executed: {reexecution.data_why}")
-        if accuracy is not None:
-            reexecution.claims.append("the accuracy: counted against the predictions file's own labels, the "
-                                      "submitter's; name the labelled data with --data to count it")  # fmt: skip
-        return problems
+        return [f"the predictions were not re-executed: {reexecution.data_why}"]
     if data.count != len(found["probabilities"]):
-        return [*problems, f"the reviewer's input ({reexecution.data_why}) has {data.count} rows, the predictions "
-                f"file {len(found['probabilities'])}: not the input served"]  # fmt: skip
+        return [f"the reviewer's input ({reexecution.data_why}) has {data.count} rows, the predictions file "
+                f"{len(found['probabilities'])}: not the input served"]  # fmt: skip
     servable.check_shape((1, *data.shape), "the reviewer's input")
     if reexecution.sample < 1:
         reexecution.found.append("the predictions not re-executed: --sample 0")
     else:
-        problems += repredict(servable, data, found["probabilities"], reexecution)
+        problems += repredict(servable, data, found, members, reexecution)
+    if accuracy is None:
+        return problems
     labels = reviewer_labels(data)
-    if accuracy is not None and labels is None:
-        reexecution.claims.append(f"the accuracy: the reviewer's input ({reexecution.data_why}) has no labels to "
-                                  "count it against")  # fmt: skip
-    elif accuracy is not None:
-        members = None
-        if path.suffix == ".npz":
-            with np.load(path) as arrays:
-                members = arrays["member_classes"] if "member_classes" in arrays else None
-        problems += accuracy_against(labels, found, members, accuracy)
-        reexecution.found.append(f"the accuracy counted against the labels of {reexecution.data_why}")
+    if labels is None:
+        return [*problems, f"the run claims an accuracy, and the input ({reexecution.data_why}) has no labels to "
+                "count it against: name the labelled input with --data"]  # fmt: skip
+    problems += accuracy_against(labels, found, members, accuracy)
+    reexecution.found.append(f"the accuracy counted against the labels of {reexecution.data_why}")
+    if members is None and accuracy.get("member_correct"):
+        reexecution.claims.append("the members' accuracies: the predictions file (.csv) holds no member's classes, "
+                                  "so they are the submitter's figures, not recounted")  # fmt: skip
     return problems

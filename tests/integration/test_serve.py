@@ -136,10 +136,9 @@ def test_one_process_and_four_ranks_give_identical_predictions_and_pass_the_chec
             checked.stdout, checked.stdout + checked.stderr  # fmt: skip
         assert f"rows re-predicted from the reviewer's --data {data}" in checked.stdout, checked.stdout
         assert f"the accuracy counted against the labels of the reviewer's --data {data}" in checked.stdout
-    unnamed = check_cli(tmp_path / "one.serve", bundle)  # a file the check does not hold: said, not re-predicted
-    assert unnamed.returncode == 0 and "the predictions not re-executed: the run served" in unnamed.stdout, \
-        unnamed.stdout  # fmt: skip
-    assert "trusted: the accuracy: counted against the predictions file's own labels" in unnamed.stdout
+    unnamed = check_cli(tmp_path / "one.serve", bundle)  # a file the check does not hold: it cannot re-execute
+    assert unnamed.returncode == 1 and "FAIL: the predictions were not re-executed: the run served" in \
+        unnamed.stdout and "name your copy with --data" in unnamed.stdout, unnamed.stdout  # fmt: skip
 
 
 def edit_json_lines(path: Path, event: str, change) -> None:
@@ -276,6 +275,9 @@ def test_only_the_reexecution_sees_what_a_thorough_forger_resealed(bundle, tmp_p
     def own_labels(arrays) -> None:
         arrays["labels"] = arrays["classes"].copy()
 
+    def perfect_members(arrays) -> None:  # a forger's review: each member's accuracy 1.0, the ensemble's as it was
+        arrays["member_classes"] = np.stack([arrays["labels"]] * len(arrays["member_classes"]))
+
     def resnet_graph(copy: Path) -> None:
         manifest = json.loads((copy / "bundle" / "manifest.json").read_text())
         (copy / "bundle" / manifest["members"][0]["graph"]).write_text(to_json(seed_model("resnet50", 32, 3, 10)))
@@ -291,6 +293,7 @@ def test_only_the_reexecution_sees_what_a_thorough_forger_resealed(bundle, tmp_p
     forgeries = {
         "a re-hashed row": (lambda copy: npz(copy, a_row), "re-predicted rows differ from the file"),
         "labels of its own": (lambda copy: npz(copy, own_labels), "labels differ from the reviewer's data"),
+        "perfect members": (lambda copy: npz(copy, perfect_members), "a member's class differs from the file's"),
         "a ResNet-50 graph": (resnet_graph, "the model served is not the graph counted"),
     }
     for name, (forge, said) in forgeries.items():
