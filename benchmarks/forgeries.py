@@ -682,6 +682,35 @@ def _factor(trusted: list[str]) -> str:
                      for line in trusted if "the data" not in line)  # fmt: skip
 
 
+def printed_product(trusted: list[str]) -> float | None:
+    """What the verdict's last trusted line says the claims together could have bought: its product, or infinity
+    where it names claims with no bound (issue 52: "times what the claims with no bound bought"); None: no line."""
+    line = next((line for line in trusted if line.startswith("trusted: together, up to ×")), None)
+    if line is None:
+        return None
+    if "claims with no bound bought" in line:
+        return float("inf")
+    return float(line.removeprefix("trusted: together, up to ×").split(" ", 1)[0].replace(",", ""))
+
+
+def beyond_printed(outcomes: list[dict]) -> list[str]:
+    """Issue 52's test: each forgery that gains and exits 0 whose gain exceeds the product its verdict prints (a
+    verdict with one factor or none prints no product: its single factor is the bound)."""
+    found = []
+    for outcome in outcomes:
+        gains = outcome["gain"] is not None and outcome["gain"] > 1.0001 and not outcome["note"].startswith("the h")
+        if not gains or outcome["exit_code"] != 0:
+            continue
+        product = printed_product(outcome["trusted"])
+        if product is None:
+            factors = [float(part.split("up to ×")[1].split(";")[0].replace(",", "")) for part in outcome["trusted"]
+                       if "; up to ×" in part]  # fmt: skip
+            product = max(factors, default=1.0)
+        if outcome["gain"] > product:
+            found.append(f"{outcome['forgery'][:60]}: ×{outcome['gain']:.3g} against ×{product:.3g} printed")
+    return found
+
+
 def table(before: list[dict], after: list[dict]) -> str:
     """The Markdown table of the two campaigns, and the counts of forgeries that gain and pass."""
     rows = [
@@ -708,8 +737,12 @@ def table(before: list[dict], after: list[dict]) -> str:
         rows.append(f"| {old['klass']} | {old['forgery']}{note} | {gain} | {cell(old)} | {cell(new)}"
                     f"{'; trusted: ' + _factor(new['trusted']) if new['trusted'] else ''} |")  # fmt: skip
     for side, (gaining, exit0, valid) in counts.items():
+        outcomes = before if side == "before" else after
+        beyond = beyond_printed(outcomes)
         rows.append(f"\n{side}: {gaining} forgeries that raise the regulated score; {exit0} of them exit 0; "
-                    f"{valid} of them \"VERIFIED, a valid run\" (with or without the forged audit.json)")  # fmt: skip
+                    f"{valid} of them \"VERIFIED, a valid run\" (with or without the forged audit.json); "
+                    f"{len(beyond)} of the exit-0 ones gain more than the product their verdict prints"
+                    + (f" ({'; '.join(beyond)})" if beyond else ""))  # fmt: skip
     return "\n".join(rows)
 
 
