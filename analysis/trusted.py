@@ -28,7 +28,7 @@ from aiperf_mpi.results.precisions import logged_precision
 from analysis.verify.fields import claimed_threads, rank_threads
 
 CLAIM_NAMES = ("hardware named", "host list", "ranks of a host", "precision", "threads a rank", "timings",
-               "audit record", "the data", "best accuracy", "energy readings")
+               "kernel sizes", "audit record", "the data", "best accuracy", "energy readings")
 """every claim a verdict can list, in its order: the table of every logged field (:mod:`analysis.verify.fields`)
 names a trusted field by one of these"""
 FILE_READ_SETS = ("imagenet", "cifar10", "hdf5")
@@ -163,6 +163,9 @@ def trusted_claims(model: RunModel, here: Mapping, audited: bool, reevaluated: b
                                    "rank's rate grows at most linearly with its threads)"))  # fmt: skip
     if score and total_bound and math.isfinite(score):
         claims.append(timings_claim(score, total_bound, audited, audit_ratio))
+    kernels = kernel_claim(model, audited)
+    if kernels is not None:
+        claims.append(kernels)
     if audited:
         claims.append(TrustedClaim("audit record", "the record named by --audit: an audit of this log at the "
                                    "default tolerance, passed", None,
@@ -203,6 +206,30 @@ def timings_claim(score: float, bound: float, audited: bool, ratio: float | None
     return TrustedClaim("timings", f"every epoch's clock (score {score / 1e9:,.4g} GOPS; {headroom})", None,
                         "nothing but the clocks supports any rate: a squeeze of every clock buys what it squeezed, "
                         f"up to the table's bound, and no file shows the true rate; {why}")  # fmt: skip
+
+
+def kernel_claim(model: RunModel, audited: bool) -> TrustedClaim | None:
+    """The tuner's kernel sizes (issue 52, item 2: the search's free choices): any size of the tuner's space passes
+    every rule, so a graph logged with larger kernels than it trained counts more operations in the same clocks
+    (every kernel set to 7 but the best's bought ×1.83, under no named claim).  Only the tunable convolutions scale,
+    by the square of the size, so a model's operations are at most (k / the smallest)² its count at the smallest:
+    the factor is that at the largest size a trained model logged.  None when every model trained at the smallest
+    (nothing larger was claimed)."""
+    from aiperf_mpi.graph.model import KERNEL_SIZES
+
+    smallest = min(KERNEL_SIZES)
+    counted = model.done_kernels  # every model_done's, kept as the log streams (ended tasks are not)
+    larger = {k: n for k, n in counted.items() if k in KERNEL_SIZES and k > smallest}
+    if not larger:
+        return None
+    largest = max(larger)
+    return TrustedClaim("kernel sizes", f"{sum(larger.values())} of {sum(counted.values())} trained models at a "
+                        f"kernel size above {smallest} (the largest {largest})", (largest / smallest) ** 2,
+                        "the tuner's free choice, within its space, so no rule fails it: a graph logged with larger "
+                        "kernels than it trained counts up to (k/3)² the operations of its tunable convolutions in "
+                        "the same clocks; a kept weights file shows its model's shapes (the weights row), and "
+                        + ("the audit re-timed the sampled graphs as logged (audited)" if audited else
+                           "the audit re-times a sampled graph as logged (not audited)"))  # fmt: skip
 
 
 def accuracy_claims(model: RunModel, best_accuracy: float | None, reevaluated: bool) -> list[TrustedClaim]:

@@ -89,7 +89,9 @@ claim's factor is the claimed rate over the highest the evidence supports (issue
 highest logged rate over its measured ceiling, and without an audit none ("no bound verify can hold": the headroom
 the table's bound leaves is said, not printed as what a squeeze bought, ×6.13 having printed as ×1.22), and the
 together line names the claims with no bound (a corpus of 373 entries at 750c510: no verdict or row changed; 324
-timings lines and the together lines changed);
+timings lines and the together lines changed); the tuner's kernel sizes are a trusted claim (issue 52, item 2: the
+search's free choices), up to (k/3)² at the largest size a trained model logged (every kernel at 7 but the best's
+had bought ×1.83 under no claim; the corpus: no verdict or row changed, 339 entries gained the line);
 2026.12-10: a new row, ``energy`` (issue 53): the nodes' energy readings held to physics (a counter never lower
 unless it wraps, no step above the power table's bound); ``score`` compares the score's ``energy`` record with the
 one recomputed from the readings where the record has one; the schema's optional ``energy`` of the ``system``,

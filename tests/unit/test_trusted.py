@@ -140,3 +140,22 @@ def test_the_ranks_of_a_host_are_named_with_up_to_their_count(run) -> None:
     most = max(training_ranks_by_host(segment.layout, segment.system).values())
     claim = next(c for c in verify.verify(run).trusted if c.name == "ranks of a host")
     assert most > 1 and claim.factor == most and f"{most} training ranks" in claim.said, claim
+
+
+def test_the_kernel_sizes_the_tuner_chose_are_a_claim_up_to_their_square_over_the_smallest() -> None:
+    """Issue 52, item 2: every kernel set to 7 but the best's bought ×1.83 under no named claim; a model's
+    operations at kernel k are at most (k/3)² its count at 3 (only the tunable convolutions scale)."""
+    from collections import Counter
+    from types import SimpleNamespace
+
+    from analysis.trusted import kernel_claim
+
+    def model(*kernels: object) -> SimpleNamespace:  # RunModel.done_kernels: each model_done's logged size
+        return SimpleNamespace(done_kernels=Counter(kernels))
+
+    claim = kernel_claim(model(3, 7, 5, 7, None), audited=False)
+    assert claim is not None and claim.factor == pytest.approx(49 / 9)
+    assert claim.said == "3 of 5 trained models at a kernel size above 3 (the largest 7)"
+    assert "not audited" in claim.check
+    assert kernel_claim(model(3, 5), audited=True).factor == pytest.approx(25 / 9)
+    assert kernel_claim(model(3, 3, None), audited=False) is None  # nothing above the smallest claimed
