@@ -35,6 +35,7 @@ import argparse
 import copy
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -677,9 +678,15 @@ def _words(verdict: str) -> str:
 
 
 def _factor(trusted: list[str]) -> str:
-    """Each trusted line's claim and factor, in short."""
-    return "; ".join(f"{line.removeprefix('trusted: ').split(':')[0]} {line.split(';')[1].strip()}"
-                     for line in trusted if "the data" not in line)  # fmt: skip
+    """Each trusted line's claim and factor, in short ("no bound" where the line names none)."""
+    found = []
+    for line in trusted:
+        if "the data" in line or line.startswith("trusted: together"):
+            continue
+        bound = re.search(r"; (up to ×[0-9.,e+]+|no bound verify can hold);", line)
+        found.append(f"{line.removeprefix('trusted: ').split(':')[0]} "
+                     f"{bound.group(1).replace('no bound verify can hold', 'no bound') if bound else '?'}")
+    return "; ".join(found)
 
 
 def printed_product(trusted: list[str]) -> float | None:
