@@ -273,20 +273,24 @@ def accuracy_against(labels: np.ndarray, found: Mapping, members: np.ndarray | N
     return problems
 
 
-def rate_claims(events: Mapping[str, list[dict]]) -> tuple[list[str], list[str]]:
-    """The run's clocks as trusted claims, each with its factor over the run's own measured peak; and the
-    problems (a rate or a peak that is no finite positive number: an absurd factor is a failed check).
+def rate_claims(events: Mapping[str, list[dict]], here: Mapping | None = None) -> tuple[list[str], list[str]]:
+    """The run's clocks as trusted claims, each with its factor over the run's own measured peak; the hardware the
+    peak event names, with its factor over this machine's (``here``: its ``local_description``); and the problems:
+    a rate or a peak that is no finite positive number (an absurd factor is a failed check), a host's measured
+    peak above the hardware table's bound for it, or an offline rate above the table's bound for every host.
 
-    The factor is printed, never held to a bound: the peak is the run's own probe, as noisy as its host (an
-    honest run here served at ×2.47 the peak its 0.3 s probe measured beside a test's load, and at ×0.53 alone),
-    and both are clocks the submitter writes.  A clock divided by 67 shows as a factor in the tens."""
+    The factor over the measured peak is printed, never held to a bound: the peak is the run's own probe, as
+    noisy as its host (an honest run here served at ×2.47 the peak its 0.3 s probe measured beside a test's load,
+    and at ×0.53 alone), and both are clocks the submitter writes.  A clock divided by 67 shows as a factor in the
+    tens.  The table is not the submitter's: what it bounds is the hardware named, itself a claim."""
     offline = events["offline"][0]
-    peak = events["peak"][0].get("ops_per_second") if events.get("peak") else None
+    record = events["peak"][0] if events.get("peak") else {}
+    peak = record.get("ops_per_second") if record else None
     rate = offline.get("ops_per_second")
     claims: list[str] = []
     if not _positive(rate):
         return claims, [f"the offline rate {rate!r} is no finite positive number of ops/s"]
-    if peak is None:
+    if not record:
         claims.append(f"the offline rate, {rate:.4g} ops/s: no peak was measured (--peak-seconds 0), so no factor; "
                       "serve run on the claimed hardware re-times it")  # fmt: skip
     elif not _positive(peak):
@@ -295,11 +299,56 @@ def rate_claims(events: Mapping[str, list[dict]]) -> tuple[list[str], list[str]]
         claims.append(f"the offline rate, {rate:.4g} ops/s: ×{rate / peak:.3g} the ranks' own measured peak "
                       f"({peak:.4g} ops/s); both are the run's clocks, which no file proves: serve run on the "
                       "claimed hardware re-times them")  # fmt: skip
+    hardware, problems = hardware_bounds(record, rate, here)
+    claims += hardware
     for name in ("single_stream", "server"):
         if events.get(name):
             claims.append(f"the {name.replace('_', '-')} latencies: the run's clock, no factor this check can bound "
                           "(each summary is recomputed from them)")  # fmt: skip
-    return claims, []
+    return claims, problems
+
+
+def hardware_bounds(record: Mapping, rate: float, here: Mapping | None) -> tuple[list[str], list[str]]:
+    """The peak event's hosts held to the hardware table (``results.hardware.host_bound``, fp32): each host's
+    ranks' measured peaks, and the offline rate against every host's bound together.  A log from before the hosts
+    were logged (or without a peak) names none: said, no bound."""
+    from aiperf_mpi.results.hardware import host_bound
+
+    hosts, rank_hosts, per_rank = record.get("hosts"), record.get("rank_hosts"), record.get("per_rank")
+    if not (isinstance(hosts, list) and hosts and isinstance(rank_hosts, list) and isinstance(per_rank, list)
+            and len(rank_hosts) == len(per_rank) and all(isinstance(h, dict) for h in hosts)):  # fmt: skip
+        return ["the hardware: the serving log names no host description (a log from before they were logged, or "
+                "no peak measured): no table holds its peak or its rate"], []  # fmt: skip
+    claims, problems, total = [], [], 0.0
+    for host in hosts:
+        name = host.get("host")
+        ranks = sum(1 for h in rank_hosts if h == name)
+        bound = host_bound(host, ranks, "fp32").ops_per_second
+        measured = sum(p for h, p in zip(rank_hosts, per_rank, strict=True) if h == name and _positive(p))
+        if bound is None or not _positive(bound):  # hardware the table does not know: named, bounded by nothing
+            claims.append(f"the hardware named: {_kind(host)} on host {str(name)[:40]!r}: the hardware table bounds "
+                          "no such host, so neither its peak nor the rate is held to one")  # fmt: skip
+            total = math.inf
+            continue
+        total += bound
+        if measured > bound:
+            problems.append(f"host {str(name)[:40]!r}: its ranks' measured peak {measured:.4g} ops/s is above the "
+                            f"hardware table's bound for {_kind(host)}, {bound:.4g}: not physics")  # fmt: skip
+        mine = host_bound(here, 1, "fp32").ops_per_second if here else None
+        factor = f"×{bound / mine:.3g} this machine's bound" if mine else "no factor (this machine's bound unknown)"
+        claims.append(f"the hardware named: {_kind(host)} on host {str(name)[:40]!r}: {factor}; no file proves it "
+                      "ran there: serve run on that kind re-times it")  # fmt: skip
+    if total and math.isfinite(total) and rate > total:
+        problems.append(f"the offline rate {rate:.4g} ops/s is above the hardware table's bound for every host "
+                        f"together, {total:.4g}: not physics")  # fmt: skip
+    return claims, problems
+
+
+def _kind(host: Mapping) -> str:
+    devices = host.get("accelerators") if isinstance(host.get("accelerators"), list) else []
+    if devices:
+        return ", ".join(str(d)[:40] for d in devices[:4]) + (" …" if len(devices) > 4 else "")
+    return f"{str(host.get('cpu'))[:60]} ({host.get('cores')} logical processors)"
 
 
 def _positive(value: object) -> bool:
@@ -344,7 +393,9 @@ def reexecute(bundle, folder, events: Mapping[str, list[dict]], reexecution: Ree
     problems = recount_members(bundle, servable.manifest, servable.models)
     reexecution.found.append(f"{len(servable.models)} member(s) loaded, their forward operations recounted from "
                              "the loaded models")  # fmt: skip
-    claims, unphysical = rate_claims(events)
+    from aiperf_mpi.results.machine import local_description
+
+    claims, unphysical = rate_claims(events, local_description())
     reexecution.claims += claims
     problems += unphysical
     if problems:  # a model the ruler cannot count, or not the graph counted: never run (its cost is the forger's)

@@ -259,15 +259,19 @@ def _measured_peak(options: argparse.Namespace, world, log: ServeLog | None) -> 
     """Every rank's matrix-multiply peak at once, summed on rank 0 and logged (None elsewhere, or when not asked)."""
     if options.peak_seconds <= 0:
         return None
+    from aiperf_mpi.results.machine import local_description
     from aiperf_mpi.train.peak import measure_peak
 
     world.Barrier()
     mine = measure_peak("fp32", options.peak_seconds)
     every = world.gather(mine["ops_per_second"], root=0)
+    machines = world.gather(local_description(), root=0)  # the hardware the peak is held to (serve/reexecute.py)
     if not log:
         return None
     peak = sum(every)
-    log.event("peak", precision="fp32", per_rank=every, ops_per_second=peak, matrix_size=mine["matrix_size"])
+    hosts = list({machine["host"]: machine for machine in machines}.values())
+    log.event("peak", precision="fp32", per_rank=every, ops_per_second=peak, matrix_size=mine["matrix_size"],
+              hosts=hosts, rank_hosts=[machine["host"] for machine in machines])  # fmt: skip
     log.mllog("aiperf_peak_ops_per_second", peak, precision="fp32")
     return peak
 

@@ -108,7 +108,8 @@ def test_the_accuracy_counts_only_against_the_reviewers_labels() -> None:
 def test_a_rate_is_a_claim_with_its_factor_and_no_number_a_failure() -> None:
     events = {"offline": [{"ops_per_second": 4e10}], "peak": [{"ops_per_second": 8e10}], "server": [{}]}
     claims, problems = rate_claims(events)
-    assert problems == [] and "×0.5 the ranks' own measured peak" in claims[0] and "server latencies" in claims[1]
+    assert problems == [] and "×0.5 the ranks' own measured peak" in claims[0] and "server latencies" in claims[-1]
+    assert "names no host description" in claims[1]  # a log from before the hosts were logged: said
     events["offline"][0]["ops_per_second"] = 8e10 * 67 * 0.5  # the issue's never-served run: printed as what it is
     claims, problems = rate_claims(events)
     assert problems == [] and "×33.5 the ranks' own measured peak" in claims[0]
@@ -117,3 +118,28 @@ def test_a_rate_is_a_claim_with_its_factor_and_no_number_a_failure() -> None:
     for absurd in (float("inf"), float("nan"), -1.0, 0, "fast", True):
         assert rate_claims({"offline": [{"ops_per_second": absurd}]})[1], absurd
         assert rate_claims({"offline": [{"ops_per_second": 1e9}], "peak": [{"ops_per_second": absurd}]})[1], absurd
+
+
+XEON = {"host": "a", "cpu": "Intel(R) Xeon(R) Processor", "cpu_vendor": "GenuineIntel", "cores": 2,
+        "cpu_flags": ["avx2", "fma", "avx512f"], "accelerators": []}  # fmt: skip
+"""a host as results.machine.local_description() gives it (this machine's kind)"""
+
+
+def test_the_peak_and_the_rate_are_held_to_the_hardware_table_for_the_hosts_logged() -> None:
+    from aiperf_mpi.results.hardware import host_bound
+
+    bound = host_bound(XEON, 2, "fp32").ops_per_second
+    assert bound is not None and bound > 0
+    peak = {"ops_per_second": 0.4 * bound, "per_rank": [0.2 * bound, 0.2 * bound], "hosts": [XEON],
+            "rank_hosts": ["a", "a"]}  # fmt: skip
+    events = {"offline": [{"ops_per_second": 0.1 * bound}], "peak": [peak]}
+    claims, problems = rate_claims(events, {**XEON, "host": "here"})
+    assert problems == [] and any("the hardware named: Intel(R) Xeon(R) Processor (2 logical processors) on host "
+                                  "'a': ×1 this machine's bound" in claim for claim in claims), claims  # fmt: skip
+    faster = {**peak, "per_rank": [0.6 * bound, 0.6 * bound], "ops_per_second": 1.2 * bound}  # a probe forged up
+    assert "above the hardware table's bound" in rate_claims({**events, "peak": [faster]})[1][0]
+    never = {"offline": [{"ops_per_second": 1.5 * bound}], "peak": [faster]}  # and the rate with it: past both
+    assert any("offline rate" in p and "every host together" in p for p in rate_claims(never)[1])
+    unknown = {**peak, "hosts": [{**XEON, "cpu_vendor": "Made-up", "cpu": "Quantum 9000"}]}
+    claims, problems = rate_claims({**events, "peak": [unknown]})
+    assert problems == [] and any("the hardware table bounds no such host" in claim for claim in claims)
