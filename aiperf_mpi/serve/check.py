@@ -296,6 +296,14 @@ def check_records(events: dict[str, list[dict]], folder: Path) -> list[str]:
             problems.append(f"mllog.log has no {key} line")
         elif not _close(lines[key]["value"], value):
             problems.append(f"mllog.log {key}: {lines[key]['value']}, the event log gives {value}")
+    if "accuracy" in events and "aiperf_ensemble_accuracy" in lines:  # its members' too (a forger's review: unread)
+        accuracy = events["accuracy"][0]
+        members = [c / accuracy["samples"] for c in accuracy["member_correct"]]
+        written = (lines["aiperf_ensemble_accuracy"].get("metadata") or {}).get("members")
+        if not isinstance(written, list) or len(written) != len(members) or not all(
+                _close(a, b) for a, b in zip(written, members, strict=True)):  # fmt: skip
+            problems.append(f"mllog.log aiperf_ensemble_accuracy's members: {str(written)[:80]}, the event log "
+                            f"gives {members}")  # fmt: skip
     path = folder / SUMMARY
     if not path.is_file():
         problems.append("summary.json is missing")

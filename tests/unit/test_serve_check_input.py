@@ -138,3 +138,25 @@ def test_a_fifo_mllog_fails_the_check_instead_of_holding_it(tmp_path, capsys) ->
     os.mkfifo(log / "mllog.log")
     status, said = one_line(capsys, ["check", str(log), str(bundle)])
     assert status == 1 and "mllog.log is not a regular file" in said, said
+
+
+def test_the_mllog_accuracy_lines_members_are_held_to_the_events(tmp_path) -> None:
+    """A forger's review: the line's members were never compared, so they could hold any figure."""
+    from aiperf_mpi.results.mllog_format import PREFIX
+    from aiperf_mpi.serve.check import check_records
+
+    events = {"serve_start": [{"forward_ops_per_sample": 10}],
+              "offline": [{"samples_per_second": 2.0, "ops_per_second": 20.0}],
+              "accuracy": [{"correct": 3, "samples": 4, "member_correct": [2, 4]}]}  # fmt: skip
+
+    def lines(members: object) -> list[str]:
+        keys = {"result_samples_per_second": 2.0, "aiperf_inference_ops_per_second": 20.0,
+                "aiperf_forward_ops_per_sample": 10}  # fmt: skip
+        records = [{"key": k, "value": v, "metadata": {}} for k, v in keys.items()]
+        records.append({"key": "aiperf_ensemble_accuracy", "value": 0.75, "metadata": {"members": members}})
+        (tmp_path / "mllog.log").write_text("".join(PREFIX + json.dumps(r) + "\n" for r in records))
+        return [p for p in check_records(events, tmp_path) if "mllog" in p]
+
+    assert lines([0.5, 1.0]) == []
+    assert "members: [1.0, 1.0], the event log gives [0.5, 1.0]" in lines([1.0, 1.0])[0]
+    assert lines("most") and lines([0.5])
