@@ -50,12 +50,22 @@ class AuditStanding:
 
 
 def highest_ratio(tasks: list) -> float | None:
-    """The highest finite, non-negative ``ratio`` of the record's tasks' bounds (None: none)."""
+    """The highest ``ratio`` of the record's tasks' bounds; None when there is none, or when any is no finite,
+    non-negative number (a forger's review: one ``Infinity`` beside a 0.9 had been dropped, and ×1 printed)."""
     ratios = [bound.get("ratio") for task in tasks if isinstance(task, dict)
               for bound in (task.get("bounds") if isinstance(task.get("bounds"), list) else [])
-              if isinstance(bound, dict)]  # fmt: skip
-    found = [float(r) for r in ratios if isinstance(r, int | float) and not isinstance(r, bool)
-             and math.isfinite(r) and r >= 0]  # fmt: skip
+              if isinstance(bound, dict) and "ratio" in bound]  # fmt: skip
+    found = []
+    for ratio in ratios:
+        if not isinstance(ratio, int | float) or isinstance(ratio, bool):
+            return None
+        try:
+            value = float(ratio)
+        except OverflowError:  # an integer of hundreds of digits
+            return None
+        if not math.isfinite(value) or value < 0:
+            return None
+        found.append(value)
     return max(found) if found else None
 
 
@@ -108,11 +118,14 @@ def audit_standing(run_dir: Path, record: Path | None = None, draw_too: bool = T
         if drawn is None or listed != drawn:
             return AuditStanding(False, f"the audit record's tasks {listed[:8]} are not the draw its seed and sample "
                                         f"make from this log ({(drawn or [])[:8]}): not an audit of it")  # fmt: skip
+    ratio = highest_ratio(tasks)
+    if ratio is not None and ratio > 1 + DEFAULT_TOLERANCE:
+        return AuditStanding(False, f"the audit record says pass, yet a logged rate lies ×{ratio:.3g} its ceiling, "
+                                    f"above the tolerance's ×{1 + DEFAULT_TOLERANCE:g}: not a pass")  # fmt: skip
     machine = found.get("machine") if isinstance(found.get("machine"), dict) else {}
     where = ", ".join(str(a) for a in machine.get("accelerators") or []) or str(machine.get("cpu", "?"))
     return AuditStanding(True, f"audited by the reviewer's record: {len(tasks)} task(s) timed on {where[:80]} "
-                               f"(seed {found.get('seed')}, tolerance {tolerance}), passed",
-                         highest_ratio(tasks))  # fmt: skip
+                               f"(seed {found.get('seed')}, tolerance {tolerance}), passed", ratio)  # fmt: skip
 
 
 def _the_draw(model: RunModel, record: dict) -> list[int] | None:

@@ -158,6 +158,7 @@ class Verification:
                             "missing": self.unchecked},
                 "verdict": self.verdict_line().removeprefix("verdict: "),
                 "trusted": [claim.to_dict() for claim in self.trusted], "trusted_together": together(self.trusted),
+                "trusted_unbounded": unbounded(self.trusted),
                 "broken_rules": self.broken_rules,
                 "checks": [{**asdict(c), "verdict": c.verdict, "problems_not_kept": c.problems.dropped}
                            for c in self.checks]}  # fmt: skip
@@ -210,16 +211,24 @@ def together_line(claims: list) -> str:
     """One line with the product of every factor the claims name (issue 52: claims that stack multiply, and each
     line states only its own); '' when fewer than two have one."""
     factors = [claim.factor for claim in claims if claim.factor is not None]
-    unbounded = list(dict.fromkeys(claim.name for claim in claims if claim.factor is None and claim.name in BUYING))
-    if len(factors) < 2 and not (factors and unbounded):
+    names = unbounded(claims)
+    if len(factors) < 2 and not names:
         return ""
+    if not factors:
+        return f"trusted: together, no bound verify can hold (the claims with no bound: {', '.join(names)})"
     product = math.prod(factors)
     shown = f"{product:.3g}" if product < 1000 else f"{product:,.0f}"
     line = (f"trusted: together, up to ×{shown} (the product of the {len(factors)} factors above: false claims that "
             "stack multiply what they buy)")
-    if unbounded:
-        line += f", times what the claims with no bound bought ({', '.join(unbounded)})"
+    if names:
+        line += f", times what the claims with no bound bought ({', '.join(names)})"
     return line
+
+
+def unbounded(claims: list) -> list[str]:
+    """The claims that raise a score with no bound verify can hold (:data:`BUYING`), each once, in order
+    (``verify.json``'s ``trusted_unbounded``: beside ``trusted_together``, which their lies multiply)."""
+    return list(dict.fromkeys(claim.name for claim in claims if claim.factor is None and claim.name in BUYING))
 
 
 BUYING = ("timings", "the data")

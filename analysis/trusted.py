@@ -199,8 +199,9 @@ def timings_claim(score: float, bound: float, audited: bool, ratio: float | None
         return TrustedClaim("timings", f"every epoch's clock (score {score / 1e9:,.4g} GOPS; {headroom})",
                             max(1.0, ratio), f"the reviewer's audit measured the sampled tasks' ceilings on the "
                             f"claimed kind, and their logged rates reach ×{ratio:.3g} of them: the claimed rate over "
-                            "the highest the evidence supports (a task the fresh draw missed buys at most its share "
-                            "of the work)")  # fmt: skip
+                            "the highest the evidence supports; a run that ran below its ceiling could have been "
+                            "squeezed up to it unseen, which no timing can show (the audit's tolerance bounds the "
+                            "rest), and a task the fresh draw missed buys at most its share of the work")  # fmt: skip
     why = ("the reviewer's audit record names no ratio of a logged rate to its ceiling" if audited else
            "not audited: python -m analysis.audit RUN_DIR --sample K --record RECORD; verify --audit RECORD")
     return TrustedClaim("timings", f"every epoch's clock (score {score / 1e9:,.4g} GOPS; {headroom})", None,
@@ -213,17 +214,17 @@ def kernel_claim(model: RunModel, audited: bool) -> TrustedClaim | None:
     every rule, so a graph logged with larger kernels than it trained counts more operations in the same clocks
     (every kernel set to 7 but the best's bought ×1.83, under no named claim).  Only the tunable convolutions scale,
     by the square of the size, so a model's operations are at most (k / the smallest)² its count at the smallest:
-    the factor is that at the largest size a trained model logged.  None when every model trained at the smallest
-    (nothing larger was claimed)."""
+    the factor is that at the largest size a proposal logged (the size every epoch of its task is recounted at,
+    whether the task ended, failed or was lost).  None when every proposal was at the smallest."""
     from aiperf_mpi.graph.model import KERNEL_SIZES
 
     smallest = min(KERNEL_SIZES)
-    counted = model.done_kernels  # every model_done's, kept as the log streams (ended tasks are not)
+    counted = model.proposed_kernels  # every proposal's, the size the recount applies to all its epochs
     larger = {k: n for k, n in counted.items() if k in KERNEL_SIZES and k > smallest}
     if not larger:
         return None
     largest = max(larger)
-    return TrustedClaim("kernel sizes", f"{sum(larger.values())} of {sum(counted.values())} trained models at a "
+    return TrustedClaim("kernel sizes", f"{sum(larger.values())} of {sum(counted.values())} proposed models at a "
                         f"kernel size above {smallest} (the largest {largest})", (largest / smallest) ** 2,
                         "the tuner's free choice, within its space, so no rule fails it: a graph logged with larger "
                         "kernels than it trained counts up to (k/3)² the operations of its tunable convolutions in "

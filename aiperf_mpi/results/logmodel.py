@@ -581,9 +581,12 @@ class RunModel(Timeline):
         self.next_task = 0
         """one past the highest task any event names"""
         self.events: Counter = Counter()
-        self.done_kernels: Counter = Counter()
-        """each ``model_done``'s logged kernel size → how many (a size that is no integer counts as None): what the
-        trusted claim of the tuner's kernel sizes reads (``analysis/trusted.py``), kept when ended tasks are not"""
+        self.proposed_kernels: Counter = Counter()
+        """each ``model_proposed``'s kernel size → how many (a size that is no integer counts as None): the size the
+        ops recount applies to every epoch of the task, whether it ends in ``model_done``, fails or is lost (a
+        forger's review: counted at ``model_done``, a discarded task's raised kernel bought its epochs under no
+        claim); what the trusted claim of the tuner's kernel sizes reads (``analysis/trusted.py``), kept when ended
+        tasks are not"""
         self.lines = 0
         self.bytes = 0
         self.truncated_tail = False
@@ -887,8 +890,6 @@ class RunModel(Timeline):
         if proposal is not None:  # the same as proposed, mostly: one dict and one string for both (10⁵ tasks)
             hparams = proposal.hparams if hparams == proposal.hparams else hparams
             description = proposal.description if description == proposal.description else description
-        kernel = hparams.get("kernel_size") if isinstance(hparams, dict) else None
-        self.done_kernels[kernel if type(kernel) is int else None] += 1
         if "graph" in record:
             inline = ("not a string" if not isinstance(graph, str) else "empty" if not graph or graph == "{}"
                       else "text")  # fmt: skip
@@ -941,6 +942,8 @@ class RunModel(Timeline):
         )
         self.proposals[number] = proposal
         self._task(number).proposal = proposal
+        kernel = proposal.hparams.get("kernel_size") if isinstance(proposal.hparams, dict) else None
+        self.proposed_kernels[kernel if type(kernel) is int else None] += 1
 
     def _model_failed(self, event: dict) -> None:
         text = str(event.get("reason", ""))

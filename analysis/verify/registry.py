@@ -90,8 +90,12 @@ highest logged rate over its measured ceiling, and without an audit none ("no bo
 the table's bound leaves is said, not printed as what a squeeze bought, ×6.13 having printed as ×1.22), and the
 together line names the claims with no bound (a corpus of 373 entries at 750c510: no verdict or row changed; 324
 timings lines and the together lines changed); the tuner's kernel sizes are a trusted claim (issue 52, item 2: the
-search's free choices), up to (k/3)² at the largest size a trained model logged (every kernel at 7 but the best's
-had bought ×1.83 under no claim; the corpus: no verdict or row changed, 339 entries gained the line);
+search's free choices), up to (k/3)² at the largest size a proposal logged (every kernel at 7 but the best's had
+bought ×1.83 under no claim); after a forger's review, the sizes are counted from the proposals (the size every
+epoch is recounted at: a discarded or failed task's raised kernel had bought its epochs under no claim), an audit
+record with a ratio that is no finite non-negative number names no timings bound, one with a ratio past its
+tolerance is no pass, and ``verify.json`` names the unbounded claims (``trusted_unbounded``) beside the product
+(the corpus: no verdict or row changed; 345 of 373 entries gained the kernel line);
 2026.12-10: a new row, ``energy`` (issue 53): the nodes' energy readings held to physics (a counter never lower
 unless it wraps, no step above the power table's bound); ``score`` compares the score's ``energy`` record with the
 one recomputed from the readings where the record has one; the schema's optional ``energy`` of the ``system``,

@@ -79,16 +79,26 @@ def test_a_passing_record_of_this_log_counts(run) -> None:
 def test_the_timings_factor_is_the_audits_highest_logged_rate_over_its_ceiling(run) -> None:
     """Issue 52, item 3: the claimed rate over the highest the reviewer's evidence supports, not the headroom."""
     record = json.loads(_record(run, run.parent / "mine.json").read_text())
-    bounds = [[{"ratio": 0.91}, {"ratio": 1.12}], [{"ratio": float("nan")}, {"ratio": "x"}, {"ratio": 1.05}]]
-    for task, found in zip(record["tasks"], bounds, strict=True):
-        task["bounds"] = found
-    (run.parent / "mine.json").write_text(json.dumps(record))
-    standing = audit_standing(run, run.parent / "mine.json")
+
+    def with_ratios(*ratios: list) -> Path:
+        for task, found in zip(record["tasks"], ratios, strict=True):
+            task["bounds"] = [{"ratio": r} for r in found]
+        (run.parent / "mine.json").write_text(json.dumps(record))
+        return run.parent / "mine.json"
+
+    standing = audit_standing(run, with_ratios([0.91, 1.12], [1.05]))
     assert standing.counts and standing.ratio == pytest.approx(1.12)
     [timings] = [c for c in verify.verify(run, run.parent / "mine.json").trusted if c.name == "timings"]
     assert timings.factor == pytest.approx(1.12) and "reach ×1.12 of them" in timings.check
     [unaudited] = [c for c in verify.verify(run).trusted if c.name == "timings"]
     assert unaudited.factor is None and "no file shows the true rate" in unaudited.check
+    # a forger's review: one unreadable ratio beside a 0.9 had been dropped and ×1 printed; now the record names no
+    # bound; a ratio past the tolerance is no pass; an integer of 401 digits is no crash
+    for odd in (float("nan"), float("inf"), -3.0, "2.0", True, 10**400):
+        standing = audit_standing(run, with_ratios([0.9, odd], [0.9]))
+        assert standing.ratio is None, odd
+    past = audit_standing(run, with_ratios([0.9, 1.3], [0.9]))
+    assert not past.counts and "×1.3 its ceiling, above the tolerance's ×1.25: not a pass" in past.line
 
 
 @pytest.mark.parametrize(("fields", "said"), [

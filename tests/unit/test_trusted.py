@@ -46,6 +46,7 @@ def test_the_verdict_names_each_trusted_claim_with_its_factor(run, capsys) -> No
     assert [c["claim"] for c in recorded] == [line.split(":")[1].strip() for line in under]
     factors = [c["factor"] for c in recorded if c["factor"] is not None]
     assert written["trusted_together"] == pytest.approx(math.prod(factors)) and len(factors) >= 2
+    assert written["trusted_unbounded"] == ["timings", "the data"]  # what the product does not hold (issue 52)
 
 
 def test_a_host_of_more_logical_processors_than_linux_runs_is_not_verified(run) -> None:
@@ -150,12 +151,21 @@ def test_the_kernel_sizes_the_tuner_chose_are_a_claim_up_to_their_square_over_th
 
     from analysis.trusted import kernel_claim
 
-    def model(*kernels: object) -> SimpleNamespace:  # RunModel.done_kernels: each model_done's logged size
-        return SimpleNamespace(done_kernels=Counter(kernels))
+    def model(*kernels: object) -> SimpleNamespace:  # RunModel.proposed_kernels: each proposal's logged size
+        return SimpleNamespace(proposed_kernels=Counter(kernels))
 
     claim = kernel_claim(model(3, 7, 5, 7, None), audited=False)
     assert claim is not None and claim.factor == pytest.approx(49 / 9)
-    assert claim.said == "3 of 5 trained models at a kernel size above 3 (the largest 7)"
+    assert claim.said == "3 of 5 proposed models at a kernel size above 3 (the largest 7)"
     assert "not audited" in claim.check
     assert kernel_claim(model(3, 5), audited=True).factor == pytest.approx(25 / 9)
     assert kernel_claim(model(3, 3, None), audited=False) is None  # nothing above the smallest claimed
+
+
+def test_the_together_line_names_unbounded_claims_even_with_no_factor() -> None:
+    from analysis.checks import together_line
+    from analysis.trusted import TrustedClaim
+
+    unbounded = [TrustedClaim("timings", "clocks", None, "not audited")]
+    assert together_line(unbounded) == "trusted: together, no bound verify can hold (the claims with no bound: timings)"
+    assert together_line([TrustedClaim("precision", "fp16", 2.0, "table")]) == ""  # one factor: its own line says it
