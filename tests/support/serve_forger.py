@@ -75,11 +75,17 @@ def reseal(log: Path, bundle: Path) -> None:
               "aiperf_forward_ops_per_sample": start["forward_ops_per_sample"]}  # fmt: skip
     if "accuracy" in by_name:
         values["aiperf_ensemble_accuracy"] = by_name["accuracy"]["correct"] / by_name["accuracy"]["samples"]
+    members = None
+    if "accuracy" in by_name:
+        accuracy = by_name["accuracy"]
+        members = [c / accuracy["samples"] for c in accuracy["member_correct"]]
     lines = []
     for text in (log / "mllog.log").read_text().splitlines():
         if text.startswith(PREFIX) and read_line(text).get("key") in values:
             record = read_line(text)
             record["value"] = values[record["key"]]
+            if record["key"] == "aiperf_ensemble_accuracy" and members is not None:  # its members' too
+                record.setdefault("metadata", {})["members"] = members
             text = PREFIX + json.dumps(record)
         lines.append(text)
     (log / "mllog.log").write_text("\n".join(lines) + "\n")
