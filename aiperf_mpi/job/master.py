@@ -213,8 +213,11 @@ class Master:
             state.last_heard = self.clock() - self.paused
         if isinstance(message, MonitorSample):
             energy = {"energy": message.energy} if message.energy else {}  # a node's meters (issue 53)
-            self.log.write(runlog.MONITOR, time=message.time, group=group, host=message.host, node=message.node,
-                           source=message.source, devices=message.devices, flush=False, **energy)  # fmt: skip
+            sample = self.log.write(runlog.MONITOR, time=message.time, group=group, host=message.host,
+                                    node=message.node, source=message.source, devices=message.devices, flush=False,
+                                    **energy)  # fmt: skip
+            if energy and self.mllog is not None:  # its node's power since its last sample (MLPerf's power line)
+                self.mllog.energy(sample)
             return []
         kind = type(message)
         # a leader's message is vetted here (job/vetting.py), or arrives vetted from a relay rank (--relays)

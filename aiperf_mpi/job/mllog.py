@@ -25,6 +25,7 @@ from pathlib import Path
 
 from mlperf_logging.mllog import constants
 
+from aiperf_mpi.results.energy import ENERGY_EVENTS, EnergyLedger
 from aiperf_mpi.results.jsonline import line_encoder
 from aiperf_mpi.results.mllog_format import (
     DESCRIPTION,
@@ -134,6 +135,13 @@ class MLLogWriter:
         self._flushed = time.monotonic()
         self._encode = line_encoder()  # json.dumps's text (its spacing), without a new C encoder per line
         self._middles: dict[tuple[str, str], str] = {}
+        self._energy = EnergyLedger()
+        """the segment's energy readings as the event log holds them (issue 53): each node's steps are the
+        ``power_reading`` lines, computed by the code that makes the score's figure and verify's"""
+        self._measuring = False
+        """a ``power_measurement_start`` line was written for the segment: its stop comes before ``run_stop``"""
+        self._segment: object = None
+        """the segment's number, as its ``run_start`` event logs it"""
 
     def _write(self, kind: str, key: str, when: float, value: object = None, metadata: dict | None = None) -> None:
         """One line at Unix time ``when`` (seconds), held at the last line's time if earlier (:meth:`_line`)."""
@@ -227,10 +235,37 @@ class MLLogWriter:
         self._line("end", constants.EPOCH_STOP, end, "null", stop_members)
         self._line("event", constants.EVAL_ACCURACY, end, accuracy, eval_members)
 
+    def energy(self, event: dict) -> None:
+        """An event of the log as written (``run_start``, ``system``, ``monitor``: :data:`ENERGY_EVENTS`), for
+        MLPerf's power lines (issue 53): ``power_measurement_start`` at the segment's ``run_start`` when its
+        ``system`` event has a node with readings, then one ``power_reading`` per node and monitor sample — the
+        node's mean watts since its previous sample (:attr:`EnergyLedger.last_step`), at the later reading's
+        time, ``host`` in its metadata as mlperf-logging's power example writes it — and
+        ``power_measurement_stop`` at ``run_stop``.  mlcommons' result summarizer integrates these lines per
+        node (``_compute_power_node``: each reading's watts over the time since the line before)."""
+        if event.get("event") not in ENERGY_EVENTS:
+            return
+        self._energy.event(event)
+        if event["event"] == "run_start":
+            self._segment = event.get("segment")
+        segment = self._energy.segments[-1] if self._energy.segments else None
+        if event["event"] == "system" and segment is not None and segment.nodes and not self._measuring:
+            self._measuring = True
+            self._write("start", constants.POWER_MEASUREMENT_START, event["time"],
+                        metadata={"segment": self._segment, "nodes": len(segment.nodes)})
+        step = self._energy.last_step
+        if step is not None:
+            self._line("event", constants.POWER_READING, step.time, self._number(step.watts),
+                       self._encode({"host": step.host})[1:-1])
+
     def run_stop(self, reason: str, when: float, rehearsal: bool = False, status: str = "success") -> None:
         """``run_stop`` at the time of the event log's ``run_stop``; a rehearsal's says so beside its ``status``
         (mlperf-logging's readers know ``success`` and ``aborted`` only; issue 45: a rehearsal's ``success`` must
-        not read as a result's).  ``aborted``: a segment closed after its launch ended (job/close.py)."""
+        not read as a result's).  ``aborted``: a segment closed after its launch ended (job/close.py).  A segment
+        whose power was measured ends it first (``power_measurement_stop``, same time)."""
+        if self._measuring:
+            self._measuring = False
+            self._write("end", constants.POWER_MEASUREMENT_STOP, when)
         metadata = {"status": status, "reason": reason, **({"rehearsal": True} if rehearsal else {})}
         self._write("end", constants.RUN_STOP, when, metadata=metadata)
         self.flush()

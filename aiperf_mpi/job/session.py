@@ -325,7 +325,7 @@ def _run_master_locked(prepared: Prepared, config: RunConfig, transport: MasterT
               config=config.to_dict(), provenance=origin,
               **({"data": prepared.data_check} if prepared.data_check else {}),
               **({"cut_tail": tail.to_dict()} if tail.changed else {}))  # fmt: skip
-    log.write(runlog.SYSTEM, **system)
+    system_event = log.write(runlog.SYSTEM, **system)
     log.write(runlog.LAYOUT, **layout)
     for report in staging:
         log.write(runlog.STAGING, **report)
@@ -333,6 +333,8 @@ def _run_master_locked(prepared: Prepared, config: RunConfig, transport: MasterT
     log.sync()
     mllog.run_start(config.to_dict(), system, prepared.segment, started[runlog.TIME])
     mllog.description(config.to_dict(), system, layout, prepared.data_check, started[runlog.TIME])
+    for event in (started, system_event):  # the power lines' start, where a node has meters (issue 53)
+        mllog.energy(event)
     if staging:
         print(f"aiperf_mpi: data staged to {config.stage_dir} on {len(staging)} node(s): "
               f"{sum(r['bytes'] for r in staging) / 1e6:.1f} MB in {max(r['seconds'] for r in staging):.1f} s",

@@ -467,19 +467,22 @@ class NodeSeries:
                 return None
         return readings
 
-    def add(self, records: object, when: float, where: str, trace: PowerTrace | None = None) -> None:
+    def add(self, records: object, when: float, where: str) -> tuple[float, float] | None:
+        """The node's next sample: each counter's step counted; (when the last of them was read, the node's mean
+        watts since its previous sample: the sum of its counters') when every counter stepped, else None."""
         readings = self._readings(records, when, where)
         if readings is None or not self.counters:
-            return
+            return None
         read = {(r.source, r.domain): r for r in readings}
         missing = [f"{source} {domain}" for source, domain in self.counters if (source, domain) not in read]
         if missing:  # a sample without a counted counter: its span would be shorter than the others'
             if len(self.unusable) < SHOWN_LINES:
                 self.unusable.append(f"{self.host}: {where} lacks {', '.join(missing)}")
-            return
+            return None
         steps = [self.counters[key].add(read[key], f"{where} on {self.host}:") for key in self.counters]
-        if trace is not None and None not in steps:
-            trace.add(max(read[key].time for key in self.counters), self.host, sum(steps))  # type: ignore[arg-type]
+        if None in steps:
+            return None
+        return max(read[key].time for key in self.counters), sum(steps)  # type: ignore[arg-type]
 
     @property
     def watts(self) -> float | None:
@@ -512,6 +515,17 @@ class SegmentEnergy:
     """its monitor's interval (``monitor_interval``), 0 when off"""
 
 
+@dataclass(frozen=True)
+class PowerStep:
+    """A node's mean power between two of its samples: the figure of MLPerf's ``power_reading`` line (watts, at
+    the time of the later reading, ``host`` in its metadata)."""
+
+    host: str
+    time: float
+    """when the sample's last counter was read"""
+    watts: float
+
+
 ENERGY_EVENTS = frozenset({"run_start", "system", "monitor", "run_stop"})
 """the events :class:`EnergyLedger` reads"""
 ENERGY_ERRORS = (TypeError, ValueError, AttributeError, OverflowError, KeyError)
@@ -533,8 +547,12 @@ class EnergyLedger:
         self._stopped = False
         self.trace = PowerTrace()
         """each node's power over time, bounded (the report's plot)"""
+        self.last_step: PowerStep | None = None
+        """the node's mean power since its previous sample that the event just read gave (None: it gave none):
+        what ``mllog.log``'s ``power_reading`` line of that sample holds (:mod:`aiperf_mpi.job.mllog`)"""
 
     def event(self, event: Mapping) -> None:
+        self.last_step = None
         try:
             self._event(event)
         except ENERGY_ERRORS as exc:  # a record of a shape no writer makes: named, the walk goes on
@@ -566,7 +584,10 @@ class EnergyLedger:
                     segment.problems.append(f"a monitor sample's energy from {str(host)[:40]!r}, not a host of the "
                                             "segment's system event")  # fmt: skip
                 return  # a node that read nothing at the start line: no window begins here
-            node.add(event.get("energy"), float(when), f"monitor sample at {when:.0f}", self.trace)
+            step = node.add(event.get("energy"), float(when), f"monitor sample at {when:.0f}")
+            if step is not None:
+                self.last_step = PowerStep(host, *step)
+                self.trace.add(step[0], host, step[1])
 
     def _system(self, event: Mapping, when: float) -> None:
         segment = self.segments[-1]

@@ -55,9 +55,12 @@ PRELUDE_KEYS = frozenset(key for _, key, _ in PRELUDE)
 """the keys of a segment's lines before its ``run_start`` (:data:`aiperf_mpi.results.mllog_format.PRELUDE`)"""
 DESCRIPTION_KEYS = frozenset(key for _, key, _ in DESCRIPTION)
 """the keys of a segment's lines right after its ``run_start`` (:data:`aiperf_mpi.results.mllog_format.DESCRIPTION`)"""
+POWER_MARKS = ("power_measurement_start", "power_measurement_stop")
+"""MLPerf's power keys that open and close a segment's readings (issue 53)"""
+POWER_READING = "power_reading"
 WRITTEN_KEYS = PRELUDE_KEYS | DESCRIPTION_KEYS | frozenset((
     "run_start", "run_stop", "epoch_start", "epoch_stop", "eval_accuracy", "global_batch_size", "staging_start",
-    "staging_stop"))
+    "staging_stop", *POWER_MARKS, POWER_READING))
 """every key aiperf_mpi writes into mllog.log (:class:`aiperf_mpi.job.mllog.MLLogWriter`): a line of another key
 is a claim no run made (issue 52: a hand-added line is what an mlcommons reader believes)"""
 
@@ -135,6 +138,11 @@ class _MLLogReader:
         """the current segment's description lines (before and right after its ``run_start``), by key"""
         self.upcoming: dict[str, _Described] = {}
         """the next segment's, read ahead while the current one ended (left over at the end: lines of no segment)"""
+        self.power: dict[tuple[object, int | None], tuple[int, object]] = {}
+        """the segment's ``power_reading`` lines read ahead of their monitor sample: (host, true time in ms) →
+        (line number, watts)"""
+        self.power_marks: dict[str, list[tuple[int, dict]]] = {}
+        """the segment's ``power_measurement_start`` and ``_stop`` lines, by key"""
 
     def _records(self, path: Path) -> Iterator[tuple[int, dict]]:
         with open(path, encoding="utf-8", errors="replace") as handle:
@@ -182,6 +190,12 @@ class _MLLogReader:
             else:
                 bucket[key] = _Described(number, record)
             return
+        if key == POWER_READING:
+            self.power.setdefault((meta.get("host"), true_time_ms(record)), (number, record.get("value")))
+            return
+        if key in POWER_MARKS:
+            self.power_marks.setdefault(key, []).append((number, record))
+            return
         if key == "run_stop":
             if self.stop_line is not None:
                 self.problems.append(f"mllog.log line {number}: a second run_stop in one segment ({MLLOG_RULE})")
@@ -224,6 +238,7 @@ class _MLLogReader:
                 self._absorb(*found)
         opened, self.held = self.held, None
         self.stop_line = None
+        self.power, self.power_marks = {}, {}
         self.opened = True
         return opened
 
@@ -238,12 +253,15 @@ class _Missing:
     last_time: float = -math.inf
     matched_after: bool = False
     """an epoch after the first missing one has its lines: not a lost tail"""
+    power: int = 0
+    """of ``count``, the nodes' power steps (the rest are epochs)"""
 
 
 class MLLogCheck:
     """``mllog.log`` against the events, streamed beside the verifier's walk (see the module's doc)."""
 
     def __init__(self, run: Run) -> None:
+        self.run = run
         self.check = Check("mllog.log")
         self.path = run.run_dir / MLLOG_FILE
         self.reader: _MLLogReader | None = None
@@ -270,6 +288,11 @@ class MLLogCheck:
         self.first_system: dict | None = None
         self.first_layout: dict | None = None
         self.described = self.description_lines = 0
+        self.measured: dict | None = None
+        """the open segment's ``system`` event, where a node of it has readings: its power lines begin there"""
+        self.power_compared = self.power_steps = 0
+        self.stop_time: object = None
+        """the open segment's ``run_stop`` time, once it has one"""
 
     def each(self, event: dict, _: int) -> bool:
         """Its events while mllog.log is open, those of a segment after its run_start."""
@@ -282,6 +305,78 @@ class MLLogCheck:
     def system(self, event: dict, _: int) -> None:
         if self.first_system is None:
             self.first_system = event
+            segments = self.run.model.energy.segments if self.run.model is not None else []
+            if segments and segments[-1].nodes:  # the ledger read this event first (the walk's model)
+                self.measured = event
+
+    def monitor(self, event: dict, _: int) -> None:
+        """A node's sample: the mean power since its previous one that the log's readings give
+        (:attr:`~aiperf_mpi.results.energy.EnergyLedger.last_step`, the writer's code) is its ``power_reading``
+        line, at the later reading's time, for that host; a sample that gives none has no line."""
+        step = self.run.model.energy.last_step if self.run.model is not None else None
+        if step is None:
+            return
+        self.power_steps += 1
+        key = (step.host, logged_ms(step.time))
+        power = self.reader.power
+        logged = event.get(runlog.TIME)
+        limit = (logged + LOOKAHEAD_SECONDS) * 1000 if isinstance(logged, int | float) else math.inf
+        self.reader.read_until(lambda: key in power, limit)
+        found = power.pop(key, None)
+        if found is None:
+            missing = self.missing
+            missing.count += 1
+            missing.power += 1
+            missing.lines.append(f"mllog.log: no power_reading for {short(step.host)} at {key[1]} ms (its monitor "
+                                 f"sample logged at {short(logged)}: {step.watts:.6g} W) ({MLLOG_RULE}: every "
+                                 "step of a node's readings has its power line)")  # fmt: skip
+            if isinstance(logged, int | float):
+                missing.first_time = min(missing.first_time, logged)
+                missing.last_time = max(missing.last_time, logged)
+            return
+        if self.missing.count:
+            self.missing.matched_after = True
+        number, watts = found
+        if not same(watts, step.watts):
+            self.check.problems.append(f"mllog.log line {number}: power_reading of {short(step.host)} "
+                                       f"{short(watts)} W, the log's readings give {step.watts!r} W "
+                                       f"({MLLOG_RULE}: a node's power is its counters' step)")  # fmt: skip
+        else:
+            self.power_compared += 1
+
+    def _power_marks(self) -> None:
+        """The segment's ``power_measurement_start`` (at its ``system`` event's time, where a node was measured)
+        and ``power_measurement_stop`` (at its ``run_stop``'s, when the run stopped it), once each; none where no
+        node was measured; and no ``power_reading`` line that no sample of the log makes."""
+        reader, where = self.reader, f"segment {self.segment}"
+        for (host, ms), (number, _) in sorted(reader.power.items(), key=lambda item: item[1][0])[:KEPT_REPEATS]:
+            self.check.problems.append(f"mllog.log line {number}: a power_reading of {short(host)} at {short(ms)} ms "
+                                       f"that no monitor sample of {where} gives ({MLLOG_RULE})")  # fmt: skip
+        if len(reader.power) > KEPT_REPEATS:
+            self.check.problems.append(f"mllog.log: {len(reader.power) - KEPT_REPEATS} more power_reading lines of "
+                                       f"{where} that no sample gives ({MLLOG_RULE})")  # fmt: skip
+        expected = {"power_measurement_start": self.measured.get(runlog.TIME) if self.measured else None,
+                    "power_measurement_stop": self.stop_time if self.measured and self.stopped
+                    and not self.closed_after else None}  # fmt: skip
+        for key in POWER_MARKS:
+            lines = reader.power_marks.get(key, [])
+            when = expected[key]
+            if when is None:
+                may = key == "power_measurement_stop" and self.measured is not None  # a kill or a close: none
+                for number, _ in lines if not may else lines[1:]:
+                    self.check.problems.append(f"mllog.log line {number}: {key} in {where}, "
+                                               f"{'a second' if may else 'whose system event measured no node'} "
+                                               f"({MLLOG_RULE})")  # fmt: skip
+                continue
+            if not lines:
+                self.check.problems.append(f"mllog.log: no {key} line in {where}, whose nodes were measured "
+                                           f"({MLLOG_RULE})")  # fmt: skip
+            for number, _ in lines[1:]:
+                self.check.problems.append(f"mllog.log line {number}: a second {key} in {where} ({MLLOG_RULE})")
+            if lines and true_time_ms(lines[0][1]) != logged_ms(when):
+                self.check.problems.append(f"mllog.log line {lines[0][0]}: {key} at {true_time_ms(lines[0][1])} ms, "
+                                           f"the log's at {logged_ms(when)} ms ({MLLOG_RULE})")  # fmt: skip
+        reader.power, reader.power_marks = {}, {}
 
     def layout(self, event: dict, _: int) -> None:
         if self.first_layout is None:
@@ -361,6 +456,7 @@ class MLLogCheck:
         self.segment += 1
         self.started, self.first_system, self.first_layout = event, None, None
         self.stopped = self.closed_after = False
+        self.measured, self.stop_time = None, None
         self.discarded, self.open_epochs, self.cut_allowed = set(), {}, {}
         self.missing = _Missing(Lines())
         opened = self.reader.enter_segment()
@@ -420,6 +516,7 @@ class MLLogCheck:
 
     def run_stop(self, event: dict, _: int) -> None:
         self.stopped = True
+        self.stop_time = event.get(runlog.TIME)
         self.closed_after = event.get("reason") == runlog.CLOSED_REASON
         tasks = event.get("discarded_tasks")
         for task in tasks if isinstance(tasks, list) else ():
@@ -446,6 +543,7 @@ class MLLogCheck:
         reader = self.reader
         reader.read_until(lambda: False)
         self._description()
+        self._power_marks()
         if not self.stopped and reader.stop_line is not None:
             self.check.problems.append(f"mllog.log line {reader.stop_line[0]}: a run_stop for segment {self.segment},"
                                        f" which the event log does not stop ({MLLOG_RULE})")  # fmt: skip
@@ -470,9 +568,11 @@ class MLLogCheck:
             if lost_tail:
                 self.tolerated += missing.count
                 how = "closed after its launch ended" if self.closed_after else "no run_stop"
+                steps = f" and {missing.power} power step(s)" if missing.power else ""
                 self.check.notes.append(f"segment {self.segment} was killed ({how}): its last "
-                                        f"{missing.count} epoch(s), logged within {FLUSH_WINDOW:g} s, have no mllog "
-                                        "lines (mllog.log is flushed once a second)")  # fmt: skip
+                                        f"{missing.count - missing.power} epoch(s){steps}, logged within "
+                                        f"{FLUSH_WINDOW:g} s, have no mllog lines (mllog.log is flushed once a "
+                                        "second)")  # fmt: skip
             else:
                 self.check.problems += missing.lines
                 if missing.lines.dropped:
@@ -506,5 +606,7 @@ class MLLogCheck:
         self.check.summary = (f"{reader.count} lines; {self.compared} of {self.epochs} epochs equal their events "
                               f"(start, stop, ops, samples, accuracy){tolerated}; {self.described} of "
                               f"{self.description_lines} description lines equal the log's (hardware, data, time "
-                              f"limit, space); {self.segment} segment(s)")
+                              f"limit, space); {self.segment} segment(s)"
+                              + (f"; {self.power_compared} of {self.power_steps} power steps equal their nodes' "
+                                 "readings" if self.power_steps else ""))  # fmt: skip
         return [self.check]

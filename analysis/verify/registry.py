@@ -71,8 +71,13 @@ from analysis.verify.search import RepeatsRule, SpaceRule
 from analysis.verify.view import RunView
 from analysis.verify.weights import KeptWeights
 
-VERIFY_RULES_VERSION = "2026.12-11"
+VERIFY_RULES_VERSION = "2026.12-12"
 """the version of :data:`FAMILIES`: what verify checks, and how (a new one for any change of a row's rule).
+2026.12-12: ``mllog.log`` holds MLPerf's power lines (issue 53), which the ``mllog.log`` row holds to the log's
+energy readings: a measured segment's ``power_measurement_start`` (at its ``system`` event) and
+``power_measurement_stop`` (at its ``run_stop``, when the run stopped it), once each, and one ``power_reading`` per
+node and stepping ``monitor`` sample with the watts the ledger computes; a power line the readings do not make
+fails, as any other key does;
 2026.12-11: side files are read or named (issue 52, item 5): ``mllog.log``'s description lines (the hardware an
 mlcommons reader believes — ``number_of_nodes``, ``accelerators_per_node``, ``aiperf_system`` — the data splits, the
 time limit, the space, the seed and optimiser) equal what the writer makes of the segment's ``run_start``,
@@ -416,9 +421,15 @@ FAMILIES = (
             "line of each key at most (a line the file lacks claims nothing; one after the last segment's `run_start` "
             "or `run_stop`, which no segment follows, fails); no line of a key aiperf_mpi never writes, and no cut "
             "last line after a `run_stop` (a segment that stopped wrote whole lines; a killed one may end in a cut "
-            "line, noted). A missing file fails (every run writes one)"),
-             MLLogCheck, events=("run_start", "system", "layout", "epoch", "model_done", "model_failed", "group_lost",
-                                 "run_stop")),
+            "line, noted). MLPerf's power lines (issue 53): a segment whose `system` event has a node with energy "
+            "readings has one `power_measurement_start` at that event's time and, when the run stopped it, one "
+            "`power_measurement_stop` at its `run_stop`'s; each `monitor` sample whose readings step (the ledger "
+            "of `aiperf_mpi/results/energy.py`) has its `power_reading` line, the node's mean watts since its "
+            "previous sample at the later reading's time with its `host`; no power line that the readings do not "
+            "make (a killed segment's last second excepted, as for epochs). A missing file fails (every run writes "
+            "one)"),
+             MLLogCheck, events=("run_start", "system", "layout", "monitor", "epoch", "model_done", "model_failed",
+                                 "group_lost", "run_stop")),
     )),
     Family("best", None, files=("best/metadata.json", "best/ops.json", "best/graph.json", "graphs/"), rules=(
         Rule(Row("best/ (exported model)",

@@ -94,6 +94,7 @@ def test_a_node_meter_gives_the_hand_calculated_figures_and_verify_recomputes_th
     report = write_report(run_dir, tmp_path / "report").read_text()  # the report: the figures, power over time
     assert "## Energy" in report and "G operations per joule" in report
     assert (tmp_path / "report" / "power.png").is_file()
+    mllog_power_lines_are_mlperfs_and_verify_holds_them(run_dir, events)
 
     # a forged reading: the node's counter lower at one monitor sample than at the one before
     lines = runlog.log_path(run_dir).read_text().splitlines()
@@ -119,3 +120,46 @@ def test_without_a_meter_energy_is_not_measured_and_the_line_says_why(tmp_path) 
     assert "aiperf_mpi: energy: not measured: 1 node(s) not measured" in done.output
     score = json.loads((run_dir / "score.json").read_text())
     assert score["energy"]["measured"] is False and score["score"] > 0
+
+
+def mllog_power_lines_are_mlperfs_and_verify_holds_them(run_dir: Path, events: list[dict]) -> None:
+    """mllog.log's power lines (issue 53) as mlcommons' own parser and result summarizer read them: one
+    ``power_reading`` per stepping sample at the counter's law, between ``power_measurement_start`` and
+    ``_stop``; the summarizer's node energy is that power over the readings' span; a doubled reading fails verify's
+    ``mllog.log`` row, which recomputes each line from the log's readings."""
+    from mlperf_logging.compliance_checker.mlp_parser import parse_file
+    from mlperf_logging.result_summarizer.result_summarizer import _compute_power_node
+
+    from analysis.verify import verify
+
+    mllog = run_dir / "mllog.log"
+    loglines, errors = parse_file(str(mllog), ruleset="4.1.0")
+    assert not errors, errors
+    power = [line for line in loglines if line.key.startswith("power_")]
+    keys = [line.key for line in power]
+    assert keys[0] == "power_measurement_start" and keys[-1] == "power_measurement_stop", keys
+    readings = [line for line in power if line.key == "power_reading"]
+    samples = [e for e in events if e[runlog.EVENT] == runlog.MONITOR and e.get("energy")]
+    assert 3 <= len(readings) <= len(samples), (len(readings), len(samples))  # a sample that steps: one line
+    assert {line.value["metadata"]["host"] for line in readings} == {samples[0]["host"]}
+    assert all(line.value["value"] == pytest.approx(WATTS, rel=0.05) for line in readings), readings
+    start, stop = power[0].timestamp, power[-1].timestamp
+    last = max(line.timestamp for line in readings)
+    joules = _compute_power_node(power, stop - start)  # mlcommons' integration: watts × ms since the line before
+    assert joules == pytest.approx(WATTS * (last - start) / 1000, rel=0.03), joules
+    from tests.support.compliance import run_checker
+
+    checked = run_checker(mllog)  # the package's ruleset still passes the file with its power lines
+    assert checked.returncode == 0 and "SUCCESS" in checked.stdout, checked.stdout[-3000:]
+    text = mllog.read_text().splitlines()
+    at = next(i for i, line in enumerate(text) if '"power_reading"' in line)
+    record = json.loads(text[at].split(":::MLLOG ", 1)[1])
+    record["value"] *= 2  # a forger's doubled power: the log's readings give the honest step
+    text[at] = ":::MLLOG " + json.dumps(record)
+    mllog.write_text("\n".join(text) + "\n")
+    forged = verify(run_dir)
+    [row] = [c for c in forged.checks if c.name == "mllog.log"]
+    assert row.verdict != "ok" and any("power_reading of" in p for p in row.problems), forged.text()
+    mllog.write_text("\n".join([*text[:at], *text[at + 1:]]) + "\n")  # a reading dropped: the step has no line
+    [row] = [c for c in verify(run_dir).checks if c.name == "mllog.log"]
+    assert any("no power_reading for" in p for p in row.problems), row.problems

@@ -279,3 +279,29 @@ def test_the_counters_are_the_start_lines_and_each_sample_must_read_them_all() -
                       "energy": [pm_record(30_000, 100.0), to_record(Reading("nvml", "gpu0", 50_000.0, 100.0))]})
     record = ledger_of(events).figures([100.0], 1.0, None)
     assert record["watts"] == pytest.approx(300.0), record  # the node's counter alone: the GPU is inside it
+
+
+def test_mllogs_power_lines_are_each_nodes_steps_between_the_measurement_marks(tmp_path) -> None:
+    """MLPerf's power keys (issue 53, item 3) from the events as logged: node a steps 1,000 → 11,000 J over 33.3 s
+    (300.3 W) then → 31,000 J at 99 s (304.4 W); node b 500 → 20,500 J over 100 s (200 W); the start at the
+    system event, the stop at run_stop; a segment with no measured node has none of them."""
+    from aiperf_mpi.job.mllog import MLLogWriter
+    from aiperf_mpi.results.mllog_format import read_lines
+
+    def lines_of(events: list[dict], folder: Path) -> list[dict]:
+        folder.mkdir()
+        writer = MLLogWriter(folder)
+        for event in events[:-1]:
+            writer.energy(event)
+        writer.run_stop("time limit", events[-1]["time"])
+        writer.close()
+        return [r for r in read_lines(folder / "mllog.log") if r["key"].startswith("power_")]
+
+    events = energy_log({"a": [(1_000, 0.0), (11_000, 33.3), (31_000, 99.0)], "b": [(500, 0.0), (20_500, 100.0)]})
+    power = lines_of(events, tmp_path / "measured")
+    assert [r["key"] for r in power] == ["power_measurement_start", *["power_reading"] * 3, "power_measurement_stop"]
+    assert (power[0]["time_ms"], power[-1]["time_ms"]) == (100, 100_000)  # the system event, run_stop
+    readings = [(r["metadata"]["host"], r["time_ms"], r["value"]) for r in power[1:-1]]
+    assert readings == [("a", 33_300, pytest.approx(10_000 / 33.3)), ("a", 99_000, pytest.approx(20_000 / 65.7)),
+                        ("b", 100_000, pytest.approx(200.0))]  # fmt: skip
+    assert lines_of(energy_log({}, unmeasured=("a",)), tmp_path / "unmeasured") == []
