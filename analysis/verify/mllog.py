@@ -191,10 +191,16 @@ class _MLLogReader:
                 bucket[key] = _Described(number, record)
             return
         if key == POWER_READING:
-            self.power.setdefault((meta.get("host"), true_time_ms(record)), (number, record.get("value")))
+            host = meta.get("host")
+            if not isinstance(host, str):
+                self.problems.append(f"mllog.log line {number}: a power_reading without its host ({MLLOG_RULE})")
+            else:
+                self.power.setdefault((host, true_time_ms(record)), (number, record.get("value")))
             return
         if key in POWER_MARKS:
-            self.power_marks.setdefault(key, []).append((number, record))
+            marks = self.power_marks.setdefault(key, [])
+            if len(marks) <= KEPT_REPEATS:  # the first, and a few of its repeats named: each one is a problem
+                marks.append((number, record))
             return
         if key == "run_stop":
             if self.stop_line is not None:

@@ -168,6 +168,10 @@ def write_mllog(run_dir: Path, events) -> Path:
             if name == runlog.LAYOUT:
                 ranks = {g["index"]: g.get("horovod_size", len(g["ranks"])) for g in event["groups"]}
                 writer.description(config, system, event, start.get("data") or {}, start["time"])
+                for logged in (start, system):  # the power lines' start, as the session feeds them (issue 53)
+                    writer.energy(logged)
+            elif name == runlog.MONITOR:
+                writer.energy(event)
             elif name == runlog.MODEL_PROPOSED:
                 hparams = event["hparams"]
                 batch[event["task"]] = hparams["batch_size"] * ranks.get(event["group"], 1)

@@ -305,3 +305,54 @@ def test_mllogs_power_lines_are_each_nodes_steps_between_the_measurement_marks(t
     assert readings == [("a", 33_300, pytest.approx(10_000 / 33.3)), ("a", 99_000, pytest.approx(20_000 / 65.7)),
                         ("b", 100_000, pytest.approx(200.0))]  # fmt: skip
     assert lines_of(energy_log({}, unmeasured=("a",)), tmp_path / "unmeasured") == []
+
+
+def metered_run(tmp_path: Path) -> Path:
+    """A consistent run (tests/support/verify_runs.py) whose node h0 read a Cray node counter at the start line and
+    at four monitor samples, 3 kW throughout, rescored and its mllog.log written again as the master writes it."""
+    from tests.support.verify_runs import consistent_run, forge
+
+    run_dir = consistent_run(tmp_path / "run", dataset="digits")
+
+    def metered(events: list[dict]) -> None:
+        system = next(e for e in events if e["event"] == "system")
+        start = system["time"]
+        system["energy"] = [{"host": "h0", "readings": [pm_record(1e6, start)], "problems": []}]
+        samples = [{"event": "monitor", "time": when, "group": 0, "host": "h0", "node": 0, "source": "none",
+                    "devices": [], "energy": [pm_record(1e6 + 3000 * (when - start), when)]}
+                   for when in (1020.0, 1040.0, 1060.0, 1080.0)]  # fmt: skip
+        events[:] = sorted([*events, *samples], key=lambda e: e["time"])
+
+    forge(run_dir, metered)
+    return run_dir
+
+
+def mllog_row(run_dir: Path):
+    from analysis.verify import verify
+
+    return next(c for c in verify(run_dir).checks if c.name == "mllog.log")
+
+
+def test_verify_holds_mllogs_power_lines_to_the_readings_and_names_what_no_reading_makes(tmp_path) -> None:
+    """Issue 53's power lines in a whole run: each of the four steps at 3 kW, between the marks, passes; a line of
+    a host that is no string, a second start, and a reading the log does not make are each named, never a crash."""
+    from aiperf_mpi.results.mllog_format import read_lines
+
+    run_dir = metered_run(tmp_path)
+    row = mllog_row(run_dir)
+    assert row.verdict == "ok" and "4 of 4 power steps equal their nodes' readings" in row.summary, row.problems
+    power = [r for r in read_lines(run_dir / "mllog.log") if r["key"] == "power_reading"]
+    assert [r["value"] for r in power] == [pytest.approx(3000.0)] * 4
+    honest = (run_dir / "mllog.log").read_text()
+    lines = honest.splitlines()
+    at = next(i for i, line in enumerate(lines) if '"power_reading"' in line)
+    forgeries = {
+        "a host no string": (lines[at].replace('"host": "h0"', '"host": ["h0"]'), "a power_reading without its host"),
+        "a second start": (next(x for x in lines if '"power_measurement_start"' in x),
+                           "a second power_measurement_start"),
+        "an added reading": (lines[at].replace('"host": "h0"', '"host": "h1"'), "that no monitor sample of segment 1"),
+    }  # fmt: skip
+    for name, (added, said) in forgeries.items():
+        (run_dir / "mllog.log").write_text("\n".join([*lines[: at + 1], added, *lines[at + 1:]]) + "\n")
+        row = mllog_row(run_dir)
+        assert row.verdict != "ok" and any(said in p for p in row.problems), (name, row.problems)
