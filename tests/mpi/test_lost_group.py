@@ -31,6 +31,10 @@ SIGSTOP_TIME_LIMIT = 80
 """the stopped rank's clock: the other group must log an epoch after the signal, and at 50 s a CI host's load once
 stalled rank 0 itself for 43.4 s of it (its own stall moves every deadline, so nothing was judged wrongly, but the
 window after the signal held no epoch)"""
+SIGSTOP_GRACE = 30
+"""the stopped rank's drain (``--grace``): its group's deadline (3 × its longest epoch + 60 s) falls after the time
+limit, so the default drain of 120 s was waited out whole (223 s of make test-long's critical path); at 30 s the
+drain's end loses the group, silent through it and longer than its longest epoch (issue 51: test-long ≤ 20 min)"""
 OUTER_TIMEOUT = 420
 
 
@@ -52,7 +56,7 @@ def events_of(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.endswith("}")]
 
 
-def launch(run_dir: Path, time_limit: int, relays: int = 0) -> BackgroundJob:
+def launch(run_dir: Path, time_limit: int, relays: int = 0, extra: tuple[str, ...] = ()) -> BackgroundJob:
     """The benchmark under ``mpirun -n 4`` with the fault-tolerance options, started: groups [1, 2] and [3]
     (with ``relays``, that many more ranks first, after rank 0: ``--relays``).  Its output goes to a file beside
     ``run_dir``: nothing reads a pipe while the test watches the log, and a full pipe stops mpirun.
@@ -61,14 +65,14 @@ def launch(run_dir: Path, time_limit: int, relays: int = 0) -> BackgroundJob:
     detector, which :data:`OPEN_MPI_LAUNCH` turns off since issue 38) fails the test, as it would fail a user's
     job; relaunching it hid the regression this test should catch (issue 43).
     """
-    return _launch(run_dir, time_limit, relays)
+    return _launch(run_dir, time_limit, relays, extra)
 
 
-def _launch(run_dir: Path, time_limit: int, relays: int = 0) -> BackgroundJob:
+def _launch(run_dir: Path, time_limit: int, relays: int = 0, extra: tuple[str, ...] = ()) -> BackgroundJob:
     argv = [sys.executable, "-m", "aiperf_mpi", "--seed-model", "tiny", "--max-epochs", "2", "--score-step", "10",
             "--progress-interval", "10", "--monitor-interval", "0", "--peak-seconds", "1", "--group-size", "2",
             "--time-limit", str(time_limit), "--no-report", "--relays", str(relays),
-            "--run-dir", str(run_dir)]  # fmt: skip
+            "--run-dir", str(run_dir), *extra]  # fmt: skip
     command = mpirun_command(4 + relays, argv)
     command[1:1] = OPEN_MPI_LAUNCH.split()
     return start_in_background(command, run_dir.with_name(f"{run_dir.name}-mpirun.out"),
@@ -104,7 +108,10 @@ def test_a_training_rank_killed_or_stopped_mid_run_costs_its_group_not_the_run(t
     """A dead rank (ULFM: seen by rank 0, and by the relay, which acknowledges it and goes on: --relays) or a
     silent one (the hang deadline) loses its group; the other group trains on and the run scores."""
     run_dir = tmp_path / "run"
-    job = launch(run_dir, TIME_LIMIT if signum == signal.SIGKILL else SIGSTOP_TIME_LIMIT, relays)
+    if signum == signal.SIGKILL:
+        job = launch(run_dir, TIME_LIMIT, relays)
+    else:
+        job = launch(run_dir, SIGSTOP_TIME_LIMIT, relays, ("--grace", str(SIGSTOP_GRACE)))
     killed_at, output = signal_once_training(job, run_dir, 2 + relays, signum)
     assert killed_at is not None, output
     assert "fault tolerance on" in output
@@ -121,7 +128,7 @@ def test_a_training_rank_killed_or_stopped_mid_run_costs_its_group_not_the_run(t
         assert lost[runlog.TIME] - killed_at < 30, lost  # the master knew within seconds
     else:  # a stopped rank is not dead: nothing reports it; the master's deadline loses its group, or, when that
         # falls after the drain (--grace, the default), the drain's end, having heard nothing from it (issue 43;
-        # seen: "silent for 164.9 s when the drain ended (120.1 s, --grace)")
+        # seen: "silent for 164.9 s when the drain ended (120.1 s, --grace)"; here --grace is SIGSTOP_GRACE)
         assert lost["group"] == 0 and ("past its deadline" in lost["reason"]
                                        or "when the drain ended" in lost["reason"]), lost  # fmt: skip
     assert [e["reason"] for e in events if e["event"] == runlog.RUN_STOP] == ["time limit"]

@@ -125,7 +125,9 @@ def test_a_run_with_a_hung_group_goes_on_to_its_time_limit_with_one_score(tmp_pa
         return HangingRunner(runner, release) if group == 1 else runner
 
     monkeypatch.setattr("tests.support.local_run.FakeRunner", hanging_in_group_1)
-    policy = HangPolicy(epochs=3.0, margin=0.5, check_interval=0.1)
+    # a margin of 2 s: at 0.5 s a loaded machine (the verify corpus recorded beside a TensorFlow run, 2 cores) held
+    # the healthy group 0's thread past its 0.8 s deadline, and both groups were lost
+    policy = HangPolicy(epochs=3.0, margin=2.0, check_interval=0.1)
     try:
         run = run_local(tmp_path, groups=2, time_limit=4.0, epoch_seconds=0.1, hang=policy)
     finally:
