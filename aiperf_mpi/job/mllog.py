@@ -241,8 +241,10 @@ class MLLogWriter:
         ``system`` event has a node with readings, then one ``power_reading`` per node and monitor sample — the
         node's mean watts since its previous sample (:attr:`EnergyLedger.last_step`), at the later reading's
         time, ``host`` in its metadata as mlperf-logging's power example writes it — and
-        ``power_measurement_stop`` at ``run_stop``.  mlcommons' result summarizer integrates these lines per
-        node (``_compute_power_node``: each reading's watts over the time since the line before)."""
+        ``power_measurement_stop`` at ``run_stop``.  mlcommons' result summarizer integrates one node's lines
+        (``_compute_power_node``: each reading's watts over the time since the line before) from a file of that
+        node's alone: split this file's by ``metadata.host`` first (fed every node's at once, it would integrate
+        across them)."""
         if event.get("event") not in ENERGY_EVENTS:
             return
         self._energy.event(event)
@@ -253,6 +255,7 @@ class MLLogWriter:
             self._measuring = True
             self._write("start", constants.POWER_MEASUREMENT_START, event["time"],
                         metadata={"segment": self._segment, "nodes": len(segment.nodes)})
+            self.flush()  # with the description: a segment killed in its first second still has its start
         step = self._energy.last_step
         if step is not None:
             self._line("event", constants.POWER_READING, step.time, self._number(step.watts),

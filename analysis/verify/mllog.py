@@ -47,6 +47,9 @@ FLUSH_WINDOW = FLUSH_SECONDS + 0.25
 """seconds of a killed segment's last epochs that may lack their mllog lines: the writer's flush interval, and
 0.25 s for the two clocks that time it (``time.monotonic`` for the flush, ``time.time`` for the events)"""
 LOOKAHEAD_SECONDS = 60.0
+MAX_EXPECTED = 65_536
+"""power steps kept waiting for their line at once (a node's sample a few seconds apart, at 65,536 nodes): past it
+the oldest is named missing"""
 """how far (in the lines' time) mllog is read ahead of the event walk looking for an epoch's lines"""
 MLLOG_RULE = "rule: mllog.log repeats the events"
 KEPT_REPEATS = 10
@@ -143,6 +146,12 @@ class _MLLogReader:
         (line number, watts)"""
         self.power_marks: dict[str, list[tuple[int, dict]]] = {}
         """the segment's ``power_measurement_start`` and ``_stop`` lines, by key"""
+        self.line_ms: object = None
+        self.prior_ms: object = None
+        """the ``time_ms`` of the line just read and of the one before it: a power line's is the writer's, the
+        later of the line before's and its own true time (:class:`aiperf_mpi.job.mllog.MLLogWriter`)"""
+        self.early_power: list[int] = []
+        """power lines read before the segment's ``run_start`` (none belongs there): their line numbers"""
 
     def _records(self, path: Path) -> Iterator[tuple[int, dict]]:
         with open(path, encoding="utf-8", errors="replace") as handle:
@@ -170,6 +179,7 @@ class _MLLogReader:
             self.ended = True
             return None
         self.count += 1
+        self.prior_ms, self.line_ms = self.line_ms, found[1].get("time_ms")
         if found[1]["key"] == "run_start":
             self.held = found
             return None
@@ -190,12 +200,26 @@ class _MLLogReader:
             else:
                 bucket[key] = _Described(number, record)
             return
+        if key in POWER_MARKS or key == POWER_READING:
+            if not self.opened:
+                self.early_power.append(number)
+                return
+            wrong = self._power_shape(key, record, meta)
+            if wrong:
+                self.problems.append(f"mllog.log line {number}: {key}: {wrong} ({MLLOG_RULE}: a power line as the "
+                                     "writer makes it)")  # fmt: skip
+                return
         if key == POWER_READING:
-            host = meta.get("host")
-            if not isinstance(host, str):
-                self.problems.append(f"mllog.log line {number}: a power_reading without its host ({MLLOG_RULE})")
+            where = (meta["host"], true_time_ms(record))
+            if where in self.power:  # a second line for one sample: only one can be its step
+                self.problems.append(f"mllog.log line {number}: a second power_reading of {short(where[0])} at "
+                                     f"{where[1]} ms (line {self.power[where][0]}) ({MLLOG_RULE})")  # fmt: skip
             else:
-                self.power.setdefault((host, true_time_ms(record)), (number, record.get("value")))
+                self.power[where] = (number, record.get("value"))
+            return
+        if key == POWER_MARKS[1] and self.stop_line is not None:
+            self.problems.append(f"mllog.log line {number}: {key} after its segment's run_stop line (the writer "
+                                 f"writes it just before) ({MLLOG_RULE})")  # fmt: skip
             return
         if key in POWER_MARKS:
             marks = self.power_marks.setdefault(key, [])
@@ -224,6 +248,24 @@ class _MLLogReader:
         elif key == "eval_accuracy":
             entry.has_eval, entry.accuracy, entry.eval_samples = True, record.get("value"), meta.get("eval_samples")
 
+    def _power_shape(self, key: str, record: dict, meta: dict) -> str:
+        """What a power line has that its writer never makes (empty: nothing): its event type, a metadata member
+        beyond the writer's, a reading without its host, and a ``time_ms`` other than the writer's (the later of the
+        line before's and its own true time: mlcommons' summarizer integrates by ``time_ms``)."""
+        kind = "event" if key == POWER_READING else "start" if key == POWER_MARKS[0] else "end"
+        members = {POWER_READING: {"host"}, POWER_MARKS[0]: {"segment", "nodes"}, POWER_MARKS[1]: set()}[key]
+        if record.get("event_type") != EVENT_TYPES[kind]:
+            return f"event type {short(record.get('event_type'))}, the writer's {EVENT_TYPES[kind]}"
+        if not isinstance(record.get("metadata"), dict) or set(meta) - members - {EVENT_TIME_MS}:
+            return f"metadata {short(record.get('metadata'))}: the writer's holds {sorted(members)} only"
+        if key == POWER_READING and not isinstance(meta.get("host"), str):
+            return "no host"
+        true, logged, prior = true_time_ms(record), record.get("time_ms"), self.prior_ms
+        prior = prior if isinstance(prior, int) and not isinstance(prior, bool) else 0
+        if true is None or logged != max(prior, true):
+            return f"time_ms {short(logged)}, the writer's {short(None if true is None else max(prior, true))}"
+        return ""
+
     def read_until(self, done, limit_ms: float = math.inf) -> None:
         """Read lines of the current segment until ``done()``, a line later than ``limit_ms``, or its end."""
         while not done():
@@ -244,6 +286,10 @@ class _MLLogReader:
                 self._absorb(*found)
         opened, self.held = self.held, None
         self.stop_line = None
+        for number in self.early_power[:KEPT_REPEATS]:
+            self.problems.append(f"mllog.log line {number}: a power line before its segment's run_start "
+                                 f"({MLLOG_RULE})")  # fmt: skip
+        self.early_power = []
         self.power, self.power_marks = {}, {}
         self.opened = True
         return opened
@@ -299,9 +345,21 @@ class MLLogCheck:
         self.power_compared = self.power_steps = 0
         self.stop_time: object = None
         """the open segment's ``run_stop`` time, once it has one"""
+        self.latest = -math.inf
+        """the latest time of an event (monitor samples apart) before the one judged: a sample logged after it was
+        handled, and its power line written, no earlier (the master may get a sample late)"""
+        self.segment_steps = 0
+        """the open segment's power lines matched"""
+        self.expected: dict[tuple, tuple] = {}
+        """the open segment's power steps whose line has not been read yet: (host, ms) → (step, the sample's time)"""
+        self.measured_nodes = 0
+        """the open segment's nodes with readings at its start line (its start line's ``nodes``)"""
 
     def each(self, event: dict, _: int) -> bool:
         """Its events while mllog.log is open, those of a segment after its run_start."""
+        when = event.get(runlog.TIME)
+        if isinstance(when, int | float) and not isinstance(when, bool) and event[runlog.EVENT] != runlog.MONITOR:
+            self.latest = max(self.latest, when)  # a sample logged after this event was handled after it
         return self.reader is not None and (self.segment > 0 or event[runlog.EVENT] == runlog.RUN_START)
 
     def run_start(self, event: dict, _: int) -> None:
@@ -313,7 +371,7 @@ class MLLogCheck:
             self.first_system = event
             segments = self.run.model.energy.segments if self.run.model is not None else []
             if segments and segments[-1].nodes:  # the ledger read this event first (the walk's model)
-                self.measured = event
+                self.measured, self.measured_nodes = event, len(segments[-1].nodes)
 
     def monitor(self, event: dict, _: int) -> None:
         """A node's sample: the mean power since its previous one that the log's readings give
@@ -324,31 +382,49 @@ class MLLogCheck:
             return
         self.power_steps += 1
         key = (step.host, logged_ms(step.time))
-        power = self.reader.power
         logged = event.get(runlog.TIME)
-        limit = (logged + LOOKAHEAD_SECONDS) * 1000 if isinstance(logged, int | float) else math.inf
+        self.expected[key] = (step, logged)
+        if len(self.expected) > MAX_EXPECTED:  # a file that lacks its lines: the oldest is missing, not kept
+            old = next(iter(self.expected))
+            self._missing_step(old, *self.expected.pop(old))
+        power = self.reader.power
+        handled = max(logged, self.latest) if isinstance(logged, int | float) else self.latest
+        limit = (handled + LOOKAHEAD_SECONDS) * 1000 if math.isfinite(handled) else math.inf
         self.reader.read_until(lambda: key in power, limit)
-        found = power.pop(key, None)
-        if found is None:
-            missing = self.missing
-            missing.count += 1
-            missing.power += 1
-            missing.lines.append(f"mllog.log: no power_reading for {short(step.host)} at {key[1]} ms (its monitor "
-                                 f"sample logged at {short(logged)}: {step.watts:.6g} W) ({MLLOG_RULE}: every "
-                                 "step of a node's readings has its power line)")  # fmt: skip
-            if isinstance(logged, int | float):
-                missing.first_time = min(missing.first_time, logged)
-                missing.last_time = max(missing.last_time, logged)
-            return
-        if self.missing.count:
+        if key in power and self.missing.count:
             self.missing.matched_after = True
-        number, watts = found
-        if not same(watts, step.watts):
-            self.check.problems.append(f"mllog.log line {number}: power_reading of {short(step.host)} "
-                                       f"{short(watts)} W, the log's readings give {step.watts!r} W "
-                                       f"({MLLOG_RULE}: a node's power is its counters' step)")  # fmt: skip
-        else:
-            self.power_compared += 1
+        self._match_power()
+
+    def _match_power(self) -> None:
+        """Each expected step whose line has been read, compared (a sample the master got late has its line later
+        than the read-ahead: it is matched when read, or named missing at its segment's end)."""
+        power = self.reader.power
+        for key in [key for key in self.expected if key in power]:
+            step, _ = self.expected.pop(key)
+            number, watts = power.pop(key)
+            self.segment_steps += 1
+            try:
+                equal = same(watts, step.watts)
+                said = short(watts)
+            except RecursionError:  # a value nested past what a comparison can walk
+                equal, said = False, "a value nested too deeply to compare"
+            if not equal:
+                self.check.problems.append(f"mllog.log line {number}: power_reading of {short(step.host)} "
+                                           f"{said} W, the log's readings give {step.watts!r} W "
+                                           f"({MLLOG_RULE}: a node's power is its counters' step)")  # fmt: skip
+            else:
+                self.power_compared += 1
+
+    def _missing_step(self, key: tuple, step, logged: object) -> None:
+        missing = self.missing
+        missing.count += 1
+        missing.power += 1
+        missing.lines.append(f"mllog.log: no power_reading for {short(step.host)} at {key[1]} ms (its monitor "
+                             f"sample logged at {short(logged)}: {step.watts:.6g} W) ({MLLOG_RULE}: every "
+                             "step of a node's readings has its power line)")  # fmt: skip
+        if isinstance(logged, int | float):
+            missing.first_time = min(missing.first_time, logged)
+            missing.last_time = max(missing.last_time, logged)
 
     def _power_marks(self) -> None:
         """The segment's ``power_measurement_start`` (at its ``system`` event's time, where a node was measured)
@@ -361,6 +437,7 @@ class MLLogCheck:
         if len(reader.power) > KEPT_REPEATS:
             self.check.problems.append(f"mllog.log: {len(reader.power) - KEPT_REPEATS} more power_reading lines of "
                                        f"{where} that no sample gives ({MLLOG_RULE})")  # fmt: skip
+        # the stop is written with run_stop, and flushed with it: a killed or closed segment has none
         expected = {"power_measurement_start": self.measured.get(runlog.TIME) if self.measured else None,
                     "power_measurement_stop": self.stop_time if self.measured and self.stopped
                     and not self.closed_after else None}  # fmt: skip
@@ -368,14 +445,26 @@ class MLLogCheck:
             lines = reader.power_marks.get(key, [])
             when = expected[key]
             if when is None:
-                may = key == "power_measurement_stop" and self.measured is not None  # a kill or a close: none
-                for number, _ in lines if not may else lines[1:]:
-                    self.check.problems.append(f"mllog.log line {number}: {key} in {where}, "
-                                               f"{'a second' if may else 'whose system event measured no node'} "
-                                               f"({MLLOG_RULE})")  # fmt: skip
+                why = "whose system event measured no node" if self.measured is None else "which the run did not stop"
+                for number, _ in lines:
+                    self.check.problems.append(f"mllog.log line {number}: {key} in {where}, {why} ({MLLOG_RULE})")
+                continue
+            if not lines and key == POWER_MARKS[0] and not self.stopped and not self.segment_steps:
+                self.check.notes.append(f"{where} was killed before its power_measurement_start line was flushed "
+                                        "(no power line of it follows)")  # fmt: skip
                 continue
             if not lines:
                 self.check.problems.append(f"mllog.log: no {key} line in {where}, whose nodes were measured "
+                                           f"({MLLOG_RULE})")  # fmt: skip
+            elif key == POWER_MARKS[0]:
+                meta = lines[0][1].get("metadata") or {}
+                made = {"segment": self.started.get("segment") if self.started else None, "nodes": self.measured_nodes}
+                if lines[0][1].get("value") is not None or any(meta.get(k) != v for k, v in made.items()):
+                    self.check.problems.append(f"mllog.log line {lines[0][0]}: {key} of {where}: value "
+                                               f"{short(lines[0][1].get('value'))}, metadata {short(meta)}; the log's "
+                                               f"{made} ({MLLOG_RULE})")  # fmt: skip
+            elif lines[0][1].get("value") is not None:
+                self.check.problems.append(f"mllog.log line {lines[0][0]}: {key} of {where} with a value "
                                            f"({MLLOG_RULE})")  # fmt: skip
             for number, _ in lines[1:]:
                 self.check.problems.append(f"mllog.log line {number}: a second {key} in {where} ({MLLOG_RULE})")
@@ -462,7 +551,8 @@ class MLLogCheck:
         self.segment += 1
         self.started, self.first_system, self.first_layout = event, None, None
         self.stopped = self.closed_after = False
-        self.measured, self.stop_time = None, None
+        self.measured, self.stop_time, self.segment_steps, self.measured_nodes = None, None, 0, 0
+        self.expected = {}
         self.discarded, self.open_epochs, self.cut_allowed = set(), {}, {}
         self.missing = _Missing(Lines())
         opened = self.reader.enter_segment()
@@ -549,6 +639,10 @@ class MLLogCheck:
         reader = self.reader
         reader.read_until(lambda: False)
         self._description()
+        self._match_power()
+        for key, (step, logged) in self.expected.items():
+            self._missing_step(key, step, logged)
+        self.expected = {}
         self._power_marks()
         if not self.stopped and reader.stop_line is not None:
             self.check.problems.append(f"mllog.log line {reader.stop_line[0]}: a run_stop for segment {self.segment},"

@@ -10,6 +10,7 @@ tests can tamper with one thing at a time and see it named.
 
 from __future__ import annotations
 
+import copy
 import json
 import shutil
 from collections.abc import Callable
@@ -382,3 +383,32 @@ def as_rehearsal(events: list[dict]) -> None:
             if ops and seconds > 0:
                 rates.append(ops / (seconds * ranks[epoch["group"]]))
     find(events, runlog.RUN_START)["config"].update(rehearse=True, rehearse_rate=max(rates))
+
+
+def resumed_events(events: list[dict], run_dir: Path, second: Callable[[list[dict]], None]) -> list[dict]:
+    """The log with a second segment: the first one's events again 200 s later (tasks renumbered, graphs appended to
+    ``graphs/segment-2.jsonl``), changed by ``second``."""
+    tasks = sum(e["event"] == runlog.MODEL_PROPOSED for e in events)
+    again = []
+    for event in events:
+        copied = copy.deepcopy(event)
+        for key in ("time", "start", "end"):
+            if isinstance(copied.get(key), int | float):
+                copied[key] += 200.0
+        if copied["event"] == runlog.RUN_START:
+            copied.update(segment=2, resumed=True)
+        elif copied["event"] == runlog.RUN_STOP:
+            copied["segment"] = 2
+        elif copied["event"] == runlog.MODEL_PROPOSED:
+            copied.update(append_graph(run_dir, segment_graph_file(2), read_graph(run_dir, event).decode()))
+        elif copied["event"] == runlog.MODEL_DONE:
+            copied["model"]["id"] += tasks
+            copied["model"]["timings"]["task"] += tasks
+        if "task" in copied:
+            copied["task"] += tasks
+        again.append(copied)
+    second(again)
+    out = events + again
+    for task in range(tasks, 2 * tasks):
+        sync_record(out, task)
+    return out

@@ -8,6 +8,7 @@ joules on one line, or nothing, or 0, without an energy plugin.  No meter exists
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from pathlib import Path
@@ -347,12 +348,63 @@ def test_verify_holds_mllogs_power_lines_to_the_readings_and_names_what_no_readi
     lines = honest.splitlines()
     at = next(i for i, line in enumerate(lines) if '"power_reading"' in line)
     forgeries = {
-        "a host no string": (lines[at].replace('"host": "h0"', '"host": ["h0"]'), "a power_reading without its host"),
+        "a host no string": (lines[at].replace('"host": "h0"', '"host": ["h0"]'), "power_reading: no host"),
         "a second start": (next(x for x in lines if '"power_measurement_start"' in x),
-                           "a second power_measurement_start"),
+                           "power_measurement_start"),  # its time or its repetition
         "an added reading": (lines[at].replace('"host": "h0"', '"host": "h1"'), "that no monitor sample of segment 1"),
+        "a second reading of the sample": (lines[at].replace('"value": 3000', '"value": 9999'),
+                                           'power_reading of "h0"'),  # after its match: one no sample gives
+        "another event type": (lines[at].replace("POINT_IN_TIME", "INTERVAL_START"), "event type"),
     }  # fmt: skip
     for name, (added, said) in forgeries.items():
         (run_dir / "mllog.log").write_text("\n".join([*lines[: at + 1], added, *lines[at + 1:]]) + "\n")
         row = mllog_row(run_dir)
         assert row.verdict != "ok" and any(said in p for p in row.problems), (name, row.problems)
+    # review's forgeries of place and time (each passed once): a duplicate read ahead of the honest line, a reading
+    # whose time_ms the summarizer integrates by is not the writer's (its true time kept in event_time_ms), and a
+    # power line before the segment's run_start
+    record = json.loads(lines[at].split(":::MLLOG ", 1)[1])
+    early = json.loads(lines[at].split(":::MLLOG ", 1)[1])
+    early["value"] = 99999.0
+    moved = {**record, "time_ms": 1, "metadata": {**record["metadata"], "event_time_ms": record["time_ms"]}}
+    opened = next(i for i, line in enumerate(lines) if '"key": "run_start"' in line)
+    cases = {
+        "read ahead": ([*lines[:at - 3], ":::MLLOG " + json.dumps(early), *lines[at - 3:]], 'power_reading of "h0"'),
+        "time_ms": ([*lines[:at], ":::MLLOG " + json.dumps(moved), *lines[at + 1:]], "time_ms 1, the writer's"),
+        "before run_start": ([*lines[:opened], lines[at].replace('"h0"', '"h9"'), *lines[opened:]],
+                             "a power line before its segment's run_start"),
+    }  # fmt: skip
+    for name, (text, said) in cases.items():
+        (run_dir / "mllog.log").write_text("\n".join(text) + "\n")
+        row = mllog_row(run_dir)
+        assert row.verdict != "ok" and any(said in p for p in row.problems), (name, row.problems)
+
+
+@pytest.mark.parametrize(("first", "second"), [(True, True), (True, False), (False, True)],
+                         ids=["both measured", "the first only", "the second only"])  # fmt: skip
+def test_a_resumed_runs_power_lines_pass_segment_by_segment(tmp_path, first: bool, second: bool) -> None:
+    """A forger's review: a resumed run whose first segment was measured failed its start line (its node count was
+    read after the ledger had opened the second segment). Each measured segment's lines pass; one not measured
+    has none."""
+    from tests.support.verify_runs import consistent_run, forge, resumed_events
+
+    def metered(events: list[dict], at: int, times: tuple[float, ...]) -> list[dict]:
+        system = next(e for e in events[at:] if e["event"] == "system")
+        start = system["time"]
+        system["energy"] = [{"host": "h0", "readings": [pm_record(1e6, start)], "problems": []}]
+        return [{"event": "monitor", "time": t, "group": 0, "host": "h0", "node": 0, "source": "none", "devices": [],
+                 "energy": [pm_record(1e6 + 3000 * (t - start), t)]} for t in times]  # fmt: skip
+
+    run_dir = consistent_run(tmp_path / "run", dataset="digits")
+
+    def resumed(events: list[dict]) -> list[dict]:
+        both = resumed_events([e for e in events if e["event"] != "score"], run_dir, lambda again: None)
+        second_start = [i for i, e in enumerate(both) if e["event"] == "run_start"][1]
+        samples = metered(both, 0, (1020.0, 1040.0, 1060.0, 1080.0)) if first else []
+        samples += metered(both, second_start, (1220.0, 1240.0, 1260.0, 1280.0)) if second else []
+        return sorted([*both, *samples], key=lambda e: e["time"])
+
+    forge(run_dir, resumed)
+    row = mllog_row(run_dir)
+    steps = 4 * (first + second)
+    assert row.verdict == "ok" and f"{steps} of {steps} power steps" in row.summary, (row.problems, row.summary)

@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 
 from aiperf_mpi.results import runlog
-from aiperf_mpi.results.graphs import append_graph, read_graph, segment_graph_file
 from aiperf_mpi.results.hardware import STAND_IN_DEVICE, accelerator_peak, cpu_peak
 from analysis import bundle, checks, verify
 from tests.support.tarballs import members, write_members
 from tests.support.verify_runs import HOST, as_rehearsal, consistent_run, find, forge, sync_record, write_best
+from tests.support.verify_runs import resumed_events as _resume
 
 B200_FP16 = 2.25e15
 """the table's dense fp16 peak of one B200"""
@@ -80,35 +80,6 @@ def _densify(events: list[dict], rate: float, limit: float | None = None) -> lis
     for task in done:
         sync_record(out, task)
     return out + tail
-
-
-def _resume(events: list[dict], run_dir: Path, second: Callable[[list[dict]], None]) -> list[dict]:
-    """The log with a second segment: the first one's events again 200 s later (tasks renumbered, graphs appended to
-    ``graphs/segment-2.jsonl``), changed by ``second``."""
-    tasks = sum(e["event"] == runlog.MODEL_PROPOSED for e in events)
-    again = []
-    for event in events:
-        copied = copy.deepcopy(event)
-        for key in ("time", "start", "end"):
-            if isinstance(copied.get(key), int | float):
-                copied[key] += 200.0
-        if copied["event"] == runlog.RUN_START:
-            copied.update(segment=2, resumed=True)
-        elif copied["event"] == runlog.RUN_STOP:
-            copied["segment"] = 2
-        elif copied["event"] == runlog.MODEL_PROPOSED:
-            copied.update(append_graph(run_dir, segment_graph_file(2), read_graph(run_dir, event).decode()))
-        elif copied["event"] == runlog.MODEL_DONE:
-            copied["model"]["id"] += tasks
-            copied["model"]["timings"]["task"] += tasks
-        if "task" in copied:
-            copied["task"] += tasks
-        again.append(copied)
-    second(again)
-    out = events + again
-    for task in range(tasks, 2 * tasks):
-        sync_record(out, task)
-    return out
 
 
 def _row(run: Path, name: str) -> checks.Check:
