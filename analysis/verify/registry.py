@@ -76,9 +76,9 @@ VERIFY_RULES_VERSION = "2026.12-12"
 2026.12-12: ``mllog.log`` holds MLPerf's power lines (issue 53), which the ``mllog.log`` row holds to the log's
 energy readings: a measured segment's ``power_measurement_start`` (at its ``system`` event) and
 ``power_measurement_stop`` (at its ``run_stop``, when the run stopped it), once each, and one ``power_reading`` per
-node and stepping ``monitor`` sample with the watts the ledger computes; a power line the readings do not make
-fails, as any other key does (the corpus: 374 entries recorded at 328825f, no verdict or row changed; 10 bundles gained
-the note on the version);
+node and stepping ``monitor`` sample with the watts the ledger computes, each line's ``time_ms``, event type and
+metadata the writer's; a power line the readings do not make fails, as any other key does (the corpus: 374 entries
+recorded at 328825f, no verdict or row changed; 10 bundles gained the note on the version);
 2026.12-11: side files are read or named (issue 52, item 5): ``mllog.log``'s description lines (the hardware an
 mlcommons reader believes — ``number_of_nodes``, ``accelerators_per_node``, ``aiperf_system`` — the data splits, the
 time limit, the space, the seed and optimiser) equal what the writer makes of the segment's ``run_start``,
@@ -426,9 +426,10 @@ FAMILIES = (
             "readings has one `power_measurement_start` at that event's time and, when the run stopped it, one "
             "`power_measurement_stop` at its `run_stop`'s; each `monitor` sample whose readings step (the ledger "
             "of `aiperf_mpi/results/energy.py`) has its `power_reading` line, the node's mean watts since its "
-            "previous sample at the later reading's time with its `host`; no power line that the readings do not "
-            "make (a killed segment's last second excepted, as for epochs). A missing file fails (every run writes "
-            "one)"),
+            "previous sample at the later reading's time with its `host`, each line's `time_ms`, event type and "
+            "metadata the writer's (mlcommons' summarizer integrates by `time_ms`); no power line that the readings "
+            "do not make, none before its segment's `run_start` or after its `run_stop` (a killed segment's last "
+            "second excepted, as for epochs). A missing file fails (every run writes one)"),
              MLLogCheck, events=("run_start", "system", "layout", "monitor", "epoch", "model_done", "model_failed",
                                  "group_lost", "run_stop")),
     )),
