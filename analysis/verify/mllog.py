@@ -47,10 +47,10 @@ FLUSH_WINDOW = FLUSH_SECONDS + 0.25
 """seconds of a killed segment's last epochs that may lack their mllog lines: the writer's flush interval, and
 0.25 s for the two clocks that time it (``time.monotonic`` for the flush, ``time.time`` for the events)"""
 LOOKAHEAD_SECONDS = 60.0
+"""how far (in the lines' time) mllog is read ahead of the event walk looking for an epoch's lines"""
 MAX_EXPECTED = 65_536
 """power steps kept waiting for their line at once (a node's sample a few seconds apart, at 65,536 nodes): past it
 the oldest is named missing"""
-"""how far (in the lines' time) mllog is read ahead of the event walk looking for an epoch's lines"""
 MLLOG_RULE = "rule: mllog.log repeats the events"
 KEPT_REPEATS = 10
 """a key's repeated description lines named one by one in a segment; the rest counted"""
@@ -151,7 +151,9 @@ class _MLLogReader:
         """the ``time_ms`` of the line just read and of the one before it: a power line's is the writer's, the
         later of the line before's and its own true time (:class:`aiperf_mpi.job.mllog.MLLogWriter`)"""
         self.early_power: list[int] = []
-        """power lines read before the segment's ``run_start`` (none belongs there): their line numbers"""
+        """power lines read before the segment's ``run_start`` (none belongs there): the first line numbers"""
+        self.early_more = 0
+        """and how many more"""
 
     def _records(self, path: Path) -> Iterator[tuple[int, dict]]:
         with open(path, encoding="utf-8", errors="replace") as handle:
@@ -201,8 +203,11 @@ class _MLLogReader:
                 bucket[key] = _Described(number, record)
             return
         if key in POWER_MARKS or key == POWER_READING:
-            if not self.opened:
-                self.early_power.append(number)
+            if not self.opened:  # a few named, the rest counted: a file of such lines costs no more memory
+                if len(self.early_power) < KEPT_REPEATS:
+                    self.early_power.append(number)
+                else:
+                    self.early_more += 1
                 return
             wrong = self._power_shape(key, record, meta)
             if wrong:
@@ -286,10 +291,13 @@ class _MLLogReader:
                 self._absorb(*found)
         opened, self.held = self.held, None
         self.stop_line = None
-        for number in self.early_power[:KEPT_REPEATS]:
+        for number in self.early_power:
             self.problems.append(f"mllog.log line {number}: a power line before its segment's run_start "
                                  f"({MLLOG_RULE})")  # fmt: skip
-        self.early_power = []
+        if self.early_more:
+            self.problems.append(f"mllog.log: {self.early_more} more power lines before a segment's run_start "
+                                 f"({MLLOG_RULE})")  # fmt: skip
+        self.early_power, self.early_more = [], 0
         self.power, self.power_marks = {}, {}
         self.opened = True
         return opened

@@ -130,7 +130,7 @@ RULES_FINGERPRINTS = {
     ("2026.12-9", "3.11"): "3cb862ec",  # rank0_stalls; a resume may change the two new options (issue 50)
     ("2026.12-10", "3.11"): "d576003b",  # energy (53); NR_CPUS, --audit only (52)
     ("2026.12-11", "3.11"): "aad47117",  # mllog.log lines, side files, best accuracy, host ranks, timings, kernels (52)
-    ("2026.12-12", "3.11"): "07d4d472",  # mllog.log's power lines (issue 53): the corpus, 374 entries, no verdict or
+    ("2026.12-12", "3.11"): "913feff9",  # mllog.log's power lines (issue 53): the corpus, 374 entries, no verdict or
     # row changed (10 bundles gained the note on the version)
 }
 """(VERIFY_RULES_VERSION, Python minor) → the first 8 hex digits of :func:`_rules_fingerprint`: a change of the rules'
