@@ -276,18 +276,19 @@ def is_hex(text: object, length: int) -> bool:
 @dataclass
 class Run:
     """What the rule families of one verification share: the run directory, whether its log ends in a cut line,
-    the judges by family name, or by row name for a rule judged apart (the command reads the score family's score
-    from it; no family or rule reads another's: what several need is the shared view's), the run's model as the
-    walk has read it (:mod:`aiperf_mpi.results.logmodel`; None before its first event) and the shared view the
-    walk keeps beside it (:mod:`analysis.verify.view`; None until the walk starts)."""
+    the score recomputed from the whole log (the command reads it), the run's model as the walk has read it
+    (:mod:`aiperf_mpi.results.logmodel`; None before its first event) and the shared view the walk keeps beside it
+    (:mod:`analysis.verify.view`; None until the walk starts)."""
 
     run_dir: Path
-    judges: dict[str, object] = field(default_factory=dict)
     truncated: bool = False
     model: RunModel | None = None
     view: Any = None
     """the walk's :class:`analysis.verify.view.RunView` (typed loosely: this module sits below the room that
     defines it, which imports it)"""
+    score: Any = None
+    """the score recomputed from the whole log (:class:`aiperf_mpi.results.score.Score`; None: it cannot be, or
+    the walk has not ended), the run unit's (:mod:`analysis.verify.units`)"""
 
 
 # ----------------------------------------------------------------------- the audit's record (analysis/audit_record.py)

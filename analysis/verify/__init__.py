@@ -110,7 +110,7 @@ def verify_dir(run_dir: Path, source: str | None = None, before: list[Check] | N
     run = Run(run_dir)
     result = Verification(source or str(run_dir), [*(before or []), *walk(run, families)],
                           rules_version=VERIFY_RULES_VERSION)
-    score = getattr(run.judges.get("score"), "score", None)
+    score = run.score
     if score is not None:
         result.valid = score.valid
         result.broken_rules = [name for name, rule in score.rules.items() if not rule["ok"]]

@@ -36,7 +36,8 @@ A change of what a rule holds is a new :data:`VERIFY_RULES_VERSION`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import inspect
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from aiperf_mpi.results import runlog
@@ -52,27 +53,40 @@ from aiperf_mpi.results.schema import (
 from analysis.checks import Check, Run
 from analysis.verify.best import BestCheck
 from analysis.verify.data import DataRules
-from analysis.verify.energy import EnergyRule
+from analysis.verify.energy import energy
 from analysis.verify.evidence import ConfigurationRule, CountsRule, PhysicsRule, TimesRule
 from analysis.verify.fields import FAMILY_ROW_HOLDS, ROW, FieldRules
 from analysis.verify.hardware import BoundsRule, InventoryRule
 from analysis.verify.mllog import MLLogCheck
-from analysis.verify.provenance import Provenance
+from analysis.verify.provenance import provenance, provenance_recorded
 from analysis.verify.record import (
-    EpochsRule,
-    GraphFilesRule,
     LineageRule,
-    OpsRule,
-    RecordsRule,
-    SegmentsRule,
+    epochs_counted,
+    epochs_in_segments,
+    graph_files,
+    graph_files_counted,
+    misplaced_events,
+    model_records,
+    ops_counted,
+    ops_recount,
+    records_counted,
+    segments,
+    segments_closed,
+    stray_epochs,
+    stray_model_ids,
 )
-from analysis.verify.score import ScoreRule, ValidityRules, WindowRule
+from analysis.verify.score import score, score_events, scored_window, validity_rules
 from analysis.verify.search import RepeatsRule, SpaceRule
+from analysis.verify.units import UNIT_NAMES, Finding, RowFindings, RunUnit, UnitStream, takes_counts, unit_of
 from analysis.verify.view import RunView
 from analysis.verify.weights import KeptWeights
 
-VERIFY_RULES_VERSION = "2026.12-12"
+VERIFY_RULES_VERSION = "2026.12-13"
 """the version of :data:`FAMILIES`: what verify checks, and how (a new one for any change of a row's rule).
+2026.12-13: no rule holds anything new: rules became plain functions of the run's finished units (issue 51,
+:mod:`analysis.verify.units`: a task, an event out of place, a segment, the run), each listed as a (row, function)
+pair, its row's text its docstring, the unit stream keeping what needs the log's order (the corpus of 386 entries
+recorded at 2b7ecf3 compared identical, apart from this version);
 2026.12-12: ``mllog.log`` holds MLPerf's power lines (issue 53), which the ``mllog.log`` row holds to the log's
 energy readings: a measured segment's ``power_measurement_start`` (at its ``system`` event) and
 ``power_measurement_stop`` (at its ``run_stop``, when the run stopped it), once each, and one ``power_reading`` per
@@ -167,6 +181,26 @@ class Rule:
 
 
 @dataclass(frozen=True)
+class By:
+    """One rule as a plain function (issue 51): the row it fills and ``def rule(unit) -> findings``, a function of
+    one finished unit of the run (:mod:`analysis.verify.units`: the type its first parameter names; a run rule may
+    take its row's counts as a second).  The row's text is the docstring of the row's first function in the
+    registry; a later one's says, in brackets, which row it adds to."""
+
+    row: str
+    rule: Callable[..., Iterable[Finding]]
+
+    @property
+    def unit(self) -> type:
+        return unit_of(self.rule)
+
+    @property
+    def holds(self) -> str:
+        """the rule's docstring on one line: what must hold for its row"""
+        return " ".join((inspect.getdoc(self.rule) or "").split())
+
+
+@dataclass(frozen=True)
 class Family:
     """Rules that share what they read: the class that judges them (or, one a row, its ``rules``), the events and
     files it reads, its rows."""
@@ -179,14 +213,20 @@ class Family:
     through_view: tuple[str, ...] = ()
     """those of ``events`` it reads only through the shared view (:mod:`analysis.verify.view`): it has no method
     for them"""
-    rules: tuple[Rule, ...] = ()
-    """its rules, one a row, each judged apart (then ``judge`` is None, its rows are its rules', and its events
-    theirs: in their order unless the entry lists them, as the docs' table shows them)"""
+    rules: tuple[Rule | By, ...] = ()
+    """its rules, each judged apart (then ``judge`` is None, its rows are its rules', and its events
+    theirs: in their order unless the entry lists them, as the docs' table shows them): a function of a unit
+    (:class:`By`, several may fill one row) or a class fed events (:class:`Rule`, one a row)"""
 
     def __post_init__(self) -> None:
         if self.rules:
-            object.__setattr__(self, "rows", tuple(rule.row for rule in self.rules))
-            events = tuple(dict.fromkeys(name for rule in self.rules for name in rule.events))
+            rows: dict[str, Row] = {}
+            for rule in self.rules:
+                row = rule.row if isinstance(rule, Rule) else Row(rule.row, rule.holds)
+                rows.setdefault(row.name, row)
+            object.__setattr__(self, "rows", tuple(rows.values()))
+            events = tuple(dict.fromkeys(name for rule in self.rules if isinstance(rule, Rule)
+                                         for name in rule.events))  # fmt: skip
             if self.events and set(self.events) != set(events):
                 raise ValueError(f"family {self.name}: its events {self.events} are not its rules' {events}")
             object.__setattr__(self, "events", self.events or events)
@@ -203,32 +243,15 @@ FAMILIES = (
             "within the float range (JSON has no NaN or Infinity, an integer such as 10**400 cannot be computed "
             "with, and the package never writes one); no cut last line"),
     )),
-    Family("record", None, events=(ANY, "run_start", "model_proposed", "epoch", "model_done",
-                                     "model_failed", "run_stop", "score"),
-           files=("graphs/",), rules=(
-        Rule(Row("segments",
-            "`run_start`s numbered 1, 2, … in time order, `resumed` only after the first; a resume changes no "
-            "configuration but `time_limit`, `hardware_changed` and `run_dir` (an option renamed since a segment was "
-            "logged counts under its new name: `warmup_epochs` is `search_warmup_epochs`); each segment's one "
-            "`run_stop` precedes its `score`; "
-            "nothing but the `score` follows a `run_stop`; the last segment is closed and scored"),
-             SegmentsRule, events=(ANY, "run_start", "run_stop", "score")),
-        Rule(Row("epochs in segments",
-            "every epoch follows its task's `model_proposed` in the same segment and group, is numbered 1, 2, … "
-            "within its task, and none comes after the task's `model_done`/`model_failed`; a task ends once, and "
-            "only a `model_failed` may end a task never proposed (its search found no child)"),
-             EpochsRule, events=("model_proposed", "epoch", "model_done", "model_failed")),
-        Rule(Row("graph files",
-            "each model's graph is where its `model_proposed` says, inside the run directory: a whole line of its"
-            " segment's appended file (`graph_file` `graphs/segment-N.jsonl`, `graph_offset`, `graph_bytes`; a "
-            "file cut before the line's newline is named), no two models at the same line; or, in a run from "
-            "before the appended file, the whole of `graphs/task-N.json`. Its sha256 equals the `graph_sha256` "
-            "logged at `model_proposed`, it is the graph its `model_done` records when that carries one (runs "
-            "logged before each graph was stored once; since then `model_done` carries none), and its tunable "
-            "kernels are its hyper-parameters' `kernel_size`. No child (a proposal with a parent) has the graph "
-            "of a proposal the master knew of — one of its segment, or of a model that had ended before it — "
-            "since the master answers Duplicate to those; a seed may come twice"),
-             GraphFilesRule, events=("model_proposed", "epoch", "model_done")),
+    Family("record", None, files=("graphs/",), rules=(
+        By("segments", segments),
+        By("segments", misplaced_events),
+        By("segments", segments_closed),
+        By("epochs in segments", epochs_in_segments),
+        By("epochs in segments", stray_epochs),
+        By("epochs in segments", epochs_counted),
+        By("graph files", graph_files),
+        By("graph files", graph_files_counted),
         Rule(Row("lineage",
             "each graph file is its graph rebuilt from what its proposal logs ([below](#lineage)): the seed model"
             " (`seed`, which must be the configuration's `seed_model`) or its parent model's stored graph with "
@@ -236,17 +259,11 @@ FAMILIES = (
             "tuned to its `kernel_size`; layers, their attributes and edges equal; the parent logged before the "
             "child"),
              LineageRule, events=()),
-        Rule(Row("ops recount",
-            "each epoch recounted with the package's counter ([counting.md](counting.md)): the task's graph at "
-            "its `kernel_size`, the epoch's logged `train_samples` and `validation_samples`, and the global batch"
-            " = `batch_size` × the ranks of its group in the segment's `layout`; `ops`, `ops_train`, "
-            "`ops_update`, `ops_validation` and `steps` equal as integers"),
-             OpsRule, events=("epoch",)),
-        Rule(Row("model records",
-            "each `model_done` lists exactly its task's epoch events (field by field), its `accuracy` is the best"
-            " of them, its `ops.total` their sum, its per-sample counts the recount's, its `hparams` its "
-            "proposal's; model ids run 0, 1, 2, …"),
-             RecordsRule, events=("model_done", "model_failed")),
+        By("ops recount", ops_recount),
+        By("ops recount", ops_counted),
+        By("model records", model_records),
+        By("model records", stray_model_ids),
+        By("model records", records_counted),
     )),
     Family("evidence", None, events=(ANY, "run_start", "system", "layout", "staging", "peak", "monitor",
                                               "model_proposed", "epoch", "model_done", "model_failed", "group_lost",
@@ -359,52 +376,18 @@ FAMILIES = (
              RepeatsRule, events=("run_start", "peak", "model_proposed", "model_done", "model_failed", "group_lost",
                                   "run_stop")),
     )),
-    Family("score", None, events=(ANY,), files=("score.json",), rules=(
-        Rule(Row("score",
-            "the score recomputed from the log (`aiperf_mpi/results/score.py`, the run's `score_step`) equals "
-            "`score.json` — score, regulated score, active time, operations, best accuracy, counts, validity, "
-            "every grid sample and, where the record has one, its `energy` (joules, watts and operations per joule "
-            "from the nodes' readings, `aiperf_mpi/results/energy.py`) — and every `score` event of the log, as of "
-            "that event"),
-             ScoreRule, events=(ANY,)),
-        Rule(Row("scored window",
-            "each segment the run ended itself (its time limit, every group stopped because no new model fit, "
-            "`max models`) counts its whole `time_limit`, one a signal or a kill ended its span as it ran; a "
-            "`run_stop`'s `reason` is one the master writes and agrees with the log (no signal when every group "
-            "had stopped early, no `max models` without `max_models`); every `run_start`'s configuration has a "
-            "positive `time_limit`; `score.json` is scored over no less than the run's window"),
-             WindowRule, events=()),
-        Rule(Row("rule *name*",
-            "each validity rule recomputed and equal to `score.json`'s; the log's evidence agrees with the "
-            "configuration: the peak probe ran at the configured precision, and no proposal names a search "
-            "strategy other than the configured search's. The rule `dataset` (rules 1.1) needs ImageNet with the "
-            "counts of a documented split (`IMAGENET_SPLITS` in `aiperf_mpi/results/rules.py`: ILSVRC-2012's "
-            "1,281,167 train / 50,000 validation images of 1,000 classes, the only one so far): any other "
-            "ImageNet-format set — the small ones the tests write — verifies as an *unofficial* run whose rule "
-            "row names its counts, and the `configuration` row notes it; a log older than the data check is "
-            "judged by the data set's name"),
-             ValidityRules, events=()),
+    Family("score", None, files=("score.json",), rules=(
+        By("score", score),
+        By("score", score_events),
+        By("scored window", scored_window),
+        By("rule *name*", validity_rules),
     )),
     Family("energy", None, rules=(
-        Rule(Row("energy",
-            "each node's energy readings (the `system` event's `energy`, read at the start line by one rank a node, "
-            "and each `monitor` event's `energy`) are counter steps physics allows: the system event's `energy` "
-            "names each of its hosts once; each counted counter (Cray's `node` where there is one, else each RAPL "
-            "package and its DRAM and each NVML GPU, fixed at the start line) never lower unless it is powercap's "
-            "with a range to wrap through (`wraps_at`, constant, above the value), no step's mean power above the "
-            "versioned table's bound for its domain and no node's mean below the floor of its domains "
-            "(`POWER_BOUND_W`, `POWER_FLOOR_W` in `aiperf_mpi/results/energy.py`, which the run does not write); "
-            "a record that is not a reading is named. What an honest meter may log (a stale or stepped clock, a "
-            "sample without a counter, readings that stop early) gives no figure, as a log without readings "
-            "claims none. That the readings are the meters' is a trusted claim (*energy readings*)"),
-             EnergyRule, events=()),
+        By("energy", energy),
     )),
     Family("provenance", None, rules=(
-        Rule(Row("provenance",
-            "each `run_start` records `aiperf_mpi` (version), `git_commit` (or `unknown`), `source_sha256`, "
-            "`python`, `tensorflow`, `horovod`, `mpi`, consistent with its segment's `system` event; every "
-            "segment ran the same source"),
-             Provenance, events=("run_start",)),
+        By("provenance", provenance),
+        By("provenance", provenance_recorded),
     )),
     Family("mllog", None, files=("mllog.log",), rules=(
         Rule(Row("mllog.log",
@@ -557,22 +540,65 @@ def _call(each: Callable | None, named: Callable | None, unreadable: Callable | 
 
 
 def walk(run: Run, families: tuple[Family, ...] = FAMILIES) -> list[Check]:
-    """Every family's rows, the log row first: ``events.jsonl`` read once, each event given to its readers."""
+    """Every family's rows, the log row first: ``events.jsonl`` read once, each event given to its readers (a
+    :class:`Rule`'s class), each finished unit to the rules that are functions of it (:class:`By`)."""
     judged: list[tuple[str, Family | Rule, object]] = []
     """(family, what the judge reads, the judge), in the verdict's order: a family's judge, or each of its rules'"""
+    judges: dict[int, object] = {}
+    """id of a family or Rule entry → its judge"""
+    by_unit: dict[type, list[By]] = {}
+    functions_at: int | None = None
+    """where the unit stream reads an event among the families (the first family of functions' place)"""
+    walk_order = {name: place for place, name in enumerate(WALK_ORDER)}
     for entry in families:
         if entry.judge is not None:
-            run.judges[entry.name] = judge = entry.judge(run)
+            judges[id(entry)] = judge = entry.judge(run)
             judged.append((entry.name, entry, judge))
         for rule in entry.rules:
-            run.judges[rule.row.name] = judge = rule.judge(run)
-            judged.append((entry.name, rule, judge))
+            if isinstance(rule, By):
+                by_unit.setdefault(rule.unit, []).append(rule)
+                place = walk_order.get(entry.name, len(WALK_ORDER))
+                functions_at = place if functions_at is None else min(functions_at, place)
+            else:
+                judges[id(rule)] = judge = rule.judge(run)
+                judged.append((entry.name, rule, judge))
+    rows: dict[str, RowFindings] = {}
+    placed: dict[str, list[str]] = {}
+    """a row filled by name (``rule *name*``) → the rows its rule named, in order"""
+
+    def findings(by: By, unit: object) -> None:
+        counts = rows.setdefault(by.row, RowFindings(by.row)).counts
+        for finding in by.rule(unit, counts) if takes_counts(by.rule) else by.rule(unit):
+            name = finding.row or by.row
+            if name not in rows:
+                rows[name] = RowFindings(name)
+                placed.setdefault(by.row, []).append(name)
+            rows[name].add(finding)
+
+    def judge_units(units: list[object]) -> None:
+        for unit in units:
+            for by in by_unit.get(type(unit), ()):
+                findings(by, unit)
+
+    log, events = Check("log"), 0
+    stream = UnitStream(run.run_dir)
+
+    def units(event: dict, number: int) -> None:
+        judge_units(stream.see(event, number, run.model, run.view))  # type: ignore[arg-type]
+
     table: dict[str, list[Callable[[dict, int], None]]] = {name: [] for name in (*EVENT_NAMES, ANY)}
-    walk_order = {name: place for place, name in enumerate(WALK_ORDER)}
-    for _, reads, judge in sorted(judged, key=lambda each: walk_order.get(each[0], len(WALK_ORDER))):
+    streamed = not by_unit
+    for place, reads, judge in sorted(((walk_order.get(name, len(WALK_ORDER)), reads, judge)
+                                       for name, reads, judge in judged), key=lambda each: each[0]):  # fmt: skip
+        if not streamed and place >= (functions_at or 0):
+            for calls in table.values():
+                calls.append(units)  # the unit stream reads each event at its families' place in the walk
+            streamed = True
         for name, call in handlers(reads, judge).items():
             table[name].append(call)
-    log, events = Check("log"), 0
+    if not streamed:
+        for calls in table.values():
+            calls.append(units)
 
     def admit(event: object) -> bool:
         """The log row's rule, asked of every event: one JSON object that keeps to the schema (else no family
@@ -608,10 +634,25 @@ def walk(run: Run, families: tuple[Family, ...] = FAMILIES) -> list[Check]:
                             f"{model.truncated_line[:60]!r}): the run was killed while writing")  # fmt: skip
     log.summary = (f"{events} events, schema version {SCHEMA_VERSION}, one JSON object a line"
                    + ("" if not run.truncated else ", a cut tail"))  # fmt: skip
-    rows = [log]
-    for _, _, judge in judged:
-        rows += judge.finish()
-    return rows
+    ended = stream.end(run.model, view, run.truncated)
+    judge_units(ended[:-1])
+    whole: RunUnit = ended[-1]
+    run.score = whole.score
+    out = [log]
+    for entry in families:
+        if entry.judge is not None:
+            out += judges[id(entry)].finish()
+        last = {rule.row: place for place, rule in enumerate(entry.rules) if isinstance(rule, By)}
+        for place, rule in enumerate(entry.rules):
+            if not isinstance(rule, By):
+                out += judges[id(rule)].finish()
+                continue
+            if rule.unit is RunUnit:
+                findings(rule, whole)
+            if last[rule.row] == place:  # the row's last function has run: its row is whole
+                names = placed.get(rule.row, []) if "*" in rule.row else [rule.row]
+                out += [rows.setdefault(name, RowFindings(name)).check() for name in names]
+    return out
 
 
 def markdown(families: tuple[Family, ...] = FAMILIES) -> str:
@@ -619,10 +660,12 @@ def markdown(families: tuple[Family, ...] = FAMILIES) -> str:
     lines = [f"verify's rules, version {VERIFY_RULES_VERSION} (`analysis/verify/registry.py`), in the verdict's "
              "order:", "", "| check | what must hold |", "|---|---|"]  # fmt: skip
     lines += [f"| {row.name} | {row.holds} |" for entry in families for row in entry.rows]
-    lines += ["", "| family | reads events | reads files | rows |", "|---|---|---|---|"]
+    lines += ["", "| family | reads events, or units | reads files | rows |", "|---|---|---|---|"]
     for entry in families:
         named = ", ".join(f"`{name}`" for name in entry.events if name != ANY)
         events = "; by name: ".join(part for part in ("every event" if ANY in entry.events else "", named) if part)
+        units = dict.fromkeys(UNIT_NAMES[rule.unit] for rule in entry.rules if isinstance(rule, By))
+        events = "; ".join(part for part in (events, f"units: {', '.join(units)}" if units else "") if part)
         files = ", ".join(f"`{f}`" if " " not in f else f for f in entry.files) or "–"
         lines.append(f"| {entry.name} | {events or '–'} | {files} | {', '.join(row.name for row in entry.rows)} |")
     return "\n".join(lines) + "\n"

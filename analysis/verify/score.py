@@ -1,8 +1,8 @@
 """The family ``score``: the score recomputed by :mod:`aiperf_mpi.results.score` against ``score.json`` and
-each ``score`` event (:class:`ScoreRule`), the scored window (:class:`WindowRule`) and the validity rules
-(:class:`ValidityRules`): three rules of the registry (:data:`analysis.verify.registry.FAMILIES`), which hold the
-same recomputed score and ``score.json``, each computed or read once, by the shared view
-(:meth:`analysis.verify.view.RunView.score`, :meth:`~analysis.verify.view.RunView.recorded_score`).
+each ``score`` event (:func:`score`, :func:`score_events`), the scored window (:func:`scored_window`) and the
+validity rules (:func:`validity_rules`, a row each): plain functions of the run's units
+(:mod:`analysis.verify.units`), which hold the same recomputed score and ``score.json``, each computed or read once
+by the unit stream (the run unit's ``score`` and ``recorded``; a score event's, as of it).
 
 The segments, their windows and the score's columns are the run's model's (``run.model``), so the score is
 the one the run's own scorer makes of the same log.
@@ -10,15 +10,15 @@ the one the run's own scorer makes of the same log.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 
 from aiperf_mpi.results import runlog
-from aiperf_mpi.results.logmodel import Segment, Timeline, epoch_values, time_limit
+from aiperf_mpi.results.logmodel import Timeline
 from aiperf_mpi.results.precisions import logged_precision
 from aiperf_mpi.results.rules import shown_value
-from aiperf_mpi.results.score import MAX_GRID_SAMPLES, Score, run_step, score_inputs, stopped_by_signal
-from analysis.checks import Check, Run, differences, same, short
+from aiperf_mpi.results.score import MAX_GRID_SAMPLES, Score, run_step, stopped_by_signal
+from analysis.checks import Check, differences, same, short
+from analysis.verify.units import END, Findings, RunUnit, SegmentUnit, note, problem, summary
 
 SCORE_FILE = "score.json"
 SCORE_FIELDS = ("score", "regulated_score", "active_time", "total_ops", "best_accuracy", "models_trained",
@@ -35,135 +35,92 @@ segment whose launch ended first (job/close.py)"""
 WINDOW_RULE = "rule: the scored window is the time limit"
 
 
-class ScoreRule:
-    """The score recomputed from the log, against ``score.json`` and each ``score`` event; the scored window; one
-    row per validity rule, with what the log's evidence says against its claims (precision, search): all of
-    it from the run's model (:mod:`aiperf_mpi.results.score` of its :class:`~aiperf_mpi.results.logmodel.Timeline`).
-    """
-
-    def __init__(self, run: Run) -> None:
-        self.run = run
-        self.check = Check("score")
-        self.open_end = math.nan
-        """the open segment's end in the model as of the event before (what a score event there is compared at)"""
-        self.score: Score | None = None
-        """the recomputed score, once the walk has ended (None: the log cannot be scored)"""
-
-    @property
-    def model(self) -> Timeline:
-        return self.run.model if self.run.model is not None else Timeline()
-
-    def each(self, event: dict, _: int) -> bool:
-        """Every event of a segment is in the score; a score event is compared with the events before it, an epoch
-        must be one the score can add up (else the log cannot be scored: :class:`runlog.UnreadableLog`)."""
-        name, segments = event[runlog.EVENT], self.model.segment_records
-        if name == runlog.RUN_START:  # a limit past the floats' range: a number too large to read, as the scorer says
-            time_limit(event.get("config", {}))
-        if not segments:
-            return False
-        if name == runlog.EPOCH:
-            epoch_values(event["end"], event["ops"], event.get("val_accuracy"))
-        elif name == runlog.SCORE:
-            self._score_event(event, segments[-1])
-        self.open_end = segments[-1].end
-        return True
-
-    def _score_event(self, event: dict, segment: Segment) -> None:
-        """The score as of the event before: in a segment still open, the model moved its end to this event."""
-        moved, segment.end = segment.end, (segment.end if segment.stop is not None else self.open_end)
-        try:
-            score = score_inputs(self.model, run_step(self.model.config))
-        except ValueError as exc:
-            self.check.problems.append(f"segment {segment.number}'s score event: {exc}")
-            return
-        finally:
-            segment.end = max(segment.end, moved)
+def score_events(segment: SegmentUnit) -> Findings:
+    """(score) each ``score`` event of the log against the score recomputed as of it"""
+    for logged in segment.scores:
+        where = f"segment {segment.record.number}'s score event"
+        if logged.recomputed is None:
+            yield problem(logged.number, f"{where}: {logged.unscored}")
+            continue
         fields = tuple(f for f in SCORE_FIELDS if f != "truncated_log")  # added to the event later than the score
-        fields += tuple(f for f in STABILITY_FIELDS if f in event)
-        for line in differences(event, score.to_dict(), fields):
-            self.check.problems.append(f"segment {segment.number}'s score event: {line}")
-
-    def finish(self) -> list[Check]:
-        """The score against score.json and the log's score events; what the log says against a validity claim
-        that no rule of the score has any more."""
-        check = self.check
-        score, unscored = self.run.view.score(self.model, self.run.truncated)
-        if unscored:
-            check.problems.append(f"the log cannot be scored: {unscored}")
-        self.score = score
-        recorded, unread = self.run.view.recorded_score(self.run.run_dir / SCORE_FILE)
-        if unread:
-            check.problems.append(unread)
-        if score is not None and recorded is not None:
-            recomputed = score.to_dict()
-            fields = tuple(f for f in SCORE_FIELDS if f != "rules")  # the rules have a row each
-            fields += tuple(f for f in STABILITY_FIELDS if f in recorded)
-            check.problems += [f"{SCORE_FILE}: {line}" for line in differences(recorded, recomputed, fields)]
-            grid = recorded.get("grid")
-            if not isinstance(grid, list) or len(grid) != len(recomputed["grid"]):
-                check.problems.append(f"{SCORE_FILE}: its grid has {len(grid) if isinstance(grid, list) else 'no'} "
-                                      f"samples, recomputed {len(recomputed['grid'])}")  # fmt: skip
-            else:  # one line for the grid: a changed epoch moves every sample after it
-                pairs = enumerate(zip(recomputed["grid"], grid, strict=True))
-                wrong = [(index, differences(theirs, mine, tuple(mine)) if isinstance(theirs, dict)
-                          else ["not an object"]) for index, (mine, theirs) in pairs]  # fmt: skip
-                wrong = [(index, lines) for index, lines in wrong if lines]
-                if wrong:
-                    index, lines = wrong[0]
-                    check.problems.append(f"{SCORE_FILE}: {len(wrong)} of {len(grid)} grid samples differ, the "
-                                          f"first at t = {recomputed['grid'][index]['active_time']:.1f} s: "
-                                          f"{'; '.join(lines)}")  # fmt: skip
-        if score is not None:
-            regulated = "–" if score.regulated_score is None else f"{score.regulated_score / 1e9:.4f} GOPS"
-            check.summary = (f"recomputed: {score.score / 1e9:.4f} GOPS, regulated {regulated}, {score.total_ops:,} "
-                             f"operations in {score.active_time:.1f} s; compared with {SCORE_FILE} and the log's "
-                             "score event(s)")  # fmt: skip
-        rules = score.rules if score is not None else {}
-        check.problems += [line for name, line in _evidence(self.model, self.run.view).items() if name not in rules]
-        return [check]
+        fields += tuple(f for f in STABILITY_FIELDS if f in logged.event)
+        for line in differences(logged.event, logged.recomputed.to_dict(), fields):
+            yield problem(logged.number, f"{where}: {line}")
 
 
-class WindowRule:
-    """The row ``scored window``: each segment the run ended itself counts its whole time limit."""
+def score(run: RunUnit) -> Findings:
+    """the score recomputed from the log (`aiperf_mpi/results/score.py`, the run's `score_step`) equals
+    `score.json` — score, regulated score, active time, operations, best accuracy, counts, validity, every grid
+    sample and, where the record has one, its `energy` (joules, watts and operations per joule from the nodes'
+    readings, `aiperf_mpi/results/energy.py`) — and every `score` event of the log, as of that event"""
+    recomputed_score, recorded = run.score, run.recorded
+    if run.unscored:
+        yield problem(END, f"the log cannot be scored: {run.unscored}")
+    if run.unread:
+        yield problem(END, run.unread)
+    if recomputed_score is not None and recorded is not None:
+        recomputed = recomputed_score.to_dict()
+        fields = tuple(f for f in SCORE_FIELDS if f != "rules")  # the rules have a row each
+        fields += tuple(f for f in STABILITY_FIELDS if f in recorded)
+        for line in differences(recorded, recomputed, fields):
+            yield problem(END, f"{SCORE_FILE}: {line}")
+        grid = recorded.get("grid")
+        if not isinstance(grid, list) or len(grid) != len(recomputed["grid"]):
+            yield problem(END, f"{SCORE_FILE}: its grid has {len(grid) if isinstance(grid, list) else 'no'} samples, "
+                               f"recomputed {len(recomputed['grid'])}")  # fmt: skip
+        else:  # one line for the grid: a changed epoch moves every sample after it
+            pairs = enumerate(zip(recomputed["grid"], grid, strict=True))
+            wrong = [(index, differences(theirs, mine, tuple(mine)) if isinstance(theirs, dict)
+                      else ["not an object"]) for index, (mine, theirs) in pairs]  # fmt: skip
+            wrong = [(index, lines) for index, lines in wrong if lines]
+            if wrong:
+                index, lines = wrong[0]
+                yield problem(END, f"{SCORE_FILE}: {len(wrong)} of {len(grid)} grid samples differ, the first at "
+                                   f"t = {recomputed['grid'][index]['active_time']:.1f} s: "
+                                   f"{'; '.join(lines)}")  # fmt: skip
+    if recomputed_score is not None:
+        regulated = "–" if recomputed_score.regulated_score is None else \
+            f"{recomputed_score.regulated_score / 1e9:.4f} GOPS"  # fmt: skip
+        yield summary(f"recomputed: {recomputed_score.score / 1e9:.4f} GOPS, regulated {regulated}, "
+                      f"{recomputed_score.total_ops:,} operations in {recomputed_score.active_time:.1f} s; compared "
+                      f"with {SCORE_FILE} and the log's score event(s)")  # fmt: skip
+    rules = recomputed_score.rules if recomputed_score is not None else {}
+    for name, line in _evidence(run.model, run.strategies).items():
+        if name not in rules:
+            yield problem(END, line)
 
-    def __init__(self, run: Run) -> None:
-        self.run = run
 
-    def finish(self) -> list[Check]:
-        return [_window(*_scored(self.run))]
-
-
-class ValidityRules:
-    """The rows ``rule *name*``, one a validity rule of the score: recomputed, equal to ``score.json``'s, and what
-    the log says against the rule's claim (precision, search)."""
-
-    def __init__(self, run: Run) -> None:
-        self.run = run
-
-    def finish(self) -> list[Check]:
-        model, score, recorded = _scored(self.run)
-        evidence = _evidence(model, self.run.view)
-        rows = []
-        for name, rule in (score.rules if score is not None else {}).items():
-            row = Check(f"rule {name}")
-            met = "met" if rule["ok"] else "not met"
-            row.summary = f"{shown_value(rule['value'])} (needs {rule['need']}): {met}"
-            rules = (recorded or {}).get("rules")
-            theirs = rules.get(name) if isinstance(rules, dict) else None
-            if recorded is not None and not same(theirs, rule):
-                row.problems.append(f"{SCORE_FILE} says {short(theirs)}, recomputed {short(rule)}")
-            if name in evidence:
-                row.problems.append(evidence[name])
-            rows.append(row)
-        return rows
+def scored_window(run: RunUnit) -> Findings:
+    """each segment the run ended itself (its time limit, every group stopped because no new model fit, `max
+    models`) counts its whole `time_limit`, one a signal or a kill ended its span as it ran; a `run_stop`'s
+    `reason` is one the master writes and agrees with the log (no signal when every group had stopped early, no
+    `max models` without `max_models`); every `run_start`'s configuration has a positive `time_limit`;
+    `score.json` is scored over no less than the run's window"""
+    check = _window(run.model, run.score, run.recorded)
+    yield from (problem(END, line) for line in check.problems)
+    yield from (note(END, line) for line in check.notes)
+    yield summary(check.summary)
 
 
-def _scored(run: Run) -> tuple[Timeline, Score | None, dict | None]:
-    """The run's model, the score recomputed from it and ``score.json``: the shared view's, computed once."""
-    model = run.model if run.model is not None else Timeline()
-    score, _ = run.view.score(model, run.truncated)  # the score row names why there is none
-    recorded, _ = run.view.recorded_score(run.run_dir / SCORE_FILE)
-    return model, score, recorded
+def validity_rules(run: RunUnit) -> Findings:
+    """each validity rule recomputed and equal to `score.json`'s; the log's evidence agrees with the configuration:
+    the peak probe ran at the configured precision, and no proposal names a search strategy other than the configured
+    search's. The rule `dataset` (rules 1.1) needs ImageNet with the counts of a documented split (`IMAGENET_SPLITS`
+    in `aiperf_mpi/results/rules.py`: ILSVRC-2012's 1,281,167 train / 50,000 validation images of 1,000 classes,
+    the only one so far): any other ImageNet-format set — the small ones the tests write — verifies as an
+    *unofficial* run whose rule row names its counts, and the `configuration` row notes it; a log older than the
+    data check is judged by the data set's name"""
+    evidence = _evidence(run.model, run.strategies)
+    for name, rule in (run.score.rules if run.score is not None else {}).items():
+        row = f"rule {name}"
+        met = "met" if rule["ok"] else "not met"
+        yield summary(f"{shown_value(rule['value'])} (needs {rule['need']}): {met}", row)
+        rules = (run.recorded or {}).get("rules")
+        theirs = rules.get(name) if isinstance(rules, dict) else None
+        if run.recorded is not None and not same(theirs, rule):
+            yield problem(END, f"{SCORE_FILE} says {short(theirs)}, recomputed {short(rule)}", row)
+        if name in evidence:
+            yield problem(END, evidence[name], row)
 
 
 def _window(model: Timeline, score: Score | None, recorded: Mapping | None) -> Check:
@@ -223,7 +180,7 @@ def _window(model: Timeline, score: Score | None, recorded: Mapping | None) -> C
     return check
 
 
-def _evidence(model: Timeline, view: object) -> dict[str, str]:
+def _evidence(model: Timeline, strategies: Mapping[str, int]) -> dict[str, str]:
     """What the log says against its own validity claims, by rule: the precision the probe ran at, the searches
     named (the view's count of the tasks' first proposals)."""
     evidence = []
@@ -236,7 +193,6 @@ def _evidence(model: Timeline, view: object) -> dict[str, str]:
                         f"{', '.join(sorted(probed))}")  # fmt: skip
     search = config.get("search", "bayesian")
     allowed = STRATEGIES.get(search) if isinstance(search, str) else None
-    strategies = getattr(view, "strategies", {})
     foreign = {s: n for s, n in strategies.items() if allowed is not None and s not in allowed}
     if foreign:
         evidence.append(f"algorithms: the configuration says {search}, proposals name "

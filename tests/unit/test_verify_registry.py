@@ -18,6 +18,7 @@ from analysis.verify.registry import (
     FAMILIES,
     VERIFY_RULES_VERSION,
     WALK_ORDER,
+    By,
     Family,
     Row,
     Rule,
@@ -25,6 +26,7 @@ from analysis.verify.registry import (
     family_of,
     markdown,
 )  # fmt: skip
+from analysis.verify.units import UNITS, Findings, TaskUnit, problem
 from tests.support.verify_runs import find, rewrite_log
 
 
@@ -56,7 +58,8 @@ def test_each_family_declares_exactly_the_events_its_judge_reads() -> None:
         assert set(entry.events) <= {*EVENT_NAMES, ANY}, entry.name
         assert [row.name for row in entry.rows], entry.name
         assert entry.judge is None or not entry.rules, entry.name
-        for reads in (entry, *entry.rules) if entry.judge is not None else entry.rules:
+        classes = [rule for rule in entry.rules if isinstance(rule, Rule)]  # a function reads units, not events
+        for reads in (entry, *classes) if entry.judge is not None else classes:
             methods = {name for name in EVENT_NAMES if callable(getattr(reads.judge, name, None))}
             assert set(reads.through_view) <= set(reads.events), reads  # read through the shared view: no method
             assert methods == set(reads.events) - {ANY} - set(reads.through_view), reads
@@ -96,6 +99,48 @@ class _HourLongEpochs:
         return [self.check]
 
 
+def _hour_long_epochs(task: TaskUnit) -> Findings:
+    """every epoch's end − start ≤ 3,600 s"""
+    for epoch in task.epochs:
+        event = epoch.event
+        if event["end"] - event["start"] > 3600:
+            yield problem(epoch.number, f"event {epoch.number}: epoch {event['epoch']} of task {event['task']} ran "
+                                        f"{event['end'] - event['start']:.0f} s")  # fmt: skip
+
+
+def test_a_rule_is_one_function_of_a_unit_and_one_registry_line(run) -> None:
+    """Issue 51: a rule is ``def rule(unit) -> findings``, its row's text its docstring, one (row, function) line
+    in the registry; it keeps no state (what needs the log's order is on its unit)."""
+    families = (*FAMILIES, Family("hour", None, rules=(By("epochs under an hour", _hour_long_epochs),)))
+    assert "| epochs under an hour | every epoch's end − start ≤ 3,600 s |" in markdown(families)
+    hour = lambda result: next(c for c in result.checks if c.name == "epochs under an hour")  # noqa: E731
+    assert hour(verify.verify_dir(run, families=families)).verdict == checks.OK
+
+    def longer(events: list[dict]) -> None:
+        find(events, runlog.EPOCH, task=0, epoch=1)["start"] -= 4000
+
+    rewrite_log(run, longer)
+    row = hour(verify.verify_dir(run, families=families))
+    assert row.verdict == checks.MISMATCH and row.problems[0].endswith("epoch 1 of task 0 ran 4010 s"), row.problems
+
+
+def test_every_function_rule_reads_a_unit_and_its_row_says_what_it_holds() -> None:
+    """Each (row, function) line's function names its unit by its first parameter; the first function of a row
+    says what must hold (the docs' table), a later one which row it adds to."""
+    seen: set[str] = set()
+    functions = [rule for entry in FAMILIES for rule in entry.rules if isinstance(rule, By)]
+    assert len(functions) >= 10
+    for rule in functions:
+        assert rule.unit in UNITS, rule
+        if rule.row in seen:
+            assert rule.holds.startswith(f"({rule.row.split(' *')[0]}"), rule
+        else:
+            assert rule.holds and not rule.holds.startswith("("), rule
+            seen.add(rule.row)
+    with pytest.raises(TypeError, match="names no unit"):
+        _ = By("x", lambda event: ()).unit
+
+
 def test_a_rule_is_one_entry_and_the_method_that_checks_it(run) -> None:
     entry = Family("hour", _HourLongEpochs, events=("epoch",), rows=(Row("epochs under an hour", "≤ 3,600 s"),))
     families = (*FAMILIES, entry)
@@ -132,6 +177,7 @@ RULES_FINGERPRINTS = {
     ("2026.12-11", "3.11"): "aad47117",  # mllog.log lines, side files, best accuracy, host ranks, timings, kernels (52)
     ("2026.12-12", "3.11"): "913feff9",  # mllog.log's power lines (issue 53): the corpus, 374 entries, no verdict or
     # row changed (10 bundles gained the note on the version)
+    ("2026.12-13", "3.11"): "07bdb2bb",  # rules as functions of units (issue 51): the corpus, 386 entries, identical
 }
 """(VERIFY_RULES_VERSION, Python minor) → the first 8 hex digits of :func:`_rules_fingerprint`: a change of the rules'
 code records its new fingerprint here together with a new version (issue 44)"""
@@ -178,7 +224,7 @@ def test_each_rule_fills_its_own_row_and_no_family_reads_another_s_judge() -> No
     from analysis.checks import BadInput, Run
     from analysis.verify.view import RunView
 
-    rules = [rule for entry in FAMILIES for rule in entry.rules]
+    rules = [rule for entry in FAMILIES for rule in entry.rules if isinstance(rule, Rule)]
     assert rules, "no family lists its rules apart"
     for rule in rules:
         run = Run(Path("."))
