@@ -56,7 +56,15 @@ from analysis.verify.data import DataRules
 from analysis.verify.energy import energy
 from analysis.verify.evidence import ConfigurationRule, CountsRule, PhysicsRule, TimesRule
 from analysis.verify.fields import FAMILY_ROW_HOLDS, ROW, FieldRules
-from analysis.verify.hardware import BoundsRule, InventoryRule
+from analysis.verify.hardware import (
+    bounds_counted,
+    early_bounds,
+    epoch_bounds,
+    hardware_bounds,
+    inventory,
+    inventory_summary,
+    stray_epoch_bounds,
+)
 from analysis.verify.mllog import MLLogCheck
 from analysis.verify.provenance import provenance, provenance_recorded
 from analysis.verify.record import (
@@ -313,27 +321,13 @@ FAMILIES = (
              ConfigurationRule, events=(ANY, "run_start", "system", "model_proposed")),
     )),
     Family("hardware", None, rules=(
-        Rule(Row("inventory",
-            "each segment has one `system` and one `layout` event; the master, the relays and the groups of the "
-            "`layout` partition the world of the `system` event (its `ranks`, each rank on exactly one of its "
-            "`hosts`, each host listed once with its ranks): no rank in two groups, groups numbered 0, 1, …, every "
-            "rank on the host the `system` event puts it on; a later segment runs only on kinds of host the first "
-            "had (processor, vendor, ISA flags, accelerators: names and counts may change with the allocation), "
-            "unless its resume says why (`--hardware-changed REASON`, its `run_start`'s "
-            "`config.hardware_changed`, shown as a note): every segment is bounded by its own `system` and probes"),
-            InventoryRule, events=("run_start", "system", "layout")),
-        Rule(Row("hardware bounds",
-            "each group's probe (`peak`) at most what the hardware the `system` event names can compute at the "
-            "run's precision, by the versioned table of `aiperf_mpi/results/hardware.py`, which the run does not "
-            "write (accelerators: the vendor's dense peak, one a rank at most; CPUs: logical processors × the "
-            "vendor's highest clock × the ISA flags' operations a cycle, shared among the host's training ranks); "
-            "each epoch's training rate `ops_train ÷ (compute + compile)` and validation rate `ops_validation ÷ "
-            "(evaluation + compile)`, and every `score`, at most `FAST_ALGORITHMS` = 1.5 × that (fast convolution "
-            "algorithms do fewer multiplications than the analytic count); hardware the table does not know, or a "
-            "GPU probe on a host that lists none, is *not recorded* (not verified until the table names it); a "
-            "rehearsal's epochs are its stand-in's: each phase no shorter than its operations take at the stated "
-            "`rehearse_rate` × the group's ranks (the stand-in waits them out)"),
-            BoundsRule, events=("run_start", "system", "layout", "peak", "epoch", "score")),
+        By("inventory", inventory),
+        By("inventory", inventory_summary),
+        By("hardware bounds", hardware_bounds),
+        By("hardware bounds", epoch_bounds),
+        By("hardware bounds", stray_epoch_bounds),
+        By("hardware bounds", early_bounds),
+        By("hardware bounds", bounds_counted),
     )),
     Family("data", None, rules=(
         Rule(Row("data splits",

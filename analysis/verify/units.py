@@ -52,6 +52,7 @@ from aiperf_mpi.results.graphs import OFFSET
 from aiperf_mpi.results.logmodel import RunModel, Segment, Timeline, epoch_values
 from aiperf_mpi.results.score import Score, run_step, score_inputs
 from analysis.checks import MAX_KEPT, Check, Lines
+from analysis.verify.bounds import BoundsAsOf, BoundsTracker
 from analysis.verify.view import OpenTask, ProposedGraph, RunView
 
 END = math.inf
@@ -111,6 +112,8 @@ class EpochLogged(Logged):
     """An epoch of an open task, with the segment it was logged in (the model's last as of it)."""
 
     segment: Segment
+    bounds: BoundsAsOf | None = None
+    """(the hardware family) the hardware bounds as of it"""
 
 
 @dataclass
@@ -166,6 +169,8 @@ class StrayEvent(Logged):
     """its task had ended before (else it was never proposed)"""
     next_id: int | None = None
     """for an end: the model id the log's order implies (:class:`EndLogged`)"""
+    bounds: BoundsAsOf | None = None
+    """(the hardware family) the hardware bounds as of it"""
 
 
 @dataclass
@@ -175,6 +180,8 @@ class Misplaced(Logged):
 
     after_stop_of: int | None
     """the segment whose ``run_stop`` it follows (None: it comes before the first ``run_start``)"""
+    bounds: BoundsAsOf | None = None
+    """(the hardware family) the hardware bounds as of it"""
 
 
 @dataclass
@@ -186,6 +193,15 @@ class ScoreLogged(Logged):
     recomputed: Score | None
     unscored: str = ""
     """why no score could be recomputed (None ``recomputed``)"""
+    bounds: BoundsAsOf | None = None
+    """(the hardware family) the hardware bounds as of it"""
+
+
+@dataclass
+class Bounded(Logged):
+    """(the hardware family) an event with the hardware bounds as of it (a ``peak``: after its own probe)."""
+
+    bounds: BoundsAsOf | None = None
 
 
 @dataclass
@@ -202,6 +218,16 @@ class SegmentUnit:
     scores: list[ScoreLogged] = field(default_factory=list)
     last: bool = False
     """the log's last segment"""
+    systems: list[Logged] = field(default_factory=list)
+    """its ``system`` events, in order (those after a ``run_start`` the model took no segment of included)"""
+    layouts: list[Logged] = field(default_factory=list)
+    """its ``layout`` events, in order"""
+    peaks: list[Bounded] = field(default_factory=list)
+    """its ``peak`` events, in order, each with the hardware bounds as of it"""
+    first_system: dict | None = None
+    """the run's first ``system`` event that was its segment's first, before this segment (None: none before)"""
+    closed_at: int | None = None
+    """the ``run_start`` that opened the next segment (None: the log ended)"""
 
 
 @dataclass
@@ -225,6 +251,8 @@ class RunUnit:
     """the tasks proposed, or failed without a proposal"""
     scored: Mapping[int, int]
     """segment number → its ``score`` events (those after the first ``run_start``)"""
+    bounds: BoundsAsOf | None = None
+    """(the hardware family) the hardware bounds as the log left them (whether it was a rehearsal)"""
 
     @property
     def segments(self) -> list[Segment]:
@@ -279,29 +307,35 @@ class UnitStream:
         """the open segment's end in the model as of the event before"""
         self.epochs = 0
         self.scored: Counter[int] = Counter()
+        self.hardware = BoundsTracker()
+        """(the hardware family) the hardware bounds through the log"""
 
     def see(self, event: dict, number: int, model: RunModel, view: RunView) -> list[object]:
         """The units ``event`` (the log's ``number``-th, read by ``model`` and ``view``) finished."""
         name, segments = event[runlog.EVENT], model.segment_records
         done: list[object] = []
+        bounds = self.hardware.see(event, number, view)  # the hardware family: the bounds as of this event
         if name == runlog.RUN_START:
             if segments and (self.segment is None or self.segment.record is not segments[-1]):
                 if self.segment is not None:
+                    self.segment.closed_at = number  # the hardware family
                     done.append(self.segment)
                 self.segment = SegmentUnit(segments[-1], tuple(segments[:-1]))
+                self.segment.first_system = self.hardware.first_system  # the hardware family
             if self.segment is not None:
                 self.segment.run_starts.append(Logged(event, number))
             self._moved(segments)
             return done
         if not segments:
-            done.append(Misplaced(event, number, None))
+            done.append(Misplaced(event, number, None, bounds))
             return done
         segment = segments[-1]
         if segment.stop is not None and segment.stop is not event and name != runlog.SCORE:
-            done.append(Misplaced(event, number, segment.number))
+            done.append(Misplaced(event, number, segment.number, bounds))
         if name == runlog.EPOCH:
             epoch_values(event["end"], event["ops"], event.get("val_accuracy"))  # a log the score cannot add up
             self._epoch(event, number, segment, view, done)
+            self._bounded(event, bounds, done)  # the hardware family
         elif name == runlog.MODEL_PROPOSED:
             self._proposed(event, number, segment, view, done)
         elif name in (runlog.MODEL_DONE, runlog.MODEL_FAILED):
@@ -311,8 +345,23 @@ class UnitStream:
         elif name == runlog.SCORE and self.segment is not None:
             self.scored[segment.number] += 1
             self.segment.scores.append(self._score(event, number, model, segment))
+            self.segment.scores[-1].bounds = bounds  # the hardware family
+        elif name == runlog.SYSTEM and self.segment is not None:  # the hardware family (and below)
+            self.segment.systems.append(Logged(event, number))
+        elif name == runlog.LAYOUT and self.segment is not None:
+            self.segment.layouts.append(Logged(event, number))
+        elif name == runlog.PEAK and self.segment is not None:
+            self.segment.peaks.append(Bounded(event, number, bounds))
         self._moved(segments)
         return done
+
+    def _bounded(self, event: dict, bounds: BoundsAsOf, done: list) -> None:
+        """(the hardware family) An epoch's bounds as of it, on the unit it went to: its open task or a stray."""
+        task = self.open.get(event["task"])
+        if done and isinstance(done[-1], StrayEvent) and done[-1].event is event:
+            done[-1].bounds = bounds
+        elif task is not None and task.epochs and task.epochs[-1].event is event:
+            task.epochs[-1].bounds = bounds
 
     def _moved(self, segments: list[Segment]) -> None:
         if segments:
@@ -395,6 +444,7 @@ class UnitStream:
         done.append(RunUnit(self.run_dir, timeline, truncated, score, unscored, recorded, unread,
                             dict(view.strategies) if view is not None else {}, self.epochs,
                             len(self.finished) + len(self.open_tasks(view)), dict(self.scored)))  # fmt: skip
+        done[-1].bounds = self.hardware.now  # the hardware family
         return done
 
     @staticmethod

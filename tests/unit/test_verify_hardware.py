@@ -8,7 +8,6 @@ row's own ceiling with it; nothing bounded validation; the layout was never held
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 
 from aiperf_mpi.results import runlog
 from analysis import checks, verify
@@ -127,28 +126,25 @@ def test_a_second_layout_in_a_segment_is_named_and_the_inventory_reads_the_first
 
 
 def test_a_resumed_segment_on_hardware_the_first_did_not_have_is_named() -> None:
-    from aiperf_mpi.results.logmodel import RunModel
-    from analysis.checks import Run
-    from analysis.verify.hardware import InventoryRule
-    from analysis.verify.view import RunView
-
-    run = Run(Path("."))
-    run.view, model = RunView(run.run_dir), RunModel()
-    rules = InventoryRule(run)
-
-    def feed(event: dict, number: int) -> None:
-        """As the walk gives it: the shared view takes the event first (each segment's first system and layout)."""
-        run.view.see(event, model, number)
-        getattr(rules, event["event"])(event, number)
+    """The inventory is a function of a segment: its run_start, system and layout events, and the run's first
+    system from before it (the unit stream's ``first_system``)."""
+    from aiperf_mpi.results.logmodel import Segment
+    from analysis.verify.hardware import inventory
+    from analysis.verify.units import Logged, SegmentUnit, lines
 
     layout = {"event": runlog.LAYOUT, "world_size": 5, "master_rank": 0, "hosts": ["h0"] * 5,
               "groups": [{"index": 0, "ranks": [1, 2]}, {"index": 1, "ranks": [3, 4]}]}  # fmt: skip
     system = {"event": runlog.SYSTEM, "ranks": 5, "nodes": 1, "hosts": [HOST]}
+    first, problems = None, []
     for segment, hosts in ((1, [HOST]), (2, [{**HOST, "host": "h9"}]), (3, [{**HOST, "accelerators": ["H100"] * 4}])):
-        feed({"event": runlog.RUN_START, "segment": segment, "config": {"precision": "fp16"}}, 1)
-        feed({**system, "hosts": [{**h, "host": "h0"} for h in hosts]}, 2)
-        feed(layout, 3)
-    problems = rules.finish()[0].problems
+        described = {**system, "hosts": [{**h, "host": "h0"} for h in hosts]}
+        unit = SegmentUnit(Segment(segment, 0.0, 0.0, {"precision": "fp16"}, None), (), first_system=first)
+        unit.run_starts.append(Logged({"event": runlog.RUN_START, "segment": segment,
+                                       "config": {"precision": "fp16"}}, 1))  # fmt: skip
+        unit.systems.append(Logged(described, 2))
+        unit.layouts.append(Logged(layout, 3))
+        problems += lines(inventory(unit))
+        first = first if first is not None else described
     assert len(problems) == 1 and "segment 3: hosts of kinds the first segment did" in problems[0], problems
 
 
