@@ -54,7 +54,25 @@ from analysis.checks import Check, Run
 from analysis.verify.best import BestCheck
 from analysis.verify.data import DataRules
 from analysis.verify.energy import energy
-from analysis.verify.evidence import ConfigurationRule, CountsRule, PhysicsRule, TimesRule
+from analysis.verify.evidence import (
+    configuration,
+    configuration_counted,
+    configuration_segment,
+    configuration_stray,
+    counts,
+    counts_counted,
+    counts_segment,
+    counts_stray,
+    physics,
+    physics_closed,
+    physics_counted,
+    physics_segment,
+    physics_stray,
+    times,
+    times_counted,
+    times_segment,
+    times_stray,
+)
 from analysis.verify.fields import FAMILY_ROW_HOLDS, ROW, FieldRules
 from analysis.verify.hardware import (
     bounds_counted,
@@ -273,52 +291,24 @@ FAMILIES = (
         By("model records", stray_model_ids),
         By("model records", records_counted),
     )),
-    Family("evidence", None, events=(ANY, "run_start", "system", "layout", "staging", "peak", "monitor",
-                                              "model_proposed", "epoch", "model_done", "model_failed", "group_lost",
-                                              "run_stop", "score"),
-           files=("graphs/ (each graph as the shared view parsed it)",), rules=(
-        Rule(Row("times",
-            "within a segment event times never go backwards (monitor samples apart: they carry their leader's "
-            "sampling time); an epoch ends after it starts, starts after its segment's `run_start` and its task's"
-            " `model_proposed`, is logged (`time`) after its `end`, and its phases `data_wait + compute + "
-            "evaluation + compile` fit in `end − start`; a group trains one model at a time: no `model_proposed` "
-            "on a group whose previous task has not ended, no epoch starting before the group's previous epoch "
-            "ended or its previous model's `model_done`/`model_failed`; a `model_done`/`model_failed`/`staging` "
-            "is logged after what it reports ended; nothing claims a time after its segment's `run_stop`; a "
-            "resumed segment starts after the last time the previous one claims (event times, epoch ends, monitor"
-            " samples) and nothing in it claims a time before its `run_start`"),
-             TimesRule, events=(ANY, "run_start", "staging", "monitor", "model_proposed", "epoch", "model_done",
-                                "model_failed", "group_lost", "run_stop")),
-        Rule(Row("physics",
-            "no epoch's training rate, `ops_train ÷ (compute + compile)`, exceeds `PEAK_MULTIPLE` = 2.0 × its "
-            "group's measured peak (the segment's `peak` event for that group); no `score` exceeds the sum of the"
-            " groups' peaks (of the segments so far, the largest); a group without a `peak` event "
-            "(`--no-peak-probe`) is *not recorded*"),
-             PhysicsRule, events=("run_start", "peak", "epoch", "score")),
-        Rule(Row("counts",
-            "an epoch's `train_samples` = `steps` × global batch (`batch_size` × its group's ranks), and "
-            "`train_samples` and `validation_samples` are the same in every epoch of a model; each epoch is one "
-            "whole pass over the splits the data check counted (`run_start`'s `data`): exactly the pipeline's "
-            "`(train // ranks) // batch` steps a rank, so never more samples than the train split and never fewer"
-            " than a pass, and `validation_samples` equal to the validation split (every rank validates its "
-            "share); `correct` is an integer in [0, `validation_samples`] and `val_accuracy` = `correct / "
-            "validation_samples` exactly, as the float division gives it (a log without `correct`: accuracy × "
-            "validation samples within 1e-9 of a whole number, in [0, 1]); no epoch number above the "
-            "configuration's `max_epochs`; each layout group's `horovod_size` is the length of its `ranks`, and "
-            "its `peak` was measured by that many ranks; a `run_start` without `data` or epochs without `correct`"
-            " are *not recorded*"),
-             CountsRule, events=("run_start", "layout", "peak", "model_proposed", "epoch", "model_done",
-                                 "model_failed", "group_lost")),
-        Rule(Row("configuration",
-            "every graph's input node is the configured data set's image (digits and CIFAR-10 32×32×3, ImageNet "
-            "`image_size` or 224 ×3, synthetic `image_size` or 32 ×3; hdf5: the data check's, or the first "
-            "graph's, in every graph) and its output has its classes (10; ImageNet 1,000); the data check read "
-            "the configured data set, and its image shape and classes are those; every segment's data check "
-            "counted the same; the precision the `system` event chose (under `--precision auto`) is the "
-            "configured one; each `model_proposed` names the `search` and `tuner` that produced it in its "
-            "`search` object: the configured `search` (`seed` for a proposal without a parent) and `hpo`, which "
-            "the rule `algorithms` judges (proposals without the names are *not recorded*)"),
-             ConfigurationRule, events=(ANY, "run_start", "system", "model_proposed")),
+    Family("evidence", None, files=("graphs/ (each graph as the shared view parsed it)",), rules=(
+        By("times", times),
+        By("times", times_stray),
+        By("times", times_segment),
+        By("times", times_counted),
+        By("physics", physics),
+        By("physics", physics_stray),
+        By("physics", physics_segment),
+        By("physics", physics_closed),
+        By("physics", physics_counted),
+        By("counts", counts),
+        By("counts", counts_stray),
+        By("counts", counts_segment),
+        By("counts", counts_counted),
+        By("configuration", configuration),
+        By("configuration", configuration_stray),
+        By("configuration", configuration_segment),
+        By("configuration", configuration_counted),
     )),
     Family("hardware", None, rules=(
         By("inventory", inventory),

@@ -44,20 +44,24 @@ import math
 import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from aiperf_mpi.graph.model import GraphError, infer_shapes, input_node, output_node
 from aiperf_mpi.results import runlog
+from aiperf_mpi.results.datasets import image_shape
 from aiperf_mpi.results.graphs import OFFSET
 from aiperf_mpi.results.logmodel import RunModel, Segment, Timeline, epoch_values
 from aiperf_mpi.results.score import Score, run_step, score_inputs
 from analysis.checks import MAX_KEPT, Check, Lines
 from analysis.verify.bounds import BoundsAsOf, BoundsTracker
-from analysis.verify.view import OpenTask, ProposedGraph, RunView
+from analysis.verify.view import Before, OpenTask, ProposedGraph, RunView, SegmentTimes, TaskTimes
 
 END = math.inf
 """where a finding made at the log's end sorts: after every event"""
 PROBLEM, MISSING, NOTE, SUMMARY, COUNT = "problem", "missing", "note", "summary", "count"
+MOST = "most"
+"""(evidence family) a finding that keeps the largest value of a name for the row's run function"""
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,8 @@ class Finding:
     row: str | None = None
     """the row it belongs to when its rule fills several (``rule dataset``: one per validity rule); None: the
     rule's own"""
+    value: float = 0.0
+    """(evidence family) a :func:`most`'s value"""
 
 
 def problem(at: float, text: str, row: str | None = None) -> Finding:
@@ -91,6 +97,12 @@ def summary(text: str, row: str | None = None) -> Finding:
 def count(name: str) -> Finding:
     """One more of ``name`` for the row's run function (``counted[name]``)."""
     return Finding(END, name, COUNT)
+
+
+def most(name: str, value: float) -> Finding:
+    """(evidence family) ``value`` for the row's run function, which reads the largest (``counted[name]``; 0 when
+    none came)."""
+    return Finding(END, name, MOST, value=value)
 
 
 Findings = Iterator[Finding]
@@ -124,6 +136,66 @@ class EndLogged(Logged):
     next_id: int
 
 
+@dataclass(frozen=True)
+class ShapeFound:
+    """(evidence family) A task's graph as the shared view parsed it for an event: its input's (height, width,
+    channels) and its output's classes, or why they cannot be read."""
+
+    task: object
+    place: str
+    """where the graph lies, as problem lines name it"""
+    found: tuple | None
+    """(height, width, channels, classes) (None: ``error``)"""
+    error: str = ""
+
+
+@dataclass
+class Timed(Logged):
+    """(evidence family) An event of an open segment (the shared view's :class:`~analysis.verify.view.SegmentTimes`)
+    as the evidence rows judge it, with what held of the run when it came: snapshots, never the view's objects that
+    change later."""
+
+    segment: int = 0
+    """the open segment's number"""
+    start: float = 0.0
+    """the open segment's start"""
+    config: Mapping = field(default_factory=dict)
+    """the run's configuration (the first ``run_start``'s)"""
+    before: Before | None = None
+    """what held of the segment before the event (the view's, made for it: its group a copy; None: a run_start)"""
+    task: TaskTimes | None = None
+    """(an epoch, a model's end) a copy of its task's times after it (None: no task of the segment open)"""
+    in_layout: bool = False
+    """(a peak) the open segment has its group"""
+    group_size: int | None = None
+    """(a peak) its group's Horovod size then"""
+    claim: tuple[float, str] | None = None
+    """(a run_stop) the latest time the segment claims after it, and what claims it"""
+    closed: SegmentTimes | None = None
+    """(a run_start) the segment it closed (no longer changing)"""
+    data: object = None
+    """(an epoch) its segment's ``run_start``'s ``data`` as logged"""
+    samples: tuple | None = None
+    """(an epoch) its task's first epoch's (train, validation) samples since its proposal (None: this is its
+    first)"""
+    peak: float | None = None
+    """(an epoch) its group's measured peak as of it (None: none)"""
+    peaks: dict | None = None
+    """(a score) the open segment's measured peaks as of it"""
+    groups: tuple = ()
+    """(a score) the open segment's groups as of it"""
+    layout: bool = False
+    """(a score) the open segment has a layout as of it"""
+    peak_sums: tuple[float, ...] = ()
+    """(a score) each closed segment's sum of its groups' peaks (a segment with a group unprobed adds none)"""
+    shape: tuple[tuple, str] | None = None
+    """the data's shape every graph must have, and whence, as of before the event (None: none yet)"""
+    first_data: Mapping | None = None
+    """(a run_start) the first well-formed data check before it"""
+    graph: ShapeFound | None = None
+    """the graph the view parsed for the event (a task's first epoch, else its model_done; None: none)"""
+
+
 @dataclass
 class TaskUnit:
     """A task, finished: its first proposal and what followed it while it was open."""
@@ -147,6 +219,9 @@ class TaskUnit:
     seen_as: tuple | None = None
     """(task, segment) of an earlier proposal of the same graph that the master knew of when it came (None:
     none), as its duplicate table held them"""
+    timed: list[Timed] = field(default_factory=list)
+    """(evidence family) its proposals, epochs and end that came in an open segment, in log order, with what held
+    then"""
 
     @property
     def graph(self) -> ProposedGraph:
@@ -171,6 +246,8 @@ class StrayEvent(Logged):
     """for an end: the model id the log's order implies (:class:`EndLogged`)"""
     bounds: BoundsAsOf | None = None
     """(the hardware family) the hardware bounds as of it"""
+    timed: Timed | None = None
+    """(evidence family) the event with what held then, when it came in an open segment"""
 
 
 @dataclass
@@ -228,6 +305,13 @@ class SegmentUnit:
     """the run's first ``system`` event that was its segment's first, before this segment (None: none before)"""
     closed_at: int | None = None
     """the ``run_start`` that opened the next segment (None: the log ended)"""
+    times: SegmentTimes | None = None
+    """(evidence family) the shared view's times and groups of it, whole once it closed (None: the view opened
+    none)"""
+    peak_rates: dict[int, float] = field(default_factory=dict)
+    """(evidence family) its groups' measured peaks (a group unprobed has none)"""
+    closed_by: float = END
+    """(evidence family) the ``run_start`` that closed it (:data:`END`: the log's end)"""
 
 
 @dataclass
@@ -253,15 +337,25 @@ class RunUnit:
     """segment number → its ``score`` events (those after the first ``run_start``)"""
     bounds: BoundsAsOf | None = None
     """(the hardware family) the hardware bounds as the log left them (whether it was a rehearsal)"""
+    data_shape: tuple[tuple, str] | None = None
+    """(evidence family) the data's shape every graph must have, and whence (None: none found)"""
 
     @property
     def segments(self) -> list[Segment]:
         return self.model.segment_records
 
 
-UNITS = (TaskUnit, StrayEvent, Misplaced, SegmentUnit, RunUnit)
+@dataclass
+class SegmentEvent(Timed):
+    """(evidence family) An event of an open segment that belongs to no task (its opening ``run_start``, a
+    ``system``, ``layout``, ``staging``, ``peak``, ``monitor``, ``group_lost``, ``weights_removed``, ``run_stop``,
+    ``score``), with what held then, finished at once: a monitor sample comes once per node and sample, unbounded
+    over a day."""
+
+
+UNITS = (TaskUnit, StrayEvent, Misplaced, SegmentUnit, RunUnit, SegmentEvent)
 UNIT_NAMES = {TaskUnit: "task", StrayEvent: "stray event", Misplaced: "event out of place", SegmentUnit: "segment",
-              RunUnit: "run"}  # fmt: skip
+              RunUnit: "run", SegmentEvent: "event of a segment"}  # fmt: skip
 """each unit as the docs' table of families names it"""
 
 
@@ -279,6 +373,158 @@ def unit_of(rule: Callable) -> type:
 def takes_counts(rule: Callable) -> bool:
     """Whether a run rule reads its row's counts (a second parameter)."""
     return len(inspect.signature(rule).parameters) > 1
+
+
+# --------------------------------------------------------------------------------- the evidence family's facts
+
+
+def is_int(value: object) -> bool:
+    """A JSON integer (``true`` is none): what the verify rules hold a count or a size to."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def data_problem(data: object) -> str:
+    """What is wrong with a ``run_start``'s ``data`` (empty when nothing): its shape, not its agreement."""
+    if not isinstance(data, Mapping):
+        return f"not an object: {str(data)[:80]}"
+    wrong = [key for key in ("train", "validation", "classes") if not (is_int(data.get(key)) and data[key] >= 0)]
+    shape = data.get("image_shape")
+    if not (isinstance(shape, list) and len(shape) == 3 and all(is_int(d) and d > 0 for d in shape)):
+        wrong.append("image_shape")
+    if not isinstance(data.get("dataset"), str):
+        wrong.append("dataset")
+    return f"{', '.join(wrong)} not as the data check writes them" if wrong else ""
+
+
+def peak_sum(groups: Iterable[int], layout: bool, peaks: Mapping[int, float]) -> float | None:
+    """A segment's sum of its groups' peaks (in the groups' order); None when a group has none, or it has no
+    layout or no group."""
+    groups = tuple(groups)
+    if not layout or not groups or any(index not in peaks for index in groups):
+        return None
+    return sum(peaks[index] for index in groups)
+
+
+class EvidenceStream:
+    """(evidence family) What the evidence rows hold an event to that needs the log's order, kept as the stream
+    reads it and put on each event of an open segment as a :class:`Timed` snapshot: the open segment's measured
+    peaks and the closed ones' sums, each open task's first samples, the data's shape and the first data check.
+    Memory: the open segment's groups and tasks."""
+
+    def __init__(self) -> None:
+        self.peaks: dict[int, float] = {}
+        """the open segment's groups' measured peaks: a ``peak`` of a group of the segment, a measurement"""
+        self.peak_sums: list[float] = []
+        """each closed segment's sum of group peaks (a segment with a group unprobed adds none)"""
+        self.samples: dict[object, tuple] = {}
+        """each task of the open segment → its first epoch's (train, validation) samples since its proposal"""
+        self.shape: tuple[tuple, str] | None = None
+        """(height, width, channels, classes) every graph must have and whence: the configured data set's, else
+        the first well-formed data check's or graph's"""
+        self.first_data: Mapping | None = None
+        """the first well-formed data check"""
+        self.opening: dict = {}
+        """the open segment's ``run_start``"""
+
+    def see(self, event: dict, number: int, model: RunModel, view: RunView) -> Timed | None:
+        """``event`` as the evidence rows judge it (None: no segment open, or a run_start that opened none)."""
+        name, segment = event[runlog.EVENT], view.timed
+        config = model.config or {}
+        if name == runlog.RUN_START:
+            return self._opened(event, number, config, view) if view.opened else None
+        if segment is None:
+            return None
+        graph = self._graph(view)
+        kind = Timed if name in (runlog.MODEL_PROPOSED, runlog.EPOCH, runlog.MODEL_DONE, runlog.MODEL_FAILED) \
+            else SegmentEvent  # fmt: skip
+        timed = kind(event, number, segment.record.number, segment.record.start, config, view.before,
+                     shape=self.shape, graph=graph)  # fmt: skip
+        if graph is not None and graph.found is not None and self.shape is None:
+            self.shape = (graph.found, f"task {graph.task}'s graph")
+        if name in (runlog.MODEL_PROPOSED, runlog.MODEL_DONE, runlog.MODEL_FAILED, runlog.GROUP_LOST):
+            self.samples.pop(event["task"], None)  # a proposal again: its samples are its new first epoch's
+        if name in (runlog.EPOCH, runlog.MODEL_DONE, runlog.MODEL_FAILED) and view.timed_task is not None:
+            timed.task = replace(view.timed_task)
+        if name == runlog.EPOCH:
+            timed.data, timed.peak = self.opening.get("data"), self.peaks.get(event["group"])
+            timed.samples = self.samples.get(event["task"])
+            if view.timed_task is not None and timed.samples is None:
+                self.samples[event["task"]] = (event["train_samples"], event["validation_samples"])
+        elif name == runlog.PEAK:
+            group = segment.groups.get(event["group"])
+            timed.in_layout, timed.group_size = group is not None, group.size if group is not None else None
+            if group is not None and event["ops_per_second"] > 0:
+                self.peaks[event["group"]] = float(event["ops_per_second"])
+        elif name == runlog.RUN_STOP:
+            timed.claim = (segment.latest_claim, segment.latest_claim_what)
+        elif name == runlog.SCORE:
+            timed.peaks, timed.groups, timed.peak_sums = dict(self.peaks), tuple(segment.groups), tuple(self.peak_sums)
+            timed.layout = segment.record.layout is not None
+        return timed
+
+    def _opened(self, event: dict, number: int, config: Mapping, view: RunView) -> SegmentEvent:
+        """A ``run_start`` that opened a segment: the one it closed has its peak sum; the run's first, the
+        configured data set's shape; its data check, the first well-formed one's and the shape's."""
+        closed, segment = view.closed, view.timed
+        if closed is not None:
+            peaks = peak_sum(closed.groups, closed.record.layout is not None, self.peaks)
+            if peaks is not None:
+                self.peak_sums.append(peaks)
+        self.peaks, self.opening = {}, event
+        self.samples.clear()  # a task still open was discarded with its segment
+        if closed is None:
+            dataset = config.get("dataset")
+            known = image_shape(dataset, config.get("image_size"))
+            if known is not None:  # hdf5 files say their own shape: its graphs are held to agree with each other
+                self.shape = (known, f"dataset {dataset}")
+        timed = SegmentEvent(event, number, segment.record.number, segment.record.start, config, closed=closed,
+                             shape=self.shape, first_data=self.first_data)  # fmt: skip
+        data = event.get("data")
+        if data is not None and not data_problem(data):
+            if self.first_data is None:
+                self.first_data = data
+            if self.shape is None:
+                self.shape = ((*data["image_shape"], data["classes"]), "the data check")
+        return timed
+
+    @staticmethod
+    def _graph(view: RunView) -> ShapeFound | None:
+        """The graph the view parsed for the event, its input's shape and output's classes read once."""
+        parsed = view.parsed
+        if parsed is None:
+            return None
+        graph = parsed.graph
+        try:
+            data = graph.nodes[input_node(graph)]
+            shape = (data.get("h"), data.get("w"), data.get("c"))
+            classes = infer_shapes(graph)[output_node(graph)][-1]
+        except (GraphError, KeyError, IndexError, TypeError) as exc:
+            return ShapeFound(parsed.task, parsed.place, None, str(exc))
+        return ShapeFound(parsed.task, parsed.place, (*shape, classes))
+
+    def place(self, timed: Timed, stream: UnitStream, view: RunView, done: list) -> None:
+        """Put ``timed`` where it is judged: on its task's unit, on the event of a task not open, or (an event of
+        no task) a unit of its own; a run_start's segment unit gets the segment's times and peaks."""
+        event = timed.event
+        if event[runlog.EVENT] == runlog.RUN_START:
+            for unit in done:
+                if isinstance(unit, SegmentUnit) and timed.closed is not None:
+                    unit.closed_by = timed.number
+            if stream.segment is not None:
+                stream.segment.times, stream.segment.peak_rates = view.timed, self.peaks
+        if isinstance(timed, SegmentEvent):
+            done.append(timed)
+            return
+        for unit in done:
+            if isinstance(unit, StrayEvent) and unit.event is event:
+                unit.timed = timed
+                return
+            if isinstance(unit, TaskUnit) and unit.end is not None and unit.end.event is event:
+                unit.timed.append(timed)
+                return
+        unit = stream.open.get(event["task"])
+        if unit is not None:
+            unit.timed.append(timed)
 
 
 # ------------------------------------------------------------------------------------------------------ the stream
@@ -309,12 +555,15 @@ class UnitStream:
         self.scored: Counter[int] = Counter()
         self.hardware = BoundsTracker()
         """(the hardware family) the hardware bounds through the log"""
+        self.evidence = EvidenceStream()
+        """(evidence family) what its rows need of the log's order"""
 
     def see(self, event: dict, number: int, model: RunModel, view: RunView) -> list[object]:
         """The units ``event`` (the log's ``number``-th, read by ``model`` and ``view``) finished."""
         name, segments = event[runlog.EVENT], model.segment_records
         done: list[object] = []
         bounds = self.hardware.see(event, number, view)  # the hardware family: the bounds as of this event
+        timed = self.evidence.see(event, number, model, view)  # evidence family: the event as its rows judge it
         if name == runlog.RUN_START:
             if segments and (self.segment is None or self.segment.record is not segments[-1]):
                 if self.segment is not None:
@@ -325,6 +574,8 @@ class UnitStream:
             if self.segment is not None:
                 self.segment.run_starts.append(Logged(event, number))
             self._moved(segments)
+            if timed is not None:  # evidence family
+                self.evidence.place(timed, self, view, done)
             return done
         if not segments:
             done.append(Misplaced(event, number, None, bounds))
@@ -353,6 +604,8 @@ class UnitStream:
         elif name == runlog.PEAK and self.segment is not None:
             self.segment.peaks.append(Bounded(event, number, bounds))
         self._moved(segments)
+        if timed is not None:  # evidence family
+            self.evidence.place(timed, self, view, done)
         return done
 
     def _bounded(self, event: dict, bounds: BoundsAsOf, done: list) -> None:
@@ -445,6 +698,7 @@ class UnitStream:
                             dict(view.strategies) if view is not None else {}, self.epochs,
                             len(self.finished) + len(self.open_tasks(view)), dict(self.scored)))  # fmt: skip
         done[-1].bounds = self.hardware.now  # the hardware family
+        done[-1].data_shape = self.evidence.shape  # evidence family
         return done
 
     @staticmethod
@@ -470,6 +724,9 @@ class RowFindings:
     def add(self, finding: Finding) -> None:
         if finding.kind == COUNT:
             self.counts[finding.text] += 1
+            return
+        if finding.kind == MOST:  # evidence family: the largest value of a name
+            self.counts[finding.text] = max(self.counts[finding.text], finding.value)  # type: ignore[assignment]
             return
         if finding.kind == SUMMARY:
             self.summary = finding.text
