@@ -52,6 +52,15 @@ from aiperf_mpi.results.graphs import OFFSET
 from aiperf_mpi.results.logmodel import RunModel, Segment, Timeline, epoch_values
 from aiperf_mpi.results.score import Score, run_step, score_inputs
 from analysis.checks import MAX_KEPT, Check, Lines
+from analysis.verify.mllog_reader import (
+    EpochLines,
+    MLLogEnded,
+    MLLogFollower,
+    PowerLines,
+    RunStopLine,
+    SegmentEnded,
+    SegmentStarted,
+)
 from analysis.verify.view import OpenTask, ProposedGraph, RunView
 
 END = math.inf
@@ -225,6 +234,9 @@ class RunUnit:
     """the tasks proposed, or failed without a proposal"""
     scored: Mapping[int, int]
     """segment number → its ``score`` events (those after the first ``run_start``)"""
+    mllog: MLLogEnded | None = None
+    """(mllog family) ``mllog.log`` once the log has ended: what follows its last segment, its counts (None: there
+    is no such file)"""
 
     @property
     def segments(self) -> list[Segment]:
@@ -234,6 +246,10 @@ class RunUnit:
 UNITS = (TaskUnit, StrayEvent, Misplaced, SegmentUnit, RunUnit)
 UNIT_NAMES = {TaskUnit: "task", StrayEvent: "stray event", Misplaced: "event out of place", SegmentUnit: "segment",
               RunUnit: "run"}  # fmt: skip
+# the mllog family's units (analysis/verify/mllog_reader.py): what mllog.log said at one event, finished at once
+UNITS += (EpochLines, PowerLines, RunStopLine, SegmentStarted, SegmentEnded)
+UNIT_NAMES |= {EpochLines: "mllog epoch", PowerLines: "mllog power", RunStopLine: "mllog run_stop",
+               SegmentStarted: "mllog run_start", SegmentEnded: "mllog segment end"}  # fmt: skip
 """each unit as the docs' table of families names it"""
 
 
@@ -279,11 +295,15 @@ class UnitStream:
         """the open segment's end in the model as of the event before"""
         self.epochs = 0
         self.scored: Counter[int] = Counter()
+        self.mllog = MLLogFollower.of(run_dir)
+        """(mllog family) ``mllog.log`` read in step with the walk (None: no such file)"""
 
     def see(self, event: dict, number: int, model: RunModel, view: RunView) -> list[object]:
         """The units ``event`` (the log's ``number``-th, read by ``model`` and ``view``) finished."""
         name, segments = event[runlog.EVENT], model.segment_records
         done: list[object] = []
+        if self.mllog is not None:  # mllog family: its lines read at this event, first (as the walk's reader did)
+            done += self.mllog.see(event, number, model)
         if name == runlog.RUN_START:
             if segments and (self.segment is None or self.segment.record is not segments[-1]):
                 if self.segment is not None:
@@ -389,12 +409,17 @@ class UnitStream:
         if self.segment is not None:
             self.segment.last = True
             done.append(self.segment)
+        mllog_ended = None
+        if self.mllog is not None:  # mllog family: the last segment's lines, then what follows it (the run's)
+            mllog_units, mllog_ended = self.mllog.end()
+            done += mllog_units
         timeline = model if model is not None else Timeline()
         score, unscored = view.score(timeline, truncated) if view is not None else (None, "")
         recorded, unread = view.recorded_score(self.run_dir / "score.json") if view is not None else (None, "")
         done.append(RunUnit(self.run_dir, timeline, truncated, score, unscored, recorded, unread,
                             dict(view.strategies) if view is not None else {}, self.epochs,
                             len(self.finished) + len(self.open_tasks(view)), dict(self.scored)))  # fmt: skip
+        done[-1].mllog = mllog_ended  # mllog family
         return done
 
     @staticmethod
