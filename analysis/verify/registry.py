@@ -83,7 +83,14 @@ from analysis.verify.hardware import (
     inventory_summary,
     stray_epoch_bounds,
 )
-from analysis.verify.mllog import MLLogCheck
+from analysis.verify.mllog import (
+    mllog,
+    mllog_epoch,
+    mllog_power,
+    mllog_run_stop,
+    mllog_segment_end,
+    mllog_segment_start,
+)
 from analysis.verify.provenance import provenance, provenance_recorded
 from analysis.verify.record import (
     LineageRule,
@@ -374,31 +381,12 @@ FAMILIES = (
         By("provenance", provenance_recorded),
     )),
     Family("mllog", None, files=("mllog.log",), rules=(
-        Rule(Row("mllog.log",
-            "read streaming beside the event walk (`analysis/verify/mllog.py`): each epoch event has its "
-            "`epoch_start` (time = the epoch's `start`), `epoch_stop` (time = its `end`, `ops`, `train_samples`) "
-            "and `eval_accuracy` (`val_accuracy`, `eval_samples` = `validation_samples`), times in whole ms as "
-            "the writer rounds them (`int(s × 1000)`; a late line's true time is its `metadata.event_time_ms`); "
-            "each segment's `run_start` and `run_stop` lines at the events' times, with their segment and reason;"
-            " no mllog epoch without its event, except an `epoch_start` alone for the epoch after its task's last"
-            " when the task was discarded at `run_stop`, failed, gave up with no epoch (the time limit) or was "
-            "training when its segment was killed. Each segment's description lines (`number_of_nodes`, "
-            "`accelerators_per_node`, `seed`, the optimiser's, `aiperf_dataset`, `train_samples`, `eval_samples`, "
-            "`aiperf_time_limit`, `aiperf_search_space`, `aiperf_system`: the hardware and data an mlcommons reader "
-            "believes) equal what the writer makes of the segment's `run_start`, `system` and `layout` events, one "
-            "line of each key at most (a line the file lacks claims nothing; one after the last segment's `run_start` "
-            "or `run_stop`, which no segment follows, fails); no line of a key aiperf_mpi never writes, and no cut "
-            "last line after a `run_stop` (a segment that stopped wrote whole lines; a killed one may end in a cut "
-            "line, noted). MLPerf's power lines (issue 53): a segment whose `system` event has a node with energy "
-            "readings has one `power_measurement_start` at that event's time and, when the run stopped it, one "
-            "`power_measurement_stop` at its `run_stop`'s; each `monitor` sample whose readings step (the ledger "
-            "of `aiperf_mpi/results/energy.py`) has its `power_reading` line, the node's mean watts since its "
-            "previous sample at the later reading's time with its `host`, each line's `time_ms`, event type and "
-            "metadata the writer's (mlcommons' summarizer integrates by `time_ms`); no power line that the readings "
-            "do not make, none before its segment's `run_start` or after its `run_stop` (a killed segment's last "
-            "second excepted, as for epochs). A missing file fails (every run writes one)"),
-             MLLogCheck, events=("run_start", "system", "layout", "monitor", "epoch", "model_done", "model_failed",
-                                 "group_lost", "run_stop")),
+        By("mllog.log", mllog),
+        By("mllog.log", mllog_segment_start),
+        By("mllog.log", mllog_epoch),
+        By("mllog.log", mllog_power),
+        By("mllog.log", mllog_run_stop),
+        By("mllog.log", mllog_segment_end),
     )),
     Family("best", None, files=("best/metadata.json", "best/ops.json", "best/graph.json", "graphs/"), rules=(
         Rule(Row("best/ (exported model)",

@@ -55,6 +55,15 @@ from aiperf_mpi.results.logmodel import RunModel, Segment, Timeline, epoch_value
 from aiperf_mpi.results.score import Score, run_step, score_inputs
 from analysis.checks import MAX_KEPT, Check, Lines
 from analysis.verify.bounds import BoundsAsOf, BoundsTracker
+from analysis.verify.mllog_reader import (
+    EpochLines,
+    MLLogEnded,
+    MLLogFollower,
+    PowerLines,
+    RunStopLine,
+    SegmentEnded,
+    SegmentStarted,
+)
 from analysis.verify.view import Before, OpenTask, ProposedGraph, RunView, SegmentTimes, TaskTimes
 
 END = math.inf
@@ -339,6 +348,9 @@ class RunUnit:
     """(the hardware family) the hardware bounds as the log left them (whether it was a rehearsal)"""
     data_shape: tuple[tuple, str] | None = None
     """(evidence family) the data's shape every graph must have, and whence (None: none found)"""
+    mllog: MLLogEnded | None = None
+    """(mllog family) ``mllog.log`` once the log has ended: what follows its last segment, its counts (None: there
+    is no such file)"""
 
     @property
     def segments(self) -> list[Segment]:
@@ -356,6 +368,10 @@ class SegmentEvent(Timed):
 UNITS = (TaskUnit, StrayEvent, Misplaced, SegmentUnit, RunUnit, SegmentEvent)
 UNIT_NAMES = {TaskUnit: "task", StrayEvent: "stray event", Misplaced: "event out of place", SegmentUnit: "segment",
               RunUnit: "run", SegmentEvent: "event of a segment"}  # fmt: skip
+# the mllog family's units (analysis/verify/mllog_reader.py): what mllog.log said at one event, finished at once
+UNITS += (EpochLines, PowerLines, RunStopLine, SegmentStarted, SegmentEnded)
+UNIT_NAMES |= {EpochLines: "mllog epoch", PowerLines: "mllog power", RunStopLine: "mllog run_stop",
+               SegmentStarted: "mllog run_start", SegmentEnded: "mllog segment end"}  # fmt: skip
 """each unit as the docs' table of families names it"""
 
 
@@ -557,11 +573,15 @@ class UnitStream:
         """(the hardware family) the hardware bounds through the log"""
         self.evidence = EvidenceStream()
         """(evidence family) what its rows need of the log's order"""
+        self.mllog = MLLogFollower.of(run_dir)
+        """(mllog family) ``mllog.log`` read in step with the walk (None: no such file)"""
 
     def see(self, event: dict, number: int, model: RunModel, view: RunView) -> list[object]:
         """The units ``event`` (the log's ``number``-th, read by ``model`` and ``view``) finished."""
         name, segments = event[runlog.EVENT], model.segment_records
         done: list[object] = []
+        if self.mllog is not None:  # mllog family: its lines read at this event, first (as the walk's reader did)
+            done += self.mllog.see(event, number, model)
         bounds = self.hardware.see(event, number, view)  # the hardware family: the bounds as of this event
         timed = self.evidence.see(event, number, model, view)  # evidence family: the event as its rows judge it
         if name == runlog.RUN_START:
@@ -691,6 +711,10 @@ class UnitStream:
         if self.segment is not None:
             self.segment.last = True
             done.append(self.segment)
+        mllog_ended = None
+        if self.mllog is not None:  # mllog family: the last segment's lines, then what follows it (the run's)
+            mllog_units, mllog_ended = self.mllog.end()
+            done += mllog_units
         timeline = model if model is not None else Timeline()
         score, unscored = view.score(timeline, truncated) if view is not None else (None, "")
         recorded, unread = view.recorded_score(self.run_dir / "score.json") if view is not None else (None, "")
@@ -699,6 +723,7 @@ class UnitStream:
                             len(self.finished) + len(self.open_tasks(view)), dict(self.scored)))  # fmt: skip
         done[-1].bounds = self.hardware.now  # the hardware family
         done[-1].data_shape = self.evidence.shape  # evidence family
+        done[-1].mllog = mllog_ended  # mllog family
         return done
 
     @staticmethod
