@@ -26,7 +26,7 @@ from analysis.verify.registry import (
     family_of,
     markdown,
 )  # fmt: skip
-from analysis.verify.units import UNITS, Findings, TaskUnit, problem
+from analysis.verify.units import UNITS, Findings, RowFindings, TaskUnit, count, most, problem
 from tests.support.verify_runs import find, rewrite_log
 
 
@@ -139,6 +139,16 @@ def test_every_function_rule_reads_a_unit_and_its_row_says_what_it_holds() -> No
             seen.add(rule.row)
     with pytest.raises(TypeError, match="names no unit"):
         _ = By("x", lambda event: ()).unit
+
+
+def test_a_row_s_run_function_reads_its_counts_and_the_largest_of_a_value() -> None:
+    """A rule's running figures are findings, not state: ``count`` adds one, ``most`` keeps the largest (the
+    physics row's highest rate ratio), none of them a line of the row."""
+    row = RowFindings("physics")
+    for finding in (count("rates"), most("ratio", 1.5), count("rates"), most("ratio", 0.25)):
+        row.add(finding)
+    assert row.counts == {"rates": 2, "ratio": 1.5}
+    assert row.check().problems == [] and row.check().verdict == checks.OK
 
 
 def test_a_rule_is_one_entry_and_the_method_that_checks_it(run) -> None:
