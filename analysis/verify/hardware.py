@@ -48,6 +48,7 @@ from analysis.verify.units import (
     TaskUnit,
     count,
     missing,
+    most,
     note,
     problem,
     summary,
@@ -60,8 +61,8 @@ CLOCK_RESOLUTION = 1e-3
 """seconds a phase may fall short besides: a wait is timed with ``time.monotonic`` and logged rounded"""
 PROBED, EPOCHS, STAND_IN_EPOCHS = "probes bounded", "epochs bounded", "rehearsal epochs"
 """the counts the ``hardware bounds`` row's functions yield for its summary"""
-RATIO, UNBOUNDED = "ratio ", "unbounded: "
-"""prefixes of the counts that carry a rate's ratio to its bound (two decimals, the summary's highest) and why a
+HIGHEST, UNBOUNDED = "highest ratio", "unbounded: "
+"""the largest of a rate's ratio to its bound (the summary's highest), and the prefix of the counts that say why a
 group has no bound (each reason once, the row's *not recorded* lines)"""
 
 
@@ -207,7 +208,7 @@ def bounds_counted(run: RunUnit, counted: Counter) -> Findings:
         yield summary(f"a rehearsal: {counted[STAND_IN_EPOCHS]} epochs' phases no shorter than its stand-in's stated "
                       "rate makes them")  # fmt: skip
         return
-    highest = max((float(name.removeprefix(RATIO)) for name in counted if name.startswith(RATIO)), default=0.0)
+    highest = counted[HIGHEST]
     yield summary(f"{counted[PROBED]} probe(s) and {counted[EPOCHS]} epochs' training and validation rates ≤ the "
                   f"hardware table {HARDWARE_TABLE_VERSION} (highest {highest:.2f} ×), the score ≤ its groups' "
                   "sum")  # fmt: skip
@@ -223,7 +224,7 @@ def _hold(at: int, rate: float, bound: float, label: str, what: str, why: str, a
     """A rate under its bound (× ``allowed``): its ratio counted for the summary's highest, a problem above it."""
     bound *= allowed
     ratio = rate / bound
-    yield count(f"{RATIO}{ratio:.2f}")
+    yield most(HIGHEST, ratio)
     if ratio > 1.0:
         yield problem(at, f"{label}: {what} {rate / 1e9:.4g} G ops/s is {ratio:.2f} × what the hardware can compute "
                           f"({bound / 1e9:.4g} G ops/s: {why})")  # fmt: skip
