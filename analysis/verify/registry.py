@@ -55,7 +55,7 @@ from analysis.verify.best import BestCheck
 from analysis.verify.data import DataRules
 from analysis.verify.energy import energy
 from analysis.verify.evidence import ConfigurationRule, CountsRule, PhysicsRule, TimesRule
-from analysis.verify.fields import FAMILY_ROW_HOLDS, ROW, FieldRules
+from analysis.verify.fields import probe_and_layout_fields
 from analysis.verify.hardware import BoundsRule, InventoryRule
 from analysis.verify.mllog import MLLogCheck
 from analysis.verify.provenance import provenance, provenance_recorded
@@ -446,8 +446,7 @@ FAMILIES = (
              KeptWeights, events=("model_proposed", "model_done")),
     )),
     Family("fields", None, rules=(
-        Rule(Row(ROW, FAMILY_ROW_HOLDS),
-             FieldRules, events=()),
+        By("probe and layout fields", probe_and_layout_fields),
     )),
     Family("side files", None, files=("every other file of the run directory or bundle",), rows=(
         Row("side files",
