@@ -79,7 +79,7 @@ from analysis.verify.score import score, score_events, scored_window, validity_r
 from analysis.verify.search import RepeatsRule, SpaceRule
 from analysis.verify.units import UNIT_NAMES, Finding, RowFindings, RunUnit, UnitStream, takes_counts, unit_of
 from analysis.verify.view import RunView
-from analysis.verify.weights import KeptWeights
+from analysis.verify.weights import weights_files
 
 VERIFY_RULES_VERSION = "2026.12-13"
 """the version of :data:`FAMILIES`: what verify checks, and how (a new one for any change of a row's rule).
@@ -433,17 +433,7 @@ FAMILIES = (
              BestCheck, events=("run_start", "model_proposed", "model_done", "run_stop")),
     )),
     Family("weights", None, files=("weights/*.npz", "best/model.keras", "best/metadata.json", "graphs/"), rules=(
-        Rule(Row("weights files",
-            "each `weights/*.npz` a `model_done` names has the sha256 that `model_done` logged (`weights_sha256`, "
-            "written by the rank that saved the file) and, read from the arrays' headers without TensorFlow, "
-            "exactly the arrays of its graph as trained (the stored graph at its `kernel_size`: conv kernel "
-            "`(k, k, in, out)` and bias, dense kernel and bias, batch normalisation's four vectors), layer for "
-            "layer; `best/model.keras` has the sha256 `best/metadata.json` records (`model_sha256`), and the "
-            "`.npz` it was built from had the one the log records (`weights_sha256`). A file no `model_done` names"
-            " is noted; a log or an export from before the sha256 was recorded is *not recorded*. A file larger "
-            "than its graph's arrays can need (8 bytes an element, 64 KiB an array, 64 MiB besides) is refused "
-            "before it is hashed"),
-             KeptWeights, events=("model_proposed", "model_done")),
+        By("weights files", weights_files),
     )),
     Family("fields", None, rules=(
         By("probe and layout fields", probe_and_layout_fields),

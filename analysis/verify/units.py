@@ -51,6 +51,7 @@ from aiperf_mpi.results import runlog
 from aiperf_mpi.results.graphs import OFFSET
 from aiperf_mpi.results.logmodel import RunModel, Segment, Timeline, epoch_values
 from aiperf_mpi.results.score import Score, run_step, score_inputs
+from aiperf_mpi.results.stored_weights import WEIGHTS_SHA256
 from analysis.checks import MAX_KEPT, Check, Lines
 from analysis.verify.view import OpenTask, ProposedGraph, RunView
 
@@ -204,6 +205,17 @@ class SegmentUnit:
     """the log's last segment"""
 
 
+@dataclass(frozen=True, slots=True)
+class SavedWeights:
+    """(weights) A weights file as the last ``model_done`` that names it logged it."""
+
+    task: object
+    sha256: str
+    """its ``weights_sha256`` ("": none logged)"""
+    kernel: object
+    """the kernel size it trained with: its record's, else its task's latest proposal's as of that end"""
+
+
 @dataclass
 class RunUnit:
     """The run, once the log has been read: its model, the score recomputed from it, ``score.json``."""
@@ -225,6 +237,11 @@ class RunUnit:
     """the tasks proposed, or failed without a proposal"""
     scored: Mapping[int, int]
     """segment number → its ``score`` events (those after the first ``run_start``)"""
+    saved_weights: Mapping[str, SavedWeights] = field(default_factory=dict)
+    """(weights) each weights file a ``model_done`` names → what the last such ``model_done`` logged"""
+    proposed_places: Mapping[object, tuple[dict, object]] = field(default_factory=dict)
+    """(weights) task → (where its latest ``model_proposed`` placed its graph: ``graph_file``, ``graph_offset``,
+    ``graph_bytes`` as logged; the kernel size it proposed)"""
 
     @property
     def segments(self) -> list[Segment]:
@@ -279,11 +296,16 @@ class UnitStream:
         """the open segment's end in the model as of the event before"""
         self.epochs = 0
         self.scored: Counter[int] = Counter()
+        self.proposed_places: dict[object, tuple[dict, object]] = {}
+        """(weights) task → where its latest proposal placed its graph, the kernel size it proposed"""
+        self.saved_weights: dict[str, SavedWeights] = {}
+        """(weights) weights file → what the last ``model_done`` naming it logged"""
 
     def see(self, event: dict, number: int, model: RunModel, view: RunView) -> list[object]:
         """The units ``event`` (the log's ``number``-th, read by ``model`` and ``view``) finished."""
         name, segments = event[runlog.EVENT], model.segment_records
         done: list[object] = []
+        self._weights(event)  # weights: every proposal and end, wherever it lies in the log
         if name == runlog.RUN_START:
             if segments and (self.segment is None or self.segment.record is not segments[-1]):
                 if self.segment is not None:
@@ -313,6 +335,20 @@ class UnitStream:
             self.segment.scores.append(self._score(event, number, model, segment))
         self._moved(segments)
         return done
+
+    def _weights(self, event: dict) -> None:
+        """(weights) Where each task's latest proposal placed its graph; each weights file's latest end."""
+        name = event[runlog.EVENT]
+        if name == runlog.MODEL_PROPOSED:  # an event that keeps to the schema: an int task, a dict of hparams
+            place = {key: event[key] for key in ("graph_file", "graph_offset", "graph_bytes") if key in event}
+            self.proposed_places[event["task"]] = (place, event["hparams"].get("kernel_size"))
+        elif name == runlog.MODEL_DONE:
+            model, task = event["model"], event["task"]
+            weights = model.get("weights")
+            if isinstance(weights, str) and weights:
+                hparams = model.get("hparams") if isinstance(model.get("hparams"), dict) else {}
+                kernel = hparams.get("kernel_size", self.proposed_places.get(task, ({}, None))[1])
+                self.saved_weights[weights] = SavedWeights(task, str(event.get(WEIGHTS_SHA256) or ""), kernel)
 
     def _moved(self, segments: list[Segment]) -> None:
         if segments:
@@ -395,6 +431,7 @@ class UnitStream:
         done.append(RunUnit(self.run_dir, timeline, truncated, score, unscored, recorded, unread,
                             dict(view.strategies) if view is not None else {}, self.epochs,
                             len(self.finished) + len(self.open_tasks(view)), dict(self.scored)))  # fmt: skip
+        done[-1].saved_weights, done[-1].proposed_places = self.saved_weights, self.proposed_places  # weights
         return done
 
     @staticmethod
