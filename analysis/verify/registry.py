@@ -51,7 +51,7 @@ from aiperf_mpi.results.schema import (
     non_finite_problems,
 )
 from analysis.checks import Check, Run
-from analysis.verify.best import BestCheck
+from analysis.verify.best import best_export
 from analysis.verify.data import DataRules
 from analysis.verify.energy import energy
 from analysis.verify.evidence import ConfigurationRule, CountsRule, PhysicsRule, TimesRule
@@ -417,20 +417,7 @@ FAMILIES = (
                                  "group_lost", "run_stop")),
     )),
     Family("best", None, files=("best/metadata.json", "best/ops.json", "best/graph.json", "graphs/"), rules=(
-        Rule(Row("best/ (exported model)",
-            "`best/metadata.json`: its task is the best trained model (ties: the earliest) as of the log's last "
-            "`run_stop`; model id, accuracy (the best epoch's), the saved epoch's accuracy, samples and number, "
-            "hyper-parameters, epochs, data set, precision and each lineage step (task, model, parent, "
-            "description, accuracy, hyper-parameters; each step's parent the previous step's model, the first "
-            "without one) are the log's; `ops_per_sample`, `params`, `best/ops.json` and `best/graph.json` equal "
-            "the recount of the task's graph file at its kernel size. No `best/` (a run ended by a signal, "
-            "synthetic data, `--no-report`; `python -m aiperf_mpi.export --single-copy RUN_DIR` makes it later): "
-            "*not present*, noted, not failed. A `best/` an earlier segment exported, left by a resume that ended"
-            " by a signal or with `--no-report` (the run says so), describes that segment's best model and fails "
-            "this row when a later segment trained a better one: export again. A run that meets every rule of "
-            "its score is *valid* only with its `best/`: without it the verdict names the rule `best model` "
-            "(a reviewer re-evaluates that model: `--reevaluate`)"),
-             BestCheck, events=("run_start", "model_proposed", "model_done", "run_stop")),
+        By("best/ (exported model)", best_export),
     )),
     Family("weights", None, files=("weights/*.npz", "best/model.keras", "best/metadata.json", "graphs/"), rules=(
         By("weights files", weights_files),

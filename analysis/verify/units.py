@@ -51,8 +51,8 @@ from aiperf_mpi.results import runlog
 from aiperf_mpi.results.graphs import OFFSET
 from aiperf_mpi.results.logmodel import RunModel, Segment, Timeline, epoch_values
 from aiperf_mpi.results.score import Score, run_step, score_inputs
-from aiperf_mpi.results.stored_weights import WEIGHTS_SHA256
-from analysis.checks import MAX_KEPT, Check, Lines
+from aiperf_mpi.results.stored_weights import BEST_METADATA, WEIGHTS_SHA256
+from analysis.checks import MAX_KEPT, Check, Lines, is_regular_file, read_json
 from analysis.verify.view import OpenTask, ProposedGraph, RunView
 
 END = math.inf
@@ -217,6 +217,90 @@ class SavedWeights:
 
 
 @dataclass
+class Exported:
+    """(best) ``best/metadata.json`` as it was before the log was read: what the row ``best/`` holds to the log."""
+
+    present: bool
+    """a regular file is there"""
+    meta: object = None
+    """its JSON value (None: absent or unreadable)"""
+    unreadable: str = ""
+    """why it could not be read ("": it was, or there is none)"""
+
+    @property
+    def task(self) -> int | None:
+        """the task it names (None: it names none, or could not be read)"""
+        return self.meta["task"] if isinstance(self.meta, dict) and isinstance(self.meta.get("task"), int) else None
+
+
+@dataclass
+class BestLogged:
+    """(best) What the log says of the tasks ``best/metadata.json`` names — its task and each lineage step's — and
+    of the best trained model, kept as the walk read it (nothing is kept while the file names no task)."""
+
+    exported: Exported
+    tasks: frozenset = frozenset()
+    """the export's task and its lineage steps' (empty: it names no task)"""
+    model_ids: frozenset = frozenset()
+    """its lineage steps' model ids"""
+    proposals: dict = field(default_factory=dict)
+    """task of ``tasks`` → its latest ``model_proposed``"""
+    records: dict = field(default_factory=dict)
+    """task of ``tasks`` → its latest ``model_done``'s record"""
+    seen_ids: set = field(default_factory=set)
+    """those of ``model_ids`` that a ``model_done`` logged"""
+    best: tuple | None = None
+    """(accuracy, task) of the best trained model so far (ties: the earliest)"""
+    best_at_stop: tuple | None = None
+    """``best`` as of the latest ``run_stop``"""
+    stopped: bool = False
+    """a ``run_stop`` came"""
+    config: dict = field(default_factory=dict)
+    """the latest ``run_start``'s configuration"""
+
+    @classmethod
+    def read(cls, run_dir: Path) -> BestLogged:
+        """The export as it is now, and the lineage it names (:class:`BadInput`: a file that cannot be opened)."""
+        path = run_dir / BEST_METADATA
+        if not is_regular_file(path):
+            return cls(Exported(False))
+        try:
+            exported = Exported(True, read_json(path))
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+            return cls(Exported(True, None, " ".join(str(exc).split())))
+        if exported.task is None:
+            return cls(exported)
+        steps = exported.meta.get("lineage") if isinstance(exported.meta.get("lineage"), list) else []
+        steps = [step for step in steps if isinstance(step, dict)]
+        tasks = {exported.task} | {step["task"] for step in steps if isinstance(step.get("task"), int)}
+        ids = {step["model_id"] for step in steps if isinstance(step.get("model_id"), int)}
+        return cls(exported, frozenset(tasks), frozenset(ids))
+
+    def see(self, event: dict) -> None:
+        """One event that keeps to the schema, wherever it lies in the log."""
+        if not self.tasks:
+            return
+        name = event[runlog.EVENT]
+        if name == runlog.RUN_START:
+            self.config = event.get("config") if isinstance(event.get("config"), dict) else {}
+        elif name == runlog.MODEL_PROPOSED:
+            if event.get("task") in self.tasks:
+                self.proposals[event["task"]] = event
+        elif name == runlog.MODEL_DONE:
+            model = event.get("model") if isinstance(event.get("model"), dict) else {}
+            if model.get("id") in self.model_ids:
+                self.seen_ids.add(model["id"])
+            if event.get("task") in self.tasks:
+                self.records[event["task"]] = model
+            accuracy = model.get("accuracy")
+            if model.get("status") == "trained" and isinstance(accuracy, int | float) and math.isfinite(accuracy) \
+                    and (self.best is None or accuracy > self.best[0]):  # fmt: skip
+                self.best = (accuracy, event.get("task"))
+        elif name == runlog.RUN_STOP:
+            self.stopped, self.best_at_stop = True, self.best
+
+
+@dataclass
 class RunUnit:
     """The run, once the log has been read: its model, the score recomputed from it, ``score.json``."""
 
@@ -242,6 +326,8 @@ class RunUnit:
     proposed_places: Mapping[object, tuple[dict, object]] = field(default_factory=dict)
     """(weights) task → (where its latest ``model_proposed`` placed its graph: ``graph_file``, ``graph_offset``,
     ``graph_bytes`` as logged; the kernel size it proposed)"""
+    best: BestLogged | None = None
+    """(best) ``best/metadata.json`` and what the log says of the tasks it names"""
 
     @property
     def segments(self) -> list[Segment]:
@@ -300,12 +386,15 @@ class UnitStream:
         """(weights) task → where its latest proposal placed its graph, the kernel size it proposed"""
         self.saved_weights: dict[str, SavedWeights] = {}
         """(weights) weights file → what the last ``model_done`` naming it logged"""
+        self.best = BestLogged.read(run_dir)
+        """(best) ``best/metadata.json`` as it is before the log is read, and what the log says of its tasks"""
 
     def see(self, event: dict, number: int, model: RunModel, view: RunView) -> list[object]:
         """The units ``event`` (the log's ``number``-th, read by ``model`` and ``view``) finished."""
         name, segments = event[runlog.EVENT], model.segment_records
         done: list[object] = []
         self._weights(event)  # weights: every proposal and end, wherever it lies in the log
+        self.best.see(event)  # best: the export's tasks, the best model, the configuration
         if name == runlog.RUN_START:
             if segments and (self.segment is None or self.segment.record is not segments[-1]):
                 if self.segment is not None:
@@ -432,6 +521,7 @@ class UnitStream:
                             dict(view.strategies) if view is not None else {}, self.epochs,
                             len(self.finished) + len(self.open_tasks(view)), dict(self.scored)))  # fmt: skip
         done[-1].saved_weights, done[-1].proposed_places = self.saved_weights, self.proposed_places  # weights
+        done[-1].best = self.best  # best
         return done
 
     @staticmethod
