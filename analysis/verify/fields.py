@@ -18,15 +18,13 @@ tests/unit/test_verify_fields.py walks the schema and what the writers emit,
 and fails on a field in no row: a new field cannot be added unjudged.
 ``docs/verify.md`` carries the table (:func:`markdown`, generated).
 
-The family ``fields`` (:class:`FieldRules`, one row, ``probe and layout
-fields``) checks what no other rule read: each probe's ``threads`` (one pair
-of positive integers a rank) and ``host`` (its group leader's), the layout's
-``leader``, ``host``, ``node``, ``nodes`` and ``node_count`` against the
-``system`` event's hosts, the ``system`` event's ``accelerators_per_node``
-and its ``mpi4py`` against the provenance.  A rank's threads cannot be held
-to a count, since ``OMP_NUM_THREADS`` and ``TF_NUM_INTRAOP_THREADS`` are the
-user's to set: they count as at most the rank's share of its host
-(:func:`rank_threads`), which is what the audit times it with.
+The family ``fields`` (one row, ``probe and layout fields``: :func:`probe_and_layout_fields`, a plain function
+of the run unit, :mod:`analysis.verify.units`) checks, over the run's model's segments, what no other rule read:
+each probe's ``threads`` (one pair of positive integers a rank) and ``host`` (its group leader's), the layout's
+``leader``, ``host``, ``node``, ``nodes`` and ``node_count`` against the ``system`` event's hosts, the ``system``
+event's ``accelerators_per_node`` and its ``mpi4py`` against the provenance.  A rank's threads cannot be held to a
+count, since ``OMP_NUM_THREADS`` and ``TF_NUM_INTRAOP_THREADS`` are the user's to set: they count as at most the
+rank's share of its host (:func:`rank_threads`), which is what the audit times it with.
 """
 
 from __future__ import annotations
@@ -36,12 +34,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from aiperf_mpi.results.inventory import group_ranks_by_host, host_of_rank
-from analysis.checks import Check, Run
+from analysis.verify.units import END, Findings, RunUnit, note, problem, summary
 
 CHECKED, TRUSTED, NOT_A_CLAIM = "checked", "trusted", "not a claim"
 STANDINGS = (CHECKED, TRUSTED, NOT_A_CLAIM)
 ROW = "probe and layout fields"
-"""the verdict row of :class:`FieldRules`"""
+"""the verdict row of :func:`probe_and_layout_fields`"""
 
 
 @dataclass(frozen=True)
@@ -357,36 +355,20 @@ def segment_field_problems(number: int, system: Mapping | None, layout: Mapping 
     return problems, notes
 
 
-class FieldRules:
-    """The family ``fields``: :func:`segment_field_problems` over the run's segments, once the walk is done."""
-
-    def __init__(self, run: Run) -> None:
-        self.run = run
-
-    def finish(self) -> list[Check]:
-        check = Check(ROW)
-        segments = self.run.model.segment_records if self.run.model is not None else []
-        probes = 0
-        for segment in segments:
-            problems, notes = segment_field_problems(segment.number, segment.system, segment.layout, segment.peaks,
-                                                     segment.logged_provenance)  # fmt: skip
-            check.problems += problems
-            check.notes += notes
-            probes += len(segment.peaks)
-        check.summary = (f"{len(segments)} segment(s), {probes} probe(s): each probe's threads and host, the "
-                         "layout's leaders, hosts and nodes, accelerators_per_node and mpi4py agree with the "
-                         "system event")  # fmt: skip
-        return [check]
-
-
-FAMILY_ROW_HOLDS = (
-    "what no other row reads of the `system`, `layout` and `peak` events ([the table of every field]"
-    "(#every-field-of-the-system-probe-and-layout-events)): each probe's `threads` one `{intra, inter}` of positive "
-    "integers a rank of its group (none: a rehearsal's stand-in or an older log), a rank's intra-op threads counted "
-    "as at most its share of its host's logical processors, ⌈cores ÷ its group's ranks there⌉ (more is noted, not "
-    "failed: the user may set them; the audit times the rank with that share); each probe's `host` its group "
-    "leader's; each layout group's `leader`, `host` and `node` its first rank's; no node of `nodes` on two "
-    "hosts, and `node_count` how many; `accelerators_per_node` the most accelerators a host lists; the `system` "
-    "event's `mpi4py` its provenance's"
-)
-"""the registry row's text (:data:`analysis.verify.registry.FAMILIES`: ``Row(ROW, FAMILY_ROW_HOLDS)``)"""
+def probe_and_layout_fields(run: RunUnit) -> Findings:
+    """what no other row reads of the `system`, `layout` and `peak` events ([the table of every
+    field](#every-field-of-the-system-probe-and-layout-events)): each probe's `threads` one `{intra, inter}` of positive
+    integers a rank of its group (none: a rehearsal's stand-in or an older log), a rank's intra-op threads counted as at
+    most its share of its host's logical processors, ⌈cores ÷ its group's ranks there⌉ (more is noted, not failed: the
+    user may set them; the audit times the rank with that share); each probe's `host` its group leader's; each layout
+    group's `leader`, `host` and `node` its first rank's; no node of `nodes` on two hosts, and `node_count` how many;
+    `accelerators_per_node` the most accelerators a host lists; the `system` event's `mpi4py` its provenance's"""
+    probes = 0
+    for segment in run.segments:
+        problems, notes = segment_field_problems(segment.number, segment.system, segment.layout, segment.peaks,
+                                                 segment.logged_provenance)  # fmt: skip
+        yield from (problem(END, line) for line in problems)
+        yield from (note(END, line) for line in notes)
+        probes += len(segment.peaks)
+    yield summary(f"{len(run.segments)} segment(s), {probes} probe(s): each probe's threads and host, the layout's "
+                  "leaders, hosts and nodes, accelerators_per_node and mpi4py agree with the system event")

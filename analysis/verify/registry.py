@@ -51,7 +51,7 @@ from aiperf_mpi.results.schema import (
     non_finite_problems,
 )
 from analysis.checks import Check, Run
-from analysis.verify.best import BestCheck
+from analysis.verify.best import best_export
 from analysis.verify.data import DataRules
 from analysis.verify.energy import energy
 from analysis.verify.evidence import (
@@ -73,7 +73,7 @@ from analysis.verify.evidence import (
     times_segment,
     times_stray,
 )
-from analysis.verify.fields import FAMILY_ROW_HOLDS, ROW, FieldRules
+from analysis.verify.fields import probe_and_layout_fields
 from analysis.verify.hardware import (
     bounds_counted,
     early_bounds,
@@ -112,7 +112,7 @@ from analysis.verify.score import score, score_events, scored_window, validity_r
 from analysis.verify.search import RepeatsRule, SpaceRule
 from analysis.verify.units import UNIT_NAMES, Finding, RowFindings, RunUnit, UnitStream, takes_counts, unit_of
 from analysis.verify.view import RunView
-from analysis.verify.weights import KeptWeights
+from analysis.verify.weights import weights_files
 
 VERIFY_RULES_VERSION = "2026.12-13"
 """the version of :data:`FAMILIES`: what verify checks, and how (a new one for any change of a row's rule).
@@ -389,37 +389,13 @@ FAMILIES = (
         By("mllog.log", mllog_segment_end),
     )),
     Family("best", None, files=("best/metadata.json", "best/ops.json", "best/graph.json", "graphs/"), rules=(
-        Rule(Row("best/ (exported model)",
-            "`best/metadata.json`: its task is the best trained model (ties: the earliest) as of the log's last "
-            "`run_stop`; model id, accuracy (the best epoch's), the saved epoch's accuracy, samples and number, "
-            "hyper-parameters, epochs, data set, precision and each lineage step (task, model, parent, "
-            "description, accuracy, hyper-parameters; each step's parent the previous step's model, the first "
-            "without one) are the log's; `ops_per_sample`, `params`, `best/ops.json` and `best/graph.json` equal "
-            "the recount of the task's graph file at its kernel size. No `best/` (a run ended by a signal, "
-            "synthetic data, `--no-report`; `python -m aiperf_mpi.export --single-copy RUN_DIR` makes it later): "
-            "*not present*, noted, not failed. A `best/` an earlier segment exported, left by a resume that ended"
-            " by a signal or with `--no-report` (the run says so), describes that segment's best model and fails "
-            "this row when a later segment trained a better one: export again. A run that meets every rule of "
-            "its score is *valid* only with its `best/`: without it the verdict names the rule `best model` "
-            "(a reviewer re-evaluates that model: `--reevaluate`)"),
-             BestCheck, events=("run_start", "model_proposed", "model_done", "run_stop")),
+        By("best/ (exported model)", best_export),
     )),
     Family("weights", None, files=("weights/*.npz", "best/model.keras", "best/metadata.json", "graphs/"), rules=(
-        Rule(Row("weights files",
-            "each `weights/*.npz` a `model_done` names has the sha256 that `model_done` logged (`weights_sha256`, "
-            "written by the rank that saved the file) and, read from the arrays' headers without TensorFlow, "
-            "exactly the arrays of its graph as trained (the stored graph at its `kernel_size`: conv kernel "
-            "`(k, k, in, out)` and bias, dense kernel and bias, batch normalisation's four vectors), layer for "
-            "layer; `best/model.keras` has the sha256 `best/metadata.json` records (`model_sha256`), and the "
-            "`.npz` it was built from had the one the log records (`weights_sha256`). A file no `model_done` names"
-            " is noted; a log or an export from before the sha256 was recorded is *not recorded*. A file larger "
-            "than its graph's arrays can need (8 bytes an element, 64 KiB an array, 64 MiB besides) is refused "
-            "before it is hashed"),
-             KeptWeights, events=("model_proposed", "model_done")),
+        By("weights files", weights_files),
     )),
     Family("fields", None, rules=(
-        Rule(Row(ROW, FAMILY_ROW_HOLDS),
-             FieldRules, events=()),
+        By("probe and layout fields", probe_and_layout_fields),
     )),
     Family("side files", None, files=("every other file of the run directory or bundle",), rows=(
         Row("side files",

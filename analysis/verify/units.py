@@ -53,7 +53,8 @@ from aiperf_mpi.results.datasets import image_shape
 from aiperf_mpi.results.graphs import OFFSET
 from aiperf_mpi.results.logmodel import RunModel, Segment, Timeline, epoch_values
 from aiperf_mpi.results.score import Score, run_step, score_inputs
-from analysis.checks import MAX_KEPT, Check, Lines
+from aiperf_mpi.results.stored_weights import BEST_METADATA, WEIGHTS_SHA256
+from analysis.checks import MAX_KEPT, Check, Lines, is_regular_file, read_json
 from analysis.verify.bounds import BoundsAsOf, BoundsTracker
 from analysis.verify.mllog_reader import (
     EpochLines,
@@ -323,6 +324,101 @@ class SegmentUnit:
     """(evidence family) the ``run_start`` that closed it (:data:`END`: the log's end)"""
 
 
+@dataclass(frozen=True, slots=True)
+class SavedWeights:
+    """(weights) A weights file as the last ``model_done`` that names it logged it."""
+
+    task: object
+    sha256: str
+    """its ``weights_sha256`` ("": none logged)"""
+    kernel: object
+    """the kernel size it trained with: its record's, else its task's latest proposal's as of that end"""
+
+
+@dataclass
+class Exported:
+    """(best) ``best/metadata.json`` as it was before the log was read: what the row ``best/`` holds to the log."""
+
+    present: bool
+    """a regular file is there"""
+    meta: object = None
+    """its JSON value (None: absent or unreadable)"""
+    unreadable: str = ""
+    """why it could not be read ("": it was, or there is none)"""
+
+    @property
+    def task(self) -> int | None:
+        """the task it names (None: it names none, or could not be read)"""
+        return self.meta["task"] if isinstance(self.meta, dict) and isinstance(self.meta.get("task"), int) else None
+
+
+@dataclass
+class BestLogged:
+    """(best) What the log says of the tasks ``best/metadata.json`` names — its task and each lineage step's — and
+    of the best trained model, kept as the walk read it (nothing is kept while the file names no task)."""
+
+    exported: Exported
+    tasks: frozenset = frozenset()
+    """the export's task and its lineage steps' (empty: it names no task)"""
+    model_ids: frozenset = frozenset()
+    """its lineage steps' model ids"""
+    proposals: dict = field(default_factory=dict)
+    """task of ``tasks`` → its latest ``model_proposed``"""
+    records: dict = field(default_factory=dict)
+    """task of ``tasks`` → its latest ``model_done``'s record"""
+    seen_ids: set = field(default_factory=set)
+    """those of ``model_ids`` that a ``model_done`` logged"""
+    best: tuple | None = None
+    """(accuracy, task) of the best trained model so far (ties: the earliest)"""
+    best_at_stop: tuple | None = None
+    """``best`` as of the latest ``run_stop``"""
+    stopped: bool = False
+    """a ``run_stop`` came"""
+    config: dict = field(default_factory=dict)
+    """the latest ``run_start``'s configuration"""
+
+    @classmethod
+    def read(cls, run_dir: Path) -> BestLogged:
+        """The export as it is now, and the lineage it names (:class:`BadInput`: a file that cannot be opened)."""
+        path = run_dir / BEST_METADATA
+        if not is_regular_file(path):
+            return cls(Exported(False))
+        try:
+            exported = Exported(True, read_json(path))
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+            return cls(Exported(True, None, " ".join(str(exc).split())))
+        if exported.task is None:
+            return cls(exported)
+        steps = exported.meta.get("lineage") if isinstance(exported.meta.get("lineage"), list) else []
+        steps = [step for step in steps if isinstance(step, dict)]
+        tasks = {exported.task} | {step["task"] for step in steps if isinstance(step.get("task"), int)}
+        ids = {step["model_id"] for step in steps if isinstance(step.get("model_id"), int)}
+        return cls(exported, frozenset(tasks), frozenset(ids))
+
+    def see(self, event: dict) -> None:
+        """One event that keeps to the schema, wherever it lies in the log."""
+        if not self.tasks:
+            return
+        name = event[runlog.EVENT]
+        if name == runlog.RUN_START:
+            self.config = event.get("config") if isinstance(event.get("config"), dict) else {}
+        elif name == runlog.MODEL_PROPOSED:
+            if event.get("task") in self.tasks:
+                self.proposals[event["task"]] = event
+        elif name == runlog.MODEL_DONE:
+            model = event.get("model") if isinstance(event.get("model"), dict) else {}
+            if model.get("id") in self.model_ids:
+                self.seen_ids.add(model["id"])
+            if event.get("task") in self.tasks:
+                self.records[event["task"]] = model
+            accuracy = model.get("accuracy")
+            if model.get("status") == "trained" and isinstance(accuracy, int | float) and math.isfinite(accuracy) \
+                    and (self.best is None or accuracy > self.best[0]):  # fmt: skip
+                self.best = (accuracy, event.get("task"))
+        elif name == runlog.RUN_STOP:
+            self.stopped, self.best_at_stop = True, self.best
+
+
 @dataclass
 class RunUnit:
     """The run, once the log has been read: its model, the score recomputed from it, ``score.json``."""
@@ -351,6 +447,13 @@ class RunUnit:
     mllog: MLLogEnded | None = None
     """(mllog family) ``mllog.log`` once the log has ended: what follows its last segment, its counts (None: there
     is no such file)"""
+    saved_weights: Mapping[str, SavedWeights] = field(default_factory=dict)
+    """(weights) each weights file a ``model_done`` names → what the last such ``model_done`` logged"""
+    proposed_places: Mapping[object, tuple[dict, object]] = field(default_factory=dict)
+    """(weights) task → (where its latest ``model_proposed`` placed its graph: ``graph_file``, ``graph_offset``,
+    ``graph_bytes`` as logged; the kernel size it proposed)"""
+    best: BestLogged | None = None
+    """(best) ``best/metadata.json`` and what the log says of the tasks it names"""
 
     @property
     def segments(self) -> list[Segment]:
@@ -575,6 +678,12 @@ class UnitStream:
         """(evidence family) what its rows need of the log's order"""
         self.mllog = MLLogFollower.of(run_dir)
         """(mllog family) ``mllog.log`` read in step with the walk (None: no such file)"""
+        self.proposed_places: dict[object, tuple[dict, object]] = {}
+        """(weights) task → where its latest proposal placed its graph, the kernel size it proposed"""
+        self.saved_weights: dict[str, SavedWeights] = {}
+        """(weights) weights file → what the last ``model_done`` naming it logged"""
+        self.best = BestLogged.read(run_dir)
+        """(best) ``best/metadata.json`` as it is before the log is read, and what the log says of its tasks"""
 
     def see(self, event: dict, number: int, model: RunModel, view: RunView) -> list[object]:
         """The units ``event`` (the log's ``number``-th, read by ``model`` and ``view``) finished."""
@@ -584,6 +693,8 @@ class UnitStream:
             done += self.mllog.see(event, number, model)
         bounds = self.hardware.see(event, number, view)  # the hardware family: the bounds as of this event
         timed = self.evidence.see(event, number, model, view)  # evidence family: the event as its rows judge it
+        self._weights(event)  # weights: every proposal and end, wherever it lies in the log
+        self.best.see(event)  # best: the export's tasks, the best model, the configuration
         if name == runlog.RUN_START:
             if segments and (self.segment is None or self.segment.record is not segments[-1]):
                 if self.segment is not None:
@@ -635,6 +746,19 @@ class UnitStream:
             done[-1].bounds = bounds
         elif task is not None and task.epochs and task.epochs[-1].event is event:
             task.epochs[-1].bounds = bounds
+    def _weights(self, event: dict) -> None:
+        """(weights) Where each task's latest proposal placed its graph; each weights file's latest end."""
+        name = event[runlog.EVENT]
+        if name == runlog.MODEL_PROPOSED:  # an event that keeps to the schema: an int task, a dict of hparams
+            place = {key: event[key] for key in ("graph_file", "graph_offset", "graph_bytes") if key in event}
+            self.proposed_places[event["task"]] = (place, event["hparams"].get("kernel_size"))
+        elif name == runlog.MODEL_DONE:
+            model, task = event["model"], event["task"]
+            weights = model.get("weights")
+            if isinstance(weights, str) and weights:
+                hparams = model.get("hparams") if isinstance(model.get("hparams"), dict) else {}
+                kernel = hparams.get("kernel_size", self.proposed_places.get(task, ({}, None))[1])
+                self.saved_weights[weights] = SavedWeights(task, str(event.get(WEIGHTS_SHA256) or ""), kernel)
 
     def _moved(self, segments: list[Segment]) -> None:
         if segments:
@@ -724,6 +848,8 @@ class UnitStream:
         done[-1].bounds = self.hardware.now  # the hardware family
         done[-1].data_shape = self.evidence.shape  # evidence family
         done[-1].mllog = mllog_ended  # mllog family
+        done[-1].saved_weights, done[-1].proposed_places = self.saved_weights, self.proposed_places  # weights
+        done[-1].best = self.best  # best
         return done
 
     @staticmethod

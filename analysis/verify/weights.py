@@ -21,6 +21,11 @@ TensorFlow:
 A file no ``model_done`` names (a task cut off between saving its weights
 and its end) is noted; a log from before the sha256 was logged is *not
 recorded*.
+
+The row's rule, :func:`weights_files`, is a plain function of the run unit (:mod:`analysis.verify.units`): the
+files are judged once the log has been read, against what the unit stream kept as it read it — each weights file's
+latest ``model_done`` (its task, the sha256 logged, the kernel size it trained with: its record's, else its task's
+latest proposal's as of that end) and where each task's latest proposal placed its graph.
 """
 
 from __future__ import annotations
@@ -42,138 +47,141 @@ from aiperf_mpi.results.stored_weights import (
     npz_shapes,
     read_best_metadata,
 )
-from analysis.checks import BadInput, Check, Run, is_regular_file
+from analysis.checks import BadInput, is_regular_file
+from analysis.verify.units import (
+    END,
+    PROBLEM,
+    Finding,
+    Findings,
+    RunUnit,
+    SavedWeights,
+    missing,
+    note,
+    problem,
+    summary,
+)
 
-WEIGHTS_ROW = "weights files"
 WEIGHTS_DIR = "weights"
 RULE = "rule: a kept weights file is the logged one, of its graph's shapes"
 
 
-class KeptWeights:
-    """The ``weights files`` row: the log's record of each task's weights, held to the files present."""
-
-    def __init__(self, run: Run) -> None:
-        self.run_dir = run.run_dir
-        self.check = Check(WEIGHTS_ROW)
-        self.places: dict[int, tuple[dict, object]] = {}
-        """task → (where its proposal placed its graph, its proposed kernel size)"""
-        self.saved: dict[str, tuple[int, str, object]] = {}
-        """weights file → (its task, the sha256 logged, the kernel size it trained with)"""
-
-    def model_proposed(self, event: dict, _: int) -> None:
-        """(The walk hands a family only events that keep to the schema: an int task, a dict of hparams.)"""
-        place = {name: event[name] for name in ("graph_file", "graph_offset", "graph_bytes") if name in event}
-        self.places[event["task"]] = (place, event["hparams"].get("kernel_size"))
-
-    def model_done(self, event: dict, _: int) -> None:
-        model, task = event["model"], event["task"]
-        weights = model.get("weights")
-        if isinstance(weights, str) and weights:
-            hparams = model.get("hparams") if isinstance(model.get("hparams"), dict) else {}
-            kernel = hparams.get("kernel_size", self.places.get(task, ({}, None))[1])
-            self.saved[weights] = (task, str(event.get(WEIGHTS_SHA256) or ""), kernel)
-
-    def finish(self) -> list[Check]:
-        folder = self.run_dir / WEIGHTS_DIR
-        files = sorted(folder.glob("*.npz")) if folder.is_dir() and not folder.is_symlink() else []
-        held = 0
-        for path in files:
-            name = f"{WEIGHTS_DIR}/{path.name}"
-            try:
-                regular = is_regular_file(path)
-            except BadInput:
-                regular = False
-            if not regular:
-                self.check.problems.append(f"{name}: not a regular file ({RULE})")
-            elif name not in self.saved:
-                self.check.notes.append(f"{name}: no model_done names it (a task cut off between saving its weights "
-                                        "and its end, or not the run's): not checked")  # fmt: skip
-            else:
-                held += self._held(path, name)
-        self._best()
-        self.check.summary = (f"{held} of {len(files)} kept weights file(s) the logged sha256 and their graph's "
-                              "shapes" + ("" if files else " (none kept here)"))  # fmt: skip
-        return [self.check]
-
-    def _held(self, path: Path, name: str) -> bool:
-        """Whether the file ``name`` (a task's, by the log) is the logged file of its graph's shapes."""
-        task, logged, kernel = self.saved[name]
-        before = len(self.check.problems)
-        expected = self._expected(task, kernel, name)
-        found = None
-        try:  # the arrays' headers: a few kB
-            found = npz_shapes(path)
-        except WeightsFileError as exc:
-            self.check.problems.append(f"{name} (task {task}): {exc} ({RULE})")
-        if not logged:
-            self.check.missing.append(f"{name} (task {task}): the log records no {WEIGHTS_SHA256} (a run from before "
-                                      "it was logged)")  # fmt: skip
-        else:
-            try:  # no more bytes hashed than the graph's arrays can need
-                digest = file_sha256(path, _most_bytes(expected))
-            except WeightsFileError as exc:
-                self.check.problems.append(f"{name} (task {task}): {exc} ({RULE})")
-            else:
-                if digest != logged:
-                    self.check.problems.append(f"{name} (task {task}): sha256 {digest[:16]}…, the log records "
-                                               f"{logged[:16]}…: not the file the run saved ({RULE})")  # fmt: skip
-        if found is not None and expected is not None and found != expected:
-            self.check.problems.append(f"{name} (task {task}): {_difference(found, expected)} ({RULE})")
-        return len(self.check.problems) == before and bool(logged)
-
-    def _expected(self, task: int, kernel: object, name: str) -> dict[str, list[tuple[int, ...]]] | None:
-        place = self.places.get(task, ({}, None))[0]
+def weights_files(run: RunUnit) -> Findings:
+    """each `weights/*.npz` a `model_done` names has the sha256 that `model_done` logged (`weights_sha256`, written by
+    the rank that saved the file) and, read from the arrays' headers without TensorFlow, exactly the arrays of its
+    graph as trained (the stored graph at its `kernel_size`: conv kernel `(k, k, in, out)` and bias, dense kernel and
+    bias, batch normalisation's four vectors), layer for layer; `best/model.keras` has the sha256
+    `best/metadata.json` records (`model_sha256`), and the `.npz` it was built from had the one the log records
+    (`weights_sha256`). A file no `model_done` names is noted; a log or an export from before the sha256 was
+    recorded is *not recorded*. A file larger than its graph's arrays can need (8 bytes an element, 64 KiB an
+    array, 64 MiB besides) is refused before it is hashed"""
+    folder = run.run_dir / WEIGHTS_DIR
+    files = sorted(folder.glob("*.npz")) if folder.is_dir() and not folder.is_symlink() else []
+    held = 0
+    for path in files:
+        name = f"{WEIGHTS_DIR}/{path.name}"
         try:
-            if not place.get("graph_file"):
-                raise GraphFileError("its model_proposed places no graph")
-            graph = as_trained(from_json(read_graph(self.run_dir, place)), kernel)
-            return param_shapes(graph)
-        except (GraphFileError, GraphError, ValueError, TypeError) as exc:
-            self.check.problems.append(f"{name} (task {task}): its graph cannot be read to hold it to "
-                                       f"({' '.join(str(exc).split())[:120]}) ({RULE})")  # fmt: skip
-            return None
-
-    def _best(self) -> None:
-        """``best/model.keras`` tied to the log through ``best/metadata.json``'s two sha256s."""
-        model = self.run_dir / BEST_MODEL
-        try:
-            present = is_regular_file(model)
+            regular = is_regular_file(path)
         except BadInput:
-            present = False
-        meta = read_best_metadata(self.run_dir)
-        if not present or meta is None or not isinstance(meta.get(WEIGHTS_FILE), str):
-            return  # no best model (the best/ row says so), or one it names unreadable
-        source = meta[WEIGHTS_FILE]
-        task, logged, kernel = self.saved.get(source, (meta.get("task"), "", None))
-        before = len(self.check.problems)
-        if MODEL_SHA256 not in meta or WEIGHTS_SHA256 not in meta:
-            self.check.missing.append(f"{BEST_MODEL}: best/metadata.json records no {MODEL_SHA256} and "
-                                      f"{WEIGHTS_SHA256} (an export from before they were recorded)")  # fmt: skip
-            return
-        expected = self._expected(task, kernel, BEST_MODEL) if isinstance(task, int) else None
-        try:
-            digest = file_sha256(model, _most_bytes(expected))
+            regular = False
+        if not regular:
+            yield problem(END, f"{name}: not a regular file ({RULE})")
+        elif name not in run.saved_weights:
+            yield note(END, f"{name}: no model_done names it (a task cut off between saving its weights and its "
+                            "end, or not the run's): not checked")  # fmt: skip
+        else:
+            found = list(_held(run, path, name))
+            yield from found
+            held += not any(f.kind == PROBLEM for f in found) and bool(run.saved_weights[name].sha256)
+    yield from _best(run)
+    yield summary(f"{held} of {len(files)} kept weights file(s) the logged sha256 and their graph's shapes"
+                  + ("" if files else " (none kept here)"))  # fmt: skip
+
+
+def _held(run: RunUnit, path: Path, name: str) -> Findings:
+    """What is wrong with the file ``name`` (a task's, by the log): not the logged file, or not its graph's shapes."""
+    saved = run.saved_weights[name]
+    task, logged = saved.task, saved.sha256
+    expected, unread = _expected(run, task, saved.kernel, name)
+    yield from unread
+    found = None
+    try:  # the arrays' headers: a few kB
+        found = npz_shapes(path)
+    except WeightsFileError as exc:
+        yield problem(END, f"{name} (task {task}): {exc} ({RULE})")
+    if not logged:
+        yield missing(END, f"{name} (task {task}): the log records no {WEIGHTS_SHA256} (a run from before it was "
+                           "logged)")  # fmt: skip
+    else:
+        try:  # no more bytes hashed than the graph's arrays can need
+            digest = file_sha256(path, _most_bytes(expected))
         except WeightsFileError as exc:
-            self.check.problems.append(f"{BEST_MODEL}: {exc} ({RULE})")
-            return
-        if digest != meta[MODEL_SHA256]:
-            self.check.problems.append(f"{BEST_MODEL}: its sha256 is not best/metadata.json's {MODEL_SHA256}: not "
-                                       f"the file the export wrote ({RULE})")  # fmt: skip
-        if logged and meta[WEIGHTS_SHA256] != logged:
-            self.check.problems.append(f"{BEST_MODEL}: built from weights of sha256 {str(meta[WEIGHTS_SHA256])[:16]}…"
-                                       f", the log records {logged[:16]}… for {source} (task {task}) ({RULE})")
-        tied = len(self.check.problems) == before  # the file the export wrote: then its arrays, shape for shape
-        if tied and expected is not None:
-            try:
-                found = keras_shapes(model)
-            except WeightsFileError as exc:
-                self.check.problems.append(f"{BEST_MODEL}: {exc} ({RULE})")
-            else:
-                wanted = sorted(_all_shapes(expected))
-                if found != wanted:
-                    self.check.problems.append(f"{BEST_MODEL}: {len(found)} arrays, not the {len(wanted)} of task "
-                                               f"{task}'s graph as trained, shape for shape: not its weights "
-                                               f"({RULE})")  # fmt: skip
+            yield problem(END, f"{name} (task {task}): {exc} ({RULE})")
+        else:
+            if digest != logged:
+                yield problem(END, f"{name} (task {task}): sha256 {digest[:16]}…, the log records {logged[:16]}…: "
+                                   f"not the file the run saved ({RULE})")  # fmt: skip
+    if found is not None and expected is not None and found != expected:
+        yield problem(END, f"{name} (task {task}): {_difference(found, expected)} ({RULE})")
+
+
+def _expected(run: RunUnit, task: object, kernel: object,
+              name: str) -> tuple[dict[str, list[tuple[int, ...]]] | None, list[Finding]]:  # fmt: skip
+    """The shapes of ``task``'s graph as trained at ``kernel``, read where its latest proposal placed it (None, and
+    the problem: it cannot be read)."""
+    place = run.proposed_places.get(task, ({}, None))[0]
+    try:
+        if not place.get("graph_file"):
+            raise GraphFileError("its model_proposed places no graph")
+        graph = as_trained(from_json(read_graph(run.run_dir, place)), kernel)
+        return param_shapes(graph), []
+    except (GraphFileError, GraphError, ValueError, TypeError) as exc:
+        return None, [problem(END, f"{name} (task {task}): its graph cannot be read to hold it to "
+                                   f"({' '.join(str(exc).split())[:120]}) ({RULE})")]  # fmt: skip
+
+
+def _best(run: RunUnit) -> Findings:
+    """``best/model.keras`` tied to the log through ``best/metadata.json``'s two sha256s."""
+    model = run.run_dir / BEST_MODEL
+    try:
+        present = is_regular_file(model)
+    except BadInput:
+        present = False
+    meta = read_best_metadata(run.run_dir)
+    if not present or meta is None or not isinstance(meta.get(WEIGHTS_FILE), str):
+        return  # no best model (the best/ row says so), or one it names unreadable
+    source = meta[WEIGHTS_FILE]
+    saved = run.saved_weights.get(source, SavedWeights(meta.get("task"), "", None))
+    task, logged = saved.task, saved.sha256
+    if MODEL_SHA256 not in meta or WEIGHTS_SHA256 not in meta:
+        yield missing(END, f"{BEST_MODEL}: best/metadata.json records no {MODEL_SHA256} and {WEIGHTS_SHA256} (an "
+                           "export from before they were recorded)")  # fmt: skip
+        return
+    expected, unread = _expected(run, task, saved.kernel, BEST_MODEL) if isinstance(task, int) else (None, [])
+    yield from unread
+    try:
+        digest = file_sha256(model, _most_bytes(expected))
+    except WeightsFileError as exc:
+        yield problem(END, f"{BEST_MODEL}: {exc} ({RULE})")
+        return
+    tied = not unread  # the file the export wrote: then its arrays, shape for shape
+    if digest != meta[MODEL_SHA256]:
+        tied = False
+        yield problem(END, f"{BEST_MODEL}: its sha256 is not best/metadata.json's {MODEL_SHA256}: not the file the "
+                           f"export wrote ({RULE})")  # fmt: skip
+    if logged and meta[WEIGHTS_SHA256] != logged:
+        tied = False
+        yield problem(END, f"{BEST_MODEL}: built from weights of sha256 {str(meta[WEIGHTS_SHA256])[:16]}…, the log "
+                           f"records {logged[:16]}… for {source} (task {task}) ({RULE})")  # fmt: skip
+    if tied and expected is not None:
+        try:
+            found = keras_shapes(model)
+        except WeightsFileError as exc:
+            yield problem(END, f"{BEST_MODEL}: {exc} ({RULE})")
+        else:
+            wanted = sorted(_all_shapes(expected))
+            if found != wanted:
+                yield problem(END, f"{BEST_MODEL}: {len(found)} arrays, not the {len(wanted)} of task {task}'s "
+                                   f"graph as trained, shape for shape: not its weights ({RULE})")  # fmt: skip
 
 
 def _difference(found: dict, expected: dict) -> str:

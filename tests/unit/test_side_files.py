@@ -26,6 +26,7 @@ from tests.support.verify_runs import (
     forge,
     read_log,
     recount,
+    rewrite_log,
     sync_record,
     write_best,
     write_mllog,
@@ -276,6 +277,20 @@ def test_an_edited_metadata_json(exported, edit, fragments) -> None:
     edit(meta)
     path.write_text(json.dumps(meta))
     assert_named(exported, "best/ (exported model)", "best/metadata.json", *fragments, best.BEST_RULE)
+
+
+@pytest.mark.parametrize(("after_the_stop", "moved"), [(True, False), (False, True)], ids=["after", "before"])
+def test_the_best_model_is_the_log_s_as_of_its_last_run_stop(exported, after_the_stop, moved) -> None:
+    """A better model logged after the last ``run_stop`` (out of place: the segments row names it) does not move
+    the best: best/ describes the run's best model as of its last stop, as the export made it then."""
+    def a_better_model(events: list[dict]) -> None:
+        done = json.loads(json.dumps(find(events, runlog.MODEL_DONE, task=1)))
+        done["model"]["accuracy"] = 0.99
+        events.insert(events.index(find(events, runlog.RUN_STOP)) + after_the_stop, done)
+
+    rewrite_log(exported, a_better_model)
+    lines = row(verify.verify(exported), "best/ (exported model)").problems
+    assert any("the log's best model is task 1 (accuracy 0.99)" in line for line in lines) == moved, lines
 
 
 def test_an_edited_ops_json_or_graph_json(exported) -> None:
