@@ -896,7 +896,8 @@ class RowFindings:
         for kind, target in ((PROBLEM, result.problems), (MISSING, result.missing)):
             target += [text for _, _, text in sorted(self.kept[kind], reverse=True)]
             target.dropped += self.dropped[kind]  # type: ignore[attr-defined]
-        result.notes = [text for _, _, text in sorted(self.kept[NOTE], reverse=True)]
+        result.notes = Lines(text for _, _, text in sorted(self.kept[NOTE], reverse=True))
+        result.notes.dropped += self.dropped[NOTE]  # type: ignore[attr-defined]  # the text says "… and N more"
         return result
 
 
