@@ -324,6 +324,7 @@ def test_the_hang_margin_goes_from_the_command_line_to_the_masters_policy(tmp_pa
     assert (small.silent_limit(4.0, 3.0), small.silent_limit(None, None), small.tolerant) == (27.0, 40.0, False)
     derived = policy(["--hang-margin=7.5"], epoch_ops=1e12)
     assert (derived.margin, derived.first_model, derived.first_model_epoch_ops) == (7.5, NOT_READY, 1e12)
+    assert policy(["--resume", str(tmp_path), "--hang-margin", "15"]).margin == 15.0  # a resume may change it
     toml = tmp_path / "run.toml"
     toml.write_text("hang_margin = 20\n")
     assert policy(["--config", str(toml)]).margin == 20.0  # a TOML key like every option

@@ -132,6 +132,8 @@ RULES_FINGERPRINTS = {
     ("2026.12-11", "3.11"): "aad47117",  # mllog.log lines, side files, best accuracy, host ranks, timings, kernels (52)
     ("2026.12-12", "3.11"): "913feff9",  # mllog.log's power lines (issue 53): the corpus, 374 entries, no verdict or
     # row changed (10 bundles gained the note on the version)
+    ("2026.12-13", "3.11"): "e37e7e15",  # a resume may change --hang-margin (issue 51): the corpus, 386 entries,
+    # no verdict or row changed (the rule itself is RESUME_MAY_CHANGE, in aiperf_mpi/results/resumable.py)
 }
 """(VERIFY_RULES_VERSION, Python minor) → the first 8 hex digits of :func:`_rules_fingerprint`: a change of the rules'
 code records its new fingerprint here together with a new version (issue 44)"""
