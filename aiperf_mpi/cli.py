@@ -239,8 +239,10 @@ DEADLINE_HELP = {
     "io_deadline": "an fsync of rank 0's run log that takes longer ends the job in one line: a hung file system",
     "master_deadline": "rank 0 silent this long mid-run (its heartbeat to two watching leaders stops) ends the job in "
                        "one line: a stopped or hung rank 0; the close scores the log",
+    "hang_margin": "a group silent mid-run for 3 × its longest epoch (or first-epoch cost) plus this long is lost, "
+                   "or, with fault tolerance off, ends the run with its score: a hung rank",
 }
-"""the ``--*-deadline`` options' help, by field"""
+"""the phases' bounds' help, by field: the ``--*-deadline`` options and ``--hang-margin`` (the mid-run bound's)"""
 DERIVED_HELP = {
     "startup_deadline": "derived from the job's size, 300 s + 0.3 s a rank",
     "first_model_deadline": "derived per group, 300 s + 3 × the seed's first epoch at 3 %% of the group's "
@@ -253,8 +255,8 @@ RUN_OPTIONS = (
     "score_step", "max_epochs", "search_warmup_epochs", "patience", "model_seconds", "min_delta", "batch_size",
     "base_lr", "hpo", "search", "inherit", "keep_weights", "xla", "device_prefetch", "seed", "grace",
     "progress_interval", "device_memory_gb", "startup_deadline", "first_model_deadline", "end_deadline", "io_deadline",
-    "master_deadline", "ignore_limits", "monitor_interval", "peak_probe", "peak_seconds", "rehearse", "rehearse_rate",
-    "rehearse_allreduce", "hardware_changed",
+    "master_deadline", "hang_margin", "ignore_limits", "monitor_interval", "peak_probe", "peak_seconds", "rehearse",
+    "rehearse_rate", "rehearse_allreduce", "hardware_changed",
 )  # fmt: skip
 
 

@@ -99,6 +99,9 @@ class RunConfig:
     master_deadline: float = 120.0
     """seconds rank 0 may be silent mid-run (no heartbeat to its watching leaders: mpi/heartbeat.py) before a
     watcher ends the job: a stopped or hung rank 0"""
+    hang_margin: float = 60.0
+    """seconds the master adds to 3 × a group's longest epoch (or first-epoch cost) before a group silent mid-run is
+    lost (job/faults.HangPolicy): a check-point write, a slow validation, a busy file system"""
     progress_interval: float = 10.0
     device_memory_gb: float = 16.0
     """memory of one device, for the batch-size range"""
@@ -157,6 +160,7 @@ NUMERIC_RANGES: dict[str, tuple[float, float, bool]] = {
     "end_deadline": (0.0, 31 * 86400.0, False),
     "io_deadline": (0.0, 31 * 86400.0, False),
     "master_deadline": (0.0, 31 * 86400.0, False),
+    "hang_margin": (0.0, 31 * 86400.0, False),
     "progress_interval": (0.1, 86400.0, True),
     "device_memory_gb": (0.0, 2**20, False),
     "monitor_interval": (0.0, 86400.0, True),

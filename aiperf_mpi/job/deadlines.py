@@ -126,6 +126,9 @@ class PhaseBounds:
     master: float = RunConfig.master_deadline
     """rank 0 silent mid-run (mpi/heartbeat.py): its loop passes every 0.2 s at most and beats every 2 s; a
     stall of seconds (a full collection, a descheduling) is far below it"""
+    hang_margin: float = RunConfig.hang_margin
+    """the seconds the master's mid-run bound adds to 3 × a group's longest epoch (job/faults.py's
+    :class:`~aiperf_mpi.job.faults.HangPolicy`): a check-point write, a slow validation, a busy file system"""
     startup_from: str = "--startup-deadline"
     """where :attr:`startup` came from, for the start line"""
     first_model_derived: bool = False
@@ -224,8 +227,9 @@ def launch_bounds(argv: Sequence[str]) -> str:
 
 def bounds_of(config: object, ranks: int | None = None) -> PhaseBounds:
     """The run configuration's bounds (``startup_deadline``, ``first_model_deadline``, ``end_deadline``,
-    ``io_deadline``, ``master_deadline``: :class:`~aiperf_mpi.config.RunConfig`), each of 0 derived: the
-    start-up from ``ranks`` (:func:`startup_for`), the first model per group later, on rank 0 (:func:`first_model_for`:
+    ``io_deadline``, ``master_deadline`` and the mid-run bound's ``hang_margin``:
+    :class:`~aiperf_mpi.config.RunConfig`), each deadline of 0 derived: the start-up from ``ranks``
+    (:func:`startup_for`), the first model per group later, on rank 0 (:func:`first_model_for`:
     :attr:`PhaseBounds.first_model` is then the bound of a group with no peak)."""
     startup, source = config.startup_deadline, "--startup-deadline"
     if startup == DERIVED:
@@ -235,7 +239,7 @@ def bounds_of(config: object, ranks: int | None = None) -> PhaseBounds:
     derived = config.first_model_deadline == DERIVED
     first_model = FIRST_MODEL_UNMEASURED if derived else config.first_model_deadline
     return PhaseBounds(startup, first_model, config.end_deadline, config.io_deadline, config.master_deadline,
-                       source, derived)  # fmt: skip
+                       hang_margin=config.hang_margin, startup_from=source, first_model_derived=derived)  # fmt: skip
 
 
 BACKSTOP = 30.0
@@ -405,8 +409,12 @@ def bounds_markdown() -> str:
          "ResNet-50's steps reach 30–55 % of the matmul peak on this CPU, an input-bound accelerator far less: 3 % "
          f"is a floor; a ResNet-50 epoch of ImageNet on a group probed at 1e15 ops/s gets "
          f"{first_model_for(3.0e16, 1e15):.0f} s"),
-        ("mid-run", "3 × the group's longest epoch (or first-epoch cost) + 60 s, on rank 0's own clock",
-         "the master", "its own scale; a stall of rank 0's own moves it (issue 50)"),
+        ("mid-run",
+         f"3 × the group's longest epoch (or first-epoch cost) + `--hang-margin`, {DEFAULT_BOUNDS.hang_margin:.0f} s, "
+         "on rank 0's own clock",
+         "the master",
+         "its own scale; a stall of rank 0's own moves it (issue 50); the margin covers a check-point write, a slow "
+         "validation, a busy file system"),
         ("rank 0 silent mid-run", f"`--master-deadline`, {DEFAULT_BOUNDS.master:.0f} s since its last heartbeat",
          "the two watching leaders", "rank 0's loop passes every 0.2 s and beats every 2 s"),
         ("the end after the drain",

@@ -6,7 +6,7 @@ device that never returns, a deadlock — may never be reported.  The master
 therefore also gives each group with a task in flight a deadline: no message
 from the group (monitor samples do not count: a node's monitor thread goes on
 sampling while its training hangs) for ``epochs`` × the group's longest epoch
-so far, plus ``margin`` seconds, and the group is lost.  Before the group has
+so far, plus ``margin`` seconds (``--hang-margin``), and the group is lost.  Before the group has
 timed anything its deadline is the first-model bound (``first_model``,
 ``--first-model-deadline``) from its Work: a first epoch (search, build, trace
 and the epoch) has nothing of its own to be compared with, so the bound is a
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aiperf_mpi.job.deadlines import first_model_for
+from aiperf_mpi.job.deadlines import DEFAULT_BOUNDS, NOT_READY, PhaseBounds, first_model_for
 
 
 @dataclass(frozen=True)
@@ -36,8 +36,9 @@ class HangPolicy:
 
     epochs: float = 3.0
     """multiples of the group's longest epoch (or first-epoch cost) it may be silent"""
-    margin: float = 60.0
-    """seconds added: a check-point write, a slow validation, a busy file system"""
+    margin: float = DEFAULT_BOUNDS.hang_margin
+    """seconds added (``--hang-margin``; its default has its one home in :class:`~aiperf_mpi.config.RunConfig`): a
+    check-point write, a slow validation, a busy file system"""
     check_interval: float = 1.0
     """seconds between two walks over the groups (a walk is O(groups): never once per message)"""
     first_model: float | None = None
@@ -48,6 +49,15 @@ class HangPolicy:
     tolerant: bool = True
     """fault tolerance on: a group past its deadline is lost and the others go on; off, the run then ends with
     its score (the hung rank is ended with the job's ``MPI_Abort``; ``--resume`` continues the run)"""
+
+    @classmethod
+    def of(cls, bounds: PhaseBounds, epoch_ops: float | None, tolerant: bool) -> HangPolicy:
+        """The master's policy for a run's bounds (:func:`~aiperf_mpi.job.deadlines.bounds_of` of its
+        configuration): the margin ``--hang-margin``; a group's first model derived from the peak its Ready reports
+        where ``epoch_ops`` (the seed's first epoch) is given, :data:`~aiperf_mpi.job.deadlines.NOT_READY` before
+        that Ready, else ``--first-model-deadline``."""
+        return cls(margin=bounds.hang_margin, first_model=NOT_READY if epoch_ops is not None else bounds.first_model,
+                   first_model_epoch_ops=epoch_ops, tolerant=tolerant)  # fmt: skip
 
     def first_model_for(self, peak: float | None) -> float | None:
         """A group's own first-model bound, from the peak (ops/s) its probe measured, where it is derived

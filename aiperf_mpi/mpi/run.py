@@ -302,8 +302,7 @@ class MasterRole:
         tolerant, _ = job_fault_tolerance()
         bounds = context.bounds
         epoch_ops = seed_epoch_ops(context.prepared, config) if bounds.first_model_derived else None
-        hang = HangPolicy(first_model=NOT_READY if epoch_ops is not None else bounds.first_model,
-                          first_model_epoch_ops=epoch_ops, tolerant=tolerant)  # fmt: skip
+        hang = HangPolicy.of(bounds, epoch_ops, tolerant)
         watchers = watcher_ranks(context.layout.plan) if _thread_multiple() else []
         heartbeat = RankZeroHeartbeat(context.comm, watchers) if watchers else None
         print(job_start_line(hang), flush=True)
@@ -352,9 +351,10 @@ def deadlines_line(bounds: PhaseBounds, grace: float, tolerant: bool, watchers: 
              f"{FIRST_MODEL_UNMEASURED:.0f} s without a probe, {NOT_READY:.0f} s before its Ready"
              if epoch_ops is not None
              else f"a group's first model {bounds.first_model:.0f} s (--first-model-deadline)")  # fmt: skip
+    mid_run = f"mid-run 3 × its longest epoch + {bounds.hang_margin:g} s (--hang-margin)"
     watched = (f"rank 0 silent {bounds.master:.0f} s (watched by rank(s) {', '.join(map(str, watchers))})" if watchers
                else "rank 0 unwatched mid-run (the MPI library gives no MPI_THREAD_MULTIPLE for the watch)")
-    return (f"aiperf_mpi: deadlines: start-up {bounds.startup:.0f} s ({bounds.startup_from}), {first} "
+    return (f"aiperf_mpi: deadlines: start-up {bounds.startup:.0f} s ({bounds.startup_from}), {first}, {mid_run} "
             f"({lost}), the end {grace:.0f} s of drain + {bounds.end:.0f} s, a file write or fsync of rank 0 "
             f"{bounds.io:.0f} s, {watched}; past one, the job ends by {abort_kind()}")  # fmt: skip
 

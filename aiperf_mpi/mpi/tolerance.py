@@ -137,8 +137,8 @@ def deadline(hang) -> str:
     first = f"{hang.first_model:g} s in its first model, then " if getattr(hang, "first_model", None) else ""
     if getattr(hang, "first_model_epoch_ops", None) is not None:
         first = "a bound derived from its probed peak in its first model (the deadlines line), then "
-    return (f"{first}{hang.epochs:g} × the group's longest epoch + {hang.margin:g} s, checked every "
-            f"{hang.check_interval:g} s")  # fmt: skip
+    return (f"{first}{hang.epochs:g} × the group's longest epoch + {hang.margin:g} s (--hang-margin), checked "
+            f"every {hang.check_interval:g} s")  # fmt: skip
 
 
 def start_line(on: bool, why: str, started_by: str = "unknown", hang=None) -> str:

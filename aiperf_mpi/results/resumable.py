@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 RESUME_OPTIONS = ("time_limit", "hardware_changed", "startup_deadline", "first_model_deadline", "end_deadline",
-                  "io_deadline", "master_deadline", "ignore_limits")
+                  "io_deadline", "master_deadline", "hang_margin", "ignore_limits")
 """the run options ``--resume`` takes from the command line (a new time limit; why the hardware is not the first
-segment's, verify holding the segment to the first segment's hardware without it; the phases' deadlines, which
-belong to the machine and the job that runs the segment, not to the result); the rest is the logged
-configuration"""
+segment's, verify holding the segment to the first segment's hardware without it; the phases' deadlines and the
+mid-run bound's margin, which belong to the machine and the job that runs the segment, not to the result); the rest
+is the logged configuration"""
 HARDWARE_CHANGED = "hardware_changed"
 """the option a resume on other hardware gives its reason in (``--hardware-changed REASON``): only a resume may"""
 RESUME_MAY_CHANGE = (*RESUME_OPTIONS, "run_dir")

@@ -47,9 +47,11 @@ EPOCH_OPS_FIELDS = ("ops", "ops_train", "ops_update", "ops_validation", "steps")
 
 def segments(segment: SegmentUnit) -> Findings:
     """`run_start`s numbered 1, 2, … in time order, `resumed` only after the first; a resume changes no
-    configuration but `time_limit`, `hardware_changed` and `run_dir` (an option renamed since a segment was
-    logged counts under its new name: `warmup_epochs` is `search_warmup_epochs`); each segment's one `run_stop`
-    precedes its `score`; nothing but the `score` follows a `run_stop`; the last segment is closed and scored"""
+    configuration but `time_limit`, `hardware_changed`, `run_dir`, the phases' deadlines, `hang_margin` and
+    `ignore_limits` (`RESUME_MAY_CHANGE`: what belongs to the machine and the job, not the result; an option renamed
+    since a segment was logged counts under its new name: `warmup_epochs` is `search_warmup_epochs`); each
+    segment's one `run_stop` precedes its `score`; nothing but the `score` follows a `run_stop`; the last segment is
+    closed and scored"""
     record, number = segment.record, segment.record.number
     for start in segment.run_starts:
         event, at = start.event, start.number

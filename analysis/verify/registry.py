@@ -120,6 +120,11 @@ VERIFY_RULES_VERSION = "2026.12-13"
 :mod:`analysis.verify.units`: a task, an event out of place, a segment, the run), each listed as a (row, function)
 pair, its row's text its docstring, the unit stream keeping what needs the log's order (the corpus of 386 entries
 recorded at 2b7ecf3 compared identical, apart from this version);
+and ``segments`` lets a resumed segment change ``hang_margin``, a new run option (``--hang-margin``, the
+margin of the master's mid-run bound: issue 51) that belongs to the machine, not the result, as it lets it change
+the deadlines; a segment logged before the option (no such key) and a resume that logs it are one configuration
+(the corpus: 386 entries, no verdict or row's verdict changed; 11 bundles' note on the version, and one resume that
+changes ``hang_margin`` no longer a problem of its ``segments`` row, which fails for its missing ``run_stop``);
 2026.12-12: ``mllog.log`` holds MLPerf's power lines (issue 53), which the ``mllog.log`` row holds to the log's
 energy readings: a measured segment's ``power_measurement_start`` (at its ``system`` event) and
 ``power_measurement_stop`` (at its ``run_stop``, when the run stopped it), once each, and one ``power_reading`` per

@@ -21,6 +21,7 @@ CASES = [
     (["--time-limit", "inf"], "time_limit must be a finite number"),
     (["--min-delta", "nan", "--grace", "1e999"], "min_delta must be a finite number"),
     (["--max-models", str(10**40)], "max_models must be ≤"),
+    (["--hang-margin", "0"], "hang_margin must be > 0, got 0"),  # the mid-run bound's margin, a deadline's sibling
     (["--config", "{toml}"], "score_step must be a finite number"),
     # options that do not apply to the data set, the mode or the model
     (["--image-size", "7"], "image_size does not apply to dataset 'digits'"),

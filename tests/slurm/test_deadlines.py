@@ -14,6 +14,7 @@ The stopped rank must be gone with the job: slurmstepd kills the step's tasks (S
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 from collections.abc import Callable
@@ -21,9 +22,10 @@ from pathlib import Path
 
 import pytest
 
+from aiperf_mpi.job.deadlines import DEFAULT_BOUNDS
 from aiperf_mpi.results import runlog
 from tests.support.deadline_runs import deadline_lines, resumed_once_more, verified
-from tests.support.failure_matrix import CASES, ONE_NODE
+from tests.support.failure_matrix import CASES, HANG_MARGIN, ONE_NODE, Case
 from tests.support.lost_groups import events_so_far
 from tests.support.slurm import JOBSCRIPTS, STILL_RUNNING, JobEnd, SlurmCluster, assert_no_process_left, rank_pids
 
@@ -34,13 +36,18 @@ WAIT = 180
 """seconds the test waits for the phase to strike in"""
 
 
-def bound_of(phase: str, fault_tolerance: bool = False) -> float:
-    """The matrix's bound (seconds from the stop to the job's end) of this phase's srun row on one node."""
+def row_of(phase: str, fault_tolerance: bool = False) -> Case:
+    """The matrix's srun row of this phase on one node (skipped where it is pending)."""
     [row] = [c for c in CASES if (c.failure, c.phase, c.launcher, c.fault_tolerance, c.fixture) ==
              ("sigstop-rank", phase, "srun", fault_tolerance, ONE_NODE)]  # fmt: skip
     if row.pending:
         pytest.skip(row.pending)
-    return row.bound_s
+    return row
+
+
+def bound_of(phase: str, fault_tolerance: bool = False) -> float:
+    """The matrix's bound (seconds from the stop to the job's end) of this phase's srun row on one node."""
+    return row_of(phase, fault_tolerance).bound_s
 
 
 def stopped_in(slurm: SlurmCluster, tmp_path: Path, options: str, victim: int,
@@ -102,13 +109,25 @@ def test_a_training_rank_stopped_mid_run_under_srun_ends_the_run_by_the_masters_
     slurm: SlurmCluster, tmp_path: Path, fault_tolerance: bool
 ) -> None:
     """Rank 2 stopped once both groups logged an epoch: its leader waits for it in the group's all-reduce, the group
-    goes silent, and the master's hang deadline (3 × the group's longest epoch + 60 s) loses it; fault tolerance
-    off, the run then ends at once with its score (the hung rank cannot be left behind) and rank 0's MPI_Abort
-    ends the step.  The same when the site asks for fault tolerance and keeps srun: the template runs fail-fast."""
+    goes silent, and the master's hang deadline (3 × the group's longest epoch + ``--hang-margin``, 15 s here:
+    the matrix's row) loses it; fault tolerance off, the run then ends at once with its score (the hung rank
+    cannot be left behind) and rank 0's MPI_Abort ends the step.  The same when the site asks for fault tolerance
+    and keeps srun: the template runs fail-fast.  With the default margin of 60 s each case waited 45 s more (the
+    job's end 77 s after the stop, 109 and 108 s a case; at 15 s: 35–37 s, 80 and 70 s; 2026-12-08, Intel Xeon)."""
+    row = row_of("mid-run", fault_tolerance)
     both = lambda run_dir: {e["group"] for e in of(run_dir, runlog.EPOCH)} == {0, 1}  # noqa: E731
-    run_dir, end, stopped_wall, took = stopped_in(slurm, tmp_path, "--time-limit 240", 2, both, fault_tolerance)
-    ended_by_the_hang_deadline(run_dir, end, stopped_wall, "past its deadline")
-    assert took < bound_of("mid-run", fault_tolerance), end.output[-4000:]
+    run_dir, end, stopped_wall, took = stopped_in(slurm, tmp_path, " ".join(("--time-limit 240", *row.options)), 2,
+                                                  both, fault_tolerance)  # fmt: skip
+    assert f"longest epoch + {HANG_MARGIN} s (--hang-margin)" in end.output, end.output[-4000:]  # rank 0's policy
+    detected = ended_by_the_hang_deadline(run_dir, end, stopped_wall, "past its deadline")
+    [lost] = of(run_dir, runlog.GROUP_LOST)
+    limit = float(re.search(r"past its deadline of ([0-9.]+) s", lost["reason"]).group(1))
+    longest = max(e["end"] - e["start"] for e in of(run_dir, runlog.EPOCH) if e["group"] == 0)
+    # the master's limit is 3 × the longest of the group's epochs and its first-epoch cost (not logged) + the margin
+    # given: at least 3 × its longest logged epoch + 15 s, and below the default margin alone (≈ 27 s measured)
+    assert 3 * longest + HANG_MARGIN - 0.1 <= limit < DEFAULT_BOUNDS.hang_margin, (limit, longest, lost)
+    assert detected < limit + 10, (detected, lost)  # silent since before the stop; the once-a-second walk, the load
+    assert took < row.bound_s, end.output[-4000:]
     resumed_once_more(run_dir, False)
 
 

@@ -303,6 +303,40 @@ def test_the_default_start_up_bound_scales_with_the_job_and_says_where_it_came_f
         (50.0, "--startup-deadline", 70.0, False)  # fmt: skip
 
 
+def test_the_hang_margin_goes_from_the_command_line_to_the_masters_policy(tmp_path) -> None:
+    """``--hang-margin`` (issue 51): the mid-run bound's margin has one default (RunConfig's), and the command line's
+    value is the configuration's, its bounds' and the policy's the master builds (:meth:`HangPolicy.of`, as
+    MasterRole does): a group whose longest epoch took 4 s is lost after 27 s of silence at 15 s instead of 72 s;
+    a bad value is refused in rank 0's one line (the launch: tests/mpi/test_bad_input.py)."""
+    from aiperf_mpi.cli import build_parser, check_mode, run_overrides
+    from aiperf_mpi.config import RunConfig, load_config
+    from aiperf_mpi.errors import UsageError
+    from aiperf_mpi.job.deadlines import NOT_READY, bounds_of
+
+    def policy(argv: list[str], epoch_ops: float | None = None) -> HangPolicy:
+        options = build_parser().parse_args(argv)
+        check_mode(options)
+        return HangPolicy.of(bounds_of(load_config(options.config, run_overrides(options)), 4), epoch_ops, False)
+
+    assert policy([]).margin == RunConfig.hang_margin == DEFAULT_BOUNDS.hang_margin == HangPolicy().margin == 60.0
+    assert policy([]).silent_limit(4.0, 3.0) == 72.0
+    small = policy(["--hang-margin", "15", "--first-model-deadline", "40"])
+    assert (small.silent_limit(4.0, 3.0), small.silent_limit(None, None), small.tolerant) == (27.0, 40.0, False)
+    derived = policy(["--hang-margin=7.5"], epoch_ops=1e12)
+    assert (derived.margin, derived.first_model, derived.first_model_epoch_ops) == (7.5, NOT_READY, 1e12)
+    assert policy(["--resume", str(tmp_path), "--hang-margin", "15"]).margin == 15.0  # a resume may change it
+    toml = tmp_path / "run.toml"
+    toml.write_text("hang_margin = 20\n")
+    assert policy(["--config", str(toml)]).margin == 20.0  # a TOML key like every option
+    assert policy(["--config", str(toml), "--hang-margin", "9"]).margin == 9.0  # the command line's last
+    for bad, why in (("0", "hang_margin must be > 0, got 0"), ("-5", "hang_margin must be > 0, got -5"),
+                     ("nan", "hang_margin must be a finite number"), ("1e12", "hang_margin must be ≤ 2678400")):
+        with pytest.raises(UsageError, match=why):
+            policy([f"--hang-margin={bad}"])
+    with pytest.raises(UsageError, match="argument --hang-margin: invalid float value: 'soon'"):
+        policy(["--hang-margin", "soon"])
+
+
 def test_a_groups_first_model_bound_is_derived_from_its_probed_peak(tmp_path) -> None:
     """Issue 50: the first model's bound was 3600 s for every job.  Derived, each group's is 300 s + 3 × the seed's
     first epoch at 3 % of the peak its Ready reports: a slow group gets longer than a fast one, a group with no

