@@ -11,133 +11,147 @@ validation split, so a model's training samples are at most its epochs × the
 table's train split.  A user's own data (an HDF5 file, an ImageNet-format
 set whose counts are no documented split) keeps the counts its log gives, and
 the row says they are taken from the log.
+
+The row's rules are plain functions of the run's units
+(:mod:`analysis.verify.units`): each ``run_start`` (:func:`data_splits`, of
+the run: its ``run_start`` events, one a segment, in order), each proposal's
+seed (:func:`seed_split`) and each epoch (:func:`epoch_splits`), each unit
+carrying the split of the last ``run_start`` before it and, for an epoch,
+its group's ranks and its task's batch size as the segment had logged them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Iterator, Mapping
 
 from aiperf_mpi.results import runlog
-from aiperf_mpi.results.datasets import (
-    DATASETS_TABLE_VERSION,
-    DOCUMENTED_SPLITS,
-    DataSplit,
-    documented_split,
-    larger_than_documented,
-)
+from aiperf_mpi.results.datasets import DATASETS_TABLE_VERSION, DOCUMENTED_SPLITS, DataSplit, larger_than_documented
 from aiperf_mpi.results.epochs import rank_batches
-from analysis.checks import Check, Run
 from analysis.verify.evidence import images, is_int, split_counts
+from analysis.verify.units import (
+    DataEpoch,
+    Finding,
+    Findings,
+    Proposal,
+    RunUnit,
+    StartLogged,
+    count,
+    missing,
+    note,
+    problem,
+    summary,
+)
 
 
-class DataRules:
-    """The ``data splits`` row, fed ``run_start``, ``layout``, ``model_proposed`` and ``epoch``."""
-
-    def __init__(self, run: Run) -> None:
-        self.run = run
-        self.check = Check("data splits")
-        self.started = False
-        """whether a run_start has come (the rules hold nothing before it)"""
-        self.split: DataSplit | None = None
-        """the open segment's split by the table (None: a user's own set)"""
-        self.image_size: int | None = None
-        """the side the table allows the open segment's images (a resizable set: the configured one)"""
-        self.dataset: object = None
-        self.epochs = self.held = 0
-        self.from_log = ""
-        """why the counts are the log's (a user's own set), said once"""
-
-    def run_start(self, event: dict, number: int) -> None:
-        config = event["config"]
-        if not self.started:
-            self.dataset = config.get("dataset")
+def data_splits(run: RunUnit, counted: Counter) -> Findings:
+    """a data set the versioned table of `aiperf_mpi/results/datasets.py` names, which the run does not write
+    (digits 1,437 / 360 of 10 classes at 32×32×3; synthetic 2,048 / 512 of 10 at `image_size` or 32; CIFAR-10
+    50,000 / 10,000 of 10 at 32×32×3; ImageNet's ILSVRC-2012 1,281,167 / 50,000 of 1,000 at `image_size` or 224),
+    is held to the table, not to its log: the data check's train, validation and class counts and image shape, the
+    seed's (`model_proposed`'s `seed`) input and classes, and every epoch one pass over the table's splits —
+    `(train // ranks) // batch` steps a rank, never more samples than the train split, all of the validation
+    split — so a model's samples are at most its epochs × the train split. Digits and synthetic are built in:
+    every run of them counts their split. CIFAR-10 and ImageNet are read from the files a run is given: a run
+    that counted a documented split is held to it; other counts are a user's own set (a CIFAR-10 subset, no larger
+    than CIFAR-10; an ImageNet-format set, an *unofficial* run by the rule `dataset`), as `hdf5` always is: its
+    logged counts are kept, and the row says they are taken from the log; a CIFAR-10 or ImageNet run without a
+    data check is *not recorded*"""
+    from_log = ""
+    """why the counts are the log's (a user's own set), said once"""
+    for start in run.starts:
+        event, number, split = start.event, start.number, start.split.split
         data = event.get("data")
         label = f"event {number} (run_start of segment {event.get(runlog.SEGMENT, number)})"
-        split = documented_split(self.dataset, data)
-        configured = config.get("image_size")
-        size = None
-        if split is not None:
-            size = split.side(configured if is_int(configured) and configured > 0 else None)
-        self.started, self.split, self.image_size = True, split, size
         if split is None:
-            self._users_own(data, label)
+            said = yield from _users_own(start, data, label, from_log)
+            from_log = from_log or said
         elif data is None:
-            self.check.notes.append(f"{label}: no data check (a log older than the field): held to the table's "
-                                    f"{split.name}")  # fmt: skip
+            yield note(number, f"{label}: no data check (a log older than the field): held to the table's "
+                               f"{split.name}")  # fmt: skip
         elif isinstance(data, Mapping):
-            self._data_check(data, split, size, label)
+            yield from _data_check(start, data, split, label)
+    if from_log:
+        yield summary(f"{from_log} ({counted['epochs']} epochs)")
+    else:
+        dataset = run.starts[0].split.dataset if run.starts else None
+        yield summary(f"{dataset}: the data check, the seed and {counted['held']} epochs held to the documented "
+                      f"splits (table {DATASETS_TABLE_VERSION}): each epoch one pass over the table's train split "
+                      "and all of its validation split")  # fmt: skip
 
-    def _users_own(self, data: object, label: str) -> None:
-        """A set the table does not name, or CIFAR-10 or ImageNet of undocumented counts: the log's counts are
-        taken — but no more of a set read in part than the set has."""
-        dataset = self.dataset
-        named = isinstance(dataset, str) and dataset in DOCUMENTED_SPLITS
-        if named and data is None:
-            self.check.missing.append(f"{label}: no data check (a log older than the field): which {dataset} split "
-                                      "it read is not recorded")  # fmt: skip
-            return
-        larger = larger_than_documented(dataset, data) if isinstance(data, Mapping) else None
-        if larger is not None:
-            self.check.problems.append(f"{label}: data check: {split_counts(data)} of {dataset}, more than "
-                                       f"{larger.name} has by the table ({split_counts(larger.counts())}): a part "
-                                       "of it is no larger")  # fmt: skip
-        elif not self.from_log:
-            what = (f"a {dataset}-format set whose counts are no documented split" if named
-                    else f"a user's own data set ({str(dataset)[:40]})")  # fmt: skip
-            counts = f" ({split_counts(data)})" if isinstance(data, Mapping) else ""
-            self.from_log = f"{what}{counts}: its split sizes are taken from the log"
-            self.check.notes.append(self.from_log)
 
-    def _data_check(self, data: Mapping, split: DataSplit, size: int | None, label: str) -> None:
-        """The data check's counts, classes and image shape against the table's split."""
-        logged = {key: data.get(key) for key in ("train", "validation", "classes")}
-        wrong = [f"{key} {logged[key]} (the table: {value:,})" for key, value in split.counts().items()
-                 if logged[key] != value]  # fmt: skip
-        shape = data.get("image_shape")
-        expected = [size, size, split.channels]
-        if shape != expected:
-            wrong.append(f"image shape {shape} (the table: {expected})")
-        if wrong:
-            self.check.problems.append(f"{label}: data check: {self.dataset} is {split.name}, but the log counted "
-                                       f"{'; '.join(wrong)}")  # fmt: skip
+def _users_own(start: StartLogged, data: object, label: str, from_log: str) -> Iterator[Finding]:
+    """A set the table does not name, or CIFAR-10 or ImageNet of undocumented counts: the log's counts are taken —
+    but no more of a set read in part than the set has.  Returns why the counts are the log's, when it says so
+    first ("": it does not)."""
+    dataset, number = start.split.dataset, start.number
+    named = isinstance(dataset, str) and dataset in DOCUMENTED_SPLITS
+    if named and data is None:
+        yield missing(number, f"{label}: no data check (a log older than the field): which {dataset} split it read "
+                              "is not recorded")  # fmt: skip
+        return ""
+    larger = larger_than_documented(dataset, data) if isinstance(data, Mapping) else None
+    if larger is not None:
+        yield problem(number, f"{label}: data check: {split_counts(data)} of {dataset}, more than {larger.name} has "
+                              f"by the table ({split_counts(larger.counts())}): a part of it is no larger")  # fmt: skip
+        return ""
+    if from_log:
+        return ""
+    what = (f"a {dataset}-format set whose counts are no documented split" if named
+            else f"a user's own data set ({str(dataset)[:40]})")  # fmt: skip
+    counts = f" ({split_counts(data)})" if isinstance(data, Mapping) else ""
+    said = f"{what}{counts}: its split sizes are taken from the log"
+    yield note(number, said)
+    return said
 
-    def model_proposed(self, event: dict, number: int) -> None:
-        split, seed = self.split, event.get("seed")
-        if split is None or event["parent"] is not None or not isinstance(seed, Mapping):
-            return
-        found = (seed.get("image_size"), seed.get("channels"), seed.get("classes"))
-        expected = (self.image_size, split.channels, split.classes)
-        if found != expected:
-            self.check.problems.append(f"event {number} (model_proposed of task {event['task']}): seed: a seed of "
-                                       f"{images((found[0], *found))}, {self.dataset} ({split.name}) has "
+
+def _data_check(start: StartLogged, data: Mapping, split: DataSplit, label: str) -> Findings:
+    """The data check's counts, classes and image shape against the table's split."""
+    logged = {key: data.get(key) for key in ("train", "validation", "classes")}
+    wrong = [f"{key} {logged[key]} (the table: {value:,})" for key, value in split.counts().items()
+             if logged[key] != value]  # fmt: skip
+    shape = data.get("image_shape")
+    size = start.split.image_size
+    expected = [size, size, split.channels]
+    if shape != expected:
+        wrong.append(f"image shape {shape} (the table: {expected})")
+    if wrong:
+        yield problem(start.number, f"{label}: data check: {start.split.dataset} is {split.name}, but the log "
+                                    f"counted {'; '.join(wrong)}")  # fmt: skip
+
+
+def seed_split(proposal: Proposal) -> Findings:
+    """(data splits) a seed's input and classes the table's"""
+    event, opened = proposal.event, proposal.split
+    split, seed = opened.split if opened is not None else None, event.get("seed")
+    if opened is None or split is None or event["parent"] is not None or not isinstance(seed, Mapping):
+        return
+    found = (seed.get("image_size"), seed.get("channels"), seed.get("classes"))
+    expected = (opened.image_size, split.channels, split.classes)
+    if found != expected:
+        yield problem(proposal.number, f"event {proposal.number} (model_proposed of task {event['task']}): seed: a "
+                                       f"seed of {images((found[0], *found))}, {opened.dataset} ({split.name}) has "
                                        f"{images((expected[0], *expected))} by the table")  # fmt: skip
 
-    def epoch(self, event: dict, number: int) -> None:
-        self.epochs += 1
-        split, segment = self.split, self.run.view.segment if self.run.view is not None else None
-        if split is None or segment is None:
-            return
-        self.held += 1
-        label = f"event {number} (epoch {event['epoch']} of task {event['task']})"
-        if event["validation_samples"] != split.validation:
-            self.check.problems.append(f"{label}: validation: {event['validation_samples']:,} samples, "
-                                       f"{split.name}'s validation split is {split.validation:,} by the table "
-                                       "(an epoch validates all of it)")  # fmt: skip
-        ranks, batch = segment.group_ranks.get(event["group"]), segment.task_batches.get(event["task"])
-        if event["train_samples"] > split.train:
-            self.check.problems.append(f"{label}: one pass: {event['train_samples']:,} train samples, "
-                                       f"{split.name}'s train split is {split.train:,} by the table")
-        elif ranks and is_int(batch) and batch > 0 and event["steps"] != (
-                steps := rank_batches(split.train, ranks, batch)):
-            self.check.problems.append(f"{label}: one pass: {event['steps']} steps of batch {batch} a rank, one "
-                                       f"pass over {split.name}'s train split is ({split.train:,} // {ranks} "
-                                       f"ranks) // {batch} = {steps} by the table")
 
-    def finish(self) -> list[Check]:
-        if self.from_log:
-            self.check.summary = f"{self.from_log} ({self.epochs} epochs)"
-        else:
-            self.check.summary = (f"{self.dataset}: the data check, the seed and {self.held} epochs held to the "
-                                  f"documented splits (table {DATASETS_TABLE_VERSION}): each epoch one pass over "
-                                  "the table's train split and all of its validation split")  # fmt: skip
-        return [self.check]
+def epoch_splits(epoch: DataEpoch) -> Findings:
+    """(data splits) an epoch one pass over the table's train split and all of its validation split"""
+    yield count("epochs")
+    split, event, number = epoch.split, epoch.event, epoch.number
+    if split is None:
+        return
+    yield count("held")
+    label = f"event {number} (epoch {event['epoch']} of task {event['task']})"
+    if event["validation_samples"] != split.validation:
+        yield problem(number, f"{label}: validation: {event['validation_samples']:,} samples, {split.name}'s "
+                              f"validation split is {split.validation:,} by the table (an epoch validates all of "
+                              "it)")  # fmt: skip
+    ranks, batch = epoch.ranks, epoch.batch
+    if event["train_samples"] > split.train:
+        yield problem(number, f"{label}: one pass: {event['train_samples']:,} train samples, {split.name}'s train "
+                              f"split is {split.train:,} by the table")  # fmt: skip
+    elif ranks and is_int(batch) and batch > 0 and event["steps"] != (
+            steps := rank_batches(split.train, ranks, batch)):  # type: ignore[arg-type,operator]
+        yield problem(number, f"{label}: one pass: {event['steps']} steps of batch {batch} a rank, one pass over "
+                              f"{split.name}'s train split is ({split.train:,} // {ranks} ranks) // {batch} = "
+                              f"{steps} by the table")  # fmt: skip

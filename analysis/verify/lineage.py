@@ -1,15 +1,21 @@
-"""The verifier's lineage check: every model's graph rebuilt from the seed, its logged morphisms and kernel size.
+"""The verifier's lineage: every model's graph rebuilt from the seed, its logged morphisms and kernel size.
 
 A graph file and its ``graph_sha256`` can be forged together (a kernel size
 changed, a layer widened, and the hash recomputed), and the ops recount then
 counts the forged graph.  What a forger cannot also change is where the graph
 comes from: the seed model the configuration names, and a chain of
 morphisms, each logged with its proposal (``model_proposed``'s ``seed`` or
-``morphs``, see :mod:`aiperf_mpi.graph.lineage`).  Each proposal is checked
-when the walk reads it, against the stored graph file of its parent — which
-was itself checked when *its* proposal was read, so by induction every graph
-descends from the seed as logged.  Parents must therefore precede their
-children in the log, as they do in a run.
+``morphs``, see :mod:`aiperf_mpi.graph.lineage`).  Each proposal is rebuilt
+when the walk reads it (:func:`rebuild_proposal`, called once a proposal by
+the unit stream, :class:`analysis.verify.units.UnitStream`, which keeps what
+needs the log's order: each model's graph place and sha256 as logged before
+its children, and the seed graphs), against the stored graph file of its
+parent — which was itself rebuilt when *its* proposal was read, so by
+induction every graph descends from the seed as logged.  Parents must
+therefore precede their children in the log, as they do in a run.  The
+outcome (:class:`Rebuilt`) lies on the task's unit: the ``lineage`` row
+(:func:`analysis.verify.record.lineage`) reads it there, and the
+``repeated graphs`` row its identity, on the proposal's unit.
 
 Memory: per model its task, graph file name and the file's sha256 (the
 parent's file is read again, and must still hash the same, when a child
@@ -20,6 +26,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import networkx as nx
@@ -33,137 +41,116 @@ ERRORS = (ValueError, KeyError, TypeError, AttributeError, RecursionError)
 """what a malformed record or graph raises here (GraphError and MorphError are ValueErrors)"""
 
 
-class LineageCheck:
-    """Fed by the verifier's walk: :meth:`proposed` for each ``model_proposed``, :meth:`ended` for each model."""
+StoredGraph = tuple[dict, str]
+"""where a proposal's graph lies (its graph fields) and the sha256 of its text"""
 
-    def __init__(self, run_dir: Path, check) -> None:
-        """``check`` is the verifier's row (``analysis.checks.Check``): problems and missing lines go there."""
-        self.run_dir = run_dir
-        self.check = check
-        self.tasks: dict[int, tuple[dict, str] | None] = {}
-        """a proposed task not yet ended → (where its graph lies: the event's graph fields, its sha256), None when
-        its graph was unreadable"""
-        self.models: dict[int, tuple[int, tuple[dict, str] | None]] = {}
-        """a logged model's id → (its task, its task's graph file and sha256 or None)"""
-        self.seeds: dict[str, nx.DiGraph] = {}
-        """seed graphs by their record's JSON (a run has one)"""
-        self.identity: dict[int, str] = {}
-        """a proposed task → the sha256 of its graph written as the package writes it (``to_json`` of the rebuild),
-        for a graph file that holds the rebuilt structure in other bytes (re-serialised): the identity the repeated
-        graphs row compares, so the same graph in other bytes is the same graph.  Read once (``take_identity``)"""
-        self.proposals = self.rebuilt = self.seed_proposals = self.unrecorded = 0
 
-    def proposed(self, event: dict, graph_text: str | None, config: dict) -> None:
-        """Rebuild the proposed graph and compare it with ``graph_text``, the task's stored graph file."""
-        task = event["task"]
-        self.proposals += 1
-        if graph_text is None:  # missing, outside the run or not UTF-8: the graph files check says so
-            self.tasks[task] = None
-            return
-        place = {name: event[name] for name in ("graph_file", OFFSET, LENGTH) if name in event}
-        self.tasks[task] = (place, _sha256(graph_text))
-        parent, kernel = event["parent"], event["hparams"].get("kernel_size")
-        where = f"model_proposed of task {task}"
-        if "seed" not in event if parent is None else "morphs" not in event:
-            self.unrecorded += 1
-            return
-        if isinstance(kernel, bool) or not isinstance(kernel, int):
-            self.check.problems.append(f"{where}: no kernel_size in its hparams ({str(kernel)[:40]}) to rebuild "
-                                       "its graph at")  # fmt: skip
-            return
-        if parent is None:
-            self._seed(event, graph_text, kernel, config, where)
-        else:
-            self._child(event, graph_text, kernel, where)
+@dataclass(frozen=True)
+class Rebuilt:
+    """A first proposal's graph as its lineage rebuilt it: what the ``lineage`` row says of it, and what its
+    children and the ``repeated graphs`` row need of it."""
 
-    def _seed(self, event: dict, stored: str, kernel: int, config: dict, where: str) -> None:
-        record, steps = event["seed"], event.get("morphs")
-        self.seed_proposals += 1
-        named = config.get("seed_model")
-        if named is not None and (not isinstance(record, dict) or record.get("model") != named):
-            self.check.problems.append(f"{where}: its seed record {_brief(record)} is not the configuration's "
-                                       f"seed_model {named!r}")  # fmt: skip
-            return
-        if steps:
-            self.check.problems.append(f"{where}: a seed (no parent) with morphisms {_steps(steps)}")
-            return
-        key = json.dumps(record, sort_keys=True, default=str)
-        try:
-            if key not in self.seeds:
-                self.seeds[key] = seed_from_record(record)
-            rebuilt = rebuild(self.seeds[key], None, [], kernel)
-        except ERRORS as exc:
-            self.check.problems.append(f"{where}: its seed record {_brief(record)} builds no seed ({_brief(exc)})")
-            return
-        self._compare(stored, rebuilt, f"{where}: its graph is not the seed {record.get('model')!r} "
-                                       f"({_brief(record)}) at kernel {kernel}", event["task"])  # fmt: skip
+    stored: StoredGraph | None = None
+    """where its graph lies and the sha256 of the text read (None: unreadable: the graph files row says so)"""
+    problem: str = ""
+    """the ``lineage`` row's line about it ("": none)"""
+    rebuilt: bool = False
+    """its graph file is its rebuild (in the package's bytes, or in others of the same structure)"""
+    unrecorded: bool = False
+    """it logs neither a seed nor morphisms (a log older than the fields)"""
+    identity: str | None = None
+    """the sha256 of its rebuild written as the package writes it (``to_json``), when its file holds the rebuilt
+    structure in other bytes (re-serialised): the identity the ``repeated graphs`` row compares, so the same graph
+    in other bytes is the same graph (None: its bytes are the package's, or it was not rebuilt)"""
 
-    def _child(self, event: dict, stored: str, kernel: int, where: str) -> None:
-        parent, steps = event["parent"], event["morphs"]
-        if not 1 <= len(steps) <= MAX_MORPHS:
-            self.check.problems.append(f"{where}: {len(steps)} morphisms logged, the search chains 1 to "
-                                       f"{MAX_MORPHS}")  # fmt: skip
-            return
-        if isinstance(parent, bool) or parent not in self.models:
-            self.check.problems.append(f"{where}: its parent model {parent} is not a model logged before it "
-                                       "(a parent precedes its children)")  # fmt: skip
-            return
-        parent_task, parent_file = self.models[parent]
-        named = f"its parent model {parent} (task {parent_task})"
-        if parent_file is None:
-            self.check.problems.append(f"{where}: {named} has no readable graph file to morph")
-            return
-        try:
-            text = read_graph(self.run_dir, parent_file[0]).decode("utf-8")
-        except (GraphFileError, UnicodeDecodeError) as exc:
-            self.check.problems.append(f"{where}: {named}: {graph_place(parent_file[0])} cannot be read again "
-                                       f"({_brief(exc)})")  # fmt: skip
-            return
-        if _sha256(text) != parent_file[1]:
-            self.check.problems.append(f"{where}: {named}: {graph_place(parent_file[0])} changed while it was "
-                                       "verified")  # fmt: skip
-            return
-        rule = f"{where}: its graph is not {named}'s graph with the logged morphisms {_steps(steps)} at kernel {kernel}"
-        try:
-            rebuilt = rebuild(None, from_json(text), steps, kernel)
-        except ERRORS as exc:
-            self.check.problems.append(f"{rule}: they do not apply ({_brief(exc)})")
-            return
-        self._compare(stored, rebuilt, rule, event["task"])
 
-    def _compare(self, stored: str, rebuilt: nx.DiGraph, rule: str, task: int) -> None:
-        """``stored`` (the graph file's text) against the rebuild: the same text as the leader wrote, or else
-        the same structure (a file re-serialised differently still passes, under the rebuild's identity)."""
-        written = to_json(rebuilt)
-        if stored != written:
-            try:
-                difference = structure_difference(from_json(stored), rebuilt)
-            except ERRORS as exc:
-                difference = f"the graph file is not a graph: {_brief(exc)}"
-            if difference:
-                self.check.problems.append(f"{rule} ({difference})")
-                return
-            self.identity[task] = _sha256(written)
-        self.rebuilt += 1
+def rebuild_proposal(run_dir: Path, event: dict, graph_text: str | None, config: dict,
+                     models: Mapping[object, tuple[object, StoredGraph | None]],
+                     seeds: dict[str, nx.DiGraph]) -> Rebuilt:  # fmt: skip
+    """Rebuild a first proposal's graph and compare it with ``graph_text``, the task's stored graph file.
 
-    def take_identity(self, task: object) -> str | None:
-        """The canonical sha256 of ``task``'s graph when its file holds it in other bytes than the package writes
-        (None: its bytes are the package's, or it was not rebuilt), once."""
-        return self.identity.pop(task, None) if isinstance(task, int) else None
+    ``models`` is each model logged before it (its id → its task and where its graph lies), ``seeds`` the seed
+    graphs built so far by their record's JSON (a run has one): both the caller's, which keeps them in the log's
+    order; a seed built here is added to ``seeds``."""
+    if graph_text is None:  # missing, outside the run or not UTF-8: the graph files check says so
+        return Rebuilt()
+    place = {name: event[name] for name in ("graph_file", OFFSET, LENGTH) if name in event}
+    stored = (place, _sha256(graph_text))
+    parent, kernel = event["parent"], event["hparams"].get("kernel_size")
+    where = f"model_proposed of task {event['task']}"
+    if "seed" not in event if parent is None else "morphs" not in event:
+        return Rebuilt(stored, unrecorded=True)
+    if isinstance(kernel, bool) or not isinstance(kernel, int):
+        return Rebuilt(stored, f"{where}: no kernel_size in its hparams ({str(kernel)[:40]}) to rebuild its graph at")
+    if parent is None:
+        rebuilt, rule = _seed(event, kernel, config, where, seeds)
+    else:
+        rebuilt, rule = _child(run_dir, event, kernel, where, models)
+    if rebuilt is None:
+        return Rebuilt(stored, rule)
+    return _compare(stored, graph_text, rebuilt, rule)
 
-    def ended(self, task: object, model_id: object) -> None:
-        """A model_done or model_failed: model ``model_id`` is ``task``'s, a parent its successors may name."""
-        if isinstance(model_id, int) and not isinstance(model_id, bool) and isinstance(task, int):
-            self.models[model_id] = (task, self.tasks.pop(task, None))
 
-    def finish(self) -> None:
-        """The row's summary, and what older logs do not record."""
-        self.check.summary = (f"{self.rebuilt} of {self.proposals} graph files rebuilt from the seed model, the "
-                              "logged morphisms and kernel sizes")  # fmt: skip
-        if self.unrecorded:
-            self.check.missing.append(f"{self.unrecorded} of {self.proposals} model_proposed events record neither "
-                                      "a seed nor morphisms (a log older than the fields): their graphs cannot be "
-                                      "rebuilt")  # fmt: skip
+def _seed(event: dict, kernel: int, config: dict, where: str,
+          seeds: dict[str, nx.DiGraph]) -> tuple[nx.DiGraph | None, str]:  # fmt: skip
+    """The seed rebuilt, and the rule its file is held to (None and the problem: it cannot be)."""
+    record, steps = event["seed"], event.get("morphs")
+    named = config.get("seed_model")
+    if named is not None and (not isinstance(record, dict) or record.get("model") != named):
+        return None, f"{where}: its seed record {_brief(record)} is not the configuration's seed_model {named!r}"
+    if steps:
+        return None, f"{where}: a seed (no parent) with morphisms {_steps(steps)}"
+    key = json.dumps(record, sort_keys=True, default=str)
+    try:
+        if key not in seeds:
+            seeds[key] = seed_from_record(record)
+        rebuilt = rebuild(seeds[key], None, [], kernel)
+    except ERRORS as exc:
+        return None, f"{where}: its seed record {_brief(record)} builds no seed ({_brief(exc)})"
+    return rebuilt, (f"{where}: its graph is not the seed {record.get('model')!r} ({_brief(record)}) at kernel "
+                     f"{kernel}")  # fmt: skip
+
+
+def _child(run_dir: Path, event: dict, kernel: int, where: str,
+           models: Mapping[object, tuple[object, StoredGraph | None]]) -> tuple[nx.DiGraph | None, str]:  # fmt: skip
+    """The child rebuilt from its parent's stored graph, read again, and the rule its file is held to (None and
+    the problem: it cannot be)."""
+    parent, steps = event["parent"], event["morphs"]
+    if not 1 <= len(steps) <= MAX_MORPHS:
+        return None, f"{where}: {len(steps)} morphisms logged, the search chains 1 to {MAX_MORPHS}"
+    if isinstance(parent, bool) or parent not in models:
+        return None, (f"{where}: its parent model {parent} is not a model logged before it (a parent precedes its "
+                      "children)")  # fmt: skip
+    parent_task, parent_file = models[parent]
+    named = f"its parent model {parent} (task {parent_task})"
+    if parent_file is None:
+        return None, f"{where}: {named} has no readable graph file to morph"
+    try:
+        text = read_graph(run_dir, parent_file[0]).decode("utf-8")
+    except (GraphFileError, UnicodeDecodeError) as exc:
+        return None, f"{where}: {named}: {graph_place(parent_file[0])} cannot be read again ({_brief(exc)})"
+    if _sha256(text) != parent_file[1]:
+        return None, f"{where}: {named}: {graph_place(parent_file[0])} changed while it was verified"
+    rule = f"{where}: its graph is not {named}'s graph with the logged morphisms {_steps(steps)} at kernel {kernel}"
+    try:
+        return rebuild(None, from_json(text), steps, kernel), rule
+    except ERRORS as exc:
+        return None, f"{rule}: they do not apply ({_brief(exc)})"
+
+
+def _compare(stored: StoredGraph, text: str, rebuilt: nx.DiGraph, rule: str) -> Rebuilt:
+    """``text`` (the graph file's) against the rebuild: the same text as the leader wrote, or else the same
+    structure (a file re-serialised differently still passes, under the rebuild's identity)."""
+    written = to_json(rebuilt)
+    if text == written:
+        return Rebuilt(stored, rebuilt=True)
+    try:
+        difference = structure_difference(from_json(text), rebuilt)
+    except ERRORS as exc:
+        difference = f"the graph file is not a graph: {_brief(exc)}"
+    if difference:
+        return Rebuilt(stored, f"{rule} ({difference})")
+    return Rebuilt(stored, rebuilt=True, identity=_sha256(written))
 
 
 def _sha256(text: str) -> str:

@@ -6,8 +6,9 @@ docstring: the segments (:func:`segments`, :func:`segments_closed`), each task's
 counter (:func:`ops_recount`, :func:`aiperf_mpi.graph.ops.epoch_ops`), the model records (:func:`model_records`).
 What needs the log's order — the model id the previous end implies, whose graph already lay at a place, which
 graph the master had seen — the unit stream keeps and puts on the unit; the graphs read, parsed and counted once
-are the shared view's (:mod:`analysis.verify.view`).  The lineage row (:class:`LineageRule`) is still judged by the
-view's rebuild, which the search family's repeated graphs row shares.
+are the shared view's (:mod:`analysis.verify.view`).  The lineage row (:func:`lineage`) reads each task's graph as
+rebuilt once, when its proposal came (:func:`analysis.verify.lineage.rebuild_proposal`, which the unit stream calls:
+the search family's repeated graphs row takes the rebuild's identity in the proposals' order).
 
 The segments and their windows are the run's model's: events before the first ``run_start`` count in it as the
 scorer counts them (the segments row fails each), and a segment ends at its first ``run_stop`` (a second is a
@@ -22,7 +23,7 @@ from collections import Counter
 from aiperf_mpi.graph.ops import epoch_ops
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.resumable import RESUME_MAY_CHANGE, current_names
-from analysis.checks import BadInput, Check, Run, differences, same, short
+from analysis.checks import BadInput, differences, same, short
 from analysis.verify.units import (
     END,
     EndLogged,
@@ -37,7 +38,6 @@ from analysis.verify.units import (
     problem,
     summary,
 )
-from analysis.verify.view import RunView
 
 EPOCH_OPS_FIELDS = ("ops", "ops_train", "ops_update", "ops_validation", "steps")
 
@@ -220,19 +220,29 @@ def graph_files_counted(run: RunUnit, counted: Counter) -> Findings:
                            "(a log older than the field)")  # fmt: skip
 
 
-class LineageRule:
-    """The row ``lineage``: each proposed graph rebuilt from its seed or its parent's stored graph and the logged
-    morphisms, as the shared view rebuilt it when the proposal came (:class:`analysis.verify.lineage.LineageCheck`)."""
+def lineage(task: TaskUnit) -> Findings:
+    """each graph file is its graph rebuilt from what its proposal logs ([below](#lineage)): the seed model (`seed`,
+    which must be the configuration's `seed_model`) or its parent model's stored graph with the logged morphisms
+    (`morphs`, 1 to 3 as the search chains them, each one the search could make), tuned to its `kernel_size`;
+    layers, their attributes and edges equal; the parent logged before the child"""
+    rebuilt = task.lineage  # rebuilt once, when its proposal came (analysis.verify.lineage.rebuild_proposal)
+    yield count("proposals")
+    if rebuilt.problem:
+        yield problem(task.proposal.number, rebuilt.problem)
+    if rebuilt.rebuilt:
+        yield count("rebuilt")
+    if rebuilt.unrecorded:
+        yield count("unrecorded")
 
-    def __init__(self, run: Run) -> None:
-        self.run = run
 
-    def finish(self) -> list[Check]:
-        lineage = self.run.view.lineage if isinstance(self.run.view, RunView) else None
-        if lineage is None:
-            return [Check("lineage")]
-        lineage.finish()
-        return [lineage.check]
+def lineage_counted(run: RunUnit, counted: Counter) -> Findings:
+    """(lineage) what was judged, and what older logs do not record"""
+    proposals = counted["proposals"]
+    yield summary(f"{counted['rebuilt']} of {proposals} graph files rebuilt from the seed model, the logged "
+                  "morphisms and kernel sizes")  # fmt: skip
+    if counted["unrecorded"]:
+        yield missing(END, f"{counted['unrecorded']} of {proposals} model_proposed events record neither a seed nor "
+                           "morphisms (a log older than the fields): their graphs cannot be rebuilt")  # fmt: skip
 
 
 # ------------------------------------------------------------------------------------------------ ops recount

@@ -52,7 +52,7 @@ from aiperf_mpi.results.schema import (
 )
 from analysis.checks import Check, Run
 from analysis.verify.best import best_export
-from analysis.verify.data import DataRules
+from analysis.verify.data import data_splits, epoch_splits, seed_split
 from analysis.verify.energy import energy
 from analysis.verify.evidence import (
     configuration,
@@ -93,11 +93,12 @@ from analysis.verify.mllog import (
 )
 from analysis.verify.provenance import provenance, provenance_recorded
 from analysis.verify.record import (
-    LineageRule,
     epochs_counted,
     epochs_in_segments,
     graph_files,
     graph_files_counted,
+    lineage,
+    lineage_counted,
     misplaced_events,
     model_records,
     ops_counted,
@@ -109,7 +110,7 @@ from analysis.verify.record import (
     stray_model_ids,
 )
 from analysis.verify.score import score, score_events, scored_window, validity_rules
-from analysis.verify.search import RepeatsRule, SpaceRule
+from analysis.verify.search import repeated_graphs, repeats_counted, search_space, space_counted
 from analysis.verify.units import UNIT_NAMES, Finding, RowFindings, RunUnit, UnitStream, takes_counts, unit_of
 from analysis.verify.view import RunView
 from analysis.verify.weights import weights_files
@@ -290,13 +291,8 @@ FAMILIES = (
         By("epochs in segments", epochs_counted),
         By("graph files", graph_files),
         By("graph files", graph_files_counted),
-        Rule(Row("lineage",
-            "each graph file is its graph rebuilt from what its proposal logs ([below](#lineage)): the seed model"
-            " (`seed`, which must be the configuration's `seed_model`) or its parent model's stored graph with "
-            "the logged morphisms (`morphs`, 1 to 3 as the search chains them, each one the search could make), "
-            "tuned to its `kernel_size`; layers, their attributes and edges equal; the parent logged before the "
-            "child"),
-             LineageRule, events=()),
+        By("lineage", lineage),
+        By("lineage", lineage_counted),
         By("ops recount", ops_recount),
         By("ops recount", ops_counted),
         By("model records", model_records),
@@ -332,45 +328,15 @@ FAMILIES = (
         By("hardware bounds", bounds_counted),
     )),
     Family("data", None, rules=(
-        Rule(Row("data splits",
-            "a data set the versioned table of `aiperf_mpi/results/datasets.py` names, which the run does not write "
-            "(digits 1,437 / 360 of 10 classes at 32×32×3; synthetic 2,048 / 512 of 10 at `image_size` or 32; "
-            "CIFAR-10 50,000 / 10,000 of 10 at 32×32×3; ImageNet's ILSVRC-2012 1,281,167 / 50,000 of 1,000 at "
-            "`image_size` or 224), is held to the table, not to its log: the data check's train, validation and "
-            "class counts and image shape, the seed's (`model_proposed`'s `seed`) input and classes, and every "
-            "epoch one pass over the table's splits — `(train // ranks) // batch` steps a rank, never more samples"
-            " than the train split, all of the validation split — so a model's samples are at most its epochs × "
-            "the train split. Digits and synthetic are built in: every run of them counts their split. CIFAR-10 "
-            "and ImageNet are read from the files a run is given: a run that counted a documented split is held "
-            "to it; other counts are a user's own set (a CIFAR-10 subset, no larger than CIFAR-10; an "
-            "ImageNet-format set, an *unofficial* run by the rule `dataset`), as `hdf5` always is: its logged "
-            "counts are kept, and the row says they are taken from the log; a CIFAR-10 or ImageNet run without a "
-            "data check is *not recorded*"),
-             DataRules, events=("run_start", "layout", "model_proposed", "epoch"), through_view=("layout",)),
+        By("data splits", data_splits),
+        By("data splits", seed_split),
+        By("data splits", epoch_splits),
     )),
-    Family("search", None, events=("run_start", "peak", "model_proposed", "model_done", "model_failed",
-                                   "group_lost", "run_stop"),
-           files=("graphs/ (each child's parent graph)",), rules=(
-        Rule(Row("search space",
-            "the space is recomputed from the configuration and the code, not read from the log: each proposal's "
-            "`kernel_size` one the tuner chooses (`KERNEL_SIZES`: 3, 5, 7), its `batch_size` one of its tuner's "
-            "(the configured `batch_size` of the warm-up rounds, and `batch_choices`' powers of two from 16 to 512"
-            " that fit the configured `device_memory_gb` for the seed model of the data the check read); each "
-            "child's `morphs` as many as its strategy chains (`explore`, `random`: one; `gp-ucb`: 1 to 3), each "
-            "of the search's kinds (`deeper`, `wider`, `add_skip`, `concat_skip`) at a place the search could "
-            "morph in the graph it applies to (`is_candidate`: a skip joins two ReLUs), a `deeper` block at the "
-            "proposal's own kernel size; a configuration without `device_memory_gb` and `batch_size` is *not "
-            "recorded*"),
-             SpaceRule, events=("run_start", "model_proposed", "model_done", "model_failed")),
-        Rule(Row("repeated graphs",
-            "no two tasks have the same graph (`graph_sha256`) unless the log says why the master accepted it "
-            "again: a seed (which the master never refuses) proposed while no trained model had an accuracy to "
-            "rank when its group's work was handed out (after the group's previous task ended), or a graph whose "
-            "earlier task never ended — discarded at its segment's `run_stop`, lost with its group (`group_lost`)"
-            " or open when its segment was killed — proposed in a later segment (a resumed master's history holds"
-            " the ended models only); proposals without `graph_sha256` are *not recorded*"),
-             RepeatsRule, events=("run_start", "peak", "model_proposed", "model_done", "model_failed", "group_lost",
-                                  "run_stop")),
+    Family("search", None, files=("graphs/ (each child's parent graph)",), rules=(
+        By("search space", search_space),
+        By("search space", space_counted),
+        By("repeated graphs", repeated_graphs),
+        By("repeated graphs", repeats_counted),
     )),
     Family("score", None, files=("score.json",), rules=(
         By("score", score),

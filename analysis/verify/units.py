@@ -20,6 +20,17 @@ it reads is the type its first parameter names:
   as of it;
 - :class:`RunUnit`: the run, once: its model, the score recomputed from the
   whole log, ``score.json`` as read, what the stream counted.
+- :class:`Proposal` (the search and data families): every ``model_proposed``
+  event, finished at once, with what held before it: the data set of the
+  last ``run_start``, the tuners' batch sizes (sized once), its parent's graph
+  place, the latest earlier proposal of the same graph (:class:`Repeat`);
+- :class:`DataEpoch` (the data family): every ``epoch`` event, finished at
+  once, with the split of the last ``run_start`` and its group's ranks and
+  task's batch size as the segment logged them.
+
+A task's first proposal is rebuilt from its lineage once, when it comes
+(:func:`analysis.verify.lineage.rebuild_proposal`, on its task unit): the
+``repeated graphs`` row needs the rebuild's identity in the proposals' order.
 
 :class:`UnitStream` makes them, in step with the walk (the run's model and the
 shared view, :mod:`analysis.verify.view`, have read each event first), and
@@ -49,13 +60,14 @@ from pathlib import Path
 
 from aiperf_mpi.graph.model import GraphError, infer_shapes, input_node, output_node
 from aiperf_mpi.results import runlog
-from aiperf_mpi.results.datasets import image_shape
+from aiperf_mpi.results.datasets import DataSplit, documented_split, image_shape
 from aiperf_mpi.results.graphs import OFFSET
 from aiperf_mpi.results.logmodel import RunModel, Segment, Timeline, epoch_values
 from aiperf_mpi.results.score import Score, run_step, score_inputs
 from aiperf_mpi.results.stored_weights import BEST_METADATA, WEIGHTS_SHA256
-from analysis.checks import MAX_KEPT, Check, Lines, is_regular_file, read_json
+from analysis.checks import MAX_KEPT, Check, Lines, is_hex, is_regular_file, read_json
 from analysis.verify.bounds import BoundsAsOf, BoundsTracker
+from analysis.verify.lineage import Rebuilt, StoredGraph, rebuild_proposal
 from analysis.verify.mllog_reader import (
     EpochLines,
     MLLogEnded,
@@ -65,6 +77,7 @@ from analysis.verify.mllog_reader import (
     SegmentEnded,
     SegmentStarted,
 )
+from analysis.verify.tuner import TunerBatches, tuner_batches
 from analysis.verify.view import Before, OpenTask, ProposedGraph, RunView, SegmentTimes, TaskTimes
 
 END = math.inf
@@ -232,6 +245,9 @@ class TaskUnit:
     timed: list[Timed] = field(default_factory=list)
     """(evidence family) its proposals, epochs and end that came in an open segment, in log order, with what held
     then"""
+    lineage: Rebuilt = field(default_factory=Rebuilt)
+    """(the lineage row) its graph rebuilt from its seed or its parent's stored graph and the logged morphisms,
+    once, when its proposal came (:func:`analysis.verify.lineage.rebuild_proposal`)"""
 
     @property
     def graph(self) -> ProposedGraph:
@@ -419,6 +435,78 @@ class BestLogged:
             self.stopped, self.best_at_stop = True, self.best
 
 
+@dataclass(frozen=True)
+class OpenSplit:
+    """(the data family) the data set as of a ``run_start``: the first ``run_start``'s ``dataset``, the split the
+    table names for this one's data check, the side it allows the images."""
+
+    dataset: object
+    split: DataSplit | None
+    """the documented split (None: a user's own set)"""
+    image_size: int | None
+    """the side the table allows its images (a resizable set: the configured one)"""
+
+
+@dataclass
+class StartLogged(Logged):
+    """(the data family) a ``run_start`` (any: one the model took no segment of too), with the data set as of it."""
+
+    split: OpenSplit
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """(the search family's ``repeated graphs``) a proposal's graph (one with a ``graph_sha256``) against the latest
+    earlier proposal of the same graph, as the log stood when it came."""
+
+    key: str
+    """the graph's identity: its rebuild's sha256 when its file holds it in other bytes, else its ``graph_sha256``"""
+    earlier: tuple[object, int, bool] | None
+    """the latest earlier proposal of it: (task, segment, a seed) (None: the first)"""
+    segment: int
+    """its segment: the ``run_start`` events so far"""
+    handed_out: tuple[int, object] | None = None
+    """(a seed after a seed) when its group's work was handed out: the event number and the log's time of its
+    probe or its previous task's end (the segment's ``run_start`` and None: neither yet); None: not asked"""
+    ranked_at: int | None = None
+    """the first ``model_done`` whose model has an accuracy to rank (after it the master hands out no seed)"""
+    earlier_ended: bool = False
+    """the earlier proposal's task had ended"""
+    earlier_not_ended: tuple[str, object] | None = None
+    """why the earlier proposal's task never ended, as the log said: ("cut", segment), ("discarded", segment) or
+    ("lost", group) (None: it did not say)"""
+
+
+@dataclass
+class Proposal(Logged):
+    """(the search and data families) a ``model_proposed`` event, any, finished at once, with what held before it."""
+
+    run_dir: Path
+    split: OpenSplit | None
+    """the data set as of the last ``run_start`` (None: none yet)"""
+    batches: TunerBatches
+    """the batch sizes the tuners may choose, sized once, at the log's first proposal"""
+    sized: bool
+    """the batch sizes were sized at this one (the log's first proposal)"""
+    parent_place: dict | None
+    """(a child) where its parent model's graph lies, as that model's last proposal logged it before its end (None:
+    no such model ended before it)"""
+    repeat: Repeat | None
+    """its graph against the earlier ones (None: it logs no ``graph_sha256``)"""
+
+
+@dataclass
+class DataEpoch(Logged):
+    """(the data family) an ``epoch`` event, any, finished at once, with the split it is held to."""
+
+    split: DataSplit | None
+    """the documented split of the last ``run_start`` (None: a user's own set, or no ``run_start`` yet)"""
+    ranks: object = None
+    """its group's ranks in the segment's layouts (None: not known)"""
+    batch: object = None
+    """its task's ``batch_size`` as proposed in the segment (None: not known)"""
+
+
 @dataclass
 class RunUnit:
     """The run, once the log has been read: its model, the score recomputed from it, ``score.json``."""
@@ -454,6 +542,8 @@ class RunUnit:
     ``graph_bytes`` as logged; the kernel size it proposed)"""
     best: BestLogged | None = None
     """(best) ``best/metadata.json`` and what the log says of the tasks it names"""
+    starts: tuple[StartLogged, ...] = ()
+    """(the data family) every ``run_start`` of the log, in order (one a segment, but any the model took none of)"""
 
     @property
     def segments(self) -> list[Segment]:
@@ -468,9 +558,10 @@ class SegmentEvent(Timed):
     over a day."""
 
 
-UNITS = (TaskUnit, StrayEvent, Misplaced, SegmentUnit, RunUnit, SegmentEvent)
+UNITS = (TaskUnit, StrayEvent, Misplaced, SegmentUnit, RunUnit, SegmentEvent, Proposal, DataEpoch)
 UNIT_NAMES = {TaskUnit: "task", StrayEvent: "stray event", Misplaced: "event out of place", SegmentUnit: "segment",
-              RunUnit: "run", SegmentEvent: "event of a segment"}  # fmt: skip
+              RunUnit: "run", SegmentEvent: "event of a segment", Proposal: "proposal",
+              DataEpoch: "epoch"}  # fmt: skip
 # the mllog family's units (analysis/verify/mllog_reader.py): what mllog.log said at one event, finished at once
 UNITS += (EpochLines, PowerLines, RunStopLine, SegmentStarted, SegmentEnded)
 UNIT_NAMES |= {EpochLines: "mllog epoch", PowerLines: "mllog power", RunStopLine: "mllog run_stop",
@@ -684,6 +775,38 @@ class UnitStream:
         """(weights) weights file → what the last ``model_done`` naming it logged"""
         self.best = BestLogged.read(run_dir)
         """(best) ``best/metadata.json`` as it is before the log is read, and what the log says of its tasks"""
+        # the lineage row, the search and data families (:meth:`_searched`)
+        self.lineage_tasks: dict[object, StoredGraph | None] = {}
+        """a task proposed (its first proposal) and not ended → where its graph lies and its sha256 (None: unread)"""
+        self.lineage_models: dict[object, tuple[object, StoredGraph | None]] = {}
+        """a logged model's id → its task and where its task's graph lies (a parent its successors may name)"""
+        self.seeds: dict[str, object] = {}
+        """seed graphs by their record's JSON (a run has one)"""
+        self.rebuilt = Rebuilt()
+        """the rebuild of the proposal being read (its task unit's)"""
+        self.identities: dict[int, str] = {}
+        """a task → its graph's identity when its file holds the rebuild in other bytes, until a proposal takes it"""
+        self.first_start: dict | None = None
+        """the log's first ``run_start``"""
+        self.split: OpenSplit | None = None
+        self.starts: list[StartLogged] = []
+        self.batches: TunerBatches | None = None
+        self.search_places: dict[object, dict] = {}
+        """a task → where its graph lies (its latest proposal's graph fields), until it ends"""
+        self.search_models: dict[int, dict] = {}
+        """a model id → where its task's graph lies"""
+        self.search_segment = self.segment_start = 0
+        """the ``run_start`` events so far, and the number of the last"""
+        self.graphs: dict[str, tuple[object, int, bool]] = {}
+        """a graph's identity → the latest task that had it: (task, segment, a seed)"""
+        self.search_ended: set[object] = set()
+        self.not_ended: dict[object, tuple[str, object]] = {}
+        """a task that never ended → why, as the log says (:attr:`Repeat.earlier_not_ended`)"""
+        self.search_open: set[object] = set()
+        self.handed_out: dict[object, tuple[int, object]] = {}
+        """a group → when its work was last handed out in the segment: the event number and time of its probe or
+        its previous task's end"""
+        self.ranked_at: int | None = None
 
     def see(self, event: dict, number: int, model: RunModel, view: RunView) -> list[object]:
         """The units ``event`` (the log's ``number``-th, read by ``model`` and ``view``) finished."""
@@ -695,6 +818,7 @@ class UnitStream:
         timed = self.evidence.see(event, number, model, view)  # evidence family: the event as its rows judge it
         self._weights(event)  # weights: every proposal and end, wherever it lies in the log
         self.best.see(event)  # best: the export's tasks, the best model, the configuration
+        done += self._searched(event, number, model, view)  # the lineage row, the search and data families
         if name == runlog.RUN_START:
             if segments and (self.segment is None or self.segment.record is not segments[-1]):
                 if self.segment is not None:
@@ -785,6 +909,7 @@ class UnitStream:
                 done.append(StrayEvent(event, number, task in self.finished))
             return
         unit = self.open[task] = TaskUnit(task, segment, Logged(event, number), state)
+        unit.lineage = self.rebuilt  # the lineage row: _searched rebuilt it
         graph = state.graph
         if graph.data is None:
             return
@@ -828,6 +953,107 @@ class UnitStream:
         finally:
             segment.end = max(segment.end, moved)
 
+    # -------------------------------------------------------- the lineage row, the search and data families
+
+    def _searched(self, event: dict, number: int, model: RunModel, view: RunView) -> list[object]:
+        """Every event, before the others' units are made of it: a proposal's rebuild (for its task unit), its
+        :class:`Proposal`, an epoch's :class:`DataEpoch`; what each needs of the log before it."""
+        name, segments = event[runlog.EVENT], model.segment_records
+        if name == runlog.RUN_START:
+            self._started(event, number)
+        elif name == runlog.EPOCH:
+            return [self._data_epoch(event, number, view)]
+        elif name == runlog.MODEL_PROPOSED:
+            return [self._proposal(event, number, segments, view)]
+        elif name in (runlog.MODEL_DONE, runlog.MODEL_FAILED):
+            self._search_ended(event, number, bool(segments))
+        elif name == runlog.RUN_STOP:
+            for task in event["discarded_tasks"]:
+                if _whole(task):
+                    self.not_ended[task] = ("discarded", self.search_segment)
+        elif name == runlog.PEAK:  # the master hands a group its first work at once on its Ready (job/master.py)
+            if _whole(event["group"]) and event["group"] not in self.handed_out:
+                self.handed_out[event["group"]] = (number, event.get(runlog.TIME))
+        elif name == runlog.GROUP_LOST and _whole(event["task"]):
+            self.not_ended[event["task"]] = ("lost", event["group"])
+            self.search_open.discard(event["task"])
+        return []
+
+    def _started(self, event: dict, number: int) -> None:
+        if self.first_start is None:
+            self.first_start = event
+        config, data = event["config"], event.get("data")
+        dataset = self.first_start["config"].get("dataset")
+        split, configured, size = documented_split(dataset, data), config.get("image_size"), None
+        if split is not None:
+            size = split.side(configured if _whole(configured) and configured > 0 else None)
+        self.split = OpenSplit(dataset, split, size)
+        self.starts.append(StartLogged(event, number, self.split))
+        for task in self.search_open:  # no run_stop said it discarded them: the segment was killed
+            self.not_ended.setdefault(task, ("cut", self.search_segment))
+        self.search_open.clear()
+        self.search_segment, self.segment_start = self.search_segment + 1, number
+        self.handed_out.clear()
+
+    def _data_epoch(self, event: dict, number: int, view: RunView) -> DataEpoch:
+        split, segment = self.split.split if self.split is not None else None, view.segment
+        if split is None or segment is None:
+            return DataEpoch(event, number, None)
+        return DataEpoch(event, number, split, segment.group_ranks.get(event["group"]),
+                         segment.task_batches.get(event["task"]))  # fmt: skip
+
+    def _proposal(self, event: dict, number: int, segments: list[Segment], view: RunView) -> Proposal:
+        task, parent = event["task"], event["parent"]
+        state = view.tasks.get(task) if segments else None
+        if state is not None and state.proposal is event:  # its first proposal: rebuilt once
+            self.rebuilt = rebuild_proposal(self.run_dir, event, state.graph.text, segments[-1].config,
+                                            self.lineage_models, self.seeds)  # type: ignore[arg-type]  # fmt: skip
+            self.lineage_tasks[task] = self.rebuilt.stored
+            if self.rebuilt.identity is not None:
+                self.identities[task] = self.rebuilt.identity
+        sized = self.batches is None
+        if self.batches is None:
+            start = self.first_start or {}
+            self.batches = tuner_batches(start.get("config"), start.get("data"), event.get("seed"))
+        self.search_places[task] = {name: event[name] for name in ("graph_file", "graph_offset", "graph_bytes")
+                                    if name in event}  # fmt: skip
+        self.search_open.add(task)
+        parent_place = self.search_models.get(parent) if _whole(parent) else None
+        return Proposal(event, number, self.run_dir, self.split, self.batches, sized, parent_place,
+                        self._repeat(event))  # fmt: skip
+
+    def _repeat(self, event: dict) -> Repeat | None:
+        digest, task, seed = event.get("graph_sha256"), event["task"], event["parent"] is None
+        if not is_hex(digest, 64):
+            return None
+        identity = self.identities.pop(task, None) if isinstance(task, int) else None
+        key = identity or digest  # other bytes, one graph
+        earlier = self.graphs.get(key)
+        self.graphs[key] = (task, self.search_segment, seed)
+        if earlier is None:
+            return Repeat(key, None, self.search_segment)
+        handed_out = None
+        if seed and earlier[2]:
+            handed_out = self.handed_out.get(event["group"], (self.segment_start, None))
+        return Repeat(key, earlier, self.search_segment, handed_out, self.ranked_at, earlier[0] in self.search_ended,
+                      self.not_ended.get(earlier[0]))  # fmt: skip
+
+    def _search_ended(self, event: dict, number: int, in_segment: bool) -> None:
+        task, record = event["task"], event["model"]
+        model_id = record.get("id") if event[runlog.EVENT] == runlog.MODEL_DONE else record
+        place = self.search_places.pop(task, None)
+        if _whole(model_id) and place is not None:
+            self.search_models[model_id] = place  # type: ignore[index]
+        self.search_ended.add(task)
+        self.search_open.discard(task)
+        self.handed_out[event["group"]] = (number, event.get(runlog.TIME))
+        if event[runlog.EVENT] == runlog.MODEL_DONE:
+            scores = (record.get("predicted_accuracy"), record.get("accuracy"))  # a junk prediction: its accuracy
+            if self.ranked_at is None and record.get("status") == "trained" and any(map(_finite, scores)):
+                self.ranked_at = number
+        if in_segment and _whole(model_id) and isinstance(task, int):
+            self.lineage_models[model_id] = (task, self.lineage_tasks.pop(task, None))
+
     def end(self, model: RunModel | None, view: RunView | None, truncated: bool) -> list[object]:
         """The units the log's end finished: the tasks still open, the last segment, the run."""
         done: list[object] = list(self.open.values())
@@ -850,11 +1076,21 @@ class UnitStream:
         done[-1].mllog = mllog_ended  # mllog family
         done[-1].saved_weights, done[-1].proposed_places = self.saved_weights, self.proposed_places  # weights
         done[-1].best = self.best  # best
+        done[-1].starts = tuple(self.starts)  # the data family
         return done
 
     @staticmethod
     def open_tasks(view: RunView | None) -> dict:
         return view.tasks if view is not None else {}
+
+
+def _whole(value: object) -> bool:
+    """A JSON integer (``true`` is none)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 # ------------------------------------------------------------------------------------------------------ the rows

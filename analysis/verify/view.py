@@ -9,12 +9,10 @@ model does not and more than one family reads, so that no family reaches into an
   ``proposed twice`` is not counted again), which the ``score`` family's rule ``algorithms`` holds to the
   configured search;
 - ``graph`` (:class:`ProposedGraph`): the stored graph of the task just proposed (its first proposal), read
-  once, which the ``record`` family's ``graph files`` row judges; only the latest is kept (a task's later
-  readers read its file again, by the logged place), so the view's memory does not grow with the models;
-- ``lineage`` (:class:`analysis.verify.lineage.LineageCheck`): each proposed graph rebuilt from its seed or
-  its parent's stored graph (read back from the graph files by its logged place, never kept) and the logged
-  morphisms, its problems the ``lineage`` row's; the ``search`` family's ``repeated graphs`` asks it for a
-  graph's identity when its file holds it in other bytes;
+  once, which the ``record`` family's ``graph files`` row judges and the unit stream rebuilds from its lineage
+  (:mod:`analysis.verify.units`, :func:`analysis.verify.lineage.rebuild_proposal`); only the latest is kept (a
+  task's later readers read its file again, by the logged place), so the view's memory does not grow with the
+  models;
 - ``segment`` (:class:`SegmentView`), since the last ``run_start`` event: each layout group's ranks and each
   proposed task's batch size, as logged (a second ``layout`` in a segment replaces the groups it lists: the
   ``inventory`` row names the second one), which the ``data`` family holds an epoch's steps to; and the
@@ -60,8 +58,7 @@ from aiperf_mpi.results import runlog
 from aiperf_mpi.results.graphs import GraphFileError, graph_place, read_graph
 from aiperf_mpi.results.logmodel import RunModel, Segment, Timeline
 from aiperf_mpi.results.score import Score, run_step, score_inputs
-from analysis.checks import Check, is_regular_file, read_json
-from analysis.verify.lineage import LineageCheck
+from analysis.checks import is_regular_file, read_json
 
 COUNT_CACHE = 64
 """distinct graphs whose counts the view keeps (a real run's graphs all differ; a bound, not a hope)"""
@@ -263,8 +260,6 @@ class RunView:
     """the segment the last ``run_start`` event opened (None before the first)"""
     graph: ProposedGraph | None = None
     """the stored graph of the latest first proposal (None before one)"""
-    lineage: LineageCheck = field(init=False)
-    """the graphs rebuilt from their proposals: the ``lineage`` row"""
     tasks: dict[object, OpenTask] = field(default_factory=dict)
     """each task proposed (its first proposal) whose model has not ended (``model_done``, ``model_failed``)"""
     ended: OpenTask | None = None
@@ -295,9 +290,6 @@ class RunView:
 
     _score: tuple[Score | None, str] | None = field(default=None, init=False, repr=False)
     _recorded: tuple[dict | None, str] | None = field(default=None, init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        self.lineage = LineageCheck(self.run_dir, Check("lineage"))
 
     def score(self, model: Timeline, truncated: bool) -> tuple[Score | None, str]:
         """The score recomputed from the whole log, computed once after the walk (None and why: it cannot be)."""
@@ -354,12 +346,10 @@ class RunView:
         elif name == runlog.MODEL_FAILED:
             self.seen_tasks.add(task)
             self.ended = self.tasks.pop(task, None)
-            self.lineage.ended(task, event["model"])
         elif name == runlog.MODEL_DONE:
             self.ended = self.tasks.pop(task, None)
             if self.ended is not None:  # a task that never trained is counted at its end
                 self._count(self.ended)
-            self.lineage.ended(task, event["model"].get("id"))
 
     def _timed(self, event: dict, model: RunModel, number: int) -> None:
         """The open segment's times, groups and tasks, after ``event``; ``before`` what held before it."""
@@ -417,7 +407,8 @@ class RunView:
             group.open_task = None
 
     def _proposed(self, event: dict, model: RunModel) -> None:
-        """A task's first proposal: its stored graph read, and rebuilt from what the proposal logs."""
+        """A task's first proposal: its stored graph read (the unit stream rebuilds it from what the proposal
+        logs)."""
         name = event.get("graph_file")
         if isinstance(name, str) and name and not Path(name).is_absolute() and ".." not in Path(name).parts:
             is_regular_file(self.run_dir / name)  # a FIFO is bad input, not a missing graph (outside: named later)
@@ -434,7 +425,6 @@ class RunView:
             except UnicodeDecodeError:
                 graph.text = None  # the graph files row names it
         self.tasks[event["task"]] = OpenTask(event["task"], event, model.segment_records[-1].number, graph)
-        self.lineage.proposed(event, graph.text, model.segment_records[-1].config)
 
     def _count(self, task: OpenTask) -> None:
         """The task's per-sample counts, from its graph file, as the trainer built it (once per task).

@@ -13,6 +13,7 @@ import itertools
 import json
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -23,9 +24,10 @@ from aiperf_mpi.results import runlog
 from aiperf_mpi.results.datasets import CIFAR10, DIGITS, DOCUMENTED_SPLITS, ILSVRC_2012, SYNTHETIC, documented_split
 from aiperf_mpi.results.graphs import append_graph, read_graph
 from analysis import checks, verify
-from analysis.checks import Run
-from analysis.verify.data import DataRules
-from analysis.verify.search import STRATEGY_CHAINS, RepeatsRule
+from analysis.verify.registry import FAMILIES, By
+from analysis.verify.search import STRATEGY_CHAINS
+from analysis.verify.units import RowFindings, UnitStream, takes_counts, unit_of
+from analysis.verify.view import RunView
 from tests.support import lineage_runs
 from tests.support.lineage_runs import CHILD, lineage_run, rescore
 from tests.support.verify_runs import RANKS, _done, _epoch, consistent_run, find, forge, read_log, recount, sync_record
@@ -101,13 +103,26 @@ def test_which_split_a_run_is_held_to() -> None:
     assert set(DOCUMENTED_SPLITS) == {"digits", "synthetic", "cifar10", "imagenet"}
 
 
+def judged(row: str, events: list[dict]) -> checks.Check:
+    """``row`` of a few events alone (numbered 1, 2, …; no run directory): the units the stream makes of them, read
+    before a run's model has any segment, each given to the row's functions in the registry (the run last)."""
+    rules = [rule.rule for family in FAMILIES for rule in family.rules if isinstance(rule, By) and rule.row == row]
+    stream, found = UnitStream(Path(".")), RowFindings(row)
+    model, view = SimpleNamespace(segment_records=[]), RunView(Path("."))
+    units = [unit for number, event in enumerate(events, start=1)
+             for unit in stream.see(event, number, model, view)]  # type: ignore[arg-type]  # fmt: skip
+    for unit in [*units, *stream.end(None, None, False)]:
+        for rule in (rule for rule in rules if unit_of(rule) is type(unit)):
+            for finding in rule(unit, found.counts) if takes_counts(rule) else rule(unit):
+                found.add(finding)
+    return found.check()
+
+
 def _cifar_rules(train: int, validation: int) -> checks.Check:
     """The data row of a CIFAR-10 run whose data check counted ``train`` and ``validation`` images."""
-    rules = DataRules(Run(Path(".")))
     data = {"dataset": "cifar10", "train": train, "validation": validation, "classes": 10, "image_shape": [32, 32, 3]}
-    rules.run_start({"segment": 1, "config": {"dataset": "cifar10"}, "data": data}, 1)
-    [row] = rules.finish()
-    return row
+    return judged("data splits", [{"event": runlog.RUN_START, "segment": 1, "config": {"dataset": "cifar10"},
+                                   "data": data}])  # fmt: skip
 
 
 def test_a_cifar10_subset_is_the_users_own_and_a_larger_set_is_not_cifar10() -> None:
@@ -284,35 +299,35 @@ def test_a_seed_again_after_a_model_could_be_ranked(tmp_path) -> None:
                                             "but model_done at event")  # fmt: skip
 
 
-def _rules() -> RepeatsRule:
-    return RepeatsRule(Run(Path(".")))
-
-
 def _proposal(task: int, group: int, digest: str, parent: int | None = None) -> dict:
     return {"event": runlog.MODEL_PROPOSED, "task": task, "group": group, "parent": parent, "graph_sha256": digest,
             "hparams": {}, "search": {}}  # fmt: skip
 
 
 def _done_event(task: int, group: int, model: int, accuracy: float | None) -> dict:
-    return {"task": task, "group": group, "model": {"id": model, "status": "trained", "accuracy": accuracy}}
+    return {"event": runlog.MODEL_DONE, "task": task, "group": group,
+            "model": {"id": model, "status": "trained", "accuracy": accuracy}}  # fmt: skip
+
+
+START = {"event": runlog.RUN_START, "config": {}}
 
 
 def test_which_repeated_graphs_the_log_explains() -> None:
     """The judge alone: seeds while nothing is ranked (synthetic data: never), a discarded task's graph in a
     later segment, and nothing else."""
     a, b = "a" * 64, "b" * 64
-    rules = _rules()
-    rules.run_start({"config": {}}, 1)
-    rules.model_proposed(_proposal(0, 0, a), 2)
-    rules.model_proposed(_proposal(1, 1, a), 3)  # both groups handed the seed at the start
-    rules.model_done(_done_event(0, 0, 0, None), 4)  # no accuracy (synthetic data): nothing to rank
-    rules.model_proposed(_proposal(2, 0, a), 5)
-    rules.model_proposed(_proposal(3, 0, b, parent=0), 6)
-    rules.run_stop({"discarded_tasks": [3]}, 7)
-    rules.run_start({"config": {}}, 8)
-    rules.model_proposed(_proposal(4, 1, b, parent=0), 9)  # discarded in segment 1: a resumed master does not know
-    rules.model_proposed(_proposal(5, 0, b, parent=0), 10)  # but task 4 is of this segment
-    (repeats,) = rules.finish()
+    repeats = judged("repeated graphs", [
+        START,
+        _proposal(0, 0, a),
+        _proposal(1, 1, a),  # both groups handed the seed at the start
+        _done_event(0, 0, 0, None),  # no accuracy (synthetic data): nothing to rank
+        _proposal(2, 0, a),
+        _proposal(3, 0, b, parent=0),
+        {"event": runlog.RUN_STOP, "discarded_tasks": [3]},
+        START,
+        _proposal(4, 1, b, parent=0),  # event 9: discarded in segment 1: a resumed master does not know
+        _proposal(5, 0, b, parent=0),  # event 10: but task 4 is of this segment
+    ])  # fmt: skip
     assert [line.split(":")[0] for line in repeats.problems] == ["event 10 (model_proposed of task 5, group 0)"]
     assert "task 4's graph again" in repeats.problems[0] and "of segment 2" in repeats.problems[0]
     assert repeats.notes == ["event 9 (model_proposed of task 4, group 1): task 3's graph again: task 3 was "
@@ -324,15 +339,15 @@ def test_a_seed_handed_out_before_the_first_ranked_model_is_explained() -> None:
     """Group 1's work was handed out when its previous task ended, before model 0 was ranked: its seed, logged
     after model 0's model_done, is the master's own."""
     a = "a" * 64
-    rules = _rules()
-    rules.run_start({"config": {}}, 1)
-    rules.model_proposed(_proposal(0, 0, a), 2)
-    rules.model_proposed(_proposal(1, 1, a), 3)
-    rules.model_failed({"task": 1, "group": 1, "model": 0}, 4)
-    rules.model_done(_done_event(0, 0, 1, 0.5), 5)
-    rules.model_proposed(_proposal(2, 1, a), 6)  # handed out at event 4
-    rules.model_proposed(_proposal(3, 0, a), 7)  # handed out at event 5: model 1 was ranked
-    (repeats,) = rules.finish()
+    repeats = judged("repeated graphs", [
+        START,
+        _proposal(0, 0, a),
+        _proposal(1, 1, a),
+        {"event": runlog.MODEL_FAILED, "task": 1, "group": 1, "model": 0},
+        _done_event(0, 0, 1, 0.5),
+        _proposal(2, 1, a),  # event 6: handed out at event 4
+        _proposal(3, 0, a),  # event 7: handed out at event 5: model 1 was ranked
+    ])  # fmt: skip
     assert [line.split(":")[0] for line in repeats.problems] == ["event 7 (model_proposed of task 3, group 0)"]
 
 
