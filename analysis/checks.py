@@ -277,15 +277,13 @@ def is_hex(text: object, length: int) -> bool:
 class Run:
     """What the rule families of one verification share: the run directory, whether its log ends in a cut line,
     the score recomputed from the whole log (the command reads it), the run's model as the walk has read it
-    (:mod:`aiperf_mpi.results.logmodel`; None before its first event) and the shared view the walk keeps beside it
-    (:mod:`analysis.verify.view`; None until the walk starts)."""
+    (:mod:`aiperf_mpi.results.logmodel`; None before its first event) and the graph files the log names."""
 
     run_dir: Path
     truncated: bool = False
     model: RunModel | None = None
-    view: Any = None
-    """the walk's :class:`analysis.verify.view.RunView` (typed loosely: this module sits below the room that
-    defines it, which imports it)"""
+    graph_files: frozenset[str] = frozenset()
+    """every graph file a first proposal names (the side files row does not name them), once the walk has ended"""
     score: Any = None
     """the score recomputed from the whole log (:class:`aiperf_mpi.results.score.Score`; None: it cannot be, or
     the walk has not ended), the run unit's (:mod:`analysis.verify.units`)"""

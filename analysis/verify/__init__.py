@@ -129,7 +129,7 @@ def verify_dir(run_dir: Path, source: str | None = None, before: list[Check] | N
         best = score.best_accuracy if score is not None and score.regulated_score is not None else None
         result.trust = lambda reevaluated: trusted_claims(model, here, standing.counts, reevaluated, ops_per_second,
                                                           best, standing.ratio)  # fmt: skip
-    result.checks.append(side_files(run_dir, run.view.graph_files, bundle))  # the walk made the view
+    result.checks.append(side_files(run_dir, set(run.graph_files), bundle))
     if bundle:
         result.checks += bundle_checks(run_dir, result, system_segments(run.model))
     return result

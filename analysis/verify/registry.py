@@ -7,30 +7,21 @@ a run by the families listed in :data:`FAMILIES`, under
 version, so a verdict says which rules made it, and ``docs/verify.md``'s
 table of checks is generated from this list (:func:`markdown`).
 
-A family's ``judge`` is a class built once per verification with the run
-(:class:`analysis.checks.Run`). The walk reads ``events.jsonl`` once, into
-the run's model (:func:`aiperf_mpi.results.logmodel.read_model`), and
-gives each event that keeps to the schema to the families that declare it,
-in :data:`WALK_ORDER`: to the judge's ``each(event, number)`` first when it
-has one (a false answer keeps the event from it), then to its method named
-after the event (``epoch(event, number)``; an event a family reads only
-through the shared view, :mod:`analysis.verify.view`, its ``through_view``,
-has no method); a family that declares :data:`ANY` has ``each`` called for
-every event. A judge that defines
-``unreadable`` is handed what its methods raise when a number cannot be
-computed with (ArithmeticError, ValueError) instead of the verification
-ending. After the walk each judge's ``finish()`` gives its rows, in order.
-The bundle's rows (its files against the segments of the run's model:
-``Run.model``) and the re-evaluation judge after the walk;
-``analysis.verify`` runs them (their entries have no judge).
+A rule is a plain function of one finished unit of the run (issue 51, :mod:`analysis.verify.units`): a task once
+it has ended, an event of a task not open, an event out of place, a proposal, an epoch, an event of no task, what
+``mllog.log`` said at an event, a segment once the next has opened, the run.  Its entry is one line, a (row,
+function) pair (:class:`By`); the unit it reads is the type its first parameter names, and the row's text, what
+must hold for it, is the docstring of the row's first function (a later function of the same row says in brackets
+which row it adds to; a run function may read its row's counts, a second parameter).  :func:`walk` reads
+``events.jsonl`` once, into the run's model (:func:`aiperf_mpi.results.logmodel.read_model`) and the unit stream
+(:class:`analysis.verify.units.UnitStream`, which keeps what needs the log's order and puts it on the units: no rule
+keeps state), and hands each unit, as it finishes, to the functions of its type; a row's findings are put in the
+log's order (each carries the event it was found at).  The bundle's rows (its files against the segments of the
+run's model: ``Run.model``), the side files and the re-evaluation come after the walk; ``analysis.verify`` runs
+them (their entries have no rules).
 
-A family's rules may instead be judged apart, one :class:`Rule` a row
-(its ``rules``): each rule's class is built and fed as a family's judge is,
-at its family's place in the walk, in the order listed.
-
-Adding a rule: its row in its family's entry and the code that checks it,
-in a method of the event it reads (or a :class:`Rule` of its own); a new
-family: one entry and its class.
+Adding a rule: one function of the unit it reads, its docstring what must hold, and one line in its family's
+entry (a new family: one entry); what the function needs of the log's order goes on the unit, in the stream.
 A change of what a rule holds is a new :data:`VERIFY_RULES_VERSION`.
 """
 
@@ -43,7 +34,6 @@ from dataclasses import dataclass
 from aiperf_mpi.results import runlog
 from aiperf_mpi.results.logmodel import RunModel, read_model
 from aiperf_mpi.results.schema import (
-    REQUIRED,
     SCHEMA_VERSION,
     beyond_floats,
     check_event,
@@ -112,7 +102,6 @@ from analysis.verify.record import (
 from analysis.verify.score import score, score_events, scored_window, validity_rules
 from analysis.verify.search import repeated_graphs, repeats_counted, search_space, space_counted
 from analysis.verify.units import UNIT_NAMES, Finding, RowFindings, RunUnit, UnitStream, takes_counts, unit_of
-from analysis.verify.view import RunView
 from analysis.verify.weights import weights_files
 
 VERIFY_RULES_VERSION = "2026.12-13"
@@ -192,10 +181,7 @@ now logs truly), so a run resumed across the rename is one configuration; the ``
 infinity in any field; ``weights files`` refuses a file larger than its graph's arrays can need before hashing it;
 ``hardware bounds`` holds a rehearsal's phases to its stand-in's stated rate"""
 ANY = "*"
-"""a family that reads every event (its ``each`` method)"""
-EVENT_NAMES = tuple(REQUIRED)
-NUMBER_ERRORS = (ArithmeticError, ValueError)
-"""what a judge's ``unreadable`` turns into a problem line"""
+"""(the docs' table) a row that reads every event: the log row"""
 
 
 @dataclass(frozen=True)
@@ -204,19 +190,6 @@ class Row:
 
     name: str
     holds: str
-
-
-@dataclass(frozen=True)
-class Rule:
-    """One rule (issue 44): the row it fills, what must hold for it, the events it reads (a method named after
-    each) and the small class that judges it, built once a verification with the run.  It reads the run's model,
-    the shared view (:mod:`analysis.verify.view`) and the evidence tables, never another rule's state."""
-
-    row: Row
-    judge: Callable[[Run], object]
-    events: tuple[str, ...]
-    through_view: tuple[str, ...] = ()
-    """those of ``events`` it reads only through the shared view: it has no method for them"""
 
 
 @dataclass(frozen=True)
@@ -241,48 +214,38 @@ class By:
 
 @dataclass(frozen=True)
 class Family:
-    """Rules that share what they read: the class that judges them (or, one a row, its ``rules``), the events and
-    files it reads, its rows."""
+    """Rules that share what they read: its rules (functions of units, several may fill one row), the files it
+    reads, its rows (those of its rules; a family judged outside the walk lists its rows and the events it reads,
+    for the docs' table)."""
 
     name: str
-    judge: Callable[[Run], object] | None
     rows: tuple[Row, ...] = ()
     events: tuple[str, ...] = ()
+    """(a family judged outside the walk: the log, the bundle) the events it reads, for the docs' table"""
     files: tuple[str, ...] = ()
-    through_view: tuple[str, ...] = ()
-    """those of ``events`` it reads only through the shared view (:mod:`analysis.verify.view`): it has no method
-    for them"""
-    rules: tuple[Rule | By, ...] = ()
-    """its rules, each judged apart (then ``judge`` is None, its rows are its rules', and its events
-    theirs: in their order unless the entry lists them, as the docs' table shows them): a function of a unit
-    (:class:`By`, several may fill one row) or a class fed events (:class:`Rule`, one a row)"""
+    rules: tuple[By, ...] = ()
+    """its rules, in the verdict's order: the rows they fill, each named by its first function"""
 
     def __post_init__(self) -> None:
         if self.rules:
             rows: dict[str, Row] = {}
             for rule in self.rules:
-                row = rule.row if isinstance(rule, Rule) else Row(rule.row, rule.holds)
-                rows.setdefault(row.name, row)
+                rows.setdefault(rule.row, Row(rule.row, rule.holds))
             object.__setattr__(self, "rows", tuple(rows.values()))
-            events = tuple(dict.fromkeys(name for rule in self.rules if isinstance(rule, Rule)
-                                         for name in rule.events))  # fmt: skip
-            if self.events and set(self.events) != set(events):
-                raise ValueError(f"family {self.name}: its events {self.events} are not its rules' {events}")
-            object.__setattr__(self, "events", self.events or events)
 
 
 FAMILIES = (
-    Family("bundle manifest", None, files=("MANIFEST", "every file of the bundle"), rows=(
+    Family("bundle manifest", files=("MANIFEST", "every file of the bundle"), rows=(
         Row("bundle manifest",
             "(a bundle only) every file listed in `MANIFEST` with its sha256, and no file that is not listed"),
     )),
-    Family("log", None, events=(ANY,), files=(runlog.EVENTS_FILE,), rows=(
+    Family("log", events=(ANY,), files=(runlog.EVENTS_FILE,), rows=(
         Row("log",
             "every line is one JSON event that keeps to [the schema](events.md), every number in it finite and "
             "within the float range (JSON has no NaN or Infinity, an integer such as 10**400 cannot be computed "
             "with, and the package never writes one); no cut last line"),
     )),
-    Family("record", None, files=("graphs/",), rules=(
+    Family("record", files=("graphs/",), rules=(
         By("segments", segments),
         By("segments", misplaced_events),
         By("segments", segments_closed),
@@ -299,7 +262,7 @@ FAMILIES = (
         By("model records", stray_model_ids),
         By("model records", records_counted),
     )),
-    Family("evidence", None, files=("graphs/ (each graph as the shared view parsed it)",), rules=(
+    Family("evidence", files=("graphs/ (each graph as the shared view parsed it)",), rules=(
         By("times", times),
         By("times", times_stray),
         By("times", times_segment),
@@ -318,7 +281,7 @@ FAMILIES = (
         By("configuration", configuration_segment),
         By("configuration", configuration_counted),
     )),
-    Family("hardware", None, rules=(
+    Family("hardware", rules=(
         By("inventory", inventory),
         By("inventory", inventory_summary),
         By("hardware bounds", hardware_bounds),
@@ -327,31 +290,31 @@ FAMILIES = (
         By("hardware bounds", early_bounds),
         By("hardware bounds", bounds_counted),
     )),
-    Family("data", None, rules=(
+    Family("data", rules=(
         By("data splits", data_splits),
         By("data splits", seed_split),
         By("data splits", epoch_splits),
     )),
-    Family("search", None, files=("graphs/ (each child's parent graph)",), rules=(
+    Family("search", files=("graphs/ (each child's parent graph)",), rules=(
         By("search space", search_space),
         By("search space", space_counted),
         By("repeated graphs", repeated_graphs),
         By("repeated graphs", repeats_counted),
     )),
-    Family("score", None, files=("score.json",), rules=(
+    Family("score", files=("score.json",), rules=(
         By("score", score),
         By("score", score_events),
         By("scored window", scored_window),
         By("rule *name*", validity_rules),
     )),
-    Family("energy", None, rules=(
+    Family("energy", rules=(
         By("energy", energy),
     )),
-    Family("provenance", None, rules=(
+    Family("provenance", rules=(
         By("provenance", provenance),
         By("provenance", provenance_recorded),
     )),
-    Family("mllog", None, files=("mllog.log",), rules=(
+    Family("mllog", files=("mllog.log",), rules=(
         By("mllog.log", mllog),
         By("mllog.log", mllog_segment_start),
         By("mllog.log", mllog_epoch),
@@ -359,16 +322,16 @@ FAMILIES = (
         By("mllog.log", mllog_run_stop),
         By("mllog.log", mllog_segment_end),
     )),
-    Family("best", None, files=("best/metadata.json", "best/ops.json", "best/graph.json", "graphs/"), rules=(
+    Family("best", files=("best/metadata.json", "best/ops.json", "best/graph.json", "graphs/"), rules=(
         By("best/ (exported model)", best_export),
     )),
-    Family("weights", None, files=("weights/*.npz", "best/model.keras", "best/metadata.json", "graphs/"), rules=(
+    Family("weights", files=("weights/*.npz", "best/model.keras", "best/metadata.json", "graphs/"), rules=(
         By("weights files", weights_files),
     )),
-    Family("fields", None, rules=(
+    Family("fields", rules=(
         By("probe and layout fields", probe_and_layout_fields),
     )),
-    Family("side files", None, files=("every other file of the run directory or bundle",), rows=(
+    Family("side files", files=("every other file of the run directory or bundle",), rows=(
         Row("side files",
             "every file no row above reads (the report, serving's record, a resume's set-aside cut lines, anything "
             "added) is named, one note for each reason it is not evidence with what would check it, at most 40 by "
@@ -376,7 +339,7 @@ FAMILIES = (
             "times the score verified: "
             "issue 52). It never fails: the verdict says what it did not judge"),
     )),
-    Family("bundle", None, events=("run_start", "system", "layout", "peak"),
+    Family("bundle", events=("run_start", "system", "layout", "peak"),
            files=("verify.txt", "verify.json", "system.json"), rows=(
         Row("bundle verify.txt/json",
             "(a bundle only) `verify.json`'s `verified`, `valid`, `broken_rules` and each row's verdict, and "
@@ -385,7 +348,7 @@ FAMILIES = (
             "(a bundle only) each segment's `system`, `layout`, `peak` events and `run_start` provenance, as the "
             "log has them"),
     )),
-    Family("re-evaluation", None, files=("weights/task-N.npz or best/model.keras", "the data set"), rows=(
+    Family("re-evaluation", files=("weights/task-N.npz or best/model.keras", "the data set"), rows=(
         Row("re-evaluation",
             "(with `--reevaluate` only) the run's claimed best epoch — the highest logged `val_accuracy`, the "
             "regulated score's — is the epoch whose weights the best model saved (`weights_epoch`); those weights "
@@ -398,13 +361,6 @@ FAMILIES = (
     )),
 )  # fmt: skip
 """every rule of verify, in the verdict's order"""
-WALK_ORDER = ("evidence", "mllog", "best", "score", "record", "provenance", "hardware", "data", "search", "weights",
-              "fields", "energy")
-"""the order in which the walk gives an event to the families that read it: the side files' readers before the
-score and the record, so a file that cannot be read fails in the same reader, with the same line, as before the
-registry (a family not named here comes last)"""
-
-
 def family(name: str, families: tuple[Family, ...] = FAMILIES) -> Family:
     """The family of that name (KeyError: none)."""
     for entry in families:
@@ -421,66 +377,13 @@ def family_of(row: str, families: tuple[Family, ...] = FAMILIES) -> Family:
     raise KeyError(row)
 
 
-def handlers(entry: Family | Rule, judge: object) -> dict[str, Callable[[dict, int], None]]:
-    """Event name (:data:`ANY` for a name the schema does not know) → what the walk calls for it on ``judge``, the
-    judge of a family or of one of its rules (what it reads: ``entry``'s)."""
-    each = getattr(judge, "each", None)
-    unreadable = getattr(judge, "unreadable", None)
-    calls = {}
-    for name in (*EVENT_NAMES, ANY):
-        if name in entry.events or ANY in entry.events:
-            named = name in entry.events and name != ANY and name not in entry.through_view
-            call = _call(each, getattr(judge, name) if named else None, unreadable)
-            if call is not None:
-                calls[name] = call
-    return calls
-
-
-def _call(each: Callable | None, named: Callable | None, unreadable: Callable | None) -> Callable | None:
-    if each is None and unreadable is None:
-        return named
-    if each is None and named is None:
-        return None
-
-    def call(event: dict, number: int) -> None:
-        if (each is None or each(event, number)) and named is not None:
-            named(event, number)
-
-    if unreadable is None:
-        return call
-
-    def guarded(event: dict, number: int) -> None:
-        try:
-            call(event, number)
-        except NUMBER_ERRORS as exc:
-            unreadable(exc, event, number)
-
-    return guarded
-
-
 def walk(run: Run, families: tuple[Family, ...] = FAMILIES) -> list[Check]:
-    """Every family's rows, the log row first: ``events.jsonl`` read once, each event given to its readers (a
-    :class:`Rule`'s class), each finished unit to the rules that are functions of it (:class:`By`)."""
-    judged: list[tuple[str, Family | Rule, object]] = []
-    """(family, what the judge reads, the judge), in the verdict's order: a family's judge, or each of its rules'"""
-    judges: dict[int, object] = {}
-    """id of a family or Rule entry → its judge"""
+    """Every family's rows, the log row first: ``events.jsonl`` read once into the run's model and the unit stream,
+    each unit handed, as it finishes, to the rules that are functions of it, the run's last."""
     by_unit: dict[type, list[By]] = {}
-    functions_at: int | None = None
-    """where the unit stream reads an event among the families (the first family of functions' place)"""
-    walk_order = {name: place for place, name in enumerate(WALK_ORDER)}
     for entry in families:
-        if entry.judge is not None:
-            judges[id(entry)] = judge = entry.judge(run)
-            judged.append((entry.name, entry, judge))
         for rule in entry.rules:
-            if isinstance(rule, By):
-                by_unit.setdefault(rule.unit, []).append(rule)
-                place = walk_order.get(entry.name, len(WALK_ORDER))
-                functions_at = place if functions_at is None else min(functions_at, place)
-            else:
-                judges[id(rule)] = judge = rule.judge(run)
-                judged.append((entry.name, rule, judge))
+            by_unit.setdefault(rule.unit, []).append(rule)
     rows: dict[str, RowFindings] = {}
     placed: dict[str, list[str]] = {}
     """a row filled by name (``rule *name*``) → the rows its rule named, in order"""
@@ -502,26 +405,9 @@ def walk(run: Run, families: tuple[Family, ...] = FAMILIES) -> list[Check]:
     log, events = Check("log"), 0
     stream = UnitStream(run.run_dir)
 
-    def units(event: dict, number: int) -> None:
-        judge_units(stream.see(event, number, run.model, run.view))  # type: ignore[arg-type]
-
-    table: dict[str, list[Callable[[dict, int], None]]] = {name: [] for name in (*EVENT_NAMES, ANY)}
-    streamed = not by_unit
-    for place, reads, judge in sorted(((walk_order.get(name, len(WALK_ORDER)), reads, judge)
-                                       for name, reads, judge in judged), key=lambda each: each[0]):  # fmt: skip
-        if not streamed and place >= (functions_at or 0):
-            for calls in table.values():
-                calls.append(units)  # the unit stream reads each event at its families' place in the walk
-            streamed = True
-        for name, call in handlers(reads, judge).items():
-            table[name].append(call)
-    if not streamed:
-        for calls in table.values():
-            calls.append(units)
-
     def admit(event: object) -> bool:
-        """The log row's rule, asked of every event: one JSON object that keeps to the schema (else no family
-        reads it)."""
+        """The log row's rule, asked of every event: one JSON object that keeps to the schema (else no unit holds
+        it)."""
         nonlocal events
         events += 1
         if not isinstance(event, dict):
@@ -535,13 +421,9 @@ def walk(run: Run, families: tuple[Family, ...] = FAMILIES) -> list[Check]:
             log.problems.append(f"event {events} ({event.get('event')}): {'; '.join(problems)}")
         return not problems
 
-    run.view = view = RunView(run.run_dir)
-
     def judge(event: dict, model: RunModel) -> None:
         run.model = model  # the model so far: the bundle's rows read its segments, even of a log cut short
-        view.see(event, model, events)  # what several rules share, before any of them sees the event
-        for call in table.get(event[runlog.EVENT], table[ANY]):
-            call(event, events)
+        judge_units(stream.see(event, events, model))
 
     try:
         model = read_model(run.run_dir, judge, require_start=False, epochs_too=True, keep_ended=False, admit=admit)
@@ -553,19 +435,14 @@ def walk(run: Run, families: tuple[Family, ...] = FAMILIES) -> list[Check]:
                             f"{model.truncated_line[:60]!r}): the run was killed while writing")  # fmt: skip
     log.summary = (f"{events} events, schema version {SCHEMA_VERSION}, one JSON object a line"
                    + ("" if not run.truncated else ", a cut tail"))  # fmt: skip
-    ended = stream.end(run.model, view, run.truncated)
+    ended = stream.end(run.model, run.truncated)
     judge_units(ended[:-1])
     whole: RunUnit = ended[-1]
-    run.score = whole.score
+    run.score, run.graph_files = whole.score, whole.graph_files
     out = [log]
     for entry in families:
-        if entry.judge is not None:
-            out += judges[id(entry)].finish()
-        last = {rule.row: place for place, rule in enumerate(entry.rules) if isinstance(rule, By)}
+        last = {rule.row: place for place, rule in enumerate(entry.rules)}
         for place, rule in enumerate(entry.rules):
-            if not isinstance(rule, By):
-                out += judges[id(rule)].finish()
-                continue
             if rule.unit is RunUnit:
                 findings(rule, whole)
             if last[rule.row] == place:  # the row's last function has run: its row is whole
@@ -583,7 +460,7 @@ def markdown(families: tuple[Family, ...] = FAMILIES) -> str:
     for entry in families:
         named = ", ".join(f"`{name}`" for name in entry.events if name != ANY)
         events = "; by name: ".join(part for part in ("every event" if ANY in entry.events else "", named) if part)
-        units = dict.fromkeys(UNIT_NAMES[rule.unit] for rule in entry.rules if isinstance(rule, By))
+        units = dict.fromkeys(UNIT_NAMES[rule.unit] for rule in entry.rules)
         events = "; ".join(part for part in (events, f"units: {', '.join(units)}" if units else "") if part)
         files = ", ".join(f"`{f}`" if " " not in f else f for f in entry.files) or "–"
         lines.append(f"| {entry.name} | {events or '–'} | {files} | {', '.join(row.name for row in entry.rows)} |")

@@ -528,6 +528,9 @@ class RunUnit:
     """the tasks proposed, or failed without a proposal"""
     scored: Mapping[int, int]
     """segment number → its ``score`` events (those after the first ``run_start``)"""
+    graph_files: frozenset[str] = frozenset()
+    """every graph file a first proposal names (what the graph files row reads, which the side files row does not
+    name)"""
     bounds: BoundsAsOf | None = None
     """(the hardware family) the hardware bounds as the log left them (whether it was a rehearsal)"""
     data_shape: tuple[tuple, str] | None = None
@@ -748,6 +751,9 @@ class UnitStream:
 
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = run_dir
+        self.view = RunView(run_dir)
+        """what several units are made of, kept once as the log is read (:mod:`analysis.verify.view`): the open
+        tasks' graphs read, parsed and counted once, the open segment's times and groups; no rule reads it"""
         self.open: dict[object, TaskUnit] = {}
         self.finished: set[object] = set()
         """the tasks ended: an open task's end, or a model_failed of a task never proposed (its search found no
@@ -808,8 +814,10 @@ class UnitStream:
         its previous task's end"""
         self.ranked_at: int | None = None
 
-    def see(self, event: dict, number: int, model: RunModel, view: RunView) -> list[object]:
-        """The units ``event`` (the log's ``number``-th, read by ``model`` and ``view``) finished."""
+    def see(self, event: dict, number: int, model: RunModel) -> list[object]:
+        """The units ``event`` (the log's ``number``-th, one that keeps to the schema, read by ``model``) finished."""
+        view = self.view
+        view.see(event, model, number)  # what several units are made of, before any unit takes the event
         name, segments = event[runlog.EVENT], model.segment_records
         done: list[object] = []
         if self.mllog is not None:  # mllog family: its lines read at this event, first (as the walk's reader did)
@@ -1054,7 +1062,7 @@ class UnitStream:
         if in_segment and _whole(model_id) and isinstance(task, int):
             self.lineage_models[model_id] = (task, self.lineage_tasks.pop(task, None))
 
-    def end(self, model: RunModel | None, view: RunView | None, truncated: bool) -> list[object]:
+    def end(self, model: RunModel | None, truncated: bool) -> list[object]:
         """The units the log's end finished: the tasks still open, the last segment, the run."""
         done: list[object] = list(self.open.values())
         self.open.clear()
@@ -1065,12 +1073,12 @@ class UnitStream:
         if self.mllog is not None:  # mllog family: the last segment's lines, then what follows it (the run's)
             mllog_units, mllog_ended = self.mllog.end()
             done += mllog_units
-        timeline = model if model is not None else Timeline()
-        score, unscored = view.score(timeline, truncated) if view is not None else (None, "")
-        recorded, unread = view.recorded_score(self.run_dir / "score.json") if view is not None else (None, "")
+        view, timeline = self.view, model if model is not None else Timeline()
+        score, unscored = view.score(timeline, truncated)
+        recorded, unread = view.recorded_score(self.run_dir / "score.json")
         done.append(RunUnit(self.run_dir, timeline, truncated, score, unscored, recorded, unread,
-                            dict(view.strategies) if view is not None else {}, self.epochs,
-                            len(self.finished) + len(self.open_tasks(view)), dict(self.scored)))  # fmt: skip
+                            dict(view.strategies), self.epochs, len(self.finished) + len(view.tasks),
+                            dict(self.scored), graph_files=frozenset(view.graph_files)))  # fmt: skip
         done[-1].bounds = self.hardware.now  # the hardware family
         done[-1].data_shape = self.evidence.shape  # evidence family
         done[-1].mllog = mllog_ended  # mllog family
@@ -1078,10 +1086,6 @@ class UnitStream:
         done[-1].best = self.best  # best
         done[-1].starts = tuple(self.starts)  # the data family
         return done
-
-    @staticmethod
-    def open_tasks(view: RunView | None) -> dict:
-        return view.tasks if view is not None else {}
 
 
 def _whole(value: object) -> bool:

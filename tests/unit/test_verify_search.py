@@ -24,10 +24,9 @@ from aiperf_mpi.results import runlog
 from aiperf_mpi.results.datasets import CIFAR10, DIGITS, DOCUMENTED_SPLITS, ILSVRC_2012, SYNTHETIC, documented_split
 from aiperf_mpi.results.graphs import append_graph, read_graph
 from analysis import checks, verify
-from analysis.verify.registry import FAMILIES, By
+from analysis.verify.registry import FAMILIES
 from analysis.verify.search import STRATEGY_CHAINS
 from analysis.verify.units import RowFindings, UnitStream, takes_counts, unit_of
-from analysis.verify.view import RunView
 from tests.support import lineage_runs
 from tests.support.lineage_runs import CHILD, lineage_run, rescore
 from tests.support.verify_runs import RANKS, _done, _epoch, consistent_run, find, forge, read_log, recount, sync_record
@@ -106,12 +105,12 @@ def test_which_split_a_run_is_held_to() -> None:
 def judged(row: str, events: list[dict]) -> checks.Check:
     """``row`` of a few events alone (numbered 1, 2, …; no run directory): the units the stream makes of them, read
     before a run's model has any segment, each given to the row's functions in the registry (the run last)."""
-    rules = [rule.rule for family in FAMILIES for rule in family.rules if isinstance(rule, By) and rule.row == row]
+    rules = [rule.rule for family in FAMILIES for rule in family.rules if rule.row == row]
     stream, found = UnitStream(Path(".")), RowFindings(row)
-    model, view = SimpleNamespace(segment_records=[]), RunView(Path("."))
+    model = SimpleNamespace(segment_records=[], config=None)
     units = [unit for number, event in enumerate(events, start=1)
-             for unit in stream.see(event, number, model, view)]  # type: ignore[arg-type]  # fmt: skip
-    for unit in [*units, *stream.end(None, None, False)]:
+             for unit in stream.see(event, number, model)]  # type: ignore[arg-type]  # fmt: skip
+    for unit in [*units, *stream.end(None, False)]:
         for rule in (rule for rule in rules if unit_of(rule) is type(unit)):
             for finding in rule(unit, found.counts) if takes_counts(rule) else rule(unit):
                 found.add(finding)
