@@ -171,7 +171,7 @@ def write_verifiable_log(run_dir: Path, models: int, groups: int = GROUPS) -> di
         system = {"event": runlog.SYSTEM, "time": start_time + 0.1, "ranks": world, "nodes": 1,
                   "hosts": [host], **VERSIONS, "aiperf_mpi": __version__}  # fmt: skip
         emit(system)
-        mllog.run_start(config, {**system, "accelerators_per_node": 0}, 1, start_time)
+        mllog.run_start(config, {**system, "accelerators_per_node": len(host["accelerators"])}, 1, start_time)
         emit({"event": runlog.LAYOUT, "time": start_time + 0.2, "world_size": 1 + groups * RANKS, "master_rank": 0,
               "hosts": ["h0"] * world, "nodes": [0] * world,
               "groups": [{"index": g, "node": 0, "host": "h0", "ranks": [1 + 2 * g, 2 + 2 * g], "leader": 1 + 2 * g,

@@ -21,11 +21,14 @@ unlisted — and the run inside it is then verified like a directory.
 Nothing here imports TensorFlow or MPI.
 
 The room ``analysis/verify/``: this module (the command, the bundle's
-reading), ``registry.py`` (the families, their rows, the walk) and one module
-per family, named for it: ``record``, ``evidence``, ``hardware``, ``data``,
-``search``, ``score``, ``provenance``, ``mllog``, ``best``, ``weights``
-(``lineage``: the record family's graph rebuilds), ``bundle`` (a bundle's own
-files).  The verdict's types are one floor down, in ``analysis/checks.py``,
+reading), ``registry.py`` (the families, their rows as (row, function) pairs,
+the walk), ``units.py`` (the run as finished units, which every rule is a
+function of, and the stream that makes them; ``view.py``, ``bounds.py``,
+``tuner.py``, ``lineage.py`` and ``mllog_reader.py`` what it keeps of the
+log's order) and one module per family, named for it: ``record``,
+``evidence``, ``hardware``, ``data``, ``search``, ``score``, ``provenance``,
+``energy``, ``mllog``, ``best``, ``weights``, ``fields``, ``bundle`` (a
+bundle's own files).  The verdict's types are one floor down, in ``analysis/checks.py``,
 which the audit and the bundle writer share.
 """
 

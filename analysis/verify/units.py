@@ -19,7 +19,14 @@ it reads is the type its first parameter names:
   ``run_stop``(s) and ``score`` events, each score as recomputed from the log
   as of it;
 - :class:`RunUnit`: the run, once: its model, the score recomputed from the
-  whole log, ``score.json`` as read, what the stream counted.
+  whole log, ``score.json`` as read, what the stream counted;
+- :class:`SegmentEvent` (the evidence family): an event of an open segment
+  that belongs to no task (a ``system``, ``layout``, ``peak``, ``monitor``,
+  ``staging``, ``group_lost``, ``run_stop``, ``score``…), finished at once,
+  with what held when it came (:class:`Timed`; a task's events carry theirs
+  on its unit);
+- the mllog family's units (:mod:`analysis.verify.mllog_reader`): what
+  ``mllog.log`` said at one event, read in step with the log;
 - :class:`Proposal` (the search and data families): every ``model_proposed``
   event, finished at once, with what held before it: the data set of the
   last ``run_start``, the tuners' batch sizes (sized once), its parent's graph
@@ -32,12 +39,17 @@ A task's first proposal is rebuilt from its lineage once, when it comes
 (:func:`analysis.verify.lineage.rebuild_proposal`, on its task unit): the
 ``repeated graphs`` row needs the rebuild's identity in the proposals' order.
 
-:class:`UnitStream` makes them, in step with the walk (the run's model and the
-shared view, :mod:`analysis.verify.view`, have read each event first), and
+:class:`UnitStream` makes them, in step with the walk (the run's model has read
+each event first, then the stream's view, :mod:`analysis.verify.view`), and
 keeps every fact that needs the log's order — the model id the previous end
-implies, whose graph already lay at a place, which graph the master had seen —
-so a rule keeps none: what it needs is on its unit.  Memory: the open tasks'
-epochs (the view keeps them too), one segment, counters.
+implies, whose graph already lay at a place, which graph the master had seen,
+the hardware bounds as of an event (:mod:`analysis.verify.bounds`), the
+tuners' space (:mod:`analysis.verify.tuner`), ``mllog.log``'s lines — so a
+rule keeps none: what it needs is on its unit.  Memory: the open tasks'
+epochs (the view keeps them too), one segment, counters, and what the old
+rules kept per model (each model's graph place and digest for its children's
+lineage and the repeated graphs row; each task's latest graph place for the
+weights row).
 
 A rule yields :class:`Finding` s: a problem, a missing record, a note, a
 summary, or a count (``count("hashes")``) that the row's run function reads

@@ -1,9 +1,11 @@
-"""What several of verify's rules need of the run, kept once: the shared view the walk updates before any rule
-sees an event (issue 44).
+"""What the units of the run are made of, kept once: the unit stream's view of the log as it reads it (issue 51).
 
 The run's model (:class:`aiperf_mpi.results.logmodel.RunModel`, ``run.model``) holds the segments, their
 configuration, system, layout and peaks, and the open tasks as the scorer reads them; this view holds what the
-model does not and more than one family reads, so that no family reaches into another's state:
+model does not and more than one family's units carry.  It belongs to the unit stream
+(:class:`analysis.verify.units.UnitStream`, which updates it with each event before it makes any unit of it): no
+rule reads it, a rule reads only its unit, on which the stream puts what held at the event (a copy of what changes
+later):
 
 - ``strategies``: how many tasks' first proposals name each search strategy (the ``record`` family's
   ``proposed twice`` is not counted again), which the ``score`` family's rule ``algorithms`` holds to the
@@ -37,8 +39,8 @@ model does not and more than one family reads, so that no family reaches into an
   ``score.json`` as the run recorded it (:meth:`RunView.recorded_score`), which the ``score`` family's three
   rules (the score, the scored window, the validity rules) each hold to the other.
 
-The walk (:func:`analysis.verify.registry.walk`) calls :meth:`RunView.see` with each event that keeps to the
-schema, after the model has read it and before the families are given it.
+The unit stream calls :meth:`RunView.see` with each event that keeps to the schema, after the model has read it
+and before it makes the units of it.
 """
 
 from __future__ import annotations
