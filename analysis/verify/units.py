@@ -69,6 +69,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import MappingProxyType
 
 from aiperf_mpi.graph.model import GraphError, infer_shapes, input_node, output_node
 from aiperf_mpi.results import runlog
@@ -573,15 +574,16 @@ class SegmentEvent(Timed):
     over a day."""
 
 
-UNITS = (TaskUnit, StrayEvent, Misplaced, SegmentUnit, RunUnit, SegmentEvent, Proposal, DataEpoch)
-UNIT_NAMES = {TaskUnit: "task", StrayEvent: "stray event", Misplaced: "event out of place", SegmentUnit: "segment",
-              RunUnit: "run", SegmentEvent: "event of a segment", Proposal: "proposal",
-              DataEpoch: "epoch"}  # fmt: skip
-# the mllog family's units (analysis/verify/mllog_reader.py): what mllog.log said at one event, finished at once
-UNITS += (EpochLines, PowerLines, RunStopLine, SegmentStarted, SegmentEnded)
-UNIT_NAMES |= {EpochLines: "mllog epoch", PowerLines: "mllog power", RunStopLine: "mllog run_stop",
-               SegmentStarted: "mllog run_start", SegmentEnded: "mllog segment end"}  # fmt: skip
+UNIT_NAMES: Mapping[type, str] = MappingProxyType({
+    TaskUnit: "task", StrayEvent: "stray event", Misplaced: "event out of place", SegmentUnit: "segment",
+    RunUnit: "run", SegmentEvent: "event of a segment", Proposal: "proposal", DataEpoch: "epoch",
+    # the mllog family's (analysis/verify/mllog_reader.py): what mllog.log said at one event, finished at once
+    EpochLines: "mllog epoch", PowerLines: "mllog power", RunStopLine: "mllog run_stop",
+    SegmentStarted: "mllog run_start", SegmentEnded: "mllog segment end",
+})  # fmt: skip
 """each unit as the docs' table of families names it"""
+UNITS = tuple(UNIT_NAMES)
+"""every kind of unit a rule may be a function of"""
 
 
 def unit_of(rule: Callable) -> type:
