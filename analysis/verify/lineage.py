@@ -141,7 +141,10 @@ def _child(run_dir: Path, event: dict, kernel: int, where: str,
 def _compare(stored: StoredGraph, text: str, rebuilt: nx.DiGraph, rule: str) -> Rebuilt:
     """``text`` (the graph file's) against the rebuild: the same text as the leader wrote, or else the same
     structure (a file re-serialised differently still passes, under the rebuild's identity)."""
-    written = to_json(rebuilt)
+    try:
+        written = to_json(rebuilt)
+    except ERRORS as exc:  # a value no JSON holds (an inf a forged parent's file carries): no graph file is it
+        return Rebuilt(stored, f"{rule}: the rebuild cannot be written as a graph file ({_brief(exc)})")
     if text == written:
         return Rebuilt(stored, rebuilt=True)
     try:

@@ -255,14 +255,14 @@ def ops_recount(task: TaskUnit) -> Findings:
     `steps` equal as integers"""
     counts, batch = task.open.counts, task.hparams.get("batch_size")
     for epoch in task.epochs:
-        event, segment, at = epoch.event, epoch.segment, epoch.number
+        event, at = epoch.event, epoch.number
         where = f"task {event['task']} epoch {event['epoch']}"
         if counts is None:
             yield problem(at, f"{where}: not recounted: {task.open.count_error}")
             continue
-        ranks = segment.group_sizes.get(task.group)
+        ranks = epoch.ranks  # the layouts as of the epoch
         if not isinstance(batch, int) or ranks is None:
-            known = "not in its segment's layout" if segment.layout is not None else "its segment has no layout"
+            known = "not in its segment's layout" if epoch.laid_out else "its segment has no layout"
             yield problem(at, f"{where}: the global batch is unknown (batch_size {batch!r}, group {task.group}: "
                               f"{known})")  # fmt: skip
             continue

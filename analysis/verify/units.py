@@ -157,9 +157,15 @@ class Logged:
 
 @dataclass
 class EpochLogged(Logged):
-    """An epoch of an open task, with the segment it was logged in (the model's last as of it)."""
+    """An epoch of an open task, with the segment it was logged in (the model's last as of it) and what that
+    segment's layouts had said of its task's group by then (a layout logged later, or a second one, is not this
+    epoch's: the differential fuzz of the move found a recount against a later layout)."""
 
     segment: Segment
+    ranks: int | None = None
+    """its task's group's ranks in the segment's layouts so far (None: none gave them)"""
+    laid_out: bool = False
+    """whether the segment had logged a layout by then"""
     bounds: BoundsAsOf | None = None
     """(the hardware family) the hardware bounds as of it"""
 
@@ -522,17 +528,15 @@ class DataEpoch(Logged):
 
 @dataclass
 class RunUnit:
-    """The run, once the log has been read: its model, the score recomputed from it, ``score.json``."""
+    """The run, once the log has been read: its model, the score recomputed from it, ``score.json`` (both computed
+    or read when a rule first asks, once: a log with no ``run_start`` is refused by the segments row before
+    ``score.json`` is opened)."""
 
     run_dir: Path
     model: Timeline
     truncated: bool
-    score: Score | None
-    unscored: str
-    """why the log cannot be scored ("": it can)"""
-    recorded: dict | None
-    unread: str
-    """why ``score.json`` could not be read ("": it was)"""
+    view: RunView = field(repr=False)
+    """the stream's view, which computes the score and reads ``score.json`` once"""
     strategies: Mapping[str, int]
     """search strategy → the tasks whose first proposal names it"""
     epochs: int
@@ -544,6 +548,26 @@ class RunUnit:
     graph_files: frozenset[str] = frozenset()
     """every graph file a first proposal names (what the graph files row reads, which the side files row does not
     name)"""
+
+    @property
+    def score(self) -> Score | None:
+        """the score recomputed from the whole log (None: it cannot be, :attr:`unscored` says why)"""
+        return self.view.score(self.model, self.truncated)[0]
+
+    @property
+    def unscored(self) -> str:
+        """why the log cannot be scored ("": it can)"""
+        return self.view.score(self.model, self.truncated)[1]
+
+    @property
+    def recorded(self) -> dict | None:
+        """``score.json`` as the run recorded it (None: :attr:`unread` says why)"""
+        return self.view.recorded_score(self.run_dir / "score.json")[0]
+
+    @property
+    def unread(self) -> str:
+        """why ``score.json`` could not be read ("": it was)"""
+        return self.view.recorded_score(self.run_dir / "score.json")[1]
     bounds: BoundsAsOf | None = None
     """(the hardware family) the hardware bounds as the log left them (whether it was a rehearsal)"""
     data_shape: tuple[tuple, str] | None = None
@@ -917,7 +941,8 @@ class UnitStream:
         if unit is None:
             done.append(StrayEvent(event, number, task in self.finished))
             return
-        unit.epochs.append(EpochLogged(event, number, segment))
+        unit.epochs.append(EpochLogged(event, number, segment, segment.group_sizes.get(unit.group),
+                                       segment.layout is not None))  # fmt: skip
         if view.counted is unit.open:
             unit.counted_at = number
 
@@ -1088,11 +1113,9 @@ class UnitStream:
             mllog_units, mllog_ended = self.mllog.end()
             done += mllog_units
         view, timeline = self.view, model if model is not None else Timeline()
-        score, unscored = view.score(timeline, truncated)
-        recorded, unread = view.recorded_score(self.run_dir / "score.json")
-        done.append(RunUnit(self.run_dir, timeline, truncated, score, unscored, recorded, unread,
-                            dict(view.strategies), self.epochs, len(self.finished) + len(view.tasks),
-                            dict(self.scored), graph_files=frozenset(view.graph_files)))  # fmt: skip
+        done.append(RunUnit(self.run_dir, timeline, truncated, view, dict(view.strategies), self.epochs,
+                            len(self.finished) + len(view.tasks), dict(self.scored),
+                            graph_files=frozenset(view.graph_files)))  # fmt: skip
         done[-1].bounds = self.hardware.now  # the hardware family
         done[-1].data_shape = self.evidence.shape  # evidence family
         done[-1].mllog = mllog_ended  # mllog family

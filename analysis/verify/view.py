@@ -313,7 +313,7 @@ class RunView:
                     if not isinstance(recorded, dict):
                         raise ValueError("not a JSON object")
                     self._recorded = (recorded, "")
-                except (ValueError, UnicodeDecodeError) as exc:
+                except (ValueError, UnicodeDecodeError) as exc:  # nested too deeply: bad input (guarded: exit 2)
                     self._recorded = (None, f"{path.name} is not readable: {' '.join(str(exc).split())[:200]}")
         return self._recorded
 
