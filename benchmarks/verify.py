@@ -26,6 +26,7 @@ import itertools
 import json
 import os
 import random
+import subprocess
 import sys
 import tempfile
 import time
@@ -46,7 +47,7 @@ from aiperf_mpi.results import provenance, runlog
 from aiperf_mpi.results.graphs import segment_graph_file
 from aiperf_mpi.results.logmodel import Timeline
 from aiperf_mpi.results.score import score_inputs
-from benchmarks.report import _measure
+from benchmarks.report import WRAPPER, _measure
 from tests.support.verify_runs import DATA_SHAPES, DATA_SPLITS, HOST, VERSIONS, data_check
 
 SIZES = (1_000, 10_000, 100_000)
@@ -297,5 +298,33 @@ def run(sizes: tuple[int, ...] = SIZES) -> str:
     ])  # fmt: skip
 
 
+def against(trees: tuple[str, str], models: int = SIZES[-1]) -> str:
+    """One log of ``models`` models verified by two source trees (each a checkout's root, its ``analysis`` and
+    ``aiperf_mpi`` imported from there), one after the other: what a reshape of the rules cost, as a ratio measured
+    in one run (``python -m benchmarks.verify --against OLD_TREE NEW_TREE [MODELS]``)."""
+    lines = []
+    with tempfile.TemporaryDirectory(prefix="aiperf-verify-bench-") as scratch:
+        run_dir = Path(scratch) / f"run-{models}"
+        write_verifiable_log(run_dir, models)
+        figures = []
+        for tree in trees:
+            done = subprocess.run([sys.executable, "-c", WRAPPER, sys.executable, "-m", "analysis.verify",
+                                   str(run_dir)], capture_output=True, text=True, check=True, cwd=tree)  # fmt: skip
+            measured = json.loads(done.stdout)
+            verdict = next((line for line in measured["output"].splitlines() if line.startswith("verdict")), "?")
+            figures.append(measured)
+            lines.append(f"| {tree} | {measured['seconds']:.1f} | {measured['cpu']:.1f} | "
+                         f"{measured['cpu'] / models * 1e3:.3f} | {measured['rss_kib'] / 1024:.0f} MiB | {verdict} |")
+    load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
+    return "\n".join([f"{models:,} models, one log, each tree in turn (load at the end {load}):", "",
+                      "| tree | wall (s) | CPU (s) | ms of CPU a model | peak RSS | verdict |",
+                      "|---|---|---|---|---|---|", *lines, "",
+                      f"CPU time {figures[1]['cpu'] / figures[0]['cpu']:.2f}× the first tree's, peak RSS "
+                      f"{figures[1]['rss_kib'] / figures[0]['rss_kib']:.2f}×"])  # fmt: skip
+
+
 if __name__ == "__main__":
-    print(run(tuple(int(a) for a in sys.argv[1:]) or SIZES))
+    if sys.argv[1:2] == ["--against"]:
+        print(against((sys.argv[2], sys.argv[3]), *(int(a) for a in sys.argv[4:5])))
+    else:
+        print(run(tuple(int(a) for a in sys.argv[1:]) or SIZES))
