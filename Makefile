@@ -7,7 +7,7 @@
 #   make test-gpu-build   GPU=cuda install, then its checks and tests on this machine (no GPU needed;
 #                         about 15 minutes the first time, so not part of `make test`)
 #   make gpu-check        on a GPU node: GPUs, probes, trainer, NCCL bandwidth, a 3-minute run
-#   make test             install, lint, then every test but the long ones (about 13.6 minutes here, installs excluded)
+#   make test             install, lint, then every test but the long ones (about 12.3 minutes here, installs excluded)
 #   make test-long        install, then the long and rarely broken tests (real Slurm, the trainer's scenarios,
 #                         Horovod groups, the GPU check's workers, a stopped rank); CI runs test, then test-long
 #   make test-scale       install, then the rehearsals at 128 ranks (tests/scale: groups of 1 and 2, a relay, a report,
