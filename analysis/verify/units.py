@@ -65,11 +65,13 @@ import heapq
 import inspect
 import math
 import os
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
+
+import networkx as nx
 
 from aiperf_mpi.graph.model import GraphError, infer_shapes, input_node, output_node
 from aiperf_mpi.results import runlog
@@ -91,7 +93,7 @@ from analysis.verify.mllog_reader import (
     SegmentStarted,
 )
 from analysis.verify.tuner import TunerBatches, tuner_batches
-from analysis.verify.view import Before, OpenTask, ProposedGraph, RunView, SegmentTimes, TaskTimes
+from analysis.verify.view import COUNT_CACHE, Before, OpenTask, ProposedGraph, RunView, SegmentTimes, TaskTimes
 
 END = math.inf
 """where a finding made at the log's end sorts: after every event"""
@@ -656,6 +658,17 @@ def peak_sum(groups: Iterable[int], layout: bool, peaks: Mapping[int, float]) ->
     return sum(peaks[index] for index in groups)
 
 
+def _shape(graph: nx.DiGraph) -> tuple[tuple | None, str]:
+    """(evidence family) A graph's input's (height, width, channels) and output's classes, or None and why not."""
+    try:
+        data = graph.nodes[input_node(graph)]
+        shape = (data.get("h"), data.get("w"), data.get("c"))
+        classes = infer_shapes(graph)[output_node(graph)][-1]
+    except (GraphError, KeyError, IndexError, TypeError) as exc:
+        return None, str(exc)
+    return (*shape, classes), ""
+
+
 class EvidenceStream:
     """(evidence family) What the evidence rows hold an event to that needs the log's order, kept as the stream
     reads it and put on each event of an open segment as a :class:`Timed` snapshot: the open segment's measured
@@ -676,6 +689,9 @@ class EvidenceStream:
         """the first well-formed data check"""
         self.opening: dict = {}
         """the open segment's ``run_start``"""
+        self.shapes: OrderedDict[str, tuple[tuple | None, str]] = OrderedDict()
+        """a graph file's bytes' sha256 → its input's shape and output's classes (or why none), last used last: the
+        same bytes (the seed handed to every group) are read once, :data:`~analysis.verify.view.COUNT_CACHE` kept"""
 
     def see(self, event: dict, number: int, model: RunModel, view: RunView) -> Timed | None:
         """``event`` as the evidence rows judge it (None: no segment open, or a run_start that opened none)."""
@@ -738,20 +754,21 @@ class EvidenceStream:
                 self.shape = ((*data["image_shape"], data["classes"]), "the data check")
         return timed
 
-    @staticmethod
-    def _graph(view: RunView) -> ShapeFound | None:
-        """The graph the view parsed for the event, its input's shape and output's classes read once."""
+    def _graph(self, view: RunView) -> ShapeFound | None:
+        """The graph the view parsed for the event, its input's shape and output's classes read once a graph."""
         parsed = view.parsed
         if parsed is None:
             return None
-        graph = parsed.graph
-        try:
-            data = graph.nodes[input_node(graph)]
-            shape = (data.get("h"), data.get("w"), data.get("c"))
-            classes = infer_shapes(graph)[output_node(graph)][-1]
-        except (GraphError, KeyError, IndexError, TypeError) as exc:
-            return ShapeFound(parsed.task, parsed.place, None, str(exc))
-        return ShapeFound(parsed.task, parsed.place, (*shape, classes))
+        known = self.shapes.get(parsed.sha256) if parsed.sha256 else None
+        if known is None:
+            known = _shape(parsed.graph)
+            if parsed.sha256:
+                self.shapes[parsed.sha256] = known
+                if len(self.shapes) > COUNT_CACHE:
+                    self.shapes.popitem(last=False)
+        else:
+            self.shapes.move_to_end(parsed.sha256)
+        return ShapeFound(parsed.task, parsed.place, *known)
 
     def place(self, timed: Timed, stream: UnitStream, view: RunView, done: list) -> None:
         """Put ``timed`` where it is judged: on its task's unit, on the event of a task not open, or (an event of

@@ -10,18 +10,15 @@ later):
 - ``strategies``: how many tasks' first proposals name each search strategy (the ``record`` family's
   ``proposed twice`` is not counted again), which the ``score`` family's rule ``algorithms`` holds to the
   configured search;
-- ``graph`` (:class:`ProposedGraph`): the stored graph of the task just proposed (its first proposal), read
-  once, which the ``record`` family's ``graph files`` row judges and the unit stream rebuilds from its lineage
-  (:mod:`analysis.verify.units`, :func:`analysis.verify.lineage.rebuild_proposal`); only the latest is kept (a
-  task's later readers read its file again, by the logged place), so the view's memory does not grow with the
-  models;
 - ``segment`` (:class:`SegmentView`), since the last ``run_start`` event: each layout group's ranks and each
   proposed task's batch size, as logged (a second ``layout`` in a segment replaces the groups it lists: the
   ``inventory`` row names the second one), which the ``data`` family holds an epoch's steps to; and the
   segment's *first* ``system`` and ``layout`` events and how many of each came (the run's model keeps the last
   of each: the ``hardware`` family bounds a segment by the first and names a second);
 - ``tasks`` (:class:`OpenTask`): each task proposed (its first proposal) and not yet ended, with its
-  proposal's group, segment and hyper-parameters and its epoch events, its graph parsed and counted once, at its
+  proposal's group, segment and hyper-parameters, its stored graph (:class:`ProposedGraph`, read once at the
+  proposal: the ``graph files`` row judges it, the unit stream rebuilds it from its lineage) and its epoch events,
+  its graph parsed and counted once, at its
   first epoch or else at its ``model_done`` (never for a task that ends without training, or fails): the
   ``record`` family holds the epochs, the operations and the model record to them, the ``evidence`` family's
   ``configuration`` row the graph's input and output to the data (``parsed``: the graph parsed, or taken from
@@ -260,8 +257,6 @@ class RunView:
     is the record family's problem, never a second strategy"""
     segment: SegmentView | None = None
     """the segment the last ``run_start`` event opened (None before the first)"""
-    graph: ProposedGraph | None = None
-    """the stored graph of the latest first proposal (None before one)"""
     tasks: dict[object, OpenTask] = field(default_factory=dict)
     """each task proposed (its first proposal) whose model has not ended (``model_done``, ``model_failed``)"""
     ended: OpenTask | None = None
@@ -417,9 +412,9 @@ class RunView:
             self.graph_files.add(Path(name).as_posix())
         place = graph_place(event)
         try:
-            self.graph = graph = ProposedGraph(event["task"], place, read_graph(self.run_dir, event))
+            graph = ProposedGraph(event["task"], place, read_graph(self.run_dir, event))
         except GraphFileError as exc:
-            self.graph = graph = ProposedGraph(event["task"], place, None, str(exc))
+            graph = ProposedGraph(event["task"], place, None, str(exc))
         if graph.data is not None:
             graph.sha256 = hashlib.sha256(graph.data).hexdigest()
             try:

@@ -149,7 +149,7 @@ RULES_FINGERPRINTS = {
     ("2026.12-11", "3.11"): "aad47117",  # mllog.log lines, side files, best accuracy, host ranks, timings, kernels (52)
     ("2026.12-12", "3.11"): "913feff9",  # mllog.log's power lines (issue 53): the corpus, 374 entries, no verdict or
     # row changed (10 bundles gained the note on the version)
-    ("2026.12-13", "3.11"): "02263d27",  # rules as functions of units (issue 51): the corpus, 386 entries, identical;
+    ("2026.12-13", "3.11"): "4be70115",  # rules as functions of units (issue 51): the corpus, 386 entries, identical;
     # and a resume may change --hang-margin (RESUME_MAY_CHANGE, aiperf_mpi/results/resumable.py, now fingerprinted)
 }
 """(VERIFY_RULES_VERSION, Python minor) → the first 8 hex digits of :func:`_rules_fingerprint`: a change of the rules'
